@@ -1,0 +1,308 @@
+//! Syntax tree of a `.phase` file, exactly as written (parameters unevaluated).
+//!
+//! The tree keeps declarations in source order so that the pretty-printer can give back the same
+//! program, and every node carries its byte span so that diagnostics and traces can point at it.
+//! Names are not resolved here: `lower` turns a checked tree into the executable `ir`.
+
+use crate::kind::ViolationKind;
+
+/// Byte offsets `[start, end)` into the source text.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+pub struct Span {
+    pub start: u32,
+    pub end: u32,
+}
+
+impl Span {
+    pub fn new(start: usize, end: usize) -> Span {
+        Span { start: start as u32, end: end as u32 }
+    }
+    pub fn to(self, other: Span) -> Span {
+        Span { start: self.start.min(other.start), end: self.end.max(other.end) }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Ident {
+    pub name: String,
+    pub span: Span,
+}
+
+/// What `phasecheck check` should find: `expect holds`, or a list of violation kinds of which at
+/// least one must be found and none outside it.
+#[derive(Clone, Debug)]
+pub enum Expect {
+    Holds(Span),
+    Kinds(Vec<(ViolationKind, Span)>),
+}
+
+#[derive(Clone, Debug)]
+pub struct Program {
+    pub name: Ident,
+    pub expect: Option<Expect>,
+    pub items: Vec<Item>,
+}
+
+#[derive(Clone, Debug)]
+pub enum Item {
+    Param(ParamDecl),
+    WarpSize(Expr),
+    Barrier(BarrierDecl),
+    Buffer(BufferDecl),
+    Var(VarDecl),
+    Completion(CompletionDecl),
+    Role(RoleDecl),
+}
+
+#[derive(Clone, Debug)]
+pub struct ParamDecl {
+    pub name: Ident,
+    pub value: Expr,
+}
+
+#[derive(Clone, Debug)]
+pub struct BarrierDecl {
+    pub name: Ident,
+    /// `barrier full[STAGES] ...`: an array of that many barriers.
+    pub len: Option<Expr>,
+    pub count: Expr,
+    pub completion: Option<Ident>,
+    pub manual_init: bool,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug)]
+pub struct BufferDecl {
+    pub name: Ident,
+    pub len: Option<Expr>,
+    pub bytes: Expr,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug)]
+pub struct VarDecl {
+    pub name: Ident,
+    pub init: Expr,
+}
+
+#[derive(Clone, Debug)]
+pub struct CompletionDecl {
+    pub name: Ident,
+    pub body: Block,
+}
+
+#[derive(Clone, Debug)]
+pub struct RoleDecl {
+    pub name: Ident,
+    pub count: Expr,
+    pub body: Block,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Block {
+    pub stmts: Vec<Stmt>,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug)]
+pub struct Stmt {
+    pub kind: StmtKind,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug)]
+pub enum StmtKind {
+    /// `let x = EXPR` or `let t = arrive(B)`.
+    Let { name: Ident, value: Value },
+    /// `x = EXPR` (a local) or `ctrl = EXPR` (a shared var); `x = try_wait(B, t)` too.
+    Assign { name: Ident, value: Value },
+    For { var: Ident, lo: Expr, hi: Expr, body: Block },
+    /// `else if` is an `else` block holding one `If`.
+    If { cond: Expr, then: Block, els: Option<Block> },
+    /// A barrier/buffer operation used as a statement; its result, if any, is dropped.
+    Op(Op),
+    Assert(Expr),
+    Return,
+    Work,
+    SyncWarp,
+    SyncThreads,
+}
+
+/// Right-hand side of `let`/assignment.
+#[derive(Clone, Debug)]
+pub enum Value {
+    Expr(Expr),
+    Op(Op),
+}
+
+/// A barrier or buffer named in an operation: `full[s]` or `done`.
+#[derive(Clone, Debug)]
+pub struct Place {
+    pub name: Ident,
+    pub index: Option<Box<Expr>>,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug)]
+pub struct Op {
+    pub kind: OpKind,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug)]
+pub enum OpKind {
+    /// `arrive(B)` / `arrive(B, n)`; yields the token (the phase arrived on).
+    Arrive { bar: Place, n: Option<Expr> },
+    /// `arrive_expect_tx(B, BYTES)`: expect_tx then one arrival, atomically; yields a token.
+    ArriveExpectTx { bar: Place, bytes: Expr },
+    Wait { bar: Place, token: Expr },
+    WaitParity { bar: Place, parity: Expr },
+    /// Yields 1 or 0; never blocks.
+    TryWait { bar: Place, token: Expr },
+    TryWaitParity { bar: Place, parity: Expr },
+    ArriveAndWait { bar: Place },
+    ArriveAndDrop { bar: Place },
+    ExpectTx { bar: Place, bytes: Expr },
+    CompleteTx { bar: Place, bytes: Expr },
+    /// TMA-style: the copy does complete_tx(bytes) on `bar` when it lands.
+    CopyAsync { buf: Place, bar: Place, bytes: Option<Expr>, version: Option<Expr> },
+    /// libcu++ form: issue the copy, then expect_tx(bytes) on `bar`.
+    MemcpyAsync { buf: Place, bar: Place, bytes: Option<Expr>, version: Option<Expr> },
+    Read { buf: Place, expect: Option<Expr> },
+    Write { buf: Place, version: Expr },
+    Init { bar: Place, count: Option<Expr> },
+    Inval { bar: Place },
+    /// Warp-batched arrive: one arrival per converged group of lanes.
+    Commit { bar: Place },
+}
+
+impl OpKind {
+    /// The name as written in the language.
+    pub fn keyword(&self) -> &'static str {
+        match self {
+            OpKind::Arrive { .. } => "arrive",
+            OpKind::ArriveExpectTx { .. } => "arrive_expect_tx",
+            OpKind::Wait { .. } => "wait",
+            OpKind::WaitParity { .. } => "wait_parity",
+            OpKind::TryWait { .. } => "try_wait",
+            OpKind::TryWaitParity { .. } => "try_wait_parity",
+            OpKind::ArriveAndWait { .. } => "arrive_and_wait",
+            OpKind::ArriveAndDrop { .. } => "arrive_and_drop",
+            OpKind::ExpectTx { .. } => "expect_tx",
+            OpKind::CompleteTx { .. } => "complete_tx",
+            OpKind::CopyAsync { .. } => "copy_async",
+            OpKind::MemcpyAsync { .. } => "memcpy_async",
+            OpKind::Read { .. } => "read",
+            OpKind::Write { .. } => "write",
+            OpKind::Init { .. } => "init",
+            OpKind::Inval { .. } => "inval",
+            OpKind::Commit { .. } => "commit",
+        }
+    }
+
+    /// Whether the operation produces a value usable in `let x = OP`.
+    pub fn yields_value(&self) -> bool {
+        matches!(
+            self,
+            OpKind::Arrive { .. }
+                | OpKind::ArriveExpectTx { .. }
+                | OpKind::TryWait { .. }
+                | OpKind::TryWaitParity { .. }
+        )
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Expr {
+    pub kind: ExprKind,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug)]
+pub enum ExprKind {
+    Int(i64),
+    /// A param, local, shared var, or one of `tid gtid lane warp`.
+    Name(String),
+    /// `consumer.count`.
+    RoleCount(String),
+    Unary(UnOp, Box<Expr>),
+    Binary(BinOp, Box<Expr>, Box<Expr>),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UnOp {
+    Neg,
+    Not,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BinOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Rem,
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    And,
+    Or,
+}
+
+impl BinOp {
+    pub fn symbol(self) -> &'static str {
+        match self {
+            BinOp::Add => "+",
+            BinOp::Sub => "-",
+            BinOp::Mul => "*",
+            BinOp::Div => "/",
+            BinOp::Rem => "%",
+            BinOp::Eq => "==",
+            BinOp::Ne => "!=",
+            BinOp::Lt => "<",
+            BinOp::Le => "<=",
+            BinOp::Gt => ">",
+            BinOp::Ge => ">=",
+            BinOp::And => "&&",
+            BinOp::Or => "||",
+        }
+    }
+    /// Binding strength: higher binds tighter. `||` < `&&` < comparisons < `+ -` < `* / %`.
+    pub fn precedence(self) -> u8 {
+        match self {
+            BinOp::Or => 1,
+            BinOp::And => 2,
+            BinOp::Eq | BinOp::Ne | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge => 3,
+            BinOp::Add | BinOp::Sub => 4,
+            BinOp::Mul | BinOp::Div | BinOp::Rem => 5,
+        }
+    }
+}
+
+impl Program {
+    pub fn params(&self) -> impl Iterator<Item = &ParamDecl> {
+        self.items.iter().filter_map(|i| if let Item::Param(p) = i { Some(p) } else { None })
+    }
+    pub fn barriers(&self) -> impl Iterator<Item = &BarrierDecl> {
+        self.items.iter().filter_map(|i| if let Item::Barrier(b) = i { Some(b) } else { None })
+    }
+    pub fn buffers(&self) -> impl Iterator<Item = &BufferDecl> {
+        self.items.iter().filter_map(|i| if let Item::Buffer(b) = i { Some(b) } else { None })
+    }
+    pub fn vars(&self) -> impl Iterator<Item = &VarDecl> {
+        self.items.iter().filter_map(|i| if let Item::Var(v) = i { Some(v) } else { None })
+    }
+    pub fn completions(&self) -> impl Iterator<Item = &CompletionDecl> {
+        self.items.iter().filter_map(|i| if let Item::Completion(c) = i { Some(c) } else { None })
+    }
+    pub fn roles(&self) -> impl Iterator<Item = &RoleDecl> {
+        self.items.iter().filter_map(|i| if let Item::Role(r) = i { Some(r) } else { None })
+    }
+    pub fn warp_size(&self) -> Option<&Expr> {
+        self.items.iter().find_map(|i| if let Item::WarpSize(e) = i { Some(e) } else { None })
+    }
+}
