@@ -10,3 +10,7 @@ pub mod kind;
 pub mod lang;
 
 pub use kind::ViolationKind;
+pub mod ir;
+pub mod lower;
+pub mod state;
+pub mod step;

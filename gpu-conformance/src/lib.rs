@@ -1,0 +1,1 @@
+//! CUDA generation and GPU runs (issue 4).

@@ -1,0 +1,237 @@
+//! The executable form of a protocol: parameters evaluated, arrays flattened, names resolved to
+//! slots, structured control flow turned into jumps.
+//!
+//! Each role's body becomes a flat list of instructions so that a thread's control state is just a
+//! program counter plus its locals: small, hashable, and cheap to copy during the search.
+
+use crate::lang::ast::{BinOp, Span, UnOp};
+use crate::ViolationKind;
+
+/// The PTX limit on arrival counts and on the magnitude of the tx-count: 2^20 - 1.
+pub const MAX_COUNT: i64 = (1 << 20) - 1;
+
+#[derive(Clone, Debug)]
+pub struct Protocol {
+    pub name: String,
+    /// Every parameter with its final value (defaults, then `--param` overrides), in order.
+    pub params: Vec<(String, i64)>,
+    /// `None`: `expect holds` or no expect line; see `expect_given`.
+    pub expect: Option<Vec<ViolationKind>>,
+    pub expect_given: bool,
+    pub warp_size: u32,
+    pub barriers: Vec<BarrierInfo>,
+    pub barrier_groups: Vec<Group>,
+    pub buffers: Vec<BufferInfo>,
+    pub buffer_groups: Vec<Group>,
+    pub vars: Vec<VarInfo>,
+    pub completions: Vec<Code>,
+    pub roles: Vec<RoleInfo>,
+    pub threads: Vec<ThreadInfo>,
+}
+
+/// A declared name that may be an array: elements `base .. base + len` of the flat list.
+#[derive(Clone, Debug)]
+pub struct Group {
+    pub name: String,
+    pub base: u16,
+    pub len: u16,
+    pub is_array: bool,
+}
+
+#[derive(Clone, Debug)]
+pub struct BarrierInfo {
+    /// Display name: `full[1]` or `done`.
+    pub name: String,
+    /// Count given at declaration (what `init(B)` uses too). May be out of range: that is a
+    /// count-range verdict, not an input error.
+    pub count: i64,
+    pub completion: Option<u16>,
+    pub manual_init: bool,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug)]
+pub struct BufferInfo {
+    pub name: String,
+    pub bytes: i64,
+}
+
+#[derive(Clone, Debug)]
+pub struct VarInfo {
+    pub name: String,
+    pub init: i64,
+}
+
+#[derive(Clone, Debug)]
+pub struct RoleInfo {
+    pub name: String,
+    pub count: u32,
+    pub first_gtid: u32,
+    pub code: Code,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ThreadInfo {
+    pub role: u16,
+    pub tid: u32,
+    pub gtid: u32,
+    pub lane: u32,
+    pub warp: u32,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Code {
+    pub name: String,
+    pub instrs: Vec<Instr>,
+    pub local_names: Vec<String>,
+}
+
+#[derive(Clone, Debug)]
+pub struct Instr {
+    pub kind: InstrKind,
+    /// The statement this instruction came from.
+    pub span: Span,
+    /// Touches shared state (barriers, buffers, vars, other threads): a scheduling point. Local
+    /// instructions run as part of the preceding visible step, which does not change which states
+    /// are reachable but keeps interleavings of purely local work out of the search.
+    pub visible: bool,
+}
+
+#[derive(Clone, Debug)]
+pub enum InstrKind {
+    SetLocal {
+        slot: u16,
+        expr: IExpr,
+    },
+    SetVar {
+        var: u16,
+        expr: IExpr,
+    },
+    Jump {
+        to: u32,
+    },
+    /// `if !cond goto else_to`. The outcome feeds the thread's divergence signature.
+    Branch {
+        cond: IExpr,
+        else_to: u32,
+    },
+    Op {
+        op: IOp,
+        result: Option<u16>,
+    },
+    Assert(IExpr),
+    Return,
+    Work,
+    SyncWarp,
+    SyncThreads,
+}
+
+#[derive(Clone, Debug)]
+pub enum IExpr {
+    Const(i64),
+    Local(u16),
+    Var(u16),
+    Tid,
+    Gtid,
+    Lane,
+    Warp,
+    Unary(UnOp, Box<IExpr>),
+    Binary(BinOp, Box<IExpr>, Box<IExpr>),
+}
+
+impl IExpr {
+    pub fn reads_var(&self) -> bool {
+        match self {
+            IExpr::Var(_) => true,
+            IExpr::Unary(_, e) => e.reads_var(),
+            IExpr::Binary(_, a, b) => a.reads_var() || b.reads_var(),
+            _ => false,
+        }
+    }
+}
+
+/// A reference into a barrier or buffer group; the index is evaluated when the step runs.
+#[derive(Clone, Debug)]
+pub struct Ref {
+    pub group: u16,
+    pub index: Option<IExpr>,
+}
+
+#[derive(Clone, Debug)]
+pub enum WaitTarget {
+    Token(IExpr),
+    Parity(IExpr),
+}
+
+#[derive(Clone, Debug)]
+pub enum IOp {
+    /// arrive / arrive_expect_tx / arrive_and_drop; yields the token.
+    Arrive {
+        bar: Ref,
+        n: IExpr,
+        drop: bool,
+        expect_tx: Option<IExpr>,
+    },
+    /// wait / wait_parity (blocking) and try_wait / try_wait_parity (`try_ == true`, yields 0/1).
+    Wait {
+        bar: Ref,
+        target: WaitTarget,
+        try_: bool,
+    },
+    ExpectTx {
+        bar: Ref,
+        bytes: IExpr,
+    },
+    CompleteTx {
+        bar: Ref,
+        bytes: IExpr,
+    },
+    /// Issues an async copy; `bytes: None` means the buffer's size. memcpy_async lowers to this
+    /// followed by an `ExpectTx`.
+    Copy {
+        buf: Ref,
+        bar: Ref,
+        bytes: Option<IExpr>,
+        version: Option<IExpr>,
+    },
+    Read {
+        buf: Ref,
+        expect: Option<IExpr>,
+    },
+    Write {
+        buf: Ref,
+        version: IExpr,
+    },
+    Init {
+        bar: Ref,
+        count: Option<IExpr>,
+    },
+    Inval {
+        bar: Ref,
+    },
+    Commit {
+        bar: Ref,
+    },
+}
+
+impl Protocol {
+    pub fn thread_count(&self) -> usize {
+        self.threads.len()
+    }
+
+    /// Agents are the threads followed by one async-copy engine per buffer: the parties whose
+    /// accesses the happens-before clocks track.
+    pub fn agent_count(&self) -> usize {
+        self.threads.len() + self.buffers.len()
+    }
+
+    pub fn code_of(&self, thread: usize) -> &Code {
+        &self.roles[self.threads[thread].role as usize].code
+    }
+
+    /// `producer#0` style label for a thread.
+    pub fn thread_label(&self, thread: usize) -> String {
+        let t = &self.threads[thread];
+        format!("{}#{}", self.roles[t.role as usize].name, t.tid)
+    }
+}

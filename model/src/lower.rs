@@ -1,0 +1,759 @@
+//! Lowering a checked syntax tree to the executable `ir::Protocol` for given parameter values.
+//!
+//! Errors here are bad input that only shows once parameters have values (an array of length 0, an
+//! unknown `--param`), reported like parse errors.
+
+use crate::ir::*;
+use crate::lang::ast::{self, BinOp, ExprKind, OpKind, StmtKind, UnOp};
+use crate::lang::Diagnostic;
+use std::collections::HashMap;
+
+/// Lower `program` with `overrides` (`--param NAME=VALUE`) applied over the declared defaults.
+pub fn lower(program: &ast::Program, overrides: &[(String, i64)]) -> Result<Protocol, Diagnostic> {
+    let mut params: Vec<(String, i64)> = Vec::new();
+    let mut consts: HashMap<String, i64> = HashMap::new();
+    for (name, _) in overrides {
+        if !program.params().any(|p| &p.name.name == name) {
+            let known: Vec<_> = program.params().map(|p| p.name.name.clone()).collect();
+            return Err(Diagnostic::new(
+                "E100",
+                program.name.span,
+                format!(
+                    "`--param {name}` names no parameter of protocol `{}`; its parameters are: {}",
+                    program.name.name,
+                    if known.is_empty() {
+                        "none".to_string()
+                    } else {
+                        known.join(", ")
+                    }
+                ),
+            ));
+        }
+    }
+    // Role sizes may be written in terms of params, and params in terms of `ROLE.count`; roles
+    // are evaluated lazily through `const_eval`'s role table after params.
+    for p in program.params() {
+        let v = match overrides.iter().rev().find(|(n, _)| n == &p.name.name) {
+            Some((_, v)) => *v,
+            None => const_eval(&p.value, &consts, &HashMap::new())?,
+        };
+        consts.insert(p.name.name.clone(), v);
+        params.push((p.name.name.clone(), v));
+    }
+    let mut role_counts: HashMap<String, i64> = HashMap::new();
+    for r in program.roles() {
+        let n = const_eval(&r.count, &consts, &role_counts)?;
+        if !(1..=4096).contains(&n) {
+            return Err(Diagnostic::new(
+                "E101",
+                r.count.span,
+                format!(
+                    "role `{}` has {n} threads; a role needs 1 to 4096 threads",
+                    r.name.name
+                ),
+            ));
+        }
+        role_counts.insert(r.name.name.clone(), n);
+    }
+    let warp_size = match program.warp_size() {
+        Some(e) => {
+            let w = const_eval(e, &consts, &role_counts)?;
+            if !(1..=32).contains(&w) {
+                return Err(Diagnostic::new(
+                    "E102",
+                    e.span,
+                    format!("warp_size is {w}; it must be between 1 and 32"),
+                ));
+            }
+            w as u32
+        }
+        None => 32,
+    };
+
+    let completion_index: HashMap<&str, u16> = program
+        .completions()
+        .enumerate()
+        .map(|(i, c)| (c.name.name.as_str(), i as u16))
+        .collect();
+
+    let mut barriers = Vec::new();
+    let mut barrier_groups = Vec::new();
+    for b in program.barriers() {
+        let len = array_len(b.len.as_ref(), &consts, &role_counts)?;
+        let count = const_eval(&b.count, &consts, &role_counts)?;
+        let completion = match &b.completion {
+            Some(c) => Some(*completion_index.get(c.name.as_str()).ok_or_else(|| {
+                Diagnostic::new("E103", c.span, format!("barrier `{}` names completion `{}`, which is not declared; declare `completion {} {{ ... }}`", b.name.name, c.name, c.name))
+            })?),
+            None => None,
+        };
+        barrier_groups.push(Group {
+            name: b.name.name.clone(),
+            base: barriers.len() as u16,
+            len: len as u16,
+            is_array: b.len.is_some(),
+        });
+        for i in 0..len {
+            barriers.push(BarrierInfo {
+                name: element_name(&b.name.name, b.len.is_some(), i),
+                count,
+                completion,
+                manual_init: b.manual_init,
+                span: b.span,
+            });
+        }
+    }
+    let mut buffers = Vec::new();
+    let mut buffer_groups = Vec::new();
+    for b in program.buffers() {
+        let len = array_len(b.len.as_ref(), &consts, &role_counts)?;
+        let bytes = const_eval(&b.bytes, &consts, &role_counts)?;
+        buffer_groups.push(Group {
+            name: b.name.name.clone(),
+            base: buffers.len() as u16,
+            len: len as u16,
+            is_array: b.len.is_some(),
+        });
+        for i in 0..len {
+            buffers.push(BufferInfo {
+                name: element_name(&b.name.name, b.len.is_some(), i),
+                bytes,
+            });
+        }
+    }
+    let mut vars = Vec::new();
+    for v in program.vars() {
+        vars.push(VarInfo {
+            name: v.name.name.clone(),
+            init: const_eval(&v.init, &consts, &role_counts)?,
+        });
+    }
+
+    let env = Env {
+        consts: &consts,
+        roles: &role_counts,
+        barrier_groups: &barrier_groups,
+        buffer_groups: &buffer_groups,
+        vars: &vars,
+        buffers: &buffers,
+    };
+
+    let mut completions = Vec::new();
+    for c in program.completions() {
+        completions.push(CodeBuilder::build(&env, &c.name.name, &c.body, false)?);
+    }
+    let mut roles = Vec::new();
+    let mut threads = Vec::new();
+    let mut gtid = 0u32;
+    for (ri, r) in program.roles().enumerate() {
+        let count = role_counts[&r.name.name] as u32;
+        let code = CodeBuilder::build(&env, &r.name.name, &r.body, true)?;
+        roles.push(RoleInfo {
+            name: r.name.name.clone(),
+            count,
+            first_gtid: gtid,
+            code,
+        });
+        for tid in 0..count {
+            threads.push(ThreadInfo {
+                role: ri as u16,
+                tid,
+                gtid,
+                lane: gtid % warp_size,
+                warp: gtid / warp_size,
+            });
+            gtid += 1;
+        }
+    }
+    if threads.len() > 512 {
+        return Err(Diagnostic::new(
+            "E104",
+            program.name.span,
+            format!(
+                "the protocol has {} threads; the model handles at most 512 (lower the role sizes)",
+                threads.len()
+            ),
+        ));
+    }
+
+    let (expect, expect_given) = match &program.expect {
+        None => (None, false),
+        Some(ast::Expect::Holds(_)) => (None, true),
+        Some(ast::Expect::Kinds(ks)) => (Some(ks.iter().map(|(k, _)| *k).collect()), true),
+    };
+    Ok(Protocol {
+        name: program.name.name.clone(),
+        params,
+        expect,
+        expect_given,
+        warp_size,
+        barriers,
+        barrier_groups,
+        buffers,
+        buffer_groups,
+        vars,
+        completions,
+        roles,
+        threads,
+    })
+}
+
+fn element_name(name: &str, is_array: bool, i: i64) -> String {
+    if is_array {
+        format!("{name}[{i}]")
+    } else {
+        name.to_string()
+    }
+}
+
+fn array_len(
+    len: Option<&ast::Expr>,
+    consts: &HashMap<String, i64>,
+    roles: &HashMap<String, i64>,
+) -> Result<i64, Diagnostic> {
+    match len {
+        None => Ok(1),
+        Some(e) => {
+            let n = const_eval(e, consts, roles)?;
+            if !(1..=1024).contains(&n) {
+                return Err(Diagnostic::new(
+                    "E105",
+                    e.span,
+                    format!("array length is {n}; it must be between 1 and 1024"),
+                ));
+            }
+            Ok(n)
+        }
+    }
+}
+
+/// Evaluate an expression made of literals, params and `ROLE.count`.
+pub fn const_eval(
+    e: &ast::Expr,
+    consts: &HashMap<String, i64>,
+    roles: &HashMap<String, i64>,
+) -> Result<i64, Diagnostic> {
+    let bad = |msg: String| Diagnostic::new("E106", e.span, msg);
+    match &e.kind {
+        ExprKind::Int(v) => Ok(*v),
+        ExprKind::Name(n) => consts.get(n).copied().ok_or_else(|| {
+            bad(format!("`{n}` is not a parameter declared above this point; a declaration needs a value known before any thread runs"))
+        }),
+        ExprKind::RoleCount(r) => roles.get(r).copied().ok_or_else(|| {
+            bad(format!("`{r}.count` is not known here; roles can be counted only after the role is declared (or in code)"))
+        }),
+        ExprKind::Unary(op, a) => {
+            let a = const_eval(a, consts, roles)?;
+            apply_unary(*op, a).ok_or_else(|| bad("arithmetic overflow in a constant expression".into()))
+        }
+        ExprKind::Binary(op, a, b) => {
+            let a = const_eval(a, consts, roles)?;
+            let b = const_eval(b, consts, roles)?;
+            apply_binary(*op, a, b).map_err(|m| bad(format!("{m} in a constant expression")))
+        }
+    }
+}
+
+pub fn apply_unary(op: UnOp, a: i64) -> Option<i64> {
+    match op {
+        UnOp::Neg => a.checked_neg(),
+        UnOp::Not => Some((a == 0) as i64),
+    }
+}
+
+/// Integer semantics of the language: checked 64-bit arithmetic, C-style truncating `/` and `%`,
+/// comparisons and logic yield 0 or 1.
+pub fn apply_binary(op: BinOp, a: i64, b: i64) -> Result<i64, &'static str> {
+    let over = "arithmetic overflow";
+    Ok(match op {
+        BinOp::Add => a.checked_add(b).ok_or(over)?,
+        BinOp::Sub => a.checked_sub(b).ok_or(over)?,
+        BinOp::Mul => a.checked_mul(b).ok_or(over)?,
+        BinOp::Div => {
+            if b == 0 {
+                return Err("division by zero");
+            }
+            a.checked_div(b).ok_or(over)?
+        }
+        BinOp::Rem => {
+            if b == 0 {
+                return Err("remainder by zero");
+            }
+            a.checked_rem(b).ok_or(over)?
+        }
+        BinOp::Eq => (a == b) as i64,
+        BinOp::Ne => (a != b) as i64,
+        BinOp::Lt => (a < b) as i64,
+        BinOp::Le => (a <= b) as i64,
+        BinOp::Gt => (a > b) as i64,
+        BinOp::Ge => (a >= b) as i64,
+        BinOp::And => (a != 0 && b != 0) as i64,
+        BinOp::Or => (a != 0 || b != 0) as i64,
+    })
+}
+
+struct Env<'a> {
+    consts: &'a HashMap<String, i64>,
+    roles: &'a HashMap<String, i64>,
+    barrier_groups: &'a [Group],
+    buffer_groups: &'a [Group],
+    vars: &'a [VarInfo],
+    buffers: &'a [BufferInfo],
+}
+
+struct CodeBuilder<'a> {
+    env: &'a Env<'a>,
+    in_role: bool,
+    instrs: Vec<Instr>,
+    local_names: Vec<String>,
+    scopes: Vec<Vec<(String, u16)>>,
+}
+
+impl<'a> CodeBuilder<'a> {
+    fn build(
+        env: &'a Env<'a>,
+        name: &str,
+        body: &ast::Block,
+        in_role: bool,
+    ) -> Result<Code, Diagnostic> {
+        let mut b = CodeBuilder {
+            env,
+            in_role,
+            instrs: Vec::new(),
+            local_names: Vec::new(),
+            scopes: vec![Vec::new()],
+        };
+        b.block(body)?;
+        Ok(Code {
+            name: name.to_string(),
+            instrs: b.instrs,
+            local_names: b.local_names,
+        })
+    }
+
+    fn new_local(&mut self, name: &str) -> u16 {
+        let slot = self.local_names.len() as u16;
+        self.local_names.push(name.to_string());
+        if !name.starts_with('$') {
+            self.scopes
+                .last_mut()
+                .unwrap()
+                .push((name.to_string(), slot));
+        }
+        slot
+    }
+
+    fn lookup_local(&self, name: &str) -> Option<u16> {
+        self.scopes
+            .iter()
+            .rev()
+            .flat_map(|s| s.iter().rev())
+            .find(|(n, _)| n == name)
+            .map(|(_, s)| *s)
+    }
+
+    fn emit(&mut self, kind: InstrKind, span: ast::Span) -> usize {
+        let visible = match &kind {
+            InstrKind::SetLocal { expr, .. }
+            | InstrKind::Branch { cond: expr, .. }
+            | InstrKind::Assert(expr) => expr.reads_var(),
+            InstrKind::Jump { .. } => false,
+            InstrKind::Return => false,
+            _ => true,
+        };
+        self.instrs.push(Instr {
+            kind,
+            span,
+            visible,
+        });
+        self.instrs.len() - 1
+    }
+
+    fn block(&mut self, block: &ast::Block) -> Result<(), Diagnostic> {
+        self.scopes.push(Vec::new());
+        for s in &block.stmts {
+            self.stmt(s)?;
+        }
+        self.scopes.pop();
+        Ok(())
+    }
+
+    fn stmt(&mut self, s: &ast::Stmt) -> Result<(), Diagnostic> {
+        match &s.kind {
+            StmtKind::Let { name, value } => {
+                // Evaluate before the name comes into scope: `let x = x + 1` reads the outer x.
+                match value {
+                    ast::Value::Expr(e) => {
+                        let expr = self.expr(e)?;
+                        let slot = self.new_local(&name.name);
+                        self.emit(InstrKind::SetLocal { slot, expr }, s.span);
+                    }
+                    ast::Value::Op(op) => {
+                        let slot = self.local_names.len() as u16;
+                        self.op(op, Some(slot), s.span)?;
+                        let got = self.new_local(&name.name);
+                        debug_assert_eq!(got, slot);
+                    }
+                }
+            }
+            StmtKind::Assign { name, value } => {
+                if let Some(slot) = self.lookup_local(&name.name) {
+                    match value {
+                        ast::Value::Expr(e) => {
+                            let expr = self.expr(e)?;
+                            self.emit(InstrKind::SetLocal { slot, expr }, s.span);
+                        }
+                        ast::Value::Op(op) => self.op(op, Some(slot), s.span)?,
+                    }
+                } else if let Some(var) = self.env.vars.iter().position(|v| v.name == name.name) {
+                    match value {
+                        ast::Value::Expr(e) => {
+                            let expr = self.expr(e)?;
+                            self.emit(
+                                InstrKind::SetVar {
+                                    var: var as u16,
+                                    expr,
+                                },
+                                s.span,
+                            );
+                        }
+                        ast::Value::Op(op) => {
+                            let tmp = self.new_local("$result");
+                            self.op(op, Some(tmp), s.span)?;
+                            self.emit(
+                                InstrKind::SetVar {
+                                    var: var as u16,
+                                    expr: IExpr::Local(tmp),
+                                },
+                                s.span,
+                            );
+                        }
+                    }
+                } else {
+                    return Err(Diagnostic::new("E107", name.span, format!("`{}` is neither a local nor a shared var; declare it with `let {} = ...` or `var {} = ...`", name.name, name.name, name.name)));
+                }
+            }
+            StmtKind::For { var, lo, hi, body } => {
+                let lo = self.expr(lo)?;
+                let hi = self.expr(hi)?;
+                self.scopes.push(Vec::new());
+                let end = self.new_local("$end");
+                self.emit(
+                    InstrKind::SetLocal {
+                        slot: end,
+                        expr: hi,
+                    },
+                    s.span,
+                );
+                let i = self.new_local(&var.name);
+                self.emit(InstrKind::SetLocal { slot: i, expr: lo }, s.span);
+                let head = self.instrs.len();
+                let cond = IExpr::Binary(
+                    BinOp::Lt,
+                    Box::new(IExpr::Local(i)),
+                    Box::new(IExpr::Local(end)),
+                );
+                let branch = self.emit(InstrKind::Branch { cond, else_to: 0 }, var.span);
+                self.block(body)?;
+                let inc = IExpr::Binary(
+                    BinOp::Add,
+                    Box::new(IExpr::Local(i)),
+                    Box::new(IExpr::Const(1)),
+                );
+                self.emit(InstrKind::SetLocal { slot: i, expr: inc }, var.span);
+                self.emit(InstrKind::Jump { to: head as u32 }, var.span);
+                let exit = self.instrs.len() as u32;
+                if let InstrKind::Branch { else_to, .. } = &mut self.instrs[branch].kind {
+                    *else_to = exit;
+                }
+                self.scopes.pop();
+            }
+            StmtKind::If { cond, then, els } => {
+                let cond = self.expr(cond)?;
+                let branch = self.emit(InstrKind::Branch { cond, else_to: 0 }, s.span);
+                self.block(then)?;
+                let jump = els
+                    .as_ref()
+                    .map(|_| self.emit(InstrKind::Jump { to: 0 }, s.span));
+                let else_start = self.instrs.len() as u32;
+                if let InstrKind::Branch { else_to, .. } = &mut self.instrs[branch].kind {
+                    *else_to = else_start;
+                }
+                if let Some(els) = els {
+                    self.block(els)?;
+                    let end = self.instrs.len() as u32;
+                    if let Some(j) = jump {
+                        self.instrs[j].kind = InstrKind::Jump { to: end };
+                    }
+                }
+            }
+            StmtKind::Op(op) => self.op(op, None, s.span)?,
+            StmtKind::Assert(e) => {
+                let e = self.expr(e)?;
+                self.emit(InstrKind::Assert(e), s.span);
+            }
+            StmtKind::Return => {
+                self.emit(InstrKind::Return, s.span);
+            }
+            StmtKind::Work => {
+                self.emit(InstrKind::Work, s.span);
+            }
+            StmtKind::SyncWarp => {
+                self.emit(InstrKind::SyncWarp, s.span);
+            }
+            StmtKind::SyncThreads => {
+                self.emit(InstrKind::SyncThreads, s.span);
+            }
+        }
+        Ok(())
+    }
+
+    fn op(&mut self, op: &ast::Op, result: Option<u16>, span: ast::Span) -> Result<(), Diagnostic> {
+        let one = IExpr::Const(1);
+        let iop = match &op.kind {
+            OpKind::Arrive { bar, n } => IOp::Arrive {
+                bar: self.bar(bar)?,
+                n: match n {
+                    Some(n) => self.expr(n)?,
+                    None => one,
+                },
+                drop: false,
+                expect_tx: None,
+            },
+            OpKind::ArriveExpectTx { bar, bytes } => IOp::Arrive {
+                bar: self.bar(bar)?,
+                n: one,
+                drop: false,
+                expect_tx: Some(self.expr(bytes)?),
+            },
+            OpKind::ArriveAndDrop { bar } => IOp::Arrive {
+                bar: self.bar(bar)?,
+                n: one,
+                drop: true,
+                expect_tx: None,
+            },
+            OpKind::Wait { bar, token } => IOp::Wait {
+                bar: self.bar(bar)?,
+                target: WaitTarget::Token(self.expr(token)?),
+                try_: false,
+            },
+            OpKind::WaitParity { bar, parity } => IOp::Wait {
+                bar: self.bar(bar)?,
+                target: WaitTarget::Parity(self.expr(parity)?),
+                try_: false,
+            },
+            OpKind::TryWait { bar, token } => IOp::Wait {
+                bar: self.bar(bar)?,
+                target: WaitTarget::Token(self.expr(token)?),
+                try_: true,
+            },
+            OpKind::TryWaitParity { bar, parity } => IOp::Wait {
+                bar: self.bar(bar)?,
+                target: WaitTarget::Parity(self.expr(parity)?),
+                try_: true,
+            },
+            OpKind::ArriveAndWait { bar } => {
+                // libcu++: `wait(arrive())`. Two steps: other threads may act in between.
+                let r = self.bar(bar)?;
+                let tok = self.new_local("$token");
+                self.emit(
+                    InstrKind::Op {
+                        op: IOp::Arrive {
+                            bar: r.clone(),
+                            n: one,
+                            drop: false,
+                            expect_tx: None,
+                        },
+                        result: Some(tok),
+                    },
+                    span,
+                );
+                IOp::Wait {
+                    bar: r,
+                    target: WaitTarget::Token(IExpr::Local(tok)),
+                    try_: false,
+                }
+            }
+            OpKind::ExpectTx { bar, bytes } => IOp::ExpectTx {
+                bar: self.bar(bar)?,
+                bytes: self.expr(bytes)?,
+            },
+            OpKind::CompleteTx { bar, bytes } => IOp::CompleteTx {
+                bar: self.bar(bar)?,
+                bytes: self.expr(bytes)?,
+            },
+            OpKind::CopyAsync {
+                buf,
+                bar,
+                bytes,
+                version,
+            } => IOp::Copy {
+                buf: self.buf(buf)?,
+                bar: self.bar(bar)?,
+                bytes: bytes.as_ref().map(|e| self.expr(e)).transpose()?,
+                version: version.as_ref().map(|e| self.expr(e)).transpose()?,
+            },
+            OpKind::MemcpyAsync {
+                buf,
+                bar,
+                bytes,
+                version,
+            } => {
+                // libcu++ issues the copy first, THEN raises the tx-count: the copy may land in
+                // between and drive the tx-count negative for a moment.
+                let b = self.buf(buf)?;
+                let r = self.bar(bar)?;
+                let bytes_expr = match bytes {
+                    Some(e) => self.expr(e)?,
+                    None => {
+                        let g = &self.env.buffer_groups[b.group as usize];
+                        // The size is the same for every element of a buffer array.
+                        IExpr::Const(buffer_bytes_of(self.env, g))
+                    }
+                };
+                let version = version.as_ref().map(|e| self.expr(e)).transpose()?;
+                self.emit(
+                    InstrKind::Op {
+                        op: IOp::Copy {
+                            buf: b,
+                            bar: r.clone(),
+                            bytes: Some(bytes_expr.clone()),
+                            version,
+                        },
+                        result: None,
+                    },
+                    span,
+                );
+                IOp::ExpectTx {
+                    bar: r,
+                    bytes: bytes_expr,
+                }
+            }
+            OpKind::Read { buf, expect } => IOp::Read {
+                buf: self.buf(buf)?,
+                expect: expect.as_ref().map(|e| self.expr(e)).transpose()?,
+            },
+            OpKind::Write { buf, version } => IOp::Write {
+                buf: self.buf(buf)?,
+                version: self.expr(version)?,
+            },
+            OpKind::Init { bar, count } => IOp::Init {
+                bar: self.bar(bar)?,
+                count: count.as_ref().map(|e| self.expr(e)).transpose()?,
+            },
+            OpKind::Inval { bar } => IOp::Inval {
+                bar: self.bar(bar)?,
+            },
+            OpKind::Commit { bar } => IOp::Commit {
+                bar: self.bar(bar)?,
+            },
+        };
+        self.emit(InstrKind::Op { op: iop, result }, span);
+        Ok(())
+    }
+
+    fn place(&mut self, p: &ast::Place, groups: &[Group], what: &str) -> Result<Ref, Diagnostic> {
+        let g = groups
+            .iter()
+            .position(|g| g.name == p.name.name)
+            .ok_or_else(|| {
+                Diagnostic::new(
+                    "E108",
+                    p.name.span,
+                    format!(
+                        "`{}` is not a declared {what}; declare it with `{what} {} ...`",
+                        p.name.name, p.name.name
+                    ),
+                )
+            })?;
+        let index = match &p.index {
+            Some(e) => Some(self.expr(e)?),
+            None => None,
+        };
+        if groups[g].is_array != index.is_some() {
+            let msg = if groups[g].is_array {
+                format!(
+                    "`{}` is an array of {} {what}s; name one element, e.g. `{}[0]`",
+                    p.name.name, groups[g].len, p.name.name
+                )
+            } else {
+                format!(
+                    "`{}` is a single {what}, not an array; drop the index",
+                    p.name.name
+                )
+            };
+            return Err(Diagnostic::new("E109", p.span, msg));
+        }
+        Ok(Ref {
+            group: g as u16,
+            index,
+        })
+    }
+
+    fn bar(&mut self, p: &ast::Place) -> Result<Ref, Diagnostic> {
+        let groups = self.env.barrier_groups;
+        self.place(p, groups, "barrier")
+    }
+
+    fn buf(&mut self, p: &ast::Place) -> Result<Ref, Diagnostic> {
+        let groups = self.env.buffer_groups;
+        self.place(p, groups, "buffer")
+    }
+
+    fn expr(&mut self, e: &ast::Expr) -> Result<IExpr, Diagnostic> {
+        Ok(match &e.kind {
+            ExprKind::Int(v) => IExpr::Const(*v),
+            ExprKind::Name(n) => {
+                if let Some(slot) = self.lookup_local(n) {
+                    IExpr::Local(slot)
+                } else if let Some(v) = self.env.consts.get(n) {
+                    IExpr::Const(*v)
+                } else if let Some(v) = self.env.vars.iter().position(|v| &v.name == n) {
+                    IExpr::Var(v as u16)
+                } else if self.in_role && n == "tid" {
+                    IExpr::Tid
+                } else if self.in_role && n == "gtid" {
+                    IExpr::Gtid
+                } else if self.in_role && n == "lane" {
+                    IExpr::Lane
+                } else if self.in_role && n == "warp" {
+                    IExpr::Warp
+                } else {
+                    return Err(Diagnostic::new("E110", e.span, format!("`{n}` is not a local, parameter or shared var in scope here; declare it first")));
+                }
+            }
+            ExprKind::RoleCount(r) => IExpr::Const(*self.env.roles.get(r).ok_or_else(|| {
+                Diagnostic::new(
+                    "E111",
+                    e.span,
+                    format!("`{r}` is not a declared role; `ROLE.count` needs a role name"),
+                )
+            })?),
+            ExprKind::Unary(op, a) => {
+                let a = self.expr(a)?;
+                match a {
+                    IExpr::Const(v) => match apply_unary(*op, v) {
+                        Some(r) => IExpr::Const(r),
+                        None => IExpr::Unary(*op, Box::new(IExpr::Const(v))),
+                    },
+                    a => IExpr::Unary(*op, Box::new(a)),
+                }
+            }
+            ExprKind::Binary(op, a, b) => {
+                let a = self.expr(a)?;
+                let b = self.expr(b)?;
+                match (&a, &b) {
+                    (IExpr::Const(x), IExpr::Const(y)) if apply_binary(*op, *x, *y).is_ok() => {
+                        IExpr::Const(apply_binary(*op, *x, *y).unwrap())
+                    }
+                    _ => IExpr::Binary(*op, Box::new(a), Box::new(b)),
+                }
+            }
+        })
+    }
+}
+
+fn buffer_bytes_of(env: &Env, g: &Group) -> i64 {
+    // Every element of a buffer array has the declared size.
+    env.buffers[g.base as usize].bytes
+}

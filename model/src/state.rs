@@ -1,0 +1,122 @@
+//! One state of the whole CTA: threads, barriers, buffers, shared vars, async copies in flight.
+//!
+//! Everything is plain data with structural equality and hashing so the search can deduplicate
+//! states exactly. Happens-before is tracked with vector clocks over *agents* (threads, then one
+//! async-copy engine per buffer); an agent's own entry counts its releases, so an access recorded
+//! as (agent, epoch) is ordered before another agent exactly when that agent's clock has caught up.
+
+pub type Clock = Box<[u32]>;
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct State {
+    pub threads: Box<[ThreadState]>,
+    pub barriers: Box<[BarrierState]>,
+    pub buffers: Box<[Cell]>,
+    pub vars: Box<[Cell]>,
+    /// Async copies issued and not yet landed, in issue order.
+    pub copies: Vec<CopyInFlight>,
+    /// Clocks of the async-copy engines, one per buffer.
+    pub engines: Box<[Clock]>,
+    /// Per warp: the warp-batched commits made since the last `syncwarp`, as (sequence number,
+    /// divergence signature of the group that made it).
+    pub commit_logs: Box<[Vec<(u16, u64)>]>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Status {
+    Running,
+    /// Arrived at `syncwarp`, waiting for the rest of the warp.
+    AtSyncWarp,
+    /// Arrived at `syncthreads`, waiting for the rest of the CTA.
+    AtSyncThreads,
+    Done,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ThreadState {
+    /// Always at a visible instruction (or past the end when done).
+    pub pc: u32,
+    pub status: Status,
+    pub locals: Box<[i64]>,
+    pub clock: Clock,
+    /// Per barrier: the latest phase this thread knows the barrier reached (SEMANTICS.md's K),
+    /// which decides the phase a parity wait names.
+    pub known: Box<[i64]>,
+    /// Branch outcomes since the last `syncwarp`: lanes with equal signatures are converged.
+    pub sig: u64,
+    /// Commits executed since the last `syncwarp`.
+    pub commit_seq: u16,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Life {
+    Uninit,
+    Live,
+    Invalidated,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct BarrierState {
+    pub life: Life,
+    pub phase: i64,
+    pub pending: i64,
+    pub expected: i64,
+    pub tx: i64,
+    /// Who initialised it and at which epoch: a use must be ordered after the init.
+    pub init_by: Option<(u16, u32)>,
+    /// A wait that returned true has observed the preceding phase (PTX's missing-wait rule).
+    pub observed_prev: bool,
+    /// Join of the releases into the current phase.
+    pub clock: Clock,
+    /// Clock of the last completed phase: what a successful wait acquires.
+    pub prev_clock: Clock,
+}
+
+/// Race-tracking record for a buffer (value = version) or a shared var (value = its value).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Cell {
+    pub value: i64,
+    /// Writes issued so far (a copy counts when issued): the default version of the next copy.
+    pub writes: u32,
+    pub last_write: Option<Access>,
+    /// Reads since the last write, at most one per agent, sorted by agent.
+    pub reads: Vec<Access>,
+    /// An async copy into it is in flight.
+    pub in_flight: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Access {
+    pub agent: u16,
+    pub epoch: u32,
+    /// Made by a completion function (a race with it is completion-misuse).
+    pub in_completion: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct CopyInFlight {
+    pub buf: u16,
+    pub bar: u16,
+    pub bytes: i64,
+    pub version: i64,
+    pub issuer: u16,
+}
+
+impl State {
+    pub fn all_done(&self) -> bool {
+        self.threads.iter().all(|t| t.status == Status::Done)
+    }
+}
+
+pub fn join_into(dst: &mut [u32], src: &[u32]) {
+    for (d, s) in dst.iter_mut().zip(src) {
+        if *s > *d {
+            *d = *s;
+        }
+    }
+}
+
+/// Whether an access is ordered before the point in time described by `clock`.
+pub fn ordered_before(a: &Access, clock: &[u32]) -> bool {
+    clock[a.agent as usize] >= a.epoch
+}

@@ -1,0 +1,1569 @@
+//! The transition relation: which actions a state enables and what each one does.
+//!
+//! The shape follows stateright's `Model`: `init`, `actions`, `step`, and state properties
+//! (`state_violations`). An action is one visible instruction of one thread (with the local
+//! instructions that follow it), or the landing of one async copy. Violations found on the way are
+//! returned with the successor; kinds that are undefined behaviour end the execution.
+
+use crate::ir::*;
+use crate::lang::ast::{BinOp, Span};
+use crate::lower::{apply_binary, apply_unary};
+use crate::state::*;
+use crate::ViolationKind as K;
+
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    /// Thread (global index) runs its next visible instruction.
+    Thread(u16),
+    /// The async copy at this index of `State::copies` lands.
+    Land(u16),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violation {
+    pub kind: K,
+    pub message: String,
+}
+
+/// What a step observed: the values a replay must see again.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "obs", rename_all = "snake_case")]
+pub enum Obs {
+    /// An arrival; `phase` is the token it returned.
+    Arrived {
+        bar: u16,
+        phase: i64,
+        count: i64,
+    },
+    /// A blocking wait returned; `phase` is the phase it named.
+    Waited {
+        bar: u16,
+        phase: i64,
+    },
+    TryWait {
+        bar: u16,
+        phase: i64,
+        result: bool,
+    },
+    Read {
+        buf: u16,
+        version: i64,
+    },
+    Wrote {
+        buf: u16,
+        version: i64,
+    },
+    CopyIssued {
+        buf: u16,
+        bar: u16,
+        bytes: i64,
+        version: i64,
+    },
+    Landed {
+        buf: u16,
+        bar: u16,
+        bytes: i64,
+        version: i64,
+    },
+    /// A phase completed (the completion function, if any, ran first).
+    PhaseCompleted {
+        bar: u16,
+        phase: i64,
+    },
+    /// A commit whose converged group had already arrived: no arrival.
+    CommitJoined {
+        bar: u16,
+    },
+    Released {
+        what: String,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Event {
+    pub action: Action,
+    /// The thread that stepped, or for a landing the thread that issued the copy.
+    pub thread: u16,
+    /// The instruction executed (thread steps) or the copy's issuing statement (landings).
+    pub pc: u32,
+    pub span: Span,
+    pub obs: Vec<Obs>,
+}
+
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    /// `None` when a violation ended the execution (undefined behaviour).
+    pub next: Option<State>,
+    pub violations: Vec<Violation>,
+    pub event: Option<Event>,
+}
+
+pub struct Model {
+    pub proto: Protocol,
+}
+
+/// Whether the blocked wait at a thread's pc could return now (`None` if it is not at a wait).
+enum WaitCheck {
+    NotAWait,
+    Ready,
+    Blocked { bar: usize, named: i64 },
+}
+
+fn mix(h: u64, v: u64) -> u64 {
+    (h ^ v).wrapping_mul(0x100_0000_01b3).rotate_left(17) ^ 0x9e37_79b9_7f4a_7c15
+}
+
+impl Model {
+    pub fn new(proto: Protocol) -> Model {
+        Model { proto }
+    }
+
+    /// The state before any thread runs: declared barriers initialised (and visible to all), then
+    /// every thread's leading local code.
+    pub fn init(&self) -> Outcome {
+        let p = &self.proto;
+        let agents = p.agent_count();
+        let fresh_clock = |owner: Option<usize>| -> Clock {
+            let mut c = vec![0u32; agents];
+            if let Some(o) = owner {
+                c[o] = 1;
+            }
+            c.into_boxed_slice()
+        };
+        let threads: Vec<ThreadState> = (0..p.threads.len())
+            .map(|t| ThreadState {
+                pc: 0,
+                status: Status::Running,
+                locals: vec![0; p.code_of(t).local_names.len()].into_boxed_slice(),
+                clock: fresh_clock(Some(t)),
+                known: vec![0; p.barriers.len()].into_boxed_slice(),
+                sig: mix(0, p.threads[t].role as u64 + 1),
+                commit_seq: 0,
+            })
+            .collect();
+        let mut violations = Vec::new();
+        let barriers: Vec<BarrierState> = p
+            .barriers
+            .iter()
+            .map(|b| {
+                let live = !b.manual_init;
+                if live && !(1..=MAX_COUNT).contains(&b.count) {
+                    violations.push(Violation {
+                        kind: K::CountRange,
+                        message: format!("barrier {} is initialised with count {}; mbarrier counts must be 1..=1048575", b.name, b.count),
+                    });
+                }
+                BarrierState {
+                    life: if live { Life::Live } else { Life::Uninit },
+                    phase: 0,
+                    pending: b.count,
+                    expected: b.count,
+                    tx: 0,
+                    init_by: None,
+                    observed_prev: false,
+                    clock: fresh_clock(None),
+                    prev_clock: fresh_clock(None),
+                }
+            })
+            .collect();
+        let cell = |value: i64| Cell {
+            value,
+            writes: 0,
+            last_write: None,
+            reads: Vec::new(),
+            in_flight: false,
+        };
+        let s = State {
+            threads: threads.into_boxed_slice(),
+            barriers: barriers.into_boxed_slice(),
+            buffers: p.buffers.iter().map(|_| cell(0)).collect(),
+            vars: p.vars.iter().map(|v| cell(v.init)).collect(),
+            copies: Vec::new(),
+            engines: (0..p.buffers.len())
+                .map(|b| fresh_clock(Some(p.threads.len() + b)))
+                .collect(),
+            commit_logs: vec![Vec::new(); (p.threads.len() as u32).div_ceil(p.warp_size) as usize]
+                .into_boxed_slice(),
+        };
+        if !violations.is_empty() {
+            return Outcome {
+                next: None,
+                violations,
+                event: None,
+            };
+        }
+        let mut x = Exec::new(self, s);
+        for t in 0..p.threads.len() {
+            if !x.ended {
+                x.run_local(t);
+            }
+        }
+        if !x.ended {
+            x.settle();
+        }
+        Outcome {
+            next: if x.ended { None } else { Some(x.s) },
+            violations: x.v,
+            event: None,
+        }
+    }
+
+    /// Enabled actions, threads first (in index order), then landings.
+    pub fn actions(&self, s: &State, out: &mut Vec<Action>) {
+        for (t, th) in s.threads.iter().enumerate() {
+            if th.status == Status::Running
+                && matches!(
+                    self.wait_check(s, t),
+                    WaitCheck::NotAWait | WaitCheck::Ready
+                )
+            {
+                out.push(Action::Thread(t as u16));
+            }
+        }
+        for i in 0..s.copies.len() {
+            out.push(Action::Land(i as u16));
+        }
+    }
+
+    /// Is the thread blocked at a wait, and on what.
+    fn wait_check(&self, s: &State, t: usize) -> WaitCheck {
+        let th = &s.threads[t];
+        let code = self.proto.code_of(t);
+        let Some(instr) = code.instrs.get(th.pc as usize) else {
+            return WaitCheck::NotAWait;
+        };
+        let InstrKind::Op {
+            op:
+                IOp::Wait {
+                    bar,
+                    target,
+                    try_: false,
+                },
+            ..
+        } = &instr.kind
+        else {
+            return WaitCheck::NotAWait;
+        };
+        // Anything that cannot be evaluated is reported when the step runs: treat it as ready.
+        let probe = Exec::probe(self, s, t);
+        let Ok(b) = probe.barrier_index(bar) else {
+            return WaitCheck::Ready;
+        };
+        let bs = &s.barriers[b];
+        if bs.life != Life::Live {
+            return WaitCheck::Ready;
+        }
+        let Ok(named) = probe.named_phase(t, b, target) else {
+            return WaitCheck::Ready;
+        };
+        if hardware_complete(bs.phase, named) {
+            WaitCheck::Ready
+        } else {
+            WaitCheck::Blocked { bar: b, named }
+        }
+    }
+
+    /// Violations that belong to a state rather than a step: a deadlock, the CTA exiting with
+    /// copies still in flight, a blocked wait whose token or parity has gone stale.
+    pub fn state_violations(&self, s: &State, enabled: &[Action]) -> Vec<Violation> {
+        let p = &self.proto;
+        let mut out = Vec::new();
+        if s.all_done() && !s.copies.is_empty() {
+            let c = &s.copies[0];
+            out.push(Violation {
+                kind: K::Lifetime,
+                message: format!(
+                    "every thread has exited while the async copy into {} (tracked by {}) is still in flight; the CTA's shared memory is released under it",
+                    p.buffers[c.buf as usize].name, p.barriers[c.bar as usize].name
+                ),
+            });
+            return out;
+        }
+        for t in 0..s.threads.len() {
+            if let WaitCheck::Blocked { bar, named } = self.wait_check(s, t) {
+                let c = s.barriers[bar].phase;
+                if c >= named + 2 {
+                    out.push(Violation {
+                        kind: K::StaleWait,
+                        message: format!(
+                            "{} waits on phase {named} of {}, but the barrier is already in phase {c}: the parity aliases the current phase and the wait blocks on the wrong phase",
+                            p.thread_label(t), p.barriers[bar].name
+                        ),
+                    });
+                }
+            }
+        }
+        if enabled.is_empty() && !s.all_done() {
+            out.push(Violation {
+                kind: K::Deadlock,
+                message: self.deadlock_cause(s),
+            });
+        }
+        out
+    }
+
+    /// One sentence per blocked thread saying what it waits for and why that cannot come.
+    pub fn deadlock_cause(&self, s: &State) -> String {
+        let p = &self.proto;
+        let mut parts = Vec::new();
+        for t in 0..s.threads.len() {
+            let th = &s.threads[t];
+            match th.status {
+                Status::Done => continue,
+                Status::AtSyncWarp => parts.push(format!(
+                    "{} waits at syncwarp for lanes that never arrive",
+                    p.thread_label(t)
+                )),
+                Status::AtSyncThreads => parts.push(format!(
+                    "{} waits at syncthreads for threads that never arrive",
+                    p.thread_label(t)
+                )),
+                Status::Running => {
+                    if let WaitCheck::Blocked { bar, named } = self.wait_check(s, t) {
+                        let b = &s.barriers[bar];
+                        let name = &p.barriers[bar].name;
+                        let why = if b.pending > 0 {
+                            let exited: Vec<String> = (0..s.threads.len())
+                                .filter(|&u| {
+                                    s.threads[u].status == Status::Done
+                                        && s.threads[u].known[bar] > 0
+                                        && s.threads[u].known[bar] >= b.phase - 1
+                                })
+                                .map(|u| p.thread_label(u))
+                                .collect();
+                            if !exited.is_empty() {
+                                format!(
+                                    "missing drop on exit: {} of {} arrivals missing, and {} exited without arrive_and_drop",
+                                    b.pending,
+                                    b.expected,
+                                    exited.join(", ")
+                                )
+                            } else if th.known[bar] < b.phase && named == b.phase && b.phase > 0 {
+                                format!("wait on a future phase: it waits for phase {named} before arriving on it ({} of {} arrivals missing)", b.pending, b.expected)
+                            } else {
+                                format!(
+                                    "arrival shortfall: {} of {} arrivals missing",
+                                    b.pending, b.expected
+                                )
+                            }
+                        } else {
+                            format!("tx shortfall: all arrivals are in but {} transaction bytes never land", b.tx)
+                        };
+                        parts.push(format!(
+                            "{} waits for phase {named} of {name} ({why})",
+                            p.thread_label(t)
+                        ));
+                    }
+                }
+            }
+        }
+        if parts.is_empty() {
+            "every unfinished thread is blocked".to_string()
+        } else {
+            parts.join("; ")
+        }
+    }
+
+    pub fn step(&self, s: &State, a: Action) -> Outcome {
+        let mut x = Exec::new(self, s.clone());
+        let event = match a {
+            Action::Thread(t) => {
+                let t = t as usize;
+                let pc = x.s.threads[t].pc;
+                let instr = &self.proto.code_of(t).instrs[pc as usize];
+                x.agent = t;
+                x.thread = Some(t);
+                x.exec_visible(t, instr);
+                if !x.ended && x.s.threads[t].status == Status::Running {
+                    x.s.threads[t].pc += 1;
+                    x.run_local(t);
+                }
+                Event {
+                    action: a,
+                    thread: t as u16,
+                    pc,
+                    span: instr.span,
+                    obs: std::mem::take(&mut x.obs),
+                }
+            }
+            Action::Land(i) => {
+                let c = x.s.copies.remove(i as usize);
+                x.land(c);
+                let span = self.copy_span(c.issuer as usize);
+                Event {
+                    action: a,
+                    thread: c.issuer,
+                    pc: u32::MAX,
+                    span,
+                    obs: std::mem::take(&mut x.obs),
+                }
+            }
+        };
+        if !x.ended {
+            x.settle();
+        }
+        Outcome {
+            next: if x.ended { None } else { Some(x.s) },
+            violations: x.v,
+            event: Some(event),
+        }
+    }
+
+    fn copy_span(&self, issuer: usize) -> Span {
+        // The span of a landing is the role's first copy statement; traces show the issue step.
+        self.proto
+            .code_of(issuer)
+            .instrs
+            .iter()
+            .find(|i| {
+                matches!(
+                    i.kind,
+                    InstrKind::Op {
+                        op: IOp::Copy { .. },
+                        ..
+                    }
+                )
+            })
+            .map(|i| i.span)
+            .unwrap_or_default()
+    }
+}
+
+/// PTX's answer for a wait on `named` when the barrier is in phase `current`: complete exactly when
+/// the parities differ (a phase two back looks like the current one: aliasing).
+pub fn hardware_complete(current: i64, named: i64) -> bool {
+    current.rem_euclid(2) != named.rem_euclid(2)
+}
+
+struct Exec<'m> {
+    m: &'m Model,
+    s: State,
+    v: Vec<Violation>,
+    ended: bool,
+    obs: Vec<Obs>,
+    /// The agent whose clock orders the current accesses (a thread, or a copy engine).
+    agent: usize,
+    /// The thread whose locals and identity expressions see, if any.
+    thread: Option<usize>,
+    in_completion: bool,
+    /// The barrier whose completion function is running.
+    completing: Option<usize>,
+}
+
+type R<T> = Result<T, ()>;
+
+impl<'m> Exec<'m> {
+    fn new(m: &'m Model, s: State) -> Exec<'m> {
+        Exec {
+            m,
+            s,
+            v: Vec::new(),
+            ended: false,
+            obs: Vec::new(),
+            agent: 0,
+            thread: None,
+            in_completion: false,
+            completing: None,
+        }
+    }
+
+    /// A throwaway evaluator over a copy of the state, for questions asked without stepping.
+    fn scratch(&self, thread: Option<usize>) -> Exec<'m> {
+        let mut x = Exec::new(self.m, self.s.clone());
+        x.agent = self.agent;
+        x.thread = thread;
+        x
+    }
+
+    fn probe(m: &'m Model, s: &State, t: usize) -> Exec<'m> {
+        // Evaluation only reads; the clone is of a state small enough for this to be cheap, and
+        // it keeps one evaluator for steps and checks.
+        let mut x = Exec::new(m, s.clone());
+        x.agent = t;
+        x.thread = Some(t);
+        x
+    }
+
+    fn p(&self) -> &'m Protocol {
+        &self.m.proto
+    }
+
+    fn label(&self) -> String {
+        let p = self.p();
+        let base = if self.agent < p.threads.len() {
+            p.thread_label(self.agent)
+        } else {
+            format!(
+                "the async copy into {}",
+                p.buffers[self.agent - p.threads.len()].name
+            )
+        };
+        if self.in_completion {
+            format!("the completion function (run by {base})")
+        } else {
+            base
+        }
+    }
+
+    fn fail(&mut self, kind: K, message: String) {
+        if kind.ends_execution() {
+            self.ended = true;
+        }
+        self.v.push(Violation { kind, message });
+    }
+
+    fn eval_with(&mut self, e: &IExpr, locals: &[i64]) -> R<i64> {
+        match e {
+            IExpr::Const(v) => Ok(*v),
+            IExpr::Local(i) => Ok(locals[*i as usize]),
+            IExpr::Var(v) => {
+                let v = *v as usize;
+                self.read_cell(false, v)?;
+                Ok(self.s.vars[v].value)
+            }
+            IExpr::Tid | IExpr::Gtid | IExpr::Lane | IExpr::Warp => {
+                let t = self
+                    .thread
+                    .expect("identity expressions are only lowered in role bodies");
+                let info = self.p().threads[t];
+                Ok(match e {
+                    IExpr::Tid => info.tid,
+                    IExpr::Gtid => info.gtid,
+                    IExpr::Lane => info.lane,
+                    _ => info.warp,
+                } as i64)
+            }
+            IExpr::Unary(op, a) => {
+                let a = self.eval_with(a, locals)?;
+                match apply_unary(*op, a) {
+                    Some(v) => Ok(v),
+                    None => {
+                        self.fail(
+                            K::Assertion,
+                            format!("{}: arithmetic overflow", self.label()),
+                        );
+                        Err(())
+                    }
+                }
+            }
+            IExpr::Binary(op, a, b) => {
+                let a = self.eval_with(a, locals)?;
+                // `&&` and `||` short-circuit, so a guard can protect the right side.
+                if *op == BinOp::And && a == 0 {
+                    return Ok(0);
+                }
+                if *op == BinOp::Or && a != 0 {
+                    return Ok(1);
+                }
+                let b = self.eval_with(b, locals)?;
+                match apply_binary(*op, a, b) {
+                    Ok(v) => Ok(v),
+                    Err(m) => {
+                        self.fail(K::Assertion, format!("{}: {m}", self.label()));
+                        Err(())
+                    }
+                }
+            }
+        }
+    }
+
+    fn eval(&mut self, e: &IExpr) -> R<i64> {
+        let t = self.thread.expect("thread context");
+        let locals = self.s.threads[t].locals.clone();
+        self.eval_with(e, &locals)
+    }
+
+    fn group_index(&mut self, r: &Ref, groups: &[Group], locals: Option<&[i64]>) -> R<usize> {
+        let g = &groups[r.group as usize];
+        let i = match &r.index {
+            None => 0,
+            Some(e) => match locals {
+                Some(l) => self.eval_with(e, l)?,
+                None => self.eval(e)?,
+            },
+        };
+        if i < 0 || i >= g.len as i64 {
+            self.fail(
+                K::Assertion,
+                format!(
+                    "{}: index {i} is out of range for {}[{}]",
+                    self.label(),
+                    g.name,
+                    g.len
+                ),
+            );
+            return Err(());
+        }
+        Ok(g.base as usize + i as usize)
+    }
+
+    fn barrier_index(&self, r: &Ref) -> R<usize> {
+        let mut me = self.scratch(self.thread);
+        me.group_index(r, &self.p().barrier_groups, None)
+    }
+
+    /// The phase a wait names: a token names its phase; a parity names the phase of that parity
+    /// among {K-1, K}, K being the latest phase this thread knows the barrier reached.
+    fn named_phase(&self, t: usize, b: usize, target: &WaitTarget) -> R<i64> {
+        let mut me = self.scratch(Some(t));
+        match target {
+            WaitTarget::Token(e) => me.eval(e),
+            WaitTarget::Parity(e) => {
+                let p = me.eval(e)?.rem_euclid(2);
+                let k = self.s.threads[t].known[b];
+                Ok(if k.rem_euclid(2) == p { k } else { k - 1 })
+            }
+        }
+    }
+
+    // ---- control flow -------------------------------------------------------------------
+
+    /// Run local instructions from the thread's pc up to the next visible one (or the end).
+    fn run_local(&mut self, t: usize) {
+        let code = self.p().code_of(t);
+        self.thread = Some(t);
+        self.agent = t;
+        loop {
+            let pc = self.s.threads[t].pc as usize;
+            let Some(instr) = code.instrs.get(pc) else {
+                self.s.threads[t].status = Status::Done;
+                return;
+            };
+            if instr.visible {
+                return;
+            }
+            match &instr.kind {
+                InstrKind::SetLocal { slot, expr } => {
+                    let Ok(v) = self.eval(expr) else { return };
+                    self.s.threads[t].locals[*slot as usize] = v;
+                    self.s.threads[t].pc += 1;
+                }
+                InstrKind::Jump { to } => self.s.threads[t].pc = *to,
+                InstrKind::Branch { cond, else_to } => {
+                    let Ok(c) = self.eval(cond) else { return };
+                    self.branch(t, pc, c != 0, *else_to);
+                }
+                InstrKind::Assert(e) => {
+                    let Ok(c) = self.eval(e) else { return };
+                    if c == 0 {
+                        self.fail(K::Assertion, format!("{}: assertion failed", self.label()));
+                        return;
+                    }
+                    self.s.threads[t].pc += 1;
+                }
+                InstrKind::Return => {
+                    self.s.threads[t].status = Status::Done;
+                    return;
+                }
+                _ => unreachable!("only local instructions are invisible"),
+            }
+        }
+    }
+
+    fn branch(&mut self, t: usize, pc: usize, taken: bool, else_to: u32) {
+        let th = &mut self.s.threads[t];
+        th.sig = mix(th.sig, ((pc as u64) << 1) | taken as u64);
+        th.pc = if taken { pc as u32 + 1 } else { else_to };
+    }
+
+    /// Execute the visible instruction at the thread's pc. Leaves pc on it; the caller advances.
+    fn exec_visible(&mut self, t: usize, instr: &Instr) {
+        match &instr.kind {
+            InstrKind::SetLocal { slot, expr } => {
+                if let Ok(v) = self.eval(expr) {
+                    self.s.threads[t].locals[*slot as usize] = v;
+                }
+            }
+            InstrKind::SetVar { var, expr } => {
+                if let Ok(v) = self.eval(expr) {
+                    let _ = self.write_var(*var as usize, v);
+                }
+            }
+            InstrKind::Branch { cond, else_to } => {
+                if let Ok(c) = self.eval(cond) {
+                    let pc = self.s.threads[t].pc as usize;
+                    self.branch(t, pc, c != 0, *else_to);
+                    // The branch set pc itself; compensate for the caller's increment.
+                    self.s.threads[t].pc = self.s.threads[t].pc.wrapping_sub(1);
+                }
+            }
+            InstrKind::Assert(e) => {
+                if let Ok(0) = self.eval(e) {
+                    self.fail(K::Assertion, format!("{}: assertion failed", self.label()));
+                }
+            }
+            InstrKind::Op { op, result } => {
+                if let Ok(Some(v)) = self.op(op) {
+                    if let Some(slot) = result {
+                        self.s.threads[t].locals[*slot as usize] = v;
+                    }
+                }
+            }
+            InstrKind::Work => {}
+            InstrKind::SyncWarp => self.s.threads[t].status = Status::AtSyncWarp,
+            InstrKind::SyncThreads => self.s.threads[t].status = Status::AtSyncThreads,
+            InstrKind::Jump { .. } | InstrKind::Return => unreachable!("never visible"),
+        }
+    }
+
+    /// Release execution barriers whose participants have all arrived. Exited threads do not
+    /// participate, so a thread exiting can release the others.
+    fn settle(&mut self) {
+        loop {
+            if self.ended {
+                return;
+            }
+            let n = self.s.threads.len();
+            let live: Vec<usize> = (0..n)
+                .filter(|&t| self.s.threads[t].status != Status::Done)
+                .collect();
+            if !live.is_empty()
+                && live
+                    .iter()
+                    .all(|&t| self.s.threads[t].status == Status::AtSyncThreads)
+            {
+                self.release(&live, "syncthreads");
+                continue;
+            }
+            let ws = self.p().warp_size as usize;
+            let mut released = false;
+            for w in 0..n.div_ceil(ws) {
+                let lanes: Vec<usize> = live.iter().copied().filter(|&t| t / ws == w).collect();
+                if !lanes.is_empty()
+                    && lanes
+                        .iter()
+                        .all(|&t| self.s.threads[t].status == Status::AtSyncWarp)
+                {
+                    for &t in &lanes {
+                        self.s.threads[t].sig = 0;
+                        self.s.threads[t].commit_seq = 0;
+                    }
+                    self.s.commit_logs[w].clear();
+                    self.release(&lanes, "syncwarp");
+                    released = true;
+                    break;
+                }
+            }
+            if !released {
+                return;
+            }
+        }
+    }
+
+    /// An execution barrier: every participant acquires every other's history, then runs on.
+    fn release(&mut self, group: &[usize], what: &str) {
+        let mut joined = self.s.threads[group[0]].clock.clone();
+        for &t in group {
+            join_into(&mut joined, &self.s.threads[t].clock);
+        }
+        for &t in group {
+            let th = &mut self.s.threads[t];
+            th.clock = joined.clone();
+            th.clock[t] += 1;
+            th.status = Status::Running;
+            th.pc += 1;
+        }
+        self.obs.push(Obs::Released {
+            what: what.to_string(),
+        });
+        for &t in group {
+            if self.ended {
+                return;
+            }
+            let (agent, thread) = (self.agent, self.thread);
+            self.run_local(t);
+            self.agent = agent;
+            self.thread = thread;
+        }
+    }
+
+    // ---- operations ---------------------------------------------------------------------
+
+    fn clock(&self) -> &[u32] {
+        let n = self.p().threads.len();
+        if self.agent < n {
+            &self.s.threads[self.agent].clock
+        } else {
+            &self.s.engines[self.agent - n]
+        }
+    }
+
+    fn clock_mut(&mut self) -> &mut Clock {
+        let n = self.p().threads.len();
+        if self.agent < n {
+            &mut self.s.threads[self.agent].clock
+        } else {
+            &mut self.s.engines[self.agent - n]
+        }
+    }
+
+    fn access(&self) -> Access {
+        Access {
+            agent: self.agent as u16,
+            epoch: self.clock()[self.agent],
+            in_completion: self.in_completion,
+        }
+    }
+
+    /// Barrier usable by this agent: initialised, not invalidated, and the init is visible.
+    fn live_barrier(&mut self, b: usize, what: &str) -> R<()> {
+        let bs = &self.s.barriers[b];
+        let name = &self.p().barriers[b].name;
+        let problem = match bs.life {
+            Life::Uninit => Some(format!("{} uses {name} ({what}) before it is initialised", self.label())),
+            Life::Invalidated => Some(format!("{} uses {name} ({what}) after it was invalidated", self.label())),
+            Life::Live => match bs.init_by {
+                Some((agent, epoch)) if agent as usize != self.agent && self.clock()[agent as usize] < epoch => Some(format!(
+                    "{} uses {name} ({what}) before the init by {} is visible to it (no syncthreads or other ordering in between)",
+                    self.label(),
+                    self.p().thread_label(agent as usize)
+                )),
+                _ => None,
+            },
+        };
+        match problem {
+            Some(m) => {
+                self.fail(K::Uninitialized, m);
+                Err(())
+            }
+            None => Ok(()),
+        }
+    }
+
+    fn resolve_bar(&mut self, r: &Ref, locals: Option<&[i64]>) -> R<usize> {
+        let groups = &self.m.proto.barrier_groups;
+        self.group_index(r, groups, locals)
+    }
+
+    fn resolve_buf(&mut self, r: &Ref, locals: Option<&[i64]>) -> R<usize> {
+        let groups = &self.m.proto.buffer_groups;
+        self.group_index(r, groups, locals)
+    }
+
+    fn check_range(&mut self, kind: K, value: i64, lo: i64, what: String) -> R<()> {
+        if value < lo || value > MAX_COUNT {
+            self.fail(
+                kind,
+                format!(
+                    "{}: {what} is {value}, outside {lo}..={MAX_COUNT}",
+                    self.label()
+                ),
+            );
+            return Err(());
+        }
+        Ok(())
+    }
+
+    fn op(&mut self, op: &IOp) -> R<Option<i64>> {
+        self.op_with(op, None)
+    }
+
+    /// Execute one operation. `locals` is given when running a completion function.
+    fn op_with(&mut self, op: &IOp, locals: Option<&[i64]>) -> R<Option<i64>> {
+        let ev = |x: &mut Exec, e: &IExpr| match locals {
+            Some(l) => x.eval_with(e, l),
+            None => x.eval(e),
+        };
+        match op {
+            IOp::Arrive {
+                bar,
+                n,
+                drop,
+                expect_tx,
+            } => {
+                let b = self.resolve_bar(bar, locals)?;
+                let n = ev(self, n)?;
+                let bytes = match expect_tx {
+                    Some(e) => Some(ev(self, e)?),
+                    None => None,
+                };
+                self.live_barrier(b, if *drop { "arrive_and_drop" } else { "arrive" })?;
+                let token = self.arrive(b, n, *drop, bytes)?;
+                Ok(Some(token))
+            }
+            IOp::Commit { bar } => {
+                let b = self.resolve_bar(bar, locals)?;
+                self.live_barrier(b, "commit")?;
+                let t = self.thread.expect("commit runs in a thread");
+                let ws = self.p().warp_size as usize;
+                let w = t / ws;
+                let (seq, sig) = (self.s.threads[t].commit_seq, self.s.threads[t].sig);
+                self.s.threads[t].commit_seq += 1;
+                let log = &self.s.commit_logs[w];
+                if log.contains(&(seq, sig)) {
+                    self.obs.push(Obs::CommitJoined { bar: b as u16 });
+                    return Ok(None);
+                }
+                let diverged = log.iter().any(|&(s2, g2)| s2 == seq && g2 != sig);
+                self.s.commit_logs[w].push((seq, sig));
+                self.s.commit_logs[w].sort_unstable();
+                if diverged {
+                    self.fail(
+                        K::Entanglement,
+                        format!(
+                            "{} commits to {} from a diverged warp: its lanes are split into several groups, so the commit makes one arrival per group instead of one for the warp (add syncwarp before the commit)",
+                            self.label(),
+                            self.p().barriers[b].name
+                        ),
+                    );
+                }
+                self.arrive(b, 1, false, None)?;
+                Ok(None)
+            }
+            IOp::Wait { bar, target, try_ } => {
+                let t = self.thread.expect("waits run in a thread");
+                if self.in_completion {
+                    self.fail(
+                        K::CompletionMisuse,
+                        format!(
+                            "{} waits on a barrier; a completion function must not wait or block",
+                            self.label()
+                        ),
+                    );
+                    return Err(());
+                }
+                let b = self.resolve_bar(bar, locals)?;
+                self.live_barrier(b, if *try_ { "try_wait" } else { "wait" })?;
+                let named = self.named_phase(t, b, target)?;
+                let c = self.s.barriers[b].phase;
+                if c >= named + 2 {
+                    self.fail(
+                        K::StaleWait,
+                        format!(
+                            "{} waits on phase {named} of {}, which is older than the phase before the current one ({c}); the hardware answers about phase {} instead",
+                            self.label(),
+                            self.p().barriers[b].name,
+                            if hardware_complete(c, named) { c - 1 } else { c }
+                        ),
+                    );
+                }
+                let done = hardware_complete(c, named);
+                if done {
+                    let prev = self.s.barriers[b].prev_clock.clone();
+                    join_into(self.clock_mut(), &prev);
+                    if named == c - 1 {
+                        self.s.barriers[b].observed_prev = true;
+                    }
+                    let k = &mut self.s.threads[t].known[b];
+                    *k = (*k).max(named + 1);
+                }
+                if *try_ {
+                    self.obs.push(Obs::TryWait {
+                        bar: b as u16,
+                        phase: named,
+                        result: done,
+                    });
+                    Ok(Some(done as i64))
+                } else {
+                    debug_assert!(done, "a blocked wait is never scheduled");
+                    self.obs.push(Obs::Waited {
+                        bar: b as u16,
+                        phase: named,
+                    });
+                    Ok(None)
+                }
+            }
+            IOp::ExpectTx { bar, bytes } => {
+                let b = self.resolve_bar(bar, locals)?;
+                let bytes = ev(self, bytes)?;
+                self.live_barrier(b, "expect_tx")?;
+                self.check_range(
+                    K::TxRange,
+                    bytes,
+                    0,
+                    format!("expect_tx on {}", self.p().barriers[b].name),
+                )?;
+                self.add_tx(b, bytes)?;
+                self.maybe_complete(b)?;
+                Ok(None)
+            }
+            IOp::CompleteTx { bar, bytes } => {
+                let b = self.resolve_bar(bar, locals)?;
+                let bytes = ev(self, bytes)?;
+                self.live_barrier(b, "complete_tx")?;
+                self.check_range(
+                    K::TxRange,
+                    bytes,
+                    0,
+                    format!("complete_tx on {}", self.p().barriers[b].name),
+                )?;
+                self.add_tx(b, -bytes)?;
+                self.release_into(b);
+                self.maybe_complete(b)?;
+                Ok(None)
+            }
+            IOp::Copy {
+                buf,
+                bar,
+                bytes,
+                version,
+            } => {
+                let d = self.resolve_buf(buf, locals)?;
+                let b = self.resolve_bar(bar, locals)?;
+                let bytes = match bytes {
+                    Some(e) => ev(self, e)?,
+                    None => self.p().buffers[d].bytes,
+                };
+                let version = match version {
+                    Some(e) => ev(self, e)?,
+                    None => self.s.buffers[d].writes as i64,
+                };
+                self.live_barrier(b, "copy_async")?;
+                self.check_range(
+                    K::TxRange,
+                    bytes,
+                    0,
+                    format!(
+                        "the byte count of the copy into {}",
+                        self.p().buffers[d].name
+                    ),
+                )?;
+                self.write_cell(true, d, version)?;
+                let cell = &mut self.s.buffers[d];
+                cell.in_flight = true;
+                // The engine starts from everything the issuer did before the issue.
+                let issuer_clock = self.clock().to_vec();
+                let n = self.p().threads.len();
+                join_into(&mut self.s.engines[d], &issuer_clock);
+                let me = self.agent;
+                self.clock_mut()[me] += 1;
+                let c = CopyInFlight {
+                    buf: d as u16,
+                    bar: b as u16,
+                    bytes,
+                    version,
+                    issuer: self.agent.min(n - 1) as u16,
+                };
+                self.s.copies.push(c);
+                self.obs.push(Obs::CopyIssued {
+                    buf: d as u16,
+                    bar: b as u16,
+                    bytes,
+                    version,
+                });
+                Ok(None)
+            }
+            IOp::Read { buf, expect } => {
+                let d = self.resolve_buf(buf, locals)?;
+                let want = match expect {
+                    Some(e) => Some(ev(self, e)?),
+                    None => None,
+                };
+                self.read_cell(true, d)?;
+                let got = self.s.buffers[d].value;
+                self.obs.push(Obs::Read {
+                    buf: d as u16,
+                    version: got,
+                });
+                if let Some(w) = want {
+                    if w != got {
+                        let torn = if self.s.buffers[d].in_flight {
+                            " (a copy into it is still in flight: torn on hardware)"
+                        } else {
+                            ""
+                        };
+                        self.fail(
+                            K::StaleRead,
+                            format!("{} reads version {got} of {} but the protocol means version {w}{torn}", self.label(), self.p().buffers[d].name),
+                        );
+                    }
+                }
+                Ok(Some(got))
+            }
+            IOp::Write { buf, version } => {
+                let d = self.resolve_buf(buf, locals)?;
+                let v = ev(self, version)?;
+                self.write_cell(true, d, v)?;
+                self.obs.push(Obs::Wrote {
+                    buf: d as u16,
+                    version: v,
+                });
+                Ok(None)
+            }
+            IOp::Init { bar, count } => {
+                let b = self.resolve_bar(bar, locals)?;
+                let count = match count {
+                    Some(e) => ev(self, e)?,
+                    None => self.p().barriers[b].count,
+                };
+                if self.s.barriers[b].life == Life::Live {
+                    self.fail(
+                        K::Uninitialized,
+                        format!(
+                            "{} initialises {}, which is already live; invalidate it first",
+                            self.label(),
+                            self.p().barriers[b].name
+                        ),
+                    );
+                    return Err(());
+                }
+                self.check_range(
+                    K::CountRange,
+                    count,
+                    1,
+                    format!("the init count of {}", self.p().barriers[b].name),
+                )?;
+                let init_by = Some((self.agent as u16, self.clock()[self.agent]));
+                let bs = &mut self.s.barriers[b];
+                bs.life = Life::Live;
+                bs.phase = 0;
+                bs.pending = count;
+                bs.expected = count;
+                bs.tx = 0;
+                bs.init_by = init_by;
+                bs.observed_prev = false;
+                bs.clock.iter_mut().for_each(|c| *c = 0);
+                bs.prev_clock.iter_mut().for_each(|c| *c = 0);
+                for th in self.s.threads.iter_mut() {
+                    th.known[b] = 0;
+                }
+                Ok(None)
+            }
+            IOp::Inval { bar } => {
+                let b = self.resolve_bar(bar, locals)?;
+                self.live_barrier(b, "inval")?;
+                let name = self.p().barriers[b].name.clone();
+                if self.s.copies.iter().any(|c| c.bar as usize == b) {
+                    self.fail(K::Lifetime, format!("{} invalidates {name} while an async copy will still complete_tx on it", self.label()));
+                    return Err(());
+                }
+                let bs = &self.s.barriers[b];
+                if bs.pending != bs.expected || bs.tx != 0 {
+                    self.fail(
+                        K::Lifetime,
+                        format!("{} invalidates {name} in the middle of phase {} ({} of {} arrivals made, tx {})", self.label(), bs.phase, bs.expected - bs.pending, bs.expected, bs.tx),
+                    );
+                    return Err(());
+                }
+                self.s.barriers[b].life = Life::Invalidated;
+                Ok(None)
+            }
+        }
+    }
+
+    fn add_tx(&mut self, b: usize, delta: i64) -> R<()> {
+        let tx = self.s.barriers[b].tx + delta;
+        if tx.abs() > MAX_COUNT {
+            self.fail(
+                K::TxRange,
+                format!(
+                    "{}: the tx-count of {} would become {tx}, outside -1048575..=1048575",
+                    self.label(),
+                    self.p().barriers[b].name
+                ),
+            );
+            return Err(());
+        }
+        self.s.barriers[b].tx = tx;
+        Ok(())
+    }
+
+    /// Publish this agent's history to the barrier's current phase, then start a new epoch.
+    fn release_into(&mut self, b: usize) {
+        let c = self.clock().to_vec();
+        join_into(&mut self.s.barriers[b].clock, &c);
+        let me = self.agent;
+        self.clock_mut()[me] += 1;
+    }
+
+    fn arrive(&mut self, b: usize, n: i64, drop: bool, expect_tx: Option<i64>) -> R<i64> {
+        let name = self.p().barriers[b].name.clone();
+        if self.in_completion && self.completing == Some(b) {
+            self.fail(
+                K::CompletionMisuse,
+                format!("{} arrives on its own barrier {name}", self.label()),
+            );
+            return Err(());
+        }
+        self.check_range(K::CountRange, n, 1, format!("the arrival count on {name}"))?;
+        if let Some(bytes) = expect_tx {
+            self.check_range(K::TxRange, bytes, 0, format!("expect_tx on {name}"))?;
+            self.add_tx(b, bytes)?;
+        }
+        if drop {
+            let e = self.s.barriers[b].expected - n;
+            if e < 1 {
+                self.fail(K::CountRange, format!("{} drops from {name}, taking its expected count to {e}; the count must stay within 1..=1048575", self.label()));
+                return Err(());
+            }
+            self.s.barriers[b].expected = e;
+        }
+        let bs = &self.s.barriers[b];
+        if n > bs.pending {
+            let msg = format!(
+                "{} arrives {n} time(s) on phase {} of {name}, which has only {} arrival(s) pending (expected {}{})",
+                self.label(),
+                bs.phase,
+                bs.pending,
+                bs.expected,
+                if bs.tx != 0 { format!(", tx {} outstanding", bs.tx) } else { String::new() }
+            );
+            self.fail(K::OverArrival, msg);
+            return Err(());
+        }
+        let hardware = self.p().barriers[b].completion.is_none();
+        if hardware && bs.phase >= 1 && !bs.observed_prev {
+            let msg = format!(
+                "{} arrives on phase {} of {name} before any wait has observed the completion of phase {}",
+                self.label(),
+                bs.phase,
+                bs.phase - 1
+            );
+            self.fail(K::MissingWait, msg);
+        }
+        let phase = self.s.barriers[b].phase;
+        self.s.barriers[b].pending -= n;
+        if let Some(t) = self.thread {
+            if !self.in_completion {
+                let k = &mut self.s.threads[t].known[b];
+                *k = (*k).max(phase);
+            }
+        }
+        self.obs.push(Obs::Arrived {
+            bar: b as u16,
+            phase,
+            count: n,
+        });
+        self.maybe_complete_after_arrival(b)?;
+        Ok(phase)
+    }
+
+    fn maybe_complete_after_arrival(&mut self, b: usize) -> R<()> {
+        let bs = &self.s.barriers[b];
+        if bs.pending == 0 && bs.tx == 0 {
+            self.complete(b)
+        } else {
+            self.release_into(b);
+            Ok(())
+        }
+    }
+
+    fn maybe_complete(&mut self, b: usize) -> R<()> {
+        let bs = &self.s.barriers[b];
+        if bs.pending == 0 && bs.tx == 0 {
+            self.complete(b)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Phase completion: the completion function runs first, in the completing agent, having
+    /// seen every arrival of the phase; then the phase advances and waiters may acquire it.
+    fn complete(&mut self, b: usize) -> R<()> {
+        if let Some(ci) = self.p().barriers[b].completion {
+            let phase_clock = self.s.barriers[b].clock.clone();
+            join_into(self.clock_mut(), &phase_clock);
+            self.run_completion(ci as usize, b)?;
+        }
+        self.release_into(b);
+        let bs = &mut self.s.barriers[b];
+        let done = bs.phase;
+        bs.prev_clock = std::mem::replace(
+            &mut bs.clock,
+            vec![0; bs.prev_clock.len()].into_boxed_slice(),
+        );
+        bs.phase += 1;
+        bs.pending = bs.expected;
+        bs.observed_prev = false;
+        self.obs.push(Obs::PhaseCompleted {
+            bar: b as u16,
+            phase: done,
+        });
+        Ok(())
+    }
+
+    fn run_completion(&mut self, ci: usize, b: usize) -> R<()> {
+        let code = &self.m.proto.completions[ci];
+        let mut locals = vec![0i64; code.local_names.len()];
+        let (was_in, was_completing, was_thread) =
+            (self.in_completion, self.completing, self.thread);
+        self.in_completion = true;
+        self.completing = Some(b);
+        let mut pc = 0usize;
+        let mut fuel = 1_000_000u32;
+        let result = loop {
+            let Some(instr) = code.instrs.get(pc) else {
+                break Ok(());
+            };
+            fuel -= 1;
+            if fuel == 0 {
+                self.fail(
+                    K::CompletionMisuse,
+                    format!(
+                        "{} does not finish; a completion function must not block",
+                        self.label()
+                    ),
+                );
+                break Err(());
+            }
+            match &instr.kind {
+                InstrKind::SetLocal { slot, expr } => match self.eval_with(expr, &locals) {
+                    Ok(v) => {
+                        locals[*slot as usize] = v;
+                        pc += 1;
+                    }
+                    Err(()) => break Err(()),
+                },
+                InstrKind::SetVar { var, expr } => {
+                    let Ok(v) = self.eval_with(expr, &locals) else {
+                        break Err(());
+                    };
+                    if self.write_var(*var as usize, v).is_err() {
+                        break Err(());
+                    }
+                    pc += 1;
+                }
+                InstrKind::Jump { to } => pc = *to as usize,
+                InstrKind::Branch { cond, else_to } => match self.eval_with(cond, &locals) {
+                    Ok(c) => pc = if c != 0 { pc + 1 } else { *else_to as usize },
+                    Err(()) => break Err(()),
+                },
+                InstrKind::Assert(e) => match self.eval_with(e, &locals) {
+                    Ok(0) => {
+                        self.fail(K::Assertion, format!("{}: assertion failed", self.label()));
+                        break Err(());
+                    }
+                    Ok(_) => pc += 1,
+                    Err(()) => break Err(()),
+                },
+                InstrKind::Op { op, result } => {
+                    if let IOp::Wait { try_: false, .. } = op {
+                        self.fail(K::CompletionMisuse, format!("{} waits on a barrier; a completion function must not wait or block", self.label()));
+                        break Err(());
+                    }
+                    match self.op_with(op, Some(&locals)) {
+                        Ok(v) => {
+                            if let (Some(slot), Some(v)) = (result, v) {
+                                locals[*slot as usize] = v;
+                            }
+                            pc += 1;
+                        }
+                        Err(()) => break Err(()),
+                    }
+                }
+                InstrKind::Return => break Ok(()),
+                InstrKind::Work => pc += 1,
+                InstrKind::SyncWarp | InstrKind::SyncThreads => {
+                    self.fail(
+                        K::CompletionMisuse,
+                        format!(
+                            "{} reaches an execution barrier; a completion function must not block",
+                            self.label()
+                        ),
+                    );
+                    break Err(());
+                }
+            }
+        };
+        self.in_completion = was_in;
+        self.completing = was_completing;
+        self.thread = was_thread;
+        if result.is_err() && !self.ended {
+            // A misuse that is not undefined behaviour still stops the completion function.
+            self.ended = true;
+        }
+        result
+    }
+
+    fn land(&mut self, c: CopyInFlight) {
+        let n = self.p().threads.len();
+        let (d, b) = (c.buf as usize, c.bar as usize);
+        self.agent = n + d;
+        self.thread = None;
+        let cell = &mut self.s.buffers[d];
+        cell.value = c.version;
+        cell.in_flight = false;
+        cell.reads.clear();
+        cell.last_write = Some(Access {
+            agent: (n + d) as u16,
+            epoch: self.s.engines[d][n + d],
+            in_completion: false,
+        });
+        self.obs.push(Obs::Landed {
+            buf: c.buf,
+            bar: c.bar,
+            bytes: c.bytes,
+            version: c.version,
+        });
+        let name = self.p().barriers[b].name.clone();
+        match self.s.barriers[b].life {
+            Life::Live => {}
+            Life::Uninit | Life::Invalidated => {
+                self.fail(
+                    K::Lifetime,
+                    format!(
+                        "the async copy into {} lands on {name}, which is no longer a live barrier",
+                        self.p().buffers[d].name
+                    ),
+                );
+                return;
+            }
+        }
+        if self.add_tx(b, -c.bytes).is_err() {
+            return;
+        }
+        self.release_into(b);
+        let _ = self.maybe_complete(b);
+    }
+
+    // ---- races --------------------------------------------------------------------------
+
+    fn cell_name(&self, is_buf: bool, i: usize) -> String {
+        if is_buf {
+            self.p().buffers[i].name.clone()
+        } else {
+            self.p().vars[i].name.clone()
+        }
+    }
+
+    fn agent_label(&self, a: &Access) -> String {
+        let p = self.p();
+        let n = p.threads.len();
+        let who = if (a.agent as usize) < n {
+            p.thread_label(a.agent as usize)
+        } else {
+            format!(
+                "the async copy into {}",
+                p.buffers[a.agent as usize - n].name
+            )
+        };
+        if a.in_completion {
+            format!("the completion function run by {who}")
+        } else {
+            who
+        }
+    }
+
+    fn race(
+        &mut self,
+        is_buf: bool,
+        i: usize,
+        mine: &str,
+        other: Option<&Access>,
+        other_what: &str,
+    ) {
+        let completion = self.in_completion || other.is_some_and(|a| a.in_completion);
+        let who = match other {
+            Some(a) => self.agent_label(a),
+            None => "an async copy still in flight".to_string(),
+        };
+        let msg = format!(
+            "{} {mine} {} with no happens-before to the {other_what} by {who}",
+            self.label(),
+            self.cell_name(is_buf, i)
+        );
+        self.fail(
+            if completion {
+                K::CompletionMisuse
+            } else {
+                K::DataRace
+            },
+            msg,
+        );
+    }
+
+    /// A read of a buffer or var: must be ordered after the last write and not under a copy.
+    fn read_cell(&mut self, is_buf: bool, i: usize) -> R<()> {
+        let cell = if is_buf {
+            &self.s.buffers[i]
+        } else {
+            &self.s.vars[i]
+        };
+        let me = self.agent as u16;
+        if cell.in_flight {
+            let who = self
+                .s
+                .copies
+                .iter()
+                .find(|c| c.buf as usize == i)
+                .map(|c| self.p().thread_label(c.issuer as usize))
+                .unwrap_or_default();
+            let msg = format!("{} reads {} before the async copy into it (issued by {who}) has landed and been waited for", self.label(), self.cell_name(is_buf, i));
+            self.fail(
+                if self.in_completion {
+                    K::CompletionMisuse
+                } else {
+                    K::DataRace
+                },
+                msg,
+            );
+        } else if let Some(w) = cell
+            .last_write
+            .filter(|w| w.agent != me && !ordered_before(w, self.clock()))
+        {
+            self.race(is_buf, i, "reads", Some(&w), "last write");
+        }
+        let acc = self.access();
+        let cell = if is_buf {
+            &mut self.s.buffers[i]
+        } else {
+            &mut self.s.vars[i]
+        };
+        match cell.reads.binary_search_by_key(&acc.agent, |a| a.agent) {
+            Ok(k) => cell.reads[k] = acc,
+            Err(k) => cell.reads.insert(k, acc),
+        }
+        Ok(())
+    }
+
+    fn write_var(&mut self, v: usize, value: i64) -> R<()> {
+        self.write_cell(false, v, value)
+    }
+
+    /// A write (or a copy issue): ordered after the last write and after every read since.
+    fn write_cell(&mut self, is_buf: bool, i: usize, value: i64) -> R<()> {
+        let cell = if is_buf {
+            &self.s.buffers[i]
+        } else {
+            &self.s.vars[i]
+        };
+        let me = self.agent as u16;
+        if cell.in_flight {
+            let msg = format!(
+                "{} overwrites {} while an async copy into it is still in flight",
+                self.label(),
+                self.cell_name(is_buf, i)
+            );
+            self.fail(
+                if self.in_completion {
+                    K::CompletionMisuse
+                } else {
+                    K::DataRace
+                },
+                msg,
+            );
+        } else if let Some(w) = cell
+            .last_write
+            .filter(|w| w.agent != me && !ordered_before(w, self.clock()))
+        {
+            self.race(is_buf, i, "overwrites", Some(&w), "last write");
+        } else if let Some(r) = cell
+            .reads
+            .iter()
+            .find(|r| r.agent != me && !ordered_before(r, self.clock()))
+            .copied()
+        {
+            self.race(
+                is_buf,
+                i,
+                "overwrites",
+                Some(&r),
+                "read (the slot was not released)",
+            );
+        }
+        let acc = self.access();
+        let cell = if is_buf {
+            &mut self.s.buffers[i]
+        } else {
+            &mut self.s.vars[i]
+        };
+        cell.value = value;
+        cell.writes += 1;
+        cell.last_write = Some(acc);
+        cell.reads.clear();
+        Ok(())
+    }
+}

@@ -1,0 +1,1 @@
+//! Explicit-state search over the model.
