@@ -1,6 +1,13 @@
 //! The protocol language of LANGUAGE.md: syntax tree, parser, static checks, pretty-printer.
 
 pub mod ast;
+pub mod check;
 pub mod diag;
+pub mod lexer;
+pub mod parser;
+pub mod pretty;
 
+pub use check::check;
 pub use diag::Diagnostic;
+pub use parser::parse;
+pub use pretty::{pretty, same_program};

@@ -1,0 +1,665 @@
+//! Static checks that do not depend on parameter values: names, kinds of names, scoping,
+//! indexing, and what a completion function may do. The first problem is returned.
+
+use super::ast::*;
+use super::diag::Diagnostic;
+use std::collections::HashMap;
+
+/// The per-thread names a role body can read.
+pub const BUILTINS: &[&str] = &["tid", "gtid", "lane", "warp"];
+
+/// The candidate closest to `name` by edit distance, if it is close enough to be a likely typo
+/// (distance at most 2, and at most half the name's length). Ties go to the earliest candidate.
+pub fn closest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    let mut best: Option<(usize, &'a str)> = None;
+    for c in candidates {
+        if c == name {
+            continue;
+        }
+        let d = edit_distance(name, c);
+        if d <= 2 && 2 * d <= name.chars().count().max(1) && best.is_none_or(|(bd, _)| d < bd) {
+            best = Some((d, c));
+        }
+    }
+    best.map(|(_, c)| c)
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.iter().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let sub = prev[j] + usize::from(ca != cb);
+            cur[j + 1] = sub.min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+fn did_you_mean<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> String {
+    match closest(name, candidates) {
+        Some(c) => format!("; did you mean `{c}`?"),
+        None => String::new(),
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Global {
+    Param,
+    Barrier { array: bool },
+    Buffer { array: bool },
+    Var,
+    Completion,
+    Role,
+}
+
+impl Global {
+    fn describe(self) -> &'static str {
+        match self {
+            Global::Param => "a param",
+            Global::Barrier { .. } => "a barrier",
+            Global::Buffer { .. } => "a buffer",
+            Global::Var => "a shared var",
+            Global::Completion => "a completion function",
+            Global::Role => "a role",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Local {
+    Let,
+    Loop,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Ctx {
+    Role,
+    Completion,
+}
+
+fn err(code: &'static str, span: Span, msg: impl Into<String>) -> Diagnostic {
+    Diagnostic::new(code, span, msg)
+}
+
+/// Checks a parsed program; see docs/errors.md for the codes.
+pub fn check(p: &Program) -> Result<(), Diagnostic> {
+    let mut c = Checker { globals: HashMap::new(), order: Vec::new(), scopes: Vec::new(), ctx: Ctx::Role };
+    c.collect(p)?;
+    for item in &p.items {
+        c.item(item)?;
+    }
+    c.cycles(p)?;
+    if p.roles().next().is_none() {
+        return Err(err(
+            "E031",
+            p.name.span,
+            format!("`protocol {}` declares no role; add at least one, like `role worker[1] {{ work }}`", p.name.name),
+        ));
+    }
+    Ok(())
+}
+
+struct Checker {
+    globals: HashMap<String, Global>,
+    /// Global names in declaration order, for deterministic suggestions.
+    order: Vec<String>,
+    scopes: Vec<Vec<(String, Local)>>,
+    ctx: Ctx,
+}
+
+impl Checker {
+    fn collect(&mut self, p: &Program) -> Result<(), Diagnostic> {
+        for item in &p.items {
+            let (name, g) = match item {
+                Item::Param(d) => (&d.name, Global::Param),
+                Item::Barrier(d) => (&d.name, Global::Barrier { array: d.len.is_some() }),
+                Item::Buffer(d) => (&d.name, Global::Buffer { array: d.len.is_some() }),
+                Item::Var(d) => (&d.name, Global::Var),
+                Item::Completion(d) => (&d.name, Global::Completion),
+                Item::Role(d) => (&d.name, Global::Role),
+                Item::WarpSize(_) => continue,
+            };
+            if BUILTINS.contains(&name.name.as_str()) {
+                return Err(builtin_redeclared(name));
+            }
+            if let Some(prev) = self.globals.get(&name.name) {
+                return Err(err(
+                    "E020",
+                    name.span,
+                    format!("`{}` is already declared as {}; give this {} another name", name.name, prev.describe(), &g.describe()[2..]),
+                ));
+            }
+            self.globals.insert(name.name.clone(), g);
+            self.order.push(name.name.clone());
+        }
+        Ok(())
+    }
+
+    fn names_where(&self, f: impl Fn(Global) -> bool) -> Vec<&str> {
+        self.order.iter().filter(|n| f(self.globals[*n])).map(|s| s.as_str()).collect()
+    }
+
+    fn local(&self, name: &str) -> Option<Local> {
+        self.scopes.iter().rev().flat_map(|s| s.iter().rev()).find(|(n, _)| n == name).map(|(_, l)| *l)
+    }
+
+    fn locals(&self) -> Vec<&str> {
+        self.scopes.iter().flat_map(|s| s.iter()).map(|(n, _)| n.as_str()).collect()
+    }
+
+    fn item(&mut self, item: &Item) -> Result<(), Diagnostic> {
+        match item {
+            Item::Param(d) => self.const_expr(&d.value, "a param's value"),
+            Item::WarpSize(e) => self.const_expr(e, "`warp_size`"),
+            Item::Barrier(d) => {
+                if let Some(len) = &d.len {
+                    self.const_expr(len, "an array length")?;
+                }
+                self.const_expr(&d.count, "a barrier's count")?;
+                if let Some(c) = &d.completion {
+                    match self.globals.get(&c.name) {
+                        Some(Global::Completion) => {}
+                        Some(other) => {
+                            return Err(err(
+                                "E028",
+                                c.span,
+                                format!(
+                                    "`{}` is {}, not a completion function; declare `completion {} {{ ... }}` or name an existing one",
+                                    c.name,
+                                    other.describe(),
+                                    c.name
+                                ),
+                            ))
+                        }
+                        None => {
+                            let hint = did_you_mean(&c.name, self.names_where(|g| g == Global::Completion));
+                            let msg = if hint.is_empty() {
+                                format!("no completion function `{}` is declared; add `completion {} {{ ... }}`", c.name, c.name)
+                            } else {
+                                format!("no completion function `{}` is declared{hint}", c.name)
+                            };
+                            return Err(err("E028", c.span, msg));
+                        }
+                    }
+                }
+                Ok(())
+            }
+            Item::Buffer(d) => {
+                if let Some(len) = &d.len {
+                    self.const_expr(len, "an array length")?;
+                }
+                self.const_expr(&d.bytes, "a buffer's size")
+            }
+            Item::Var(d) => self.const_expr(&d.init, "a var's initial value"),
+            Item::Completion(d) => {
+                self.ctx = Ctx::Completion;
+                self.block(&d.body)
+            }
+            Item::Role(d) => {
+                self.const_expr(&d.count, "a role's thread count")?;
+                self.ctx = Ctx::Role;
+                self.block(&d.body)
+            }
+        }
+    }
+
+    /// Expressions of declarations: evaluated before any thread runs, from params, literals and
+    /// role sizes only.
+    fn const_expr(&self, e: &Expr, what: &str) -> Result<(), Diagnostic> {
+        match &e.kind {
+            ExprKind::Int(_) => Ok(()),
+            ExprKind::Name(n) => match self.globals.get(n) {
+                Some(Global::Param) => Ok(()),
+                Some(Global::Var) => Err(err(
+                    "E033",
+                    e.span,
+                    format!("{what} is fixed before any thread runs, so it cannot read the shared var `{n}`; use a param, a literal or `ROLE.count`"),
+                )),
+                Some(Global::Role) => Err(err(
+                    "E032",
+                    e.span,
+                    format!("`{n}` is a role, not a number; did you mean `{n}.count`?"),
+                )),
+                Some(g) => Err(err(
+                    "E032",
+                    e.span,
+                    format!("`{n}` is {}, not a number; {what} can use params, literals and `ROLE.count`", g.describe()),
+                )),
+                None if BUILTINS.contains(&n.as_str()) => Err(err(
+                    "E033",
+                    e.span,
+                    format!("{what} is fixed before any thread runs, so it cannot use `{n}`; use a param, a literal or `ROLE.count`"),
+                )),
+                None => {
+                    let hint = did_you_mean(n, self.names_where(|g| g == Global::Param));
+                    let msg = if hint.is_empty() {
+                        format!("no param `{n}` is declared; declare it with `param {n} = ...`")
+                    } else {
+                        format!("no param `{n}` is declared{hint}")
+                    };
+                    Err(err("E021", e.span, msg))
+                }
+            },
+            ExprKind::RoleCount(r) => self.role_count(r, e.span),
+            ExprKind::Unary(_, x) => self.const_expr(x, what),
+            ExprKind::Binary(_, a, b) => {
+                self.const_expr(a, what)?;
+                self.const_expr(b, what)
+            }
+        }
+    }
+
+    fn role_count(&self, r: &str, span: Span) -> Result<(), Diagnostic> {
+        match self.globals.get(r) {
+            Some(Global::Role) => Ok(()),
+            Some(g) => Err(err(
+                "E026",
+                span,
+                format!("`{r}` is {}, not a role, so it has no `.count`; name a role, like `consumer.count`", g.describe()),
+            )),
+            None => {
+                let hint = did_you_mean(r, self.names_where(|g| g == Global::Role));
+                let msg = if hint.is_empty() {
+                    format!("no role `{r}` is declared, so `{r}.count` has no value; name a declared role")
+                } else {
+                    format!("no role `{r}` is declared{hint}")
+                };
+                Err(err("E026", span, msg))
+            }
+        }
+    }
+
+    fn block(&mut self, b: &Block) -> Result<(), Diagnostic> {
+        self.scopes.push(Vec::new());
+        for s in &b.stmts {
+            self.stmt(s)?;
+        }
+        self.scopes.pop();
+        Ok(())
+    }
+
+    fn declare(&mut self, name: &Ident, kind: Local) -> Result<(), Diagnostic> {
+        let n = &name.name;
+        if BUILTINS.contains(&n.as_str()) {
+            return Err(builtin_redeclared(name));
+        }
+        if let Some(g) = self.globals.get(n) {
+            return Err(err(
+                "E020",
+                name.span,
+                format!("`{n}` is already declared as {}; give this local another name", g.describe()),
+            ));
+        }
+        if let Some(l) = self.local(n) {
+            let what = if l == Local::Loop { "a loop variable" } else { "a local" };
+            return Err(err(
+                "E020",
+                name.span,
+                format!("`{n}` is already declared as {what} here; assign to it with `{n} = ...` or choose another name"),
+            ));
+        }
+        self.scopes.last_mut().expect("a scope is open").push((n.clone(), kind));
+        Ok(())
+    }
+
+    fn stmt(&mut self, s: &Stmt) -> Result<(), Diagnostic> {
+        match &s.kind {
+            StmtKind::Let { name, value } => {
+                self.value(value, &name.name)?;
+                self.declare(name, Local::Let)
+            }
+            StmtKind::Assign { name, value } => {
+                self.value(value, &name.name)?;
+                self.assign_target(name)
+            }
+            StmtKind::For { var, lo, hi, body } => {
+                self.expr(lo)?;
+                self.expr(hi)?;
+                self.scopes.push(Vec::new());
+                self.declare(var, Local::Loop)?;
+                self.block(body)?;
+                self.scopes.pop();
+                Ok(())
+            }
+            StmtKind::If { cond, then, els } => {
+                self.expr(cond)?;
+                self.block(then)?;
+                if let Some(e) = els {
+                    self.block(e)?;
+                }
+                Ok(())
+            }
+            StmtKind::Op(op) => self.op(op),
+            StmtKind::Assert(e) => self.expr(e),
+            StmtKind::SyncWarp if self.ctx == Ctx::Completion => Err(err(
+                "E030",
+                s.span,
+                "a completion function runs in no particular thread, so a `syncwarp` there is a `syncwarp` outside any warp; move it into a role body",
+            )),
+            StmtKind::Return | StmtKind::Work | StmtKind::SyncWarp | StmtKind::SyncThreads => Ok(()),
+        }
+    }
+
+    fn value(&mut self, v: &Value, target: &str) -> Result<(), Diagnostic> {
+        match v {
+            Value::Expr(e) => self.expr(e),
+            Value::Op(op) => {
+                self.op(op)?;
+                if !op.kind.yields_value() {
+                    return Err(err(
+                        "E027",
+                        op.span,
+                        format!(
+                            "`{}` yields no value to store in `{target}`; write it as a statement on its own (only arrive, arrive_expect_tx, try_wait and try_wait_parity yield values)",
+                            op.kind.keyword()
+                        ),
+                    ));
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn assign_target(&self, name: &Ident) -> Result<(), Diagnostic> {
+        let n = &name.name;
+        match self.local(n) {
+            Some(Local::Let) => return Ok(()),
+            Some(Local::Loop) => {
+                return Err(err(
+                    "E022",
+                    name.span,
+                    format!("the loop variable `{n}` cannot be assigned; copy it into a local with `let` and change that"),
+                ))
+            }
+            None => {}
+        }
+        if BUILTINS.contains(&n.as_str()) {
+            return Err(err(
+                "E022",
+                name.span,
+                format!("`{n}` is a built-in thread index and is read-only; copy it into a local with `let` and change that"),
+            ));
+        }
+        match self.globals.get(n) {
+            Some(Global::Var) => Ok(()),
+            Some(Global::Param) => Err(err(
+                "E022",
+                name.span,
+                format!("the param `{n}` is read-only; assign to a `var` or a `let` local instead"),
+            )),
+            Some(g) => Err(err(
+                "E022",
+                name.span,
+                format!("`{n}` is {} and cannot be assigned; only `let` locals and `var`s can", g.describe()),
+            )),
+            None => {
+                let mut cands = self.locals();
+                cands.extend(self.names_where(|g| g == Global::Var));
+                let hint = did_you_mean(n, cands);
+                let msg = if hint.is_empty() {
+                    format!("`{n}` is not declared; declare a local with `let {n} = ...` or a shared `var {n} = ...` at top level")
+                } else {
+                    format!("`{n}` is not declared{hint}")
+                };
+                Err(err("E021", name.span, msg))
+            }
+        }
+    }
+
+    fn expr(&self, e: &Expr) -> Result<(), Diagnostic> {
+        match &e.kind {
+            ExprKind::Int(_) => Ok(()),
+            ExprKind::Name(n) => self.name(n, e.span),
+            ExprKind::RoleCount(r) => self.role_count(r, e.span),
+            ExprKind::Unary(_, x) => self.expr(x),
+            ExprKind::Binary(_, a, b) => {
+                self.expr(a)?;
+                self.expr(b)
+            }
+        }
+    }
+
+    fn name(&self, n: &str, span: Span) -> Result<(), Diagnostic> {
+        if self.local(n).is_some() {
+            return Ok(());
+        }
+        if BUILTINS.contains(&n) {
+            return match self.ctx {
+                Ctx::Role => Ok(()),
+                Ctx::Completion => Err(err(
+                    "E029",
+                    span,
+                    format!("a completion function runs in no particular thread, so `{n}` has no value there; pass what it needs through a `var`"),
+                )),
+            };
+        }
+        match self.globals.get(n) {
+            Some(Global::Param | Global::Var) => Ok(()),
+            Some(Global::Role) => Err(err("E032", span, format!("`{n}` is a role, not a number; did you mean `{n}.count`?"))),
+            Some(Global::Barrier { .. }) | Some(Global::Buffer { .. }) => Err(err(
+                "E032",
+                span,
+                format!(
+                    "`{n}` is {}, not a number; pass it to an operation instead, like `arrive({n})`",
+                    self.globals[n].describe()
+                ),
+            )),
+            Some(Global::Completion) => Err(err(
+                "E032",
+                span,
+                format!("`{n}` is a completion function, not a number; attach it to a barrier with `completion {n}`"),
+            )),
+            None => {
+                let mut cands = self.locals();
+                cands.extend(self.names_where(|g| matches!(g, Global::Param | Global::Var)));
+                if self.ctx == Ctx::Role {
+                    cands.extend(BUILTINS.iter().copied());
+                }
+                let hint = did_you_mean(n, cands);
+                let msg = if hint.is_empty() {
+                    format!("`{n}` is not declared; declare it with `let {n} = ...`, `param {n} = ...` or `var {n} = ...`")
+                } else {
+                    format!("`{n}` is not declared{hint}")
+                };
+                Err(err("E021", span, msg))
+            }
+        }
+    }
+
+    fn op(&self, op: &Op) -> Result<(), Diagnostic> {
+        let kw = op.kind.keyword();
+        let mut exprs: Vec<&Expr> = Vec::new();
+        match &op.kind {
+            OpKind::Arrive { bar, n } => {
+                self.place(bar, true, kw)?;
+                exprs.extend(n);
+            }
+            OpKind::ArriveExpectTx { bar, bytes } | OpKind::ExpectTx { bar, bytes } | OpKind::CompleteTx { bar, bytes } => {
+                self.place(bar, true, kw)?;
+                exprs.push(bytes);
+            }
+            OpKind::Wait { bar, token } | OpKind::TryWait { bar, token } => {
+                self.place(bar, true, kw)?;
+                exprs.push(token);
+            }
+            OpKind::WaitParity { bar, parity } | OpKind::TryWaitParity { bar, parity } => {
+                self.place(bar, true, kw)?;
+                exprs.push(parity);
+            }
+            OpKind::ArriveAndWait { bar } | OpKind::ArriveAndDrop { bar } | OpKind::Inval { bar } => {
+                self.place(bar, true, kw)?;
+            }
+            OpKind::Commit { bar } => {
+                if self.ctx == Ctx::Completion {
+                    return Err(err(
+                        "E030",
+                        op.span,
+                        "a completion function runs in no particular thread, so a `commit` there is a `commit` outside any warp; arrive with `arrive(B)` from a role instead",
+                    ));
+                }
+                self.place(bar, true, kw)?;
+            }
+            OpKind::CopyAsync { buf, bar, bytes, version } | OpKind::MemcpyAsync { buf, bar, bytes, version } => {
+                self.place(buf, false, kw)?;
+                self.place(bar, true, kw)?;
+                exprs.extend(bytes);
+                exprs.extend(version);
+            }
+            OpKind::Read { buf, expect } => {
+                self.place(buf, false, kw)?;
+                exprs.extend(expect);
+            }
+            OpKind::Write { buf, version } => {
+                self.place(buf, false, kw)?;
+                exprs.push(version);
+            }
+            OpKind::Init { bar, count } => {
+                self.place(bar, true, kw)?;
+                exprs.extend(count);
+            }
+        }
+        for e in exprs {
+            self.expr(e)?;
+        }
+        Ok(())
+    }
+
+    fn place(&self, p: &Place, want_barrier: bool, kw: &str) -> Result<(), Diagnostic> {
+        let n = &p.name.name;
+        let want = if want_barrier { "barrier" } else { "buffer" };
+        let array = match self.globals.get(n) {
+            Some(Global::Barrier { array }) if want_barrier => *array,
+            Some(Global::Buffer { array }) if !want_barrier => *array,
+            found => {
+                let what = match found {
+                    Some(g) => g.describe(),
+                    None if self.local(n).is_some() => "a local",
+                    None if BUILTINS.contains(&n.as_str()) => "a built-in thread index",
+                    None => {
+                        let hint = did_you_mean(
+                            n,
+                            self.names_where(|g| if want_barrier { matches!(g, Global::Barrier { .. }) } else { matches!(g, Global::Buffer { .. }) }),
+                        );
+                        let msg = if hint.is_empty() {
+                            format!("no {want} `{n}` is declared; declare it with `{want} {n} ...` at top level")
+                        } else {
+                            format!("no {want} `{n}` is declared{hint}")
+                        };
+                        return Err(err("E021", p.name.span, msg));
+                    }
+                };
+                let pos = match kw {
+                    "copy_async" | "memcpy_async" if want_barrier => "its second argument",
+                    "copy_async" | "memcpy_async" => "its first argument",
+                    _ => "here",
+                };
+                return Err(err(
+                    "E023",
+                    p.name.span,
+                    format!("`{n}` is {what}, but `{kw}` needs a {want} {pos}"),
+                ));
+            }
+        };
+        match (&p.index, array) {
+            (Some(ix), false) => Err(err(
+                "E024",
+                ix.span,
+                format!("`{n}` is a single {want}, not an array; write `{n}` without an index"),
+            )),
+            (None, true) => Err(err(
+                "E025",
+                p.span,
+                format!("`{n}` is an array of {want}s; pick one with an index, like `{n}[0]`"),
+            )),
+            (Some(ix), true) => self.expr(ix),
+            (None, false) => Ok(()),
+        }
+    }
+
+    /// Params and role sizes may refer to each other, but not in a circle.
+    fn cycles(&self, p: &Program) -> Result<(), Diagnostic> {
+        let mut deps: HashMap<&str, (Span, Vec<String>)> = HashMap::new();
+        let mut order = Vec::new();
+        for item in &p.items {
+            let (name, e) = match item {
+                Item::Param(d) => (&d.name, &d.value),
+                Item::Role(d) => (&d.name, &d.count),
+                _ => continue,
+            };
+            let mut out = Vec::new();
+            mentions(e, &mut out);
+            out.retain(|n| matches!(self.globals.get(n), Some(Global::Param | Global::Role)));
+            deps.insert(&name.name, (name.span, out));
+            order.push(name.name.as_str());
+        }
+        // 0 = unvisited, 1 = on the path, 2 = done.
+        let mut state: HashMap<&str, u8> = HashMap::new();
+        for start in &order {
+            let mut path: Vec<&str> = Vec::new();
+            if let Some(cycle) = visit(start, &deps, &mut state, &mut path) {
+                let span = deps[cycle[0].as_str()].0;
+                return Err(err(
+                    "E034",
+                    span,
+                    format!("`{}` depends on itself ({}); define it from literals or other params", cycle[0], cycle.join(" -> ")),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn visit<'a>(
+    n: &'a str,
+    deps: &'a HashMap<&'a str, (Span, Vec<String>)>,
+    state: &mut HashMap<&'a str, u8>,
+    path: &mut Vec<&'a str>,
+) -> Option<Vec<String>> {
+    match state.get(n).copied().unwrap_or(0) {
+        2 => return None,
+        1 => {
+            let from = path.iter().position(|p| *p == n).expect("on the path");
+            let mut cycle: Vec<String> = path[from..].iter().map(|s| s.to_string()).collect();
+            cycle.push(n.to_string());
+            return Some(cycle);
+        }
+        _ => {}
+    }
+    state.insert(n, 1);
+    path.push(n);
+    if let Some((_, next)) = deps.get(n) {
+        for m in next {
+            let (key, _) = deps.get_key_value(m.as_str()).expect("filtered to params and roles");
+            if let Some(c) = visit(key, deps, state, path) {
+                return Some(c);
+            }
+        }
+    }
+    path.pop();
+    state.insert(n, 2);
+    None
+}
+
+fn mentions(e: &Expr, out: &mut Vec<String>) {
+    match &e.kind {
+        ExprKind::Int(_) => {}
+        ExprKind::Name(n) | ExprKind::RoleCount(n) => out.push(n.clone()),
+        ExprKind::Unary(_, x) => mentions(x, out),
+        ExprKind::Binary(_, a, b) => {
+            mentions(a, out);
+            mentions(b, out);
+        }
+    }
+}
+
+fn builtin_redeclared(name: &Ident) -> Diagnostic {
+    err(
+        "E020",
+        name.span,
+        format!("`{}` is a built-in thread index (one of tid, gtid, lane, warp); choose another name", name.name),
+    )
+}

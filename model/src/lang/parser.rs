@@ -1,0 +1,941 @@
+//! Recursive-descent parser for LANGUAGE.md. Stops at the first error.
+//!
+//! Words are not split into keywords by the lexer: the parser decides what a word means where it
+//! stands, so `count`, `bytes`, `expect` and `version` can be attribute and argument names
+//! (`barrier b count 1`, `read(slot, expect = i)`, `consumer.count`) while still being reserved as
+//! variable names.
+
+use super::ast::*;
+use super::check::closest;
+use super::diag::Diagnostic;
+use super::lexer::{lex, Tok, Token};
+use crate::kind::ViolationKind;
+
+/// The operation keywords: a word followed by `(` that is one of these is an operation.
+pub const OPS: &[&str] = &[
+    "arrive",
+    "arrive_expect_tx",
+    "wait",
+    "wait_parity",
+    "try_wait",
+    "try_wait_parity",
+    "arrive_and_wait",
+    "arrive_and_drop",
+    "expect_tx",
+    "complete_tx",
+    "copy_async",
+    "memcpy_async",
+    "read",
+    "write",
+    "init",
+    "inval",
+    "commit",
+];
+
+/// Words that cannot name a param, var, barrier, buffer, role, completion or local.
+pub const KEYWORDS: &[&str] = &[
+    "protocol",
+    "expect",
+    "param",
+    "warp_size",
+    "barrier",
+    "buffer",
+    "var",
+    "completion",
+    "role",
+    "let",
+    "for",
+    "in",
+    "if",
+    "else",
+    "assert",
+    "return",
+    "work",
+    "syncwarp",
+    "syncthreads",
+    "count",
+    "bytes",
+    "manual_init",
+];
+
+/// Whether `word` is reserved (a keyword or an operation name).
+pub fn is_reserved(word: &str) -> bool {
+    KEYWORDS.contains(&word) || OPS.contains(&word)
+}
+
+/// Nesting limit for blocks and expressions, so that hostile input cannot overflow the stack.
+const MAX_DEPTH: usize = 200;
+
+/// Parses a whole `.phase` file. The first error is returned.
+pub fn parse(source: &str) -> Result<Program, Diagnostic> {
+    let toks = lex(source)?;
+    Parser { toks, pos: 0, depth: 0 }.program()
+}
+
+type PResult<T> = Result<T, Diagnostic>;
+
+struct Parser {
+    toks: Vec<Token>,
+    pos: usize,
+    depth: usize,
+}
+
+fn err(code: &'static str, span: Span, msg: impl Into<String>) -> Diagnostic {
+    Diagnostic::new(code, span, msg)
+}
+
+fn binop(t: &Tok) -> Option<BinOp> {
+    Some(match t {
+        Tok::Plus => BinOp::Add,
+        Tok::Minus => BinOp::Sub,
+        Tok::Star => BinOp::Mul,
+        Tok::Slash => BinOp::Div,
+        Tok::Percent => BinOp::Rem,
+        Tok::EqEq => BinOp::Eq,
+        Tok::Ne => BinOp::Ne,
+        Tok::Lt => BinOp::Lt,
+        Tok::Le => BinOp::Le,
+        Tok::Gt => BinOp::Gt,
+        Tok::Ge => BinOp::Ge,
+        Tok::AndAnd => BinOp::And,
+        Tok::OrOr => BinOp::Or,
+        _ => return None,
+    })
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Slot {
+    Place,
+    Expr,
+}
+
+/// Shape of an operation's argument list.
+struct Sig {
+    positional: &'static [Slot],
+    required: usize,
+    named: &'static [&'static str],
+    usage: &'static str,
+}
+
+fn signature(op: &str) -> Sig {
+    use Slot::*;
+    let (positional, required, named, usage): (&'static [Slot], usize, &'static [&'static str], _) = match op {
+        "arrive" => (&[Place, Expr], 1, &[], "`arrive(B)` or `arrive(B, n)`"),
+        "arrive_expect_tx" => (&[Place, Expr], 2, &[], "`arrive_expect_tx(B, BYTES)`"),
+        "wait" => (&[Place, Expr], 2, &[], "`wait(B, token)`"),
+        "wait_parity" => (&[Place, Expr], 2, &[], "`wait_parity(B, parity)`"),
+        "try_wait" => (&[Place, Expr], 2, &[], "`try_wait(B, token)`"),
+        "try_wait_parity" => (&[Place, Expr], 2, &[], "`try_wait_parity(B, parity)`"),
+        "arrive_and_wait" => (&[Place], 1, &[], "`arrive_and_wait(B)`"),
+        "arrive_and_drop" => (&[Place], 1, &[], "`arrive_and_drop(B)`"),
+        "expect_tx" => (&[Place, Expr], 2, &[], "`expect_tx(B, BYTES)`"),
+        "complete_tx" => (&[Place, Expr], 2, &[], "`complete_tx(B, BYTES)`"),
+        "copy_async" => (
+            &[Place, Place],
+            2,
+            &["bytes", "version"],
+            "`copy_async(BUF, B)`, optionally followed by `bytes = N` and `version = V`",
+        ),
+        "memcpy_async" => (
+            &[Place, Place],
+            2,
+            &["bytes", "version"],
+            "`memcpy_async(BUF, B)`, optionally followed by `bytes = N` and `version = V`",
+        ),
+        "read" => (&[Place], 1, &["expect"], "`read(BUF)` or `read(BUF, expect = V)`"),
+        "write" => (&[Place, Expr], 2, &[], "`write(BUF, V)`"),
+        "init" => (&[Place, Expr], 1, &[], "`init(B)` or `init(B, COUNT)`"),
+        "inval" => (&[Place], 1, &[], "`inval(B)`"),
+        "commit" => (&[Place], 1, &[], "`commit(B)`"),
+        _ => unreachable!("signature of a non-operation"),
+    };
+    Sig { positional, required, named, usage }
+}
+
+enum Arg {
+    Place(Place),
+    Expr(Expr),
+}
+
+impl Parser {
+    // ----- token helpers -----
+
+    fn peek(&self) -> &Tok {
+        &self.toks[self.pos].tok
+    }
+
+    fn peek_at(&self, ahead: usize) -> &Tok {
+        let i = (self.pos + ahead).min(self.toks.len() - 1);
+        &self.toks[i].tok
+    }
+
+    fn span(&self) -> Span {
+        self.toks[self.pos].span
+    }
+
+    /// End of the previous token (for spans of constructs that just ended).
+    fn prev_end(&self) -> u32 {
+        if self.pos == 0 {
+            0
+        } else {
+            self.toks[self.pos - 1].span.end
+        }
+    }
+
+    fn since(&self, start: Span) -> Span {
+        Span { start: start.start, end: self.prev_end().max(start.start) }
+    }
+
+    fn bump(&mut self) -> Token {
+        let t = self.toks[self.pos].clone();
+        if self.pos < self.toks.len() - 1 {
+            self.pos += 1;
+        }
+        t
+    }
+
+    fn is_word(&self, w: &str) -> bool {
+        matches!(self.peek(), Tok::Ident(s) if s == w)
+    }
+
+    fn is_term(&self) -> bool {
+        matches!(self.peek(), Tok::Newline | Tok::Semi)
+    }
+
+    fn skip_terms(&mut self) {
+        while self.is_term() {
+            self.bump();
+        }
+    }
+
+    fn expect_tok(&mut self, want: Tok, context: &str) -> PResult<Span> {
+        if *self.peek() == want {
+            Ok(self.bump().span)
+        } else {
+            Err(err(
+                "E005",
+                self.span(),
+                format!("expected `{}` {context}, but found {}", want.text(), self.peek().describe()),
+            ))
+        }
+    }
+
+    fn expect_word(&mut self, w: &str, context: &str) -> PResult<Span> {
+        if self.is_word(w) {
+            Ok(self.bump().span)
+        } else {
+            Err(err("E005", self.span(), format!("expected `{w}` {context}, but found {}", self.peek().describe())))
+        }
+    }
+
+    /// A name being declared or referred to; reserved words are refused.
+    fn name(&mut self, what: &str) -> PResult<Ident> {
+        match self.peek().clone() {
+            Tok::Ident(s) => {
+                if is_reserved(&s) {
+                    return Err(reserved(&s, self.span(), what));
+                }
+                Ok(Ident { name: s, span: self.bump().span })
+            }
+            other => Err(err("E005", self.span(), format!("expected {what}, but found {}", other.describe()))),
+        }
+    }
+
+    fn enter(&mut self, at: Span) -> PResult<()> {
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            return Err(err(
+                "E005",
+                at,
+                format!("this is nested more than {MAX_DEPTH} levels deep; split it into smaller pieces"),
+            ));
+        }
+        Ok(())
+    }
+
+    fn leave(&mut self) {
+        self.depth -= 1;
+    }
+
+    /// After a statement or declaration: a newline, `;`, or (in a block) `}` must follow.
+    fn end_of_statement(&mut self, in_block: bool) -> PResult<()> {
+        match self.peek() {
+            Tok::Newline | Tok::Semi | Tok::Eof => Ok(()),
+            Tok::RBrace if in_block => Ok(()),
+            other => Err(err(
+                "E005",
+                self.span(),
+                format!(
+                    "expected the end of the {} (a newline or `;`), but found {}",
+                    if in_block { "statement" } else { "declaration" },
+                    other.describe()
+                ),
+            )),
+        }
+    }
+
+    // ----- items -----
+
+    fn program(mut self) -> PResult<Program> {
+        self.skip_terms();
+        if !self.is_word("protocol") {
+            return Err(err(
+                "E004",
+                self.span(),
+                format!(
+                    "a spec must begin with its header `protocol NAME`, but found {}",
+                    self.peek().describe()
+                ),
+            ));
+        }
+        self.bump();
+        let name = self.name("the protocol's name")?;
+        self.end_of_statement(false)?;
+        let mut expect: Option<Expect> = None;
+        let mut items = Vec::new();
+        let mut warp_size_seen = false;
+        loop {
+            self.skip_terms();
+            let at = self.span();
+            let word = match self.peek() {
+                Tok::Eof => break,
+                Tok::Ident(s) => s.clone(),
+                other => {
+                    return Err(err(
+                        "E005",
+                        at,
+                        format!("expected a declaration (`param`, `barrier`, `buffer`, `var`, `completion` or `role`), but found {}", other.describe()),
+                    ))
+                }
+            };
+            match word.as_str() {
+                "protocol" => {
+                    return Err(err(
+                        "E011",
+                        at,
+                        "a spec has exactly one `protocol` header; remove this one or move it to a file of its own",
+                    ))
+                }
+                "expect" => {
+                    let e = self.expect_line()?;
+                    if expect.is_some() {
+                        return Err(err(
+                            "E011",
+                            at,
+                            "`expect` is given twice; list every kind on one line, like `expect deadlock, stale-wait`",
+                        ));
+                    }
+                    expect = Some(e);
+                }
+                "param" => {
+                    self.bump();
+                    let name = self.name("a param name")?;
+                    self.expect_tok(Tok::Assign, "after the param name, as in `param STAGES = 2`")?;
+                    let value = self.expr()?;
+                    items.push(Item::Param(ParamDecl { name, value }));
+                }
+                "warp_size" => {
+                    self.bump();
+                    let e = self.expr()?;
+                    if warp_size_seen {
+                        return Err(err("E011", at, "`warp_size` is given twice; keep only one"));
+                    }
+                    warp_size_seen = true;
+                    items.push(Item::WarpSize(e));
+                }
+                "barrier" => items.push(Item::Barrier(self.barrier()?)),
+                "buffer" => items.push(Item::Buffer(self.buffer()?)),
+                "var" => {
+                    self.bump();
+                    let name = self.name("a var name")?;
+                    self.expect_tok(Tok::Assign, "after the var name, as in `var ctrl = 0`")?;
+                    let init = self.expr()?;
+                    items.push(Item::Var(VarDecl { name, init }));
+                }
+                "completion" => {
+                    self.bump();
+                    let name = self.name("a completion function name")?;
+                    let body = self.block()?;
+                    items.push(Item::Completion(CompletionDecl { name, body }));
+                }
+                "role" => items.push(Item::Role(self.role()?)),
+                "let" | "for" | "if" | "assert" | "return" | "work" | "syncwarp" | "syncthreads" => {
+                    return Err(err(
+                        "E005",
+                        at,
+                        format!("`{word}` is a statement, and statements belong inside a `role` or `completion` body `{{ ... }}`"),
+                    ))
+                }
+                w if OPS.contains(&w) => {
+                    return Err(err(
+                        "E005",
+                        at,
+                        format!("`{word}` is an operation, and operations belong inside a `role` or `completion` body `{{ ... }}`"),
+                    ))
+                }
+                _ => {
+                    let decls = ["param", "warp_size", "barrier", "buffer", "var", "completion", "role", "expect"];
+                    let hint = match closest(&word, decls.iter().copied()) {
+                        Some(d) => format!("; did you mean `{d}`?"),
+                        None => " (`param`, `barrier`, `buffer`, `var`, `completion` or `role`)".to_string(),
+                    };
+                    return Err(err("E005", at, format!("expected a declaration, but found `{word}`{hint}")));
+                }
+            }
+            self.end_of_statement(false)?;
+        }
+        Ok(Program { name, expect, items })
+    }
+
+    fn expect_line(&mut self) -> PResult<Expect> {
+        self.bump();
+        if self.is_word("holds") {
+            let span = self.bump().span;
+            return Ok(Expect::Holds(span));
+        }
+        let mut kinds = Vec::new();
+        loop {
+            let start = self.span();
+            let mut name = match self.peek().clone() {
+                Tok::Ident(s) => {
+                    self.bump();
+                    s
+                }
+                other => {
+                    return Err(err(
+                        "E006",
+                        start,
+                        format!(
+                            "expected `holds` or a violation kind after `expect`, but found {}; the kinds are {}",
+                            other.describe(),
+                            kind_list()
+                        ),
+                    ))
+                }
+            };
+            while *self.peek() == Tok::Minus {
+                if let Tok::Ident(s) = self.peek_at(1).clone() {
+                    self.bump();
+                    self.bump();
+                    name.push('-');
+                    name.push_str(&s);
+                } else {
+                    break;
+                }
+            }
+            let span = self.since(start);
+            match ViolationKind::from_name(&name) {
+                Some(k) => kinds.push((k, span)),
+                None => {
+                    let names = ViolationKind::ALL.iter().map(|k| k.name()).chain(["holds"]);
+                    let msg = match closest(&name, names) {
+                        Some(s) => format!("`{name}` is not a violation kind; did you mean `{s}`?"),
+                        None => format!(
+                            "`{name}` is not a violation kind; write `holds` or some of {}",
+                            kind_list()
+                        ),
+                    };
+                    return Err(err("E006", span, msg));
+                }
+            }
+            if *self.peek() == Tok::Comma {
+                self.bump();
+            } else {
+                break;
+            }
+        }
+        Ok(Expect::Kinds(kinds))
+    }
+
+    fn opt_len(&mut self) -> PResult<Option<Expr>> {
+        if *self.peek() == Tok::LBracket {
+            self.bump();
+            let e = self.expr()?;
+            self.expect_tok(Tok::RBracket, "to close the array length")?;
+            Ok(Some(e))
+        } else {
+            Ok(None)
+        }
+    }
+
+    fn barrier(&mut self) -> PResult<BarrierDecl> {
+        let start = self.bump().span;
+        let name = self.name("a barrier name")?;
+        let len = self.opt_len()?;
+        self.expect_word("count", "and the expected arrival count after the barrier name, as in `barrier full count 1`")?;
+        let count = self.expr()?;
+        let mut completion: Option<Ident> = None;
+        let mut manual_init = false;
+        while let Tok::Ident(w) = self.peek().clone() {
+            let at = self.span();
+            match w.as_str() {
+                "completion" => {
+                    self.bump();
+                    let c = self.name("the completion function's name")?;
+                    if completion.is_some() {
+                        return Err(err("E011", at, "this barrier already names a completion function; keep only one `completion NAME`"));
+                    }
+                    completion = Some(c);
+                }
+                "manual_init" => {
+                    self.bump();
+                    if manual_init {
+                        return Err(err("E011", at, "`manual_init` is given twice; keep only one"));
+                    }
+                    manual_init = true;
+                }
+                _ => {
+                    let hint = match closest(&w, ["completion", "manual_init"]) {
+                        Some(s) => format!("did you mean `{s}`?"),
+                        None => "a barrier takes only `completion NAME` and `manual_init` after its count".to_string(),
+                    };
+                    return Err(err("E005", at, format!("`{w}` is not a barrier attribute; {hint}")));
+                }
+            }
+        }
+        let span = self.since(start);
+        Ok(BarrierDecl { name, len, count, completion, manual_init, span })
+    }
+
+    fn buffer(&mut self) -> PResult<BufferDecl> {
+        let start = self.bump().span;
+        let name = self.name("a buffer name")?;
+        let len = self.opt_len()?;
+        self.expect_word("bytes", "and the buffer's size after its name, as in `buffer slot bytes 256`")?;
+        let bytes = self.expr()?;
+        let span = self.since(start);
+        Ok(BufferDecl { name, len, bytes, span })
+    }
+
+    fn role(&mut self) -> PResult<RoleDecl> {
+        let start = self.bump().span;
+        let name = self.name("a role name")?;
+        if *self.peek() != Tok::LBracket {
+            return Err(err(
+                "E005",
+                self.span(),
+                format!(
+                    "a role needs its thread count in brackets, as in `role {}[1] {{ ... }}`, but found {}",
+                    name.name,
+                    self.peek().describe()
+                ),
+            ));
+        }
+        self.bump();
+        let count = self.expr()?;
+        self.expect_tok(Tok::RBracket, "to close the role's thread count")?;
+        let body = self.block()?;
+        let span = self.since(start);
+        Ok(RoleDecl { name, count, body, span })
+    }
+
+    // ----- statements -----
+
+    fn block(&mut self) -> PResult<Block> {
+        let open = self.span();
+        if *self.peek() != Tok::LBrace {
+            return Err(err("E005", open, format!("expected `{{` to open a block, but found {}", self.peek().describe())));
+        }
+        self.bump();
+        self.enter(open)?;
+        let mut stmts = Vec::new();
+        loop {
+            self.skip_terms();
+            match self.peek() {
+                Tok::RBrace => break,
+                Tok::Eof => {
+                    return Err(err("E005", open, "this block is never closed; add a matching `}`"));
+                }
+                _ => {}
+            }
+            stmts.push(self.stmt()?);
+            self.end_of_statement(true)?;
+        }
+        self.bump();
+        self.leave();
+        Ok(Block { stmts, span: self.since(open) })
+    }
+
+    fn stmt(&mut self) -> PResult<Stmt> {
+        let start = self.span();
+        let word = match self.peek().clone() {
+            Tok::Ident(w) => w,
+            other => {
+                return Err(err("E005", start, format!("expected a statement, but found {}", other.describe())));
+            }
+        };
+        let kind = match word.as_str() {
+            "let" => {
+                self.bump();
+                let name = self.name("the new local's name")?;
+                self.expect_tok(Tok::Assign, "after the name in `let x = ...`")?;
+                let value = self.value()?;
+                StmtKind::Let { name, value }
+            }
+            "for" => {
+                self.bump();
+                let var = self.name("the loop variable")?;
+                self.expect_word("in", "after the loop variable, as in `for i in 0..N { }`")?;
+                let lo = self.expr()?;
+                self.expect_tok(Tok::DotDot, "between the loop bounds, as in `for i in 0..N { }`")?;
+                let hi = self.expr()?;
+                let body = self.block()?;
+                StmtKind::For { var, lo, hi, body }
+            }
+            "if" => return self.if_stmt(),
+            "assert" => {
+                self.bump();
+                StmtKind::Assert(self.expr()?)
+            }
+            "return" | "work" | "syncwarp" | "syncthreads" => {
+                self.bump();
+                if *self.peek() == Tok::LParen {
+                    return Err(err(
+                        "E007",
+                        self.span(),
+                        format!("`{word}` takes no arguments and is written without parentheses: `{word}`"),
+                    ));
+                }
+                match word.as_str() {
+                    "return" => StmtKind::Return,
+                    "work" => StmtKind::Work,
+                    "syncwarp" => StmtKind::SyncWarp,
+                    _ => StmtKind::SyncThreads,
+                }
+            }
+            "else" => {
+                return Err(err("E005", start, "`else` must follow the `}` of an `if` block"));
+            }
+            w if OPS.contains(&w) && *self.peek_at(1) == Tok::LParen => StmtKind::Op(self.op()?),
+            _ => match self.peek_at(1) {
+                Tok::Assign => {
+                    let name = self.name("the assigned variable")?;
+                    self.bump();
+                    let value = self.value()?;
+                    StmtKind::Assign { name, value }
+                }
+                Tok::LParen => return Err(unknown_op(&word, start)),
+                _ => {
+                    if is_reserved(&word) {
+                        return Err(reserved(&word, start, "a statement"));
+                    }
+                    let hint = match closest(&word, KEYWORDS.iter().chain(OPS).copied()) {
+                        Some(k) => format!("; did you mean `{k}`?"),
+                        None => "; an assignment is written `x = EXPR`".to_string(),
+                    };
+                    return Err(err("E005", start, format!("`{word}` does not start a statement{hint}")));
+                }
+            },
+        };
+        Ok(Stmt { kind, span: self.since(start) })
+    }
+
+    fn if_stmt(&mut self) -> PResult<Stmt> {
+        let start = self.bump().span;
+        self.enter(start)?;
+        let cond = self.expr()?;
+        let then = self.block()?;
+        // `}` newline `else` still continues the `if`.
+        let mut k = self.pos;
+        while self.toks[k].tok == Tok::Newline {
+            k += 1;
+        }
+        let els = if matches!(&self.toks[k].tok, Tok::Ident(s) if s == "else") {
+            self.pos = k;
+            self.bump();
+            if self.is_word("if") {
+                let inner = self.if_stmt()?;
+                Some(Block { span: inner.span, stmts: vec![inner] })
+            } else {
+                Some(self.block()?)
+            }
+        } else {
+            None
+        };
+        self.leave();
+        Ok(Stmt { kind: StmtKind::If { cond, then, els }, span: self.since(start) })
+    }
+
+    /// Right side of `let`/assignment: an operation or an expression.
+    fn value(&mut self) -> PResult<Value> {
+        if let Tok::Ident(w) = self.peek() {
+            if OPS.contains(&w.as_str()) && *self.peek_at(1) == Tok::LParen {
+                let op = self.op()?;
+                if binop(self.peek()).is_some() || *self.peek() == Tok::Dot {
+                    return Err(nested_op(op.kind.keyword(), op.span));
+                }
+                return Ok(Value::Op(op));
+            }
+        }
+        Ok(Value::Expr(self.expr()?))
+    }
+
+    fn op(&mut self) -> PResult<Op> {
+        let start = self.span();
+        let kw = match self.bump().tok {
+            Tok::Ident(s) => s,
+            _ => unreachable!("op() is called on an operation word"),
+        };
+        let sig = signature(&kw);
+        self.bump(); // `(`
+        let mut pos_args: Vec<Arg> = Vec::new();
+        let mut named: Vec<(String, Expr, Span)> = Vec::new();
+        while *self.peek() != Tok::RParen {
+            let at = self.span();
+            if let (Tok::Ident(n), Tok::Assign) = (self.peek().clone(), self.peek_at(1).clone()) {
+                if !sig.named.contains(&n.as_str()) {
+                    let msg = if sig.named.is_empty() {
+                        format!("`{kw}` takes no named argument `{n}`; write {}", sig.usage)
+                    } else {
+                        let hint = match closest(&n, sig.named.iter().copied()) {
+                            Some(s) => format!("did you mean `{s}`?"),
+                            None => format!("write {}", sig.usage),
+                        };
+                        format!("`{n}` is not a named argument of `{kw}`; {hint}")
+                    };
+                    return Err(err("E007", at, msg));
+                }
+                if named.iter().any(|(m, _, _)| *m == n) {
+                    return Err(err("E007", at, format!("`{n}` is given twice in this `{kw}`; keep only one")));
+                }
+                self.bump();
+                self.bump();
+                let e = self.expr()?;
+                named.push((n, e, self.since(at)));
+            } else {
+                if !named.is_empty() {
+                    return Err(err(
+                        "E007",
+                        at,
+                        format!("positional arguments must come before named ones; write {}", sig.usage),
+                    ));
+                }
+                let Some(slot) = sig.positional.get(pos_args.len()).copied() else {
+                    return Err(err(
+                        "E007",
+                        at,
+                        format!("too many arguments to `{kw}`; it is written {}", sig.usage),
+                    ));
+                };
+                pos_args.push(match slot {
+                    Slot::Place => Arg::Place(self.place(&kw)?),
+                    Slot::Expr => Arg::Expr(self.expr()?),
+                });
+            }
+            match self.peek() {
+                Tok::Comma => {
+                    self.bump();
+                }
+                Tok::RParen => {}
+                other => {
+                    return Err(err(
+                        "E005",
+                        self.span(),
+                        format!("expected `,` or `)` in the arguments of `{kw}`, but found {}", other.describe()),
+                    ))
+                }
+            }
+        }
+        self.bump(); // `)`
+        let span = self.since(start);
+        if pos_args.len() < sig.required {
+            return Err(err(
+                "E007",
+                span,
+                format!(
+                    "`{kw}` needs {} argument{} but got {}; it is written {}",
+                    sig.required,
+                    if sig.required == 1 { "" } else { "s" },
+                    pos_args.len(),
+                    sig.usage
+                ),
+            ));
+        }
+        let mut args = pos_args.into_iter();
+        let Some(Arg::Place(first)) = args.next() else {
+            unreachable!("every operation starts with a place");
+        };
+        let (second_place, second_expr) = match args.next() {
+            Some(Arg::Place(p)) => (Some(p), None),
+            Some(Arg::Expr(e)) => (None, Some(e)),
+            None => (None, None),
+        };
+        let req = |e: Option<Expr>| e.expect("a required argument was counted above");
+        let mut take_named = |n: &str| named.iter().position(|(m, _, _)| m == n).map(|i| named.remove(i).1);
+        let kind = match kw.as_str() {
+            "arrive" => OpKind::Arrive { bar: first, n: second_expr },
+            "arrive_expect_tx" => OpKind::ArriveExpectTx { bar: first, bytes: req(second_expr) },
+            "wait" => OpKind::Wait { bar: first, token: req(second_expr) },
+            "wait_parity" => OpKind::WaitParity { bar: first, parity: req(second_expr) },
+            "try_wait" => OpKind::TryWait { bar: first, token: req(second_expr) },
+            "try_wait_parity" => OpKind::TryWaitParity { bar: first, parity: req(second_expr) },
+            "arrive_and_wait" => OpKind::ArriveAndWait { bar: first },
+            "arrive_and_drop" => OpKind::ArriveAndDrop { bar: first },
+            "expect_tx" => OpKind::ExpectTx { bar: first, bytes: req(second_expr) },
+            "complete_tx" => OpKind::CompleteTx { bar: first, bytes: req(second_expr) },
+            "copy_async" | "memcpy_async" => {
+                let bar = second_place.expect("a required argument was counted above");
+                let bytes = take_named("bytes");
+                let version = take_named("version");
+                if kw == "copy_async" {
+                    OpKind::CopyAsync { buf: first, bar, bytes, version }
+                } else {
+                    OpKind::MemcpyAsync { buf: first, bar, bytes, version }
+                }
+            }
+            "read" => OpKind::Read { buf: first, expect: take_named("expect") },
+            "write" => OpKind::Write { buf: first, version: req(second_expr) },
+            "init" => OpKind::Init { bar: first, count: second_expr },
+            "inval" => OpKind::Inval { bar: first },
+            "commit" => OpKind::Commit { bar: first },
+            _ => unreachable!("every operation word has a case"),
+        };
+        Ok(Op { kind, span })
+    }
+
+    fn place(&mut self, op: &str) -> PResult<Place> {
+        let start = self.span();
+        let name = match self.peek().clone() {
+            Tok::Ident(s) if !is_reserved(&s) => Ident { name: s, span: self.bump().span },
+            Tok::Ident(s) => return Err(reserved(&s, start, "a barrier or buffer")),
+            other => {
+                return Err(err(
+                    "E005",
+                    start,
+                    format!("expected a barrier or buffer name in `{op}(...)`, but found {}", other.describe()),
+                ))
+            }
+        };
+        let index = if *self.peek() == Tok::LBracket {
+            self.bump();
+            let e = self.expr()?;
+            self.expect_tok(Tok::RBracket, "to close the index")?;
+            Some(Box::new(e))
+        } else {
+            None
+        };
+        Ok(Place { name, index, span: self.since(start) })
+    }
+
+    // ----- expressions -----
+
+    fn expr(&mut self) -> PResult<Expr> {
+        self.binary(1)
+    }
+
+    fn binary(&mut self, min_prec: u8) -> PResult<Expr> {
+        let mut lhs = self.unary()?;
+        while let Some(op) = binop(self.peek()) {
+            if op.precedence() < min_prec {
+                break;
+            }
+            self.bump();
+            let rhs = self.binary(op.precedence() + 1)?;
+            let span = lhs.span.to(rhs.span);
+            lhs = Expr { kind: ExprKind::Binary(op, Box::new(lhs), Box::new(rhs)), span };
+        }
+        Ok(lhs)
+    }
+
+    fn unary(&mut self) -> PResult<Expr> {
+        let start = self.span();
+        let op = match self.peek() {
+            Tok::Minus => UnOp::Neg,
+            Tok::Bang => UnOp::Not,
+            _ => return self.primary(),
+        };
+        self.bump();
+        self.enter(start)?;
+        let inner = self.unary()?;
+        self.leave();
+        let span = start.to(inner.span);
+        Ok(Expr { kind: ExprKind::Unary(op, Box::new(inner)), span })
+    }
+
+    fn primary(&mut self) -> PResult<Expr> {
+        let start = self.span();
+        match self.peek().clone() {
+            Tok::Int(v) => {
+                self.bump();
+                Ok(Expr { kind: ExprKind::Int(v), span: start })
+            }
+            Tok::LParen => {
+                self.bump();
+                self.enter(start)?;
+                let mut e = self.expr()?;
+                self.expect_tok(Tok::RParen, "to close the parenthesis")?;
+                self.leave();
+                e.span = self.since(start);
+                Ok(e)
+            }
+            Tok::Ident(w) => {
+                if *self.peek_at(1) == Tok::LParen {
+                    if OPS.contains(&w.as_str()) {
+                        // Parse it to find its extent, so the caret covers the whole operation.
+                        let op = self.op()?;
+                        return Err(nested_op(&w, op.span));
+                    }
+                    return Err(unknown_op(&w, start));
+                }
+                if *self.peek_at(1) == Tok::Dot {
+                    if is_reserved(&w) {
+                        return Err(reserved(&w, start, "a role"));
+                    }
+                    self.bump();
+                    self.bump();
+                    if !self.is_word("count") {
+                        return Err(err(
+                            "E005",
+                            self.span(),
+                            format!(
+                                "only `.count` can follow a role name, as in `{w}.count`, but found {}",
+                                self.peek().describe()
+                            ),
+                        ));
+                    }
+                    self.bump();
+                    return Ok(Expr { kind: ExprKind::RoleCount(w), span: self.since(start) });
+                }
+                if is_reserved(&w) {
+                    return Err(reserved(&w, start, "a value"));
+                }
+                self.bump();
+                Ok(Expr { kind: ExprKind::Name(w), span: start })
+            }
+            other => Err(err("E005", start, format!("expected an expression, but found {}", other.describe()))),
+        }
+    }
+}
+
+fn kind_list() -> String {
+    ViolationKind::ALL.iter().map(|k| format!("`{}`", k.name())).collect::<Vec<_>>().join(", ")
+}
+
+fn reserved(word: &str, span: Span, what: &str) -> Diagnostic {
+    let role = if OPS.contains(&word) { "an operation name" } else { "a keyword" };
+    err(
+        "E009",
+        Span::new(span.start as usize, span.start as usize + word.len()),
+        format!("`{word}` is {role} and cannot be used as {what}; choose another name, such as `{word}_`"),
+    )
+}
+
+fn nested_op(kw: &str, span: Span) -> Diagnostic {
+    err(
+        "E008",
+        span,
+        format!("operations cannot be nested in expressions; bind the result first, as in `let t = {kw}(...)`, then use `t`"),
+    )
+}
+
+fn unknown_op(word: &str, span: Span) -> Diagnostic {
+    let span = Span::new(span.start as usize, span.start as usize + word.len());
+    match closest(word, OPS.iter().copied()) {
+        Some(s) => err("E010", span, format!("`{word}` is not an operation; did you mean `{s}`?")),
+        None => err(
+            "E010",
+            span,
+            format!("`{word}` is not an operation, and the language has no other calls; the operations are {}", OPS.join(", ")),
+        ),
+    }
+}
