@@ -1,1 +1,7 @@
-//! Explicit-state search over the model.
+//! The verifier: exhaustive search over the model (`search`) and readable traces of what it found
+//! (`trace`).
+
+pub mod search;
+pub mod trace;
+
+pub use search::{check, Bound, CheckOptions, Found, Progress, Report, Stats, Verdict};

@@ -1,0 +1,165 @@
+//! Text and JSON renderings of a check: header (what ran), violations with traces, stats.
+
+use crate::load::Spec;
+use phasecheck_model::lang::diag::line_col;
+use phasecheck_model::step::{Model, Obs};
+use phasecheck_model::ViolationKind;
+use phasecheck_verifier::trace::{replay, TraceStep};
+use phasecheck_verifier::{Report, Verdict};
+use serde_json::{json, Value};
+use std::fmt::Write as _;
+
+pub fn verdict_name(v: Verdict) -> &'static str {
+    match v {
+        Verdict::Holds => "holds",
+        Verdict::Violated => "violated",
+        Verdict::Incomplete => "incomplete",
+    }
+}
+
+fn params_line(spec: &Spec) -> String {
+    if spec.proto.params.is_empty() {
+        "(none)".into()
+    } else {
+        spec.proto.params.iter().map(|(n, v)| format!("{n}={v}")).collect::<Vec<_>>().join(" ")
+    }
+}
+
+/// The source line of a span, trimmed, and its 1-based line number.
+fn source_at(spec: &Spec, span: phasecheck_model::lang::ast::Span) -> (usize, usize, String) {
+    let (line, col) = line_col(&spec.source, span.start as usize);
+    let text = spec.source.lines().nth(line - 1).unwrap_or("").trim().to_string();
+    (line, col, text)
+}
+
+fn obs_text(model: &Model, o: &Obs) -> Option<String> {
+    let p = &model.proto;
+    let bar = |b: &u16| p.barriers[*b as usize].name.clone();
+    let buf = |b: &u16| p.buffers[*b as usize].name.clone();
+    Some(match o {
+        Obs::Arrived { bar: b, phase, count } if *count == 1 => format!("arrive on {} phase {phase}", bar(b)),
+        Obs::Arrived { bar: b, phase, count } => format!("arrive x{count} on {} phase {phase}", bar(b)),
+        Obs::Waited { bar: b, phase } => format!("phase {phase} of {} complete", bar(b)),
+        Obs::TryWait { bar: b, phase, result } => format!("try_wait on phase {phase} of {} -> {}", bar(b), *result as i32),
+        Obs::Read { buf: d, version } => format!("reads {} v{version}", buf(d)),
+        Obs::Wrote { buf: d, version } => format!("writes {} v{version}", buf(d)),
+        Obs::CopyIssued { buf: d, bytes, version, .. } => format!("copy of {bytes} B (v{version}) into {} issued", buf(d)),
+        Obs::Landed { buf: d, bytes, version, .. } => format!("{bytes} B (v{version}) land in {}", buf(d)),
+        Obs::PhaseCompleted { bar: b, phase } => format!("{} phase {phase} completes", bar(b)),
+        Obs::CommitJoined { bar: b } => format!("commit joins its group's arrival on {}", bar(b)),
+        Obs::Released { what } => format!("{what} releases"),
+    })
+}
+
+fn actor(step: &TraceStep) -> String {
+    match (&step.thread, &step.copy) {
+        (Some(t), _) => format!("{}#{}", t.role, t.tid),
+        (None, Some(c)) => format!("copy->{}", c.buffer),
+        _ => "?".into(),
+    }
+}
+
+fn changes_text(step: &TraceStep) -> String {
+    step.changes
+        .iter()
+        .map(|c| format!("{}: {}", c.barrier, c.fields.iter().map(|f| format!("{} {}->{}", f.field, f.before, f.after)).collect::<Vec<_>>().join(", ")))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+pub fn render_text(spec: &Spec, model: &Model, report: &Report) -> String {
+    let p = &spec.proto;
+    let mut out = String::new();
+    let _ = writeln!(out, "== {} ({})", p.name, spec.display);
+    let _ = writeln!(out, "params:  {}", params_line(spec));
+    let roles = p.roles.iter().map(|r| format!("{}[{}]", r.name, r.count)).collect::<Vec<_>>().join(" ");
+    let _ = writeln!(out, "threads: {roles} (warp_size {})", p.warp_size);
+    let _ = writeln!(out, "checks:  {}", ViolationKind::ALL.iter().map(|k| k.name()).collect::<Vec<_>>().join(" "));
+    let _ = writeln!(out, "search:  breadth-first, exhaustive; reductions: none");
+    let _ = writeln!(out);
+    for v in &report.violations {
+        let _ = writeln!(out, "violation[{}] {}: {}", v.kind.code(), v.kind, v.message);
+        match replay(model, &v.actions) {
+            Ok(r) => {
+                if r.steps.is_empty() {
+                    let _ = writeln!(out, "  in the initial state");
+                } else {
+                    let _ = writeln!(out, "  trace ({} steps):", r.steps.len());
+                }
+                let w = r.steps.iter().map(|s| actor(s).len()).max().unwrap_or(0);
+                for (i, s) in r.steps.iter().enumerate() {
+                    let (line, _, text) = source_at(spec, s.span);
+                    let mark = if i + 1 == r.steps.len() && !s.violations.is_empty() { ">" } else { " " };
+                    let what = if s.copy.is_some() { "(copy lands)".to_string() } else { text };
+                    let _ = writeln!(out, "  {mark}{:>3}  {:<w$}  {:>4} | {}", i + 1, actor(s), line, what);
+                    let mut notes: Vec<String> = s.obs.iter().filter_map(|o| obs_text(model, o)).collect();
+                    let ch = changes_text(s);
+                    if !ch.is_empty() {
+                        notes.push(ch);
+                    }
+                    if !notes.is_empty() {
+                        let _ = writeln!(out, "        {:<w$}       = {}", "", notes.join("; "));
+                    }
+                }
+            }
+            Err(e) => {
+                let _ = writeln!(out, "  (trace could not be replayed at step {}: {})", e.step + 1, e.reason);
+            }
+        }
+        let _ = writeln!(out);
+    }
+    let verdict = match report.verdict {
+        Verdict::Holds => "holds".to_string(),
+        Verdict::Violated => format!("violated ({})", report.violations.iter().map(|v| v.kind.name()).collect::<Vec<_>>().join(", ")),
+        Verdict::Incomplete => format!("incomplete (bound {} reached)", report.bound.map(|b| b.describe()).unwrap_or("?")),
+    };
+    let _ = writeln!(out, "verdict: {verdict}");
+    if report.verdict == Verdict::Violated {
+        if let Some(b) = report.bound {
+            let _ = writeln!(out, "         (search stopped early at {}: other kinds may be reachable)", b.describe());
+        }
+    }
+    let s = &report.stats;
+    let _ = writeln!(out, "stats:   {} states, {} transitions, depth {}, {:.2} s", s.states, s.transitions, s.depth, s.seconds);
+    out
+}
+
+fn step_json(spec: &Spec, model: &Model, i: usize, s: &TraceStep) -> Value {
+    let (line, col, text) = source_at(spec, s.span);
+    json!({
+        "step": i + 1,
+        "thread": s.thread,
+        "copy": s.copy,
+        "line": line,
+        "col": col,
+        "source": if s.copy.is_some() { Value::Null } else { Value::String(text) },
+        "observed": s.obs.iter().filter_map(|o| obs_text(model, o)).collect::<Vec<_>>(),
+        "changes": s.changes,
+        "violations": s.violations.iter().map(|v| json!({"kind": v.kind.name(), "message": v.message})).collect::<Vec<_>>(),
+    })
+}
+
+pub fn render_json(spec: &Spec, model: &Model, report: &Report) -> Value {
+    let violations: Vec<Value> = report
+        .violations
+        .iter()
+        .map(|v| {
+            let trace: Vec<Value> = match replay(model, &v.actions) {
+                Ok(r) => r.steps.iter().enumerate().map(|(i, s)| step_json(spec, model, i, s)).collect(),
+                Err(_) => Vec::new(),
+            };
+            json!({"kind": v.kind.name(), "code": v.kind.code(), "message": v.message, "trace": trace})
+        })
+        .collect();
+    let params: serde_json::Map<String, Value> = spec.proto.params.iter().map(|(n, v)| (n.clone(), json!(v))).collect();
+    let s = &report.stats;
+    json!({
+        "file": spec.display,
+        "protocol": spec.proto.name,
+        "params": params,
+        "verdict": verdict_name(report.verdict),
+        "bound": report.bound.map(|b| b.describe()),
+        "violations": violations,
+        "stats": {"states": s.states, "transitions": s.transitions, "depth": s.depth, "seconds": s.seconds},
+    })
+}

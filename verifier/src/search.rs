@@ -1,0 +1,218 @@
+//! Exhaustive breadth-first search over every interleaving of thread steps and copy landings.
+//!
+//! Breadth-first order makes the first trace found for each violation kind a shortest one. States
+//! are stored exactly (no fingerprints): the reductions issue adds them behind flags, each compared
+//! against this search in tests.
+
+use indexmap::IndexSet;
+use phasecheck_model::state::State;
+use phasecheck_model::step::{Action, Model, Violation};
+use phasecheck_model::ViolationKind;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+#[derive(Clone, Debug)]
+pub struct CheckOptions {
+    pub max_states: Option<usize>,
+    pub max_seconds: Option<f64>,
+    /// Estimated bytes of stored states above which the search stops (incomplete) instead of
+    /// exhausting the machine.
+    pub max_memory_bytes: usize,
+    pub stop_at_first: bool,
+    /// Called about every two seconds with progress; the CLI prints it to stderr.
+    pub progress: Option<fn(&Progress)>,
+}
+
+impl Default for CheckOptions {
+    fn default() -> Self {
+        CheckOptions { max_states: None, max_seconds: None, max_memory_bytes: 8 << 30, stop_at_first: false, progress: None }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Progress {
+    pub states: usize,
+    pub transitions: u64,
+    pub depth: usize,
+    pub seconds: f64,
+    pub memory_bytes: usize,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Bound {
+    MaxStates,
+    MaxSeconds,
+    MaxMemory,
+}
+
+impl Bound {
+    pub fn describe(self) -> &'static str {
+        match self {
+            Bound::MaxStates => "--max-states",
+            Bound::MaxSeconds => "--max-seconds",
+            Bound::MaxMemory => "--max-memory",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Verdict {
+    Holds,
+    Violated,
+    Incomplete,
+}
+
+#[derive(Clone, Debug)]
+pub struct Found {
+    pub kind: ViolationKind,
+    pub message: String,
+    /// Actions from the initial state; the violation happens in the last one, or (for state
+    /// violations such as deadlock) in the state it reaches.
+    pub actions: Vec<Action>,
+}
+
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct Stats {
+    pub states: usize,
+    pub transitions: u64,
+    pub depth: usize,
+    pub seconds: f64,
+}
+
+#[derive(Clone, Debug)]
+pub struct Report {
+    pub verdict: Verdict,
+    pub violations: Vec<Found>,
+    pub bound: Option<Bound>,
+    pub stats: Stats,
+}
+
+/// Approximate heap footprint of one stored state, for the memory bound.
+fn state_bytes(s: &State) -> usize {
+    let clocks = s.threads.first().map(|t| t.clock.len()).unwrap_or(0) * 4;
+    std::mem::size_of::<State>()
+        + s.threads.iter().map(|t| 64 + t.locals.len() * 8 + clocks + t.known.len() * 8).sum::<usize>()
+        + s.barriers.len() * (64 + 2 * clocks)
+        + (s.buffers.len() + s.vars.len()) * 64
+        + s.engines.len() * clocks
+        + s.copies.len() * 32
+        // index-set entry, parent link, hash table slack
+        + 48
+}
+
+pub fn check(model: &Model, opts: &CheckOptions) -> Report {
+    let start = Instant::now();
+    let mut found: BTreeMap<ViolationKind, Found> = BTreeMap::new();
+    let mut stats = Stats::default();
+    let record = |found: &mut BTreeMap<ViolationKind, Found>, v: Vec<Violation>, path: &dyn Fn() -> Vec<Action>| {
+        for v in v {
+            found.entry(v.kind).or_insert_with(|| Found { kind: v.kind, message: v.message, actions: path() });
+        }
+    };
+
+    let init = model.init();
+    record(&mut found, init.violations, &Vec::new);
+    let Some(s0) = init.next else {
+        return finish(found, None, stats, start);
+    };
+
+    let mut seen: IndexSet<State> = IndexSet::new();
+    // parent[i] = (index of the predecessor, action taken); the root points at itself.
+    let mut parent: Vec<(u32, Action)> = Vec::new();
+    let per_state = state_bytes(&s0);
+    seen.insert(s0);
+    parent.push((0, Action::Thread(0)));
+    let path_to = |parent: &Vec<(u32, Action)>, mut i: usize, last: Option<Action>| -> Vec<Action> {
+        let mut p: Vec<Action> = last.into_iter().collect();
+        while i != 0 {
+            let (pi, a) = parent[i];
+            p.push(a);
+            i = pi as usize;
+        }
+        p.reverse();
+        p
+    };
+
+    let mut frontier: Vec<usize> = vec![0];
+    let mut depth = 0usize;
+    let mut bound = None;
+    let mut last_progress = Instant::now();
+    let mut enabled = Vec::new();
+    'search: while !frontier.is_empty() {
+        stats.depth = depth;
+        let mut next_frontier = Vec::new();
+        for &i in &frontier {
+            if opts.stop_at_first && !found.is_empty() {
+                break 'search;
+            }
+            let s = seen.get_index(i).expect("stored").clone();
+            enabled.clear();
+            model.actions(&s, &mut enabled);
+            let sv = model.state_violations(&s, &enabled);
+            if !sv.is_empty() {
+                record(&mut found, sv, &|| path_to(&parent, i, None));
+            }
+            if s.all_done() && !s.copies.is_empty() {
+                // The CTA has exited: nothing after this is meaningful.
+                continue;
+            }
+            for &a in &enabled {
+                let out = model.step(&s, a);
+                stats.transitions += 1;
+                if !out.violations.is_empty() {
+                    record(&mut found, out.violations, &|| path_to(&parent, i, Some(a)));
+                }
+                if let Some(n) = out.next {
+                    let (j, new) = seen.insert_full(n);
+                    if new {
+                        parent.push((i as u32, a));
+                        next_frontier.push(j);
+                    }
+                }
+            }
+            if seen.len() >= opts.max_states.unwrap_or(usize::MAX) {
+                bound = Some(Bound::MaxStates);
+                break 'search;
+            }
+            if seen.len().saturating_mul(per_state) >= opts.max_memory_bytes {
+                bound = Some(Bound::MaxMemory);
+                break 'search;
+            }
+            if stats.transitions % 256 == 0 || last_progress.elapsed() >= Duration::from_secs(2) {
+                let secs = start.elapsed().as_secs_f64();
+                if opts.max_seconds.is_some_and(|m| secs >= m) {
+                    bound = Some(Bound::MaxSeconds);
+                    break 'search;
+                }
+                if let Some(cb) = opts.progress {
+                    if last_progress.elapsed() >= Duration::from_secs(2) {
+                        last_progress = Instant::now();
+                        cb(&Progress { states: seen.len(), transitions: stats.transitions, depth, seconds: secs, memory_bytes: seen.len() * per_state });
+                    }
+                }
+            }
+        }
+        frontier = next_frontier;
+        if !frontier.is_empty() {
+            depth += 1;
+        }
+    }
+    stats.states = seen.len();
+    stats.depth = stats.depth.max(depth);
+    finish(found, bound, stats, start)
+}
+
+fn finish(found: BTreeMap<ViolationKind, Found>, bound: Option<Bound>, mut stats: Stats, start: Instant) -> Report {
+    stats.seconds = start.elapsed().as_secs_f64();
+    let violations: Vec<Found> = found.into_values().collect();
+    let verdict = if !violations.is_empty() {
+        Verdict::Violated
+    } else if bound.is_some() {
+        Verdict::Incomplete
+    } else {
+        Verdict::Holds
+    };
+    Report { verdict, violations, bound, stats }
+}

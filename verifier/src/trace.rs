@@ -1,0 +1,164 @@
+//! Turning a path of actions into a readable trace: who stepped, which statement, what it
+//! observed, and which barrier fields changed.
+//!
+//! The search keeps only actions; the details are recomputed by replaying them through the model,
+//! so a trace can never disagree with the semantics that found it.
+
+use phasecheck_model::lang::ast::Span;
+use phasecheck_model::state::{Life, State};
+use phasecheck_model::step::{Action, Model, Obs, Violation};
+
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize, PartialEq, Eq)]
+pub struct ThreadRef {
+    pub role: String,
+    pub tid: u32,
+    pub gtid: u32,
+    pub lane: u32,
+    pub warp: u32,
+}
+
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize, PartialEq, Eq)]
+pub struct CopyRef {
+    pub buffer: String,
+    pub barrier: String,
+    pub bytes: i64,
+    pub version: i64,
+    /// The thread that issued it (`role#tid`).
+    pub issuer: String,
+}
+
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize, PartialEq, Eq)]
+pub struct FieldChange {
+    pub field: String,
+    pub before: String,
+    pub after: String,
+}
+
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize, PartialEq, Eq)]
+pub struct BarrierChange {
+    pub barrier: String,
+    pub fields: Vec<FieldChange>,
+}
+
+#[derive(Clone, Debug)]
+pub struct TraceStep {
+    pub action: Action,
+    /// The thread that stepped (None for a copy landing).
+    pub thread: Option<ThreadRef>,
+    pub copy: Option<CopyRef>,
+    pub span: Span,
+    pub obs: Vec<Obs>,
+    pub changes: Vec<BarrierChange>,
+    pub violations: Vec<Violation>,
+}
+
+#[derive(Clone, Debug)]
+pub struct Replayed {
+    pub steps: Vec<TraceStep>,
+    /// The state after the last step (None when the last step ended the execution).
+    pub last: Option<State>,
+    /// Violations raised by the initial state.
+    pub init_violations: Vec<Violation>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReplayError {
+    /// 0-based index of the step that could not be taken.
+    pub step: usize,
+    pub reason: String,
+}
+
+pub fn thread_ref(model: &Model, t: usize) -> ThreadRef {
+    let p = &model.proto;
+    let info = p.threads[t];
+    ThreadRef { role: p.roles[info.role as usize].name.clone(), tid: info.tid, gtid: info.gtid, lane: info.lane, warp: info.warp }
+}
+
+/// Replay `actions` from the initial state. Fails at the first action that is not enabled.
+pub fn replay(model: &Model, actions: &[Action]) -> Result<Replayed, ReplayError> {
+    let p = &model.proto;
+    let init = model.init();
+    let mut state = init.next;
+    let mut steps = Vec::new();
+    let mut enabled = Vec::new();
+    for (k, &a) in actions.iter().enumerate() {
+        let Some(s) = state.as_ref() else {
+            return Err(ReplayError { step: k, reason: "the execution already ended at the previous step".into() });
+        };
+        enabled.clear();
+        model.actions(s, &mut enabled);
+        if !enabled.contains(&a) {
+            let reason = match a {
+                Action::Thread(t) if (t as usize) < p.threads.len() => format!("{} cannot step here (blocked or finished)", p.thread_label(t as usize)),
+                Action::Thread(t) => format!("there is no thread {t}"),
+                Action::Land(i) => format!("there is no async copy #{i} in flight"),
+            };
+            return Err(ReplayError { step: k, reason });
+        }
+        let copy = match a {
+            Action::Land(i) => {
+                let c = s.copies[i as usize];
+                Some(CopyRef {
+                    buffer: p.buffers[c.buf as usize].name.clone(),
+                    barrier: p.barriers[c.bar as usize].name.clone(),
+                    bytes: c.bytes,
+                    version: c.version,
+                    issuer: p.thread_label(c.issuer as usize),
+                })
+            }
+            Action::Thread(_) => None,
+        };
+        let out = model.step(s, a);
+        let ev = out.event.expect("steps carry events");
+        let changes = match &out.next {
+            Some(n) => barrier_changes(model, s, n),
+            None => Vec::new(),
+        };
+        steps.push(TraceStep {
+            action: a,
+            thread: match a {
+                Action::Thread(t) => Some(thread_ref(model, t as usize)),
+                Action::Land(_) => None,
+            },
+            copy,
+            span: ev.span,
+            obs: ev.obs,
+            changes,
+            violations: out.violations,
+        });
+        state = out.next;
+    }
+    Ok(Replayed { steps, last: state, init_violations: init.violations })
+}
+
+fn life_name(l: Life) -> &'static str {
+    match l {
+        Life::Uninit => "uninitialized",
+        Life::Live => "live",
+        Life::Invalidated => "invalidated",
+    }
+}
+
+/// The barrier fields that differ between two states, barrier by barrier.
+pub fn barrier_changes(model: &Model, before: &State, after: &State) -> Vec<BarrierChange> {
+    let mut out = Vec::new();
+    for (i, (a, b)) in before.barriers.iter().zip(after.barriers.iter()).enumerate() {
+        let mut fields = Vec::new();
+        let mut num = |name: &str, x: i64, y: i64| {
+            if x != y {
+                fields.push(FieldChange { field: name.into(), before: x.to_string(), after: y.to_string() });
+            }
+        };
+        num("phase", a.phase, b.phase);
+        num("pending", a.pending, b.pending);
+        num("expected", a.expected, b.expected);
+        num("tx", a.tx, b.tx);
+        if a.life != b.life {
+            fields.push(FieldChange { field: "state".into(), before: life_name(a.life).into(), after: life_name(b.life).into() });
+        }
+        if !fields.is_empty() {
+            out.push(BarrierChange { barrier: model.proto.barriers[i].name.clone(), fields });
+        }
+    }
+    out
+}
