@@ -55,9 +55,19 @@ pub fn load(path: &Path, overrides: &[(String, i64)]) -> Result<Spec, String> {
     let render = |d: Diagnostic| d.render(&display, &source);
     let ast = lang::parse(&source).map_err(render)?;
     lang::check(&ast).map_err(render)?;
-    let mine: Vec<(String, i64)> = overrides.iter().filter(|(n, _)| ast.params().any(|p| &p.name.name == n)).cloned().collect();
+    let mine: Vec<(String, i64)> = overrides
+        .iter()
+        .filter(|(n, _)| ast.params().any(|p| &p.name.name == n))
+        .cloned()
+        .collect();
     let proto = lower(&ast, &mine).map_err(render)?;
-    Ok(Spec { path: path.to_path_buf(), display, source, ast, proto })
+    Ok(Spec {
+        path: path.to_path_buf(),
+        display,
+        source,
+        ast,
+        proto,
+    })
 }
 
 /// Load every file, or report every bad one: nothing is checked unless all inputs are good.
@@ -76,7 +86,9 @@ pub fn load_all(paths: &[PathBuf], overrides: &[(String, i64)]) -> Result<Vec<Sp
     }
     for (name, _) in overrides {
         if !specs.iter().any(|s| s.ast.params().any(|p| &p.name.name == name)) {
-            return Err(format!("error[E100]: `--param {name}` names no parameter of any checked protocol\n"));
+            return Err(format!(
+                "error[E100]: `--param {name}` names no parameter of any checked protocol\n"
+            ));
         }
     }
     Ok(specs)

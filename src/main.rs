@@ -15,7 +15,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(name = "phasecheck", version, about = "Proves or refutes CUDA asynchronous-barrier (mbarrier) protocols")]
+#[command(
+    name = "phasecheck",
+    version,
+    about = "Proves or refutes CUDA asynchronous-barrier (mbarrier) protocols"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -159,7 +163,8 @@ fn cmd_test(paths: &[PathBuf], a: &SearchArgs) -> ExitCode {
                 let allowed: BTreeSet<ViolationKind> = ks.iter().copied().collect();
                 (
                     ks.iter().map(|k| k.name()).collect::<Vec<_>>().join(", "),
-                    !found.is_empty() && found.is_subset(&allowed) && r.bound.is_none() || (!found.is_empty() && found.is_subset(&allowed) && opts.stop_at_first),
+                    !found.is_empty() && found.is_subset(&allowed) && r.bound.is_none()
+                        || (!found.is_empty() && found.is_subset(&allowed) && opts.stop_at_first),
                 )
             }
         };
@@ -181,6 +186,12 @@ fn cmd_test(paths: &[PathBuf], a: &SearchArgs) -> ExitCode {
         println!("{f:<w0$}  {e:<w1$}  {g:<w2$}  {states:>9}  {}", if *ok { "ok" } else { "MISMATCH" });
     }
     let total: f64 = rows.iter().map(|r| r.5).sum();
-    println!("{} passed, {} failed ({} specs, {:.1} s of search)", rows.len() - failures, failures, rows.len(), total);
+    println!(
+        "{} passed, {} failed ({} specs, {:.1} s of search)",
+        rows.len() - failures,
+        failures,
+        rows.len(),
+        total
+    );
     ExitCode::from(if failures == 0 { 0 } else { 1 })
 }

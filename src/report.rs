@@ -21,7 +21,12 @@ fn params_line(spec: &Spec) -> String {
     if spec.proto.params.is_empty() {
         "(none)".into()
     } else {
-        spec.proto.params.iter().map(|(n, v)| format!("{n}={v}")).collect::<Vec<_>>().join(" ")
+        spec.proto
+            .params
+            .iter()
+            .map(|(n, v)| format!("{n}={v}"))
+            .collect::<Vec<_>>()
+            .join(" ")
     }
 }
 
@@ -43,8 +48,12 @@ fn obs_text(model: &Model, o: &Obs) -> Option<String> {
         Obs::TryWait { bar: b, phase, result } => format!("try_wait on phase {phase} of {} -> {}", bar(b), *result as i32),
         Obs::Read { buf: d, version } => format!("reads {} v{version}", buf(d)),
         Obs::Wrote { buf: d, version } => format!("writes {} v{version}", buf(d)),
-        Obs::CopyIssued { buf: d, bytes, version, .. } => format!("copy of {bytes} B (v{version}) into {} issued", buf(d)),
-        Obs::Landed { buf: d, bytes, version, .. } => format!("{bytes} B (v{version}) land in {}", buf(d)),
+        Obs::CopyIssued {
+            buf: d, bytes, version, ..
+        } => format!("copy of {bytes} B (v{version}) into {} issued", buf(d)),
+        Obs::Landed {
+            buf: d, bytes, version, ..
+        } => format!("{bytes} B (v{version}) land in {}", buf(d)),
         Obs::PhaseCompleted { bar: b, phase } => format!("{} phase {phase} completes", bar(b)),
         Obs::CommitJoined { bar: b } => format!("commit joins its group's arrival on {}", bar(b)),
         Obs::Released { what } => format!("{what} releases"),
@@ -62,7 +71,17 @@ fn actor(step: &TraceStep) -> String {
 fn changes_text(step: &TraceStep) -> String {
     step.changes
         .iter()
-        .map(|c| format!("{}: {}", c.barrier, c.fields.iter().map(|f| format!("{} {}->{}", f.field, f.before, f.after)).collect::<Vec<_>>().join(", ")))
+        .map(|c| {
+            format!(
+                "{}: {}",
+                c.barrier,
+                c.fields
+                    .iter()
+                    .map(|f| format!("{} {}->{}", f.field, f.before, f.after))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        })
         .collect::<Vec<_>>()
         .join("; ")
 }
@@ -72,9 +91,18 @@ pub fn render_text(spec: &Spec, model: &Model, report: &Report) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "== {} ({})", p.name, spec.display);
     let _ = writeln!(out, "params:  {}", params_line(spec));
-    let roles = p.roles.iter().map(|r| format!("{}[{}]", r.name, r.count)).collect::<Vec<_>>().join(" ");
+    let roles = p
+        .roles
+        .iter()
+        .map(|r| format!("{}[{}]", r.name, r.count))
+        .collect::<Vec<_>>()
+        .join(" ");
     let _ = writeln!(out, "threads: {roles} (warp_size {})", p.warp_size);
-    let _ = writeln!(out, "checks:  {}", ViolationKind::ALL.iter().map(|k| k.name()).collect::<Vec<_>>().join(" "));
+    let _ = writeln!(
+        out,
+        "checks:  {}",
+        ViolationKind::ALL.iter().map(|k| k.name()).collect::<Vec<_>>().join(" ")
+    );
     let _ = writeln!(out, "search:  breadth-first, exhaustive; reductions: none");
     let _ = writeln!(out);
     for v in &report.violations {
@@ -89,7 +117,11 @@ pub fn render_text(spec: &Spec, model: &Model, report: &Report) -> String {
                 let w = r.steps.iter().map(|s| actor(s).len()).max().unwrap_or(0);
                 for (i, s) in r.steps.iter().enumerate() {
                     let (line, _, text) = source_at(spec, s.span);
-                    let mark = if i + 1 == r.steps.len() && !s.violations.is_empty() { ">" } else { " " };
+                    let mark = if i + 1 == r.steps.len() && !s.violations.is_empty() {
+                        ">"
+                    } else {
+                        " "
+                    };
                     let what = if s.copy.is_some() { "(copy lands)".to_string() } else { text };
                     let _ = writeln!(out, "  {mark}{:>3}  {:<w$}  {:>4} | {}", i + 1, actor(s), line, what);
                     let mut notes: Vec<String> = s.obs.iter().filter_map(|o| obs_text(model, o)).collect();
@@ -110,17 +142,28 @@ pub fn render_text(spec: &Spec, model: &Model, report: &Report) -> String {
     }
     let verdict = match report.verdict {
         Verdict::Holds => "holds".to_string(),
-        Verdict::Violated => format!("violated ({})", report.violations.iter().map(|v| v.kind.name()).collect::<Vec<_>>().join(", ")),
+        Verdict::Violated => format!(
+            "violated ({})",
+            report.violations.iter().map(|v| v.kind.name()).collect::<Vec<_>>().join(", ")
+        ),
         Verdict::Incomplete => format!("incomplete (bound {} reached)", report.bound.map(|b| b.describe()).unwrap_or("?")),
     };
     let _ = writeln!(out, "verdict: {verdict}");
     if report.verdict == Verdict::Violated {
         if let Some(b) = report.bound {
-            let _ = writeln!(out, "         (search stopped early at {}: other kinds may be reachable)", b.describe());
+            let _ = writeln!(
+                out,
+                "         (search stopped early at {}: other kinds may be reachable)",
+                b.describe()
+            );
         }
     }
     let s = &report.stats;
-    let _ = writeln!(out, "stats:   {} states, {} transitions, depth {}, {:.2} s", s.states, s.transitions, s.depth, s.seconds);
+    let _ = writeln!(
+        out,
+        "stats:   {} states, {} transitions, depth {}, {:.2} s",
+        s.states, s.transitions, s.depth, s.seconds
+    );
     out
 }
 

@@ -11,9 +11,7 @@ use crate::lower::{apply_binary, apply_unary};
 use crate::state::*;
 use crate::ViolationKind as K;
 
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
-)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Action {
     /// Thread (global index) runs its next visible instruction.
@@ -153,7 +151,10 @@ impl Model {
                 if live && !(1..=MAX_COUNT).contains(&b.count) {
                     violations.push(Violation {
                         kind: K::CountRange,
-                        message: format!("barrier {} is initialised with count {}; mbarrier counts must be 1..=1048575", b.name, b.count),
+                        message: format!(
+                            "barrier {} is initialised with count {}; mbarrier counts must be 1..=1048575",
+                            b.name, b.count
+                        ),
                     });
                 }
                 BarrierState {
@@ -182,11 +183,8 @@ impl Model {
             buffers: p.buffers.iter().map(|_| cell(0)).collect(),
             vars: p.vars.iter().map(|v| cell(v.init)).collect(),
             copies: Vec::new(),
-            engines: (0..p.buffers.len())
-                .map(|b| fresh_clock(Some(p.threads.len() + b)))
-                .collect(),
-            commit_logs: vec![Vec::new(); (p.threads.len() as u32).div_ceil(p.warp_size) as usize]
-                .into_boxed_slice(),
+            engines: (0..p.buffers.len()).map(|b| fresh_clock(Some(p.threads.len() + b))).collect(),
+            commit_logs: vec![Vec::new(); (p.threads.len() as u32).div_ceil(p.warp_size) as usize].into_boxed_slice(),
         };
         if !violations.is_empty() {
             return Outcome {
@@ -214,12 +212,7 @@ impl Model {
     /// Enabled actions, threads first (in index order), then landings.
     pub fn actions(&self, s: &State, out: &mut Vec<Action>) {
         for (t, th) in s.threads.iter().enumerate() {
-            if th.status == Status::Running
-                && matches!(
-                    self.wait_check(s, t),
-                    WaitCheck::NotAWait | WaitCheck::Ready
-                )
-            {
+            if th.status == Status::Running && matches!(self.wait_check(s, t), WaitCheck::NotAWait | WaitCheck::Ready) {
                 out.push(Action::Thread(t as u16));
             }
         }
@@ -236,12 +229,7 @@ impl Model {
             return WaitCheck::NotAWait;
         };
         let InstrKind::Op {
-            op:
-                IOp::Wait {
-                    bar,
-                    target,
-                    try_: false,
-                },
+            op: IOp::Wait { bar, target, try_: false },
             ..
         } = &instr.kind
         else {
@@ -313,14 +301,8 @@ impl Model {
             let th = &s.threads[t];
             match th.status {
                 Status::Done => continue,
-                Status::AtSyncWarp => parts.push(format!(
-                    "{} waits at syncwarp for lanes that never arrive",
-                    p.thread_label(t)
-                )),
-                Status::AtSyncThreads => parts.push(format!(
-                    "{} waits at syncthreads for threads that never arrive",
-                    p.thread_label(t)
-                )),
+                Status::AtSyncWarp => parts.push(format!("{} waits at syncwarp for lanes that never arrive", p.thread_label(t))),
+                Status::AtSyncThreads => parts.push(format!("{} waits at syncthreads for threads that never arrive", p.thread_label(t))),
                 Status::Running => {
                     if let WaitCheck::Blocked { bar, named } = self.wait_check(s, t) {
                         let b = &s.barriers[bar];
@@ -342,19 +324,25 @@ impl Model {
                                     exited.join(", ")
                                 )
                             } else if th.known[bar] < b.phase && named == b.phase && b.phase > 0 {
-                                format!("wait on a future phase: it waits for phase {named} before arriving on it ({} of {} arrivals missing)", b.pending, b.expected)
-                            } else {
                                 format!(
-                                    "arrival shortfall: {} of {} arrivals missing",
+                                    "wait on a future phase: it waits for phase {named} before arriving on it ({} of {} arrivals missing)",
                                     b.pending, b.expected
                                 )
+                            } else {
+                                format!("arrival shortfall: {} of {} arrivals missing", b.pending, b.expected)
                             }
                         } else {
                             format!("tx shortfall: all arrivals are in but {} transaction bytes never land", b.tx)
                         };
+                        let meant = if named != b.phase {
+                            format!(", though it meant phase {named}")
+                        } else {
+                            String::new()
+                        };
                         parts.push(format!(
-                            "{} waits for phase {named} of {name} ({why})",
-                            p.thread_label(t)
+                            "{} waits for phase {} of {name}{meant} ({why})",
+                            p.thread_label(t),
+                            b.phase
                         ));
                     }
                 }
@@ -418,15 +406,7 @@ impl Model {
             .code_of(issuer)
             .instrs
             .iter()
-            .find(|i| {
-                matches!(
-                    i.kind,
-                    InstrKind::Op {
-                        op: IOp::Copy { .. },
-                        ..
-                    }
-                )
-            })
+            .find(|i| matches!(i.kind, InstrKind::Op { op: IOp::Copy { .. }, .. }))
             .map(|i| i.span)
             .unwrap_or_default()
     }
@@ -496,10 +476,7 @@ impl<'m> Exec<'m> {
         let base = if self.agent < p.threads.len() {
             p.thread_label(self.agent)
         } else {
-            format!(
-                "the async copy into {}",
-                p.buffers[self.agent - p.threads.len()].name
-            )
+            format!("the async copy into {}", p.buffers[self.agent - p.threads.len()].name)
         };
         if self.in_completion {
             format!("the completion function (run by {base})")
@@ -525,9 +502,7 @@ impl<'m> Exec<'m> {
                 Ok(self.s.vars[v].value)
             }
             IExpr::Tid | IExpr::Gtid | IExpr::Lane | IExpr::Warp => {
-                let t = self
-                    .thread
-                    .expect("identity expressions are only lowered in role bodies");
+                let t = self.thread.expect("identity expressions are only lowered in role bodies");
                 let info = self.p().threads[t];
                 Ok(match e {
                     IExpr::Tid => info.tid,
@@ -541,10 +516,7 @@ impl<'m> Exec<'m> {
                 match apply_unary(*op, a) {
                     Some(v) => Ok(v),
                     None => {
-                        self.fail(
-                            K::Assertion,
-                            format!("{}: arithmetic overflow", self.label()),
-                        );
+                        self.fail(K::Assertion, format!("{}: arithmetic overflow", self.label()));
                         Err(())
                     }
                 }
@@ -588,12 +560,7 @@ impl<'m> Exec<'m> {
         if i < 0 || i >= g.len as i64 {
             self.fail(
                 K::Assertion,
-                format!(
-                    "{}: index {i} is out of range for {}[{}]",
-                    self.label(),
-                    g.name,
-                    g.len
-                ),
+                format!("{}: index {i} is out of range for {}[{}]", self.label(), g.name, g.len),
             );
             return Err(());
         }
@@ -717,14 +684,8 @@ impl<'m> Exec<'m> {
                 return;
             }
             let n = self.s.threads.len();
-            let live: Vec<usize> = (0..n)
-                .filter(|&t| self.s.threads[t].status != Status::Done)
-                .collect();
-            if !live.is_empty()
-                && live
-                    .iter()
-                    .all(|&t| self.s.threads[t].status == Status::AtSyncThreads)
-            {
+            let live: Vec<usize> = (0..n).filter(|&t| self.s.threads[t].status != Status::Done).collect();
+            if !live.is_empty() && live.iter().all(|&t| self.s.threads[t].status == Status::AtSyncThreads) {
                 self.release(&live, "syncthreads");
                 continue;
             }
@@ -732,11 +693,7 @@ impl<'m> Exec<'m> {
             let mut released = false;
             for w in 0..n.div_ceil(ws) {
                 let lanes: Vec<usize> = live.iter().copied().filter(|&t| t / ws == w).collect();
-                if !lanes.is_empty()
-                    && lanes
-                        .iter()
-                        .all(|&t| self.s.threads[t].status == Status::AtSyncWarp)
-                {
+                if !lanes.is_empty() && lanes.iter().all(|&t| self.s.threads[t].status == Status::AtSyncWarp) {
                     for &t in &lanes {
                         self.s.threads[t].sig = 0;
                         self.s.threads[t].commit_seq = 0;
@@ -766,9 +723,7 @@ impl<'m> Exec<'m> {
             th.status = Status::Running;
             th.pc += 1;
         }
-        self.obs.push(Obs::Released {
-            what: what.to_string(),
-        });
+        self.obs.push(Obs::Released { what: what.to_string() });
         for &t in group {
             if self.ended {
                 return;
@@ -845,13 +800,7 @@ impl<'m> Exec<'m> {
 
     fn check_range(&mut self, kind: K, value: i64, lo: i64, what: String) -> R<()> {
         if value < lo || value > MAX_COUNT {
-            self.fail(
-                kind,
-                format!(
-                    "{}: {what} is {value}, outside {lo}..={MAX_COUNT}",
-                    self.label()
-                ),
-            );
+            self.fail(kind, format!("{}: {what} is {value}, outside {lo}..={MAX_COUNT}", self.label()));
             return Err(());
         }
         Ok(())
@@ -868,12 +817,7 @@ impl<'m> Exec<'m> {
             None => x.eval(e),
         };
         match op {
-            IOp::Arrive {
-                bar,
-                n,
-                drop,
-                expect_tx,
-            } => {
+            IOp::Arrive { bar, n, drop, expect_tx } => {
                 let b = self.resolve_bar(bar, locals)?;
                 let n = ev(self, n)?;
                 let bytes = match expect_tx {
@@ -918,10 +862,7 @@ impl<'m> Exec<'m> {
                 if self.in_completion {
                     self.fail(
                         K::CompletionMisuse,
-                        format!(
-                            "{} waits on a barrier; a completion function must not wait or block",
-                            self.label()
-                        ),
+                        format!("{} waits on a barrier; a completion function must not wait or block", self.label()),
                     );
                     return Err(());
                 }
@@ -970,12 +911,7 @@ impl<'m> Exec<'m> {
                 let b = self.resolve_bar(bar, locals)?;
                 let bytes = ev(self, bytes)?;
                 self.live_barrier(b, "expect_tx")?;
-                self.check_range(
-                    K::TxRange,
-                    bytes,
-                    0,
-                    format!("expect_tx on {}", self.p().barriers[b].name),
-                )?;
+                self.check_range(K::TxRange, bytes, 0, format!("expect_tx on {}", self.p().barriers[b].name))?;
                 self.add_tx(b, bytes)?;
                 self.maybe_complete(b)?;
                 Ok(None)
@@ -984,23 +920,13 @@ impl<'m> Exec<'m> {
                 let b = self.resolve_bar(bar, locals)?;
                 let bytes = ev(self, bytes)?;
                 self.live_barrier(b, "complete_tx")?;
-                self.check_range(
-                    K::TxRange,
-                    bytes,
-                    0,
-                    format!("complete_tx on {}", self.p().barriers[b].name),
-                )?;
+                self.check_range(K::TxRange, bytes, 0, format!("complete_tx on {}", self.p().barriers[b].name))?;
                 self.add_tx(b, -bytes)?;
                 self.release_into(b);
                 self.maybe_complete(b)?;
                 Ok(None)
             }
-            IOp::Copy {
-                buf,
-                bar,
-                bytes,
-                version,
-            } => {
+            IOp::Copy { buf, bar, bytes, version } => {
                 let d = self.resolve_buf(buf, locals)?;
                 let b = self.resolve_bar(bar, locals)?;
                 let bytes = match bytes {
@@ -1016,10 +942,7 @@ impl<'m> Exec<'m> {
                     K::TxRange,
                     bytes,
                     0,
-                    format!(
-                        "the byte count of the copy into {}",
-                        self.p().buffers[d].name
-                    ),
+                    format!("the byte count of the copy into {}", self.p().buffers[d].name),
                 )?;
                 self.write_cell(true, d, version)?;
                 let cell = &mut self.s.buffers[d];
@@ -1067,7 +990,11 @@ impl<'m> Exec<'m> {
                         };
                         self.fail(
                             K::StaleRead,
-                            format!("{} reads version {got} of {} but the protocol means version {w}{torn}", self.label(), self.p().buffers[d].name),
+                            format!(
+                                "{} reads version {got} of {} but the protocol means version {w}{torn}",
+                                self.label(),
+                                self.p().buffers[d].name
+                            ),
                         );
                     }
                 }
@@ -1077,10 +1004,7 @@ impl<'m> Exec<'m> {
                 let d = self.resolve_buf(buf, locals)?;
                 let v = ev(self, version)?;
                 self.write_cell(true, d, v)?;
-                self.obs.push(Obs::Wrote {
-                    buf: d as u16,
-                    version: v,
-                });
+                self.obs.push(Obs::Wrote { buf: d as u16, version: v });
                 Ok(None)
             }
             IOp::Init { bar, count } => {
@@ -1100,12 +1024,7 @@ impl<'m> Exec<'m> {
                     );
                     return Err(());
                 }
-                self.check_range(
-                    K::CountRange,
-                    count,
-                    1,
-                    format!("the init count of {}", self.p().barriers[b].name),
-                )?;
+                self.check_range(K::CountRange, count, 1, format!("the init count of {}", self.p().barriers[b].name))?;
                 let init_by = Some((self.agent as u16, self.clock()[self.agent]));
                 let bs = &mut self.s.barriers[b];
                 bs.life = Life::Live;
@@ -1127,14 +1046,27 @@ impl<'m> Exec<'m> {
                 self.live_barrier(b, "inval")?;
                 let name = self.p().barriers[b].name.clone();
                 if self.s.copies.iter().any(|c| c.bar as usize == b) {
-                    self.fail(K::Lifetime, format!("{} invalidates {name} while an async copy will still complete_tx on it", self.label()));
+                    self.fail(
+                        K::Lifetime,
+                        format!(
+                            "{} invalidates {name} while an async copy will still complete_tx on it",
+                            self.label()
+                        ),
+                    );
                     return Err(());
                 }
                 let bs = &self.s.barriers[b];
                 if bs.pending != bs.expected || bs.tx != 0 {
                     self.fail(
                         K::Lifetime,
-                        format!("{} invalidates {name} in the middle of phase {} ({} of {} arrivals made, tx {})", self.label(), bs.phase, bs.expected - bs.pending, bs.expected, bs.tx),
+                        format!(
+                            "{} invalidates {name} in the middle of phase {} ({} of {} arrivals made, tx {})",
+                            self.label(),
+                            bs.phase,
+                            bs.expected - bs.pending,
+                            bs.expected,
+                            bs.tx
+                        ),
                     );
                     return Err(());
                 }
@@ -1172,10 +1104,7 @@ impl<'m> Exec<'m> {
     fn arrive(&mut self, b: usize, n: i64, drop: bool, expect_tx: Option<i64>) -> R<i64> {
         let name = self.p().barriers[b].name.clone();
         if self.in_completion && self.completing == Some(b) {
-            self.fail(
-                K::CompletionMisuse,
-                format!("{} arrives on its own barrier {name}", self.label()),
-            );
+            self.fail(K::CompletionMisuse, format!("{} arrives on its own barrier {name}", self.label()));
             return Err(());
         }
         self.check_range(K::CountRange, n, 1, format!("the arrival count on {name}"))?;
@@ -1186,7 +1115,13 @@ impl<'m> Exec<'m> {
         if drop {
             let e = self.s.barriers[b].expected - n;
             if e < 1 {
-                self.fail(K::CountRange, format!("{} drops from {name}, taking its expected count to {e}; the count must stay within 1..=1048575", self.label()));
+                self.fail(
+                    K::CountRange,
+                    format!(
+                        "{} drops from {name}, taking its expected count to {e}; the count must stay within 1..=1048575",
+                        self.label()
+                    ),
+                );
                 return Err(());
             }
             self.s.barriers[b].expected = e;
@@ -1199,7 +1134,11 @@ impl<'m> Exec<'m> {
                 bs.phase,
                 bs.pending,
                 bs.expected,
-                if bs.tx != 0 { format!(", tx {} outstanding", bs.tx) } else { String::new() }
+                if bs.tx != 0 {
+                    format!(", tx {} outstanding", bs.tx)
+                } else {
+                    String::new()
+                }
             );
             self.fail(K::OverArrival, msg);
             return Err(());
@@ -1261,10 +1200,7 @@ impl<'m> Exec<'m> {
         self.release_into(b);
         let bs = &mut self.s.barriers[b];
         let done = bs.phase;
-        bs.prev_clock = std::mem::replace(
-            &mut bs.clock,
-            vec![0; bs.prev_clock.len()].into_boxed_slice(),
-        );
+        bs.prev_clock = std::mem::replace(&mut bs.clock, vec![0; bs.prev_clock.len()].into_boxed_slice());
         bs.phase += 1;
         bs.pending = bs.expected;
         bs.observed_prev = false;
@@ -1278,8 +1214,7 @@ impl<'m> Exec<'m> {
     fn run_completion(&mut self, ci: usize, b: usize) -> R<()> {
         let code = &self.m.proto.completions[ci];
         let mut locals = vec![0i64; code.local_names.len()];
-        let (was_in, was_completing, was_thread) =
-            (self.in_completion, self.completing, self.thread);
+        let (was_in, was_completing, was_thread) = (self.in_completion, self.completing, self.thread);
         self.in_completion = true;
         self.completing = Some(b);
         let mut pc = 0usize;
@@ -1292,10 +1227,7 @@ impl<'m> Exec<'m> {
             if fuel == 0 {
                 self.fail(
                     K::CompletionMisuse,
-                    format!(
-                        "{} does not finish; a completion function must not block",
-                        self.label()
-                    ),
+                    format!("{} does not finish; a completion function must not block", self.label()),
                 );
                 break Err(());
             }
@@ -1331,7 +1263,10 @@ impl<'m> Exec<'m> {
                 },
                 InstrKind::Op { op, result } => {
                     if let IOp::Wait { try_: false, .. } = op {
-                        self.fail(K::CompletionMisuse, format!("{} waits on a barrier; a completion function must not wait or block", self.label()));
+                        self.fail(
+                            K::CompletionMisuse,
+                            format!("{} waits on a barrier; a completion function must not wait or block", self.label()),
+                        );
                         break Err(());
                     }
                     match self.op_with(op, Some(&locals)) {
@@ -1425,10 +1360,7 @@ impl<'m> Exec<'m> {
         let who = if (a.agent as usize) < n {
             p.thread_label(a.agent as usize)
         } else {
-            format!(
-                "the async copy into {}",
-                p.buffers[a.agent as usize - n].name
-            )
+            format!("the async copy into {}", p.buffers[a.agent as usize - n].name)
         };
         if a.in_completion {
             format!("the completion function run by {who}")
@@ -1437,14 +1369,7 @@ impl<'m> Exec<'m> {
         }
     }
 
-    fn race(
-        &mut self,
-        is_buf: bool,
-        i: usize,
-        mine: &str,
-        other: Option<&Access>,
-        other_what: &str,
-    ) {
+    fn race(&mut self, is_buf: bool, i: usize, mine: &str, other: Option<&Access>, other_what: &str) {
         let completion = self.in_completion || other.is_some_and(|a| a.in_completion);
         let who = match other {
             Some(a) => self.agent_label(a),
@@ -1455,23 +1380,12 @@ impl<'m> Exec<'m> {
             self.label(),
             self.cell_name(is_buf, i)
         );
-        self.fail(
-            if completion {
-                K::CompletionMisuse
-            } else {
-                K::DataRace
-            },
-            msg,
-        );
+        self.fail(if completion { K::CompletionMisuse } else { K::DataRace }, msg);
     }
 
     /// A read of a buffer or var: must be ordered after the last write and not under a copy.
     fn read_cell(&mut self, is_buf: bool, i: usize) -> R<()> {
-        let cell = if is_buf {
-            &self.s.buffers[i]
-        } else {
-            &self.s.vars[i]
-        };
+        let cell = if is_buf { &self.s.buffers[i] } else { &self.s.vars[i] };
         let me = self.agent as u16;
         if cell.in_flight {
             let who = self
@@ -1481,27 +1395,17 @@ impl<'m> Exec<'m> {
                 .find(|c| c.buf as usize == i)
                 .map(|c| self.p().thread_label(c.issuer as usize))
                 .unwrap_or_default();
-            let msg = format!("{} reads {} before the async copy into it (issued by {who}) has landed and been waited for", self.label(), self.cell_name(is_buf, i));
-            self.fail(
-                if self.in_completion {
-                    K::CompletionMisuse
-                } else {
-                    K::DataRace
-                },
-                msg,
+            let msg = format!(
+                "{} reads {} before the async copy into it (issued by {who}) has landed and been waited for",
+                self.label(),
+                self.cell_name(is_buf, i)
             );
-        } else if let Some(w) = cell
-            .last_write
-            .filter(|w| w.agent != me && !ordered_before(w, self.clock()))
-        {
+            self.fail(if self.in_completion { K::CompletionMisuse } else { K::DataRace }, msg);
+        } else if let Some(w) = cell.last_write.filter(|w| w.agent != me && !ordered_before(w, self.clock())) {
             self.race(is_buf, i, "reads", Some(&w), "last write");
         }
         let acc = self.access();
-        let cell = if is_buf {
-            &mut self.s.buffers[i]
-        } else {
-            &mut self.s.vars[i]
-        };
+        let cell = if is_buf { &mut self.s.buffers[i] } else { &mut self.s.vars[i] };
         match cell.reads.binary_search_by_key(&acc.agent, |a| a.agent) {
             Ok(k) => cell.reads[k] = acc,
             Err(k) => cell.reads.insert(k, acc),
@@ -1515,11 +1419,7 @@ impl<'m> Exec<'m> {
 
     /// A write (or a copy issue): ordered after the last write and after every read since.
     fn write_cell(&mut self, is_buf: bool, i: usize, value: i64) -> R<()> {
-        let cell = if is_buf {
-            &self.s.buffers[i]
-        } else {
-            &self.s.vars[i]
-        };
+        let cell = if is_buf { &self.s.buffers[i] } else { &self.s.vars[i] };
         let me = self.agent as u16;
         if cell.in_flight {
             let msg = format!(
@@ -1527,18 +1427,8 @@ impl<'m> Exec<'m> {
                 self.label(),
                 self.cell_name(is_buf, i)
             );
-            self.fail(
-                if self.in_completion {
-                    K::CompletionMisuse
-                } else {
-                    K::DataRace
-                },
-                msg,
-            );
-        } else if let Some(w) = cell
-            .last_write
-            .filter(|w| w.agent != me && !ordered_before(w, self.clock()))
-        {
+            self.fail(if self.in_completion { K::CompletionMisuse } else { K::DataRace }, msg);
+        } else if let Some(w) = cell.last_write.filter(|w| w.agent != me && !ordered_before(w, self.clock())) {
             self.race(is_buf, i, "overwrites", Some(&w), "last write");
         } else if let Some(r) = cell
             .reads
@@ -1546,20 +1436,10 @@ impl<'m> Exec<'m> {
             .find(|r| r.agent != me && !ordered_before(r, self.clock()))
             .copied()
         {
-            self.race(
-                is_buf,
-                i,
-                "overwrites",
-                Some(&r),
-                "read (the slot was not released)",
-            );
+            self.race(is_buf, i, "overwrites", Some(&r), "read (the slot was not released)");
         }
         let acc = self.access();
-        let cell = if is_buf {
-            &mut self.s.buffers[i]
-        } else {
-            &mut self.s.vars[i]
-        };
+        let cell = if is_buf { &mut self.s.buffers[i] } else { &mut self.s.vars[i] };
         cell.value = value;
         cell.writes += 1;
         cell.last_write = Some(acc);

@@ -25,7 +25,13 @@ pub struct CheckOptions {
 
 impl Default for CheckOptions {
     fn default() -> Self {
-        CheckOptions { max_states: None, max_seconds: None, max_memory_bytes: 8 << 30, stop_at_first: false, progress: None }
+        CheckOptions {
+            max_states: None,
+            max_seconds: None,
+            max_memory_bytes: 8 << 30,
+            stop_at_first: false,
+            progress: None,
+        }
     }
 }
 
@@ -108,7 +114,11 @@ pub fn check(model: &Model, opts: &CheckOptions) -> Report {
     let mut stats = Stats::default();
     let record = |found: &mut BTreeMap<ViolationKind, Found>, v: Vec<Violation>, path: &dyn Fn() -> Vec<Action>| {
         for v in v {
-            found.entry(v.kind).or_insert_with(|| Found { kind: v.kind, message: v.message, actions: path() });
+            found.entry(v.kind).or_insert_with(|| Found {
+                kind: v.kind,
+                message: v.message,
+                actions: path(),
+            });
         }
     };
 
@@ -189,7 +199,13 @@ pub fn check(model: &Model, opts: &CheckOptions) -> Report {
                 if let Some(cb) = opts.progress {
                     if last_progress.elapsed() >= Duration::from_secs(2) {
                         last_progress = Instant::now();
-                        cb(&Progress { states: seen.len(), transitions: stats.transitions, depth, seconds: secs, memory_bytes: seen.len() * per_state });
+                        cb(&Progress {
+                            states: seen.len(),
+                            transitions: stats.transitions,
+                            depth,
+                            seconds: secs,
+                            memory_bytes: seen.len() * per_state,
+                        });
                     }
                 }
             }
@@ -214,5 +230,10 @@ fn finish(found: BTreeMap<ViolationKind, Found>, bound: Option<Bound>, mut stats
     } else {
         Verdict::Holds
     };
-    Report { verdict, violations, bound, stats }
+    Report {
+        verdict,
+        violations,
+        bound,
+        stats,
+    }
 }

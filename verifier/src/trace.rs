@@ -71,7 +71,13 @@ pub struct ReplayError {
 pub fn thread_ref(model: &Model, t: usize) -> ThreadRef {
     let p = &model.proto;
     let info = p.threads[t];
-    ThreadRef { role: p.roles[info.role as usize].name.clone(), tid: info.tid, gtid: info.gtid, lane: info.lane, warp: info.warp }
+    ThreadRef {
+        role: p.roles[info.role as usize].name.clone(),
+        tid: info.tid,
+        gtid: info.gtid,
+        lane: info.lane,
+        warp: info.warp,
+    }
 }
 
 /// Replay `actions` from the initial state. Fails at the first action that is not enabled.
@@ -83,13 +89,18 @@ pub fn replay(model: &Model, actions: &[Action]) -> Result<Replayed, ReplayError
     let mut enabled = Vec::new();
     for (k, &a) in actions.iter().enumerate() {
         let Some(s) = state.as_ref() else {
-            return Err(ReplayError { step: k, reason: "the execution already ended at the previous step".into() });
+            return Err(ReplayError {
+                step: k,
+                reason: "the execution already ended at the previous step".into(),
+            });
         };
         enabled.clear();
         model.actions(s, &mut enabled);
         if !enabled.contains(&a) {
             let reason = match a {
-                Action::Thread(t) if (t as usize) < p.threads.len() => format!("{} cannot step here (blocked or finished)", p.thread_label(t as usize)),
+                Action::Thread(t) if (t as usize) < p.threads.len() => {
+                    format!("{} cannot step here (blocked or finished)", p.thread_label(t as usize))
+                }
                 Action::Thread(t) => format!("there is no thread {t}"),
                 Action::Land(i) => format!("there is no async copy #{i} in flight"),
             };
@@ -128,7 +139,11 @@ pub fn replay(model: &Model, actions: &[Action]) -> Result<Replayed, ReplayError
         });
         state = out.next;
     }
-    Ok(Replayed { steps, last: state, init_violations: init.violations })
+    Ok(Replayed {
+        steps,
+        last: state,
+        init_violations: init.violations,
+    })
 }
 
 fn life_name(l: Life) -> &'static str {
@@ -146,7 +161,11 @@ pub fn barrier_changes(model: &Model, before: &State, after: &State) -> Vec<Barr
         let mut fields = Vec::new();
         let mut num = |name: &str, x: i64, y: i64| {
             if x != y {
-                fields.push(FieldChange { field: name.into(), before: x.to_string(), after: y.to_string() });
+                fields.push(FieldChange {
+                    field: name.into(),
+                    before: x.to_string(),
+                    after: y.to_string(),
+                });
             }
         };
         num("phase", a.phase, b.phase);
@@ -154,10 +173,17 @@ pub fn barrier_changes(model: &Model, before: &State, after: &State) -> Vec<Barr
         num("expected", a.expected, b.expected);
         num("tx", a.tx, b.tx);
         if a.life != b.life {
-            fields.push(FieldChange { field: "state".into(), before: life_name(a.life).into(), after: life_name(b.life).into() });
+            fields.push(FieldChange {
+                field: "state".into(),
+                before: life_name(a.life).into(),
+                after: life_name(b.life).into(),
+            });
         }
         if !fields.is_empty() {
-            out.push(BarrierChange { barrier: model.proto.barriers[i].name.clone(), fields });
+            out.push(BarrierChange {
+                barrier: model.proto.barriers[i].name.clone(),
+                fields,
+            });
         }
     }
     out
