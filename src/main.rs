@@ -3,6 +3,8 @@
 //! Exit codes: 0 every protocol holds (or matches its `expect`), 1 a violation (or a mismatch),
 //! 2 bad input, 3 a bound was hit before the search finished.
 
+mod cmd_gpu;
+mod cmd_replay;
 mod load;
 mod report;
 
@@ -71,6 +73,13 @@ enum Command {
     },
     /// Print a protocol in canonical form.
     Fmt { path: PathBuf },
+    /// Re-execute a recorded trace in the model, checking every observation.
+    Replay(cmd_replay::ReplayArgs),
+    /// Generate the CUDA kernel of a protocol.
+    EmitCuda(cmd_gpu::EmitArgs),
+    /// Run protocols on the GPU and compare with the model.
+    #[command(subcommand)]
+    Gpu(cmd_gpu::GpuCommand),
 }
 
 fn progress(p: &Progress) {
@@ -99,6 +108,9 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Check { paths, search, format } => cmd_check(&paths, &search, format),
         Command::Test { paths, search } => cmd_test(&paths, &search),
+        Command::Replay(a) => cmd_replay::run(a),
+        Command::EmitCuda(a) => cmd_gpu::emit(a),
+        Command::Gpu(c) => cmd_gpu::run(c),
         Command::Fmt { path } => match load::load(&path, &[]) {
             Ok(spec) => {
                 print!("{}", phasecheck_model::lang::pretty(&spec.ast));
