@@ -54,7 +54,8 @@ fn obs_text(model: &Model, o: &Obs) -> Option<String> {
         Obs::Landed {
             buf: d, bytes, version, ..
         } => format!("{bytes} B (v{version}) land in {}", buf(d)),
-        Obs::PhaseCompleted { bar: b, phase } => format!("{} phase {phase} completes", bar(b)),
+        Obs::LandedPart { buf: d, bytes, .. } => format!("{bytes} B of the copy into {} land, the rest still in flight", buf(d)),
+        Obs::PhaseCompleted { bar: b, phase, .. } => format!("{} phase {phase} completes", bar(b)),
         Obs::CommitJoined { bar: b } => format!("commit joins its group's arrival on {}", bar(b)),
         Obs::Released { what } => format!("{what} releases"),
     })

@@ -18,6 +18,11 @@ pub enum Action {
     Thread(u16),
     /// The async copy at this index of `State::copies` lands.
     Land(u16),
+    /// Part of that copy lands: exactly the bytes that bring its barrier's tx-count to zero.
+    /// Only enabled when the tx-count is positive and smaller than the bytes still to land, i.e.
+    /// when the expect_tx under-counts the copy: the phase can then complete mid-copy, as the
+    /// hardware's byte-granular complete_tx allows.
+    LandPart(u16),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -66,10 +71,19 @@ pub enum Obs {
         bytes: i64,
         version: i64,
     },
-    /// A phase completed (the completion function, if any, ran first).
+    /// Part of a copy landed (the rest is still in flight).
+    LandedPart {
+        buf: u16,
+        bar: u16,
+        bytes: i64,
+    },
+    /// A phase completed (the completion function, if any, ran first). `pending` and `tx` are
+    /// the counts at that moment, kept so tests can check the completion rule on every path.
     PhaseCompleted {
         bar: u16,
         phase: i64,
+        pending: i64,
+        tx: i64,
     },
     /// A commit whose converged group had already arrived: no arrival.
     CommitJoined {
@@ -217,7 +231,17 @@ impl Model {
             }
         }
         for i in 0..s.copies.len() {
-            out.push(Action::Land(i as u16));
+            // Bytes land progressively, so when the tx-count would pass through zero mid-copy
+            // with every arrival in, the phase completes there: the whole copy cannot land at once.
+            let c = &s.copies[i];
+            let b = &s.barriers[c.bar as usize];
+            let partial = b.life == Life::Live && b.tx > 0 && b.tx < c.bytes;
+            if !(partial && b.pending == 0) {
+                out.push(Action::Land(i as u16));
+            }
+            if partial {
+                out.push(Action::LandPart(i as u16));
+            }
         }
     }
 
@@ -309,11 +333,7 @@ impl Model {
                         let name = &p.barriers[bar].name;
                         let why = if b.pending > 0 {
                             let exited: Vec<String> = (0..s.threads.len())
-                                .filter(|&u| {
-                                    s.threads[u].status == Status::Done
-                                        && s.threads[u].known[bar] > 0
-                                        && s.threads[u].known[bar] >= b.phase - 1
-                                })
+                                .filter(|&u| s.threads[u].status == Status::Done && self.role_arrives_on(u, bar))
                                 .map(|u| p.thread_label(u))
                                 .collect();
                             if !exited.is_empty() {
@@ -332,7 +352,17 @@ impl Model {
                                 format!("arrival shortfall: {} of {} arrivals missing", b.pending, b.expected)
                             }
                         } else {
-                            format!("tx shortfall: all arrivals are in but {} transaction bytes never land", b.tx)
+                            if b.tx > 0 {
+                                format!(
+                                    "tx shortfall: all arrivals are in but {} expected transaction bytes never land",
+                                    b.tx
+                                )
+                            } else {
+                                format!(
+                                    "tx mismatch: {} bytes more than expect_tx declared have landed, so the tx-count never returns to zero",
+                                    -b.tx
+                                )
+                            }
                         };
                         let meant = if named != b.phase {
                             format!(", though it meant phase {named}")
@@ -355,6 +385,23 @@ impl Model {
         }
     }
 
+    /// Whether the thread's code arrives on the barrier's group anywhere: an exited thread of
+    /// such a role is a participant that left without dropping.
+    fn role_arrives_on(&self, t: usize, bar: usize) -> bool {
+        let p = &self.proto;
+        let group = p
+            .barrier_groups
+            .iter()
+            .position(|g| (g.base as usize..(g.base + g.len) as usize).contains(&bar));
+        p.code_of(t).instrs.iter().any(|i| match &i.kind {
+            InstrKind::Op {
+                op: IOp::Arrive { bar: r, drop: false, .. } | IOp::Commit { bar: r },
+                ..
+            } => Some(r.group as usize) == group,
+            _ => false,
+        })
+    }
+
     pub fn step(&self, s: &State, a: Action) -> Outcome {
         let mut x = Exec::new(self, s.clone());
         let event = match a {
@@ -374,6 +421,20 @@ impl Model {
                     thread: t as u16,
                     pc,
                     span: instr.span,
+                    obs: std::mem::take(&mut x.obs),
+                }
+            }
+            Action::LandPart(i) => {
+                let c = x.s.copies[i as usize];
+                let part = x.s.barriers[c.bar as usize].tx;
+                x.s.copies[i as usize].bytes -= part;
+                x.land_part(c, part);
+                let span = self.copy_span(c.issuer as usize);
+                Event {
+                    action: a,
+                    thread: c.issuer,
+                    pc: u32::MAX,
+                    span,
                     obs: std::mem::take(&mut x.obs),
                 }
             }
@@ -1199,15 +1260,12 @@ impl<'m> Exec<'m> {
         }
         self.release_into(b);
         let bs = &mut self.s.barriers[b];
-        let done = bs.phase;
+        let (done, pending, tx) = (bs.phase, bs.pending, bs.tx);
         bs.prev_clock = std::mem::replace(&mut bs.clock, vec![0; bs.prev_clock.len()].into_boxed_slice());
         bs.phase += 1;
         bs.pending = bs.expected;
         bs.observed_prev = false;
-        self.obs.push(Obs::PhaseCompleted {
-            bar: b as u16,
-            phase: done,
-        });
+        self.obs.push(Obs::PhaseCompleted { bar: b as u16, phase: done, pending, tx });
         Ok(())
     }
 
@@ -1301,6 +1359,25 @@ impl<'m> Exec<'m> {
             self.ended = true;
         }
         result
+    }
+
+    /// `part` bytes of the copy land: its barrier's tx-count reaches zero while the rest of the
+    /// copy is still in flight (the buffer stays under the copy).
+    fn land_part(&mut self, c: CopyInFlight, part: i64) {
+        let n = self.p().threads.len();
+        let (d, b) = (c.buf as usize, c.bar as usize);
+        self.agent = n + d;
+        self.thread = None;
+        self.obs.push(Obs::LandedPart {
+            buf: c.buf,
+            bar: c.bar,
+            bytes: part,
+        });
+        if self.add_tx(b, -part).is_err() {
+            return;
+        }
+        self.release_into(b);
+        let _ = self.maybe_complete(b);
     }
 
     fn land(&mut self, c: CopyInFlight) {

@@ -102,12 +102,12 @@ pub fn replay(model: &Model, actions: &[Action]) -> Result<Replayed, ReplayError
                     format!("{} cannot step here (blocked or finished)", p.thread_label(t as usize))
                 }
                 Action::Thread(t) => format!("there is no thread {t}"),
-                Action::Land(i) => format!("there is no async copy #{i} in flight"),
+                Action::Land(i) | Action::LandPart(i) => format!("async copy #{i} cannot land here"),
             };
             return Err(ReplayError { step: k, reason });
         }
         let copy = match a {
-            Action::Land(i) => {
+            Action::Land(i) | Action::LandPart(i) => {
                 let c = s.copies[i as usize];
                 Some(CopyRef {
                     buffer: p.buffers[c.buf as usize].name.clone(),
@@ -129,7 +129,7 @@ pub fn replay(model: &Model, actions: &[Action]) -> Result<Replayed, ReplayError
             action: a,
             thread: match a {
                 Action::Thread(t) => Some(thread_ref(model, t as usize)),
-                Action::Land(_) => None,
+                Action::Land(_) | Action::LandPart(_) => None,
             },
             copy,
             span: ev.span,
