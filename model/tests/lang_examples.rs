@@ -62,7 +62,9 @@ fn the_double_buffer_example_parses_and_checks() {
     let empty = p.barriers().nth(1).unwrap();
     assert!(matches!(&empty.count.kind, ExprKind::RoleCount(r) if r == "consumer"));
     let consumer = p.roles().nth(1).unwrap();
-    let StmtKind::For { body, .. } = &consumer.body.stmts[0].kind else { panic!("a for loop") };
+    let StmtKind::For { body, .. } = &consumer.body.stmts[0].kind else {
+        panic!("a for loop")
+    };
     assert_eq!(body.stmts.len(), 4);
     let StmtKind::Op(op) = &body.stmts[2].kind else { panic!("read") };
     assert!(matches!(&op.kind, OpKind::Read { expect: Some(_), .. }));
@@ -182,9 +184,7 @@ fn every_statement_form_parses_and_checks() {
         .iter()
         .filter_map(|s| match &s.kind {
             StmtKind::Op(op) => Some(op.kind.keyword()),
-            StmtKind::Let { value: Value::Op(op), .. } | StmtKind::Assign { value: Value::Op(op), .. } => {
-                Some(op.kind.keyword())
-            }
+            StmtKind::Let { value: Value::Op(op), .. } | StmtKind::Assign { value: Value::Op(op), .. } => Some(op.kind.keyword()),
             _ => None,
         })
         .collect();
@@ -225,8 +225,16 @@ fn every_statement_form_parses_and_checks() {
     assert_eq!(memcpys.len(), 2);
     assert!(matches!(&memcpys[1], (true, Some(v)) if matches!(&v.kind, ExprKind::Name(n) if n == "x")));
     // `else if` is an else block holding one if.
-    let last_if = role.body.stmts.iter().rev().find(|s| matches!(s.kind, StmtKind::If { .. })).unwrap();
-    let StmtKind::If { els: Some(els), .. } = &last_if.kind else { panic!("else") };
+    let last_if = role
+        .body
+        .stmts
+        .iter()
+        .rev()
+        .find(|s| matches!(s.kind, StmtKind::If { .. }))
+        .unwrap();
+    let StmtKind::If { els: Some(els), .. } = &last_if.kind else {
+        panic!("else")
+    };
     assert_eq!(els.stmts.len(), 1);
     assert!(matches!(&els.stmts[0].kind, StmtKind::If { els: Some(_), .. }));
 }
@@ -249,9 +257,7 @@ fn line_breaks_continue_inside_parentheses_and_after_operators() {
 
 #[test]
 fn declarations_may_come_in_any_order() {
-    accept(
-        "protocol p\nrole c[2] { arrive(b) }\nbarrier b count c.count completion f\nvar n = 0\ncompletion f { n = n + 1 }\n",
-    );
+    accept("protocol p\nrole c[2] { arrive(b) }\nbarrier b count c.count completion f\nvar n = 0\ncompletion f { n = n + 1 }\n");
 }
 
 #[test]
@@ -283,7 +289,10 @@ fn precedence_and_associativity() {
     assert!(matches!(&r.kind, ExprKind::Binary(o, ..) if o.symbol() == "&&"));
     // Parentheses that matter survive; the others go.
     let p = accept("protocol p\nparam A = (1 - (2 - 3)) * ((4))\nrole w[1] { work }\n");
-    assert_eq!(phasecheck_model::lang::pretty::expr(&p.params().next().unwrap().value), "(1 - (2 - 3)) * 4");
+    assert_eq!(
+        phasecheck_model::lang::pretty::expr(&p.params().next().unwrap().value),
+        "(1 - (2 - 3)) * 4"
+    );
 }
 
 #[test]
@@ -292,13 +301,21 @@ fn spans_point_at_the_source() {
     let p = parse(src).unwrap();
     let full = p.barriers().next().unwrap();
     assert_eq!(&src[full.name.span.start as usize..full.name.span.end as usize], "full");
-    assert_eq!(&src[full.span.start as usize..full.span.end as usize], "barrier full[STAGES] count 1");
+    assert_eq!(
+        &src[full.span.start as usize..full.span.end as usize],
+        "barrier full[STAGES] count 1"
+    );
     let role = p.roles().next().unwrap();
     let text = &src[role.span.start as usize..role.span.end as usize];
     assert!(text.starts_with("role producer[1] {") && text.ends_with('}'));
-    let StmtKind::For { body, .. } = &role.body.stmts[0].kind else { panic!() };
+    let StmtKind::For { body, .. } = &role.body.stmts[0].kind else {
+        panic!()
+    };
     let copy = &body.stmts[3];
-    assert_eq!(&src[copy.span.start as usize..copy.span.end as usize], "copy_async(slot[s], full[s], version = i)");
+    assert_eq!(
+        &src[copy.span.start as usize..copy.span.end as usize],
+        "copy_async(slot[s], full[s], version = i)"
+    );
     let items_ok = p.items.iter().all(|i| !matches!(i, Item::WarpSize(_)));
     assert!(items_ok);
 }

@@ -87,7 +87,12 @@ fn err(code: &'static str, span: Span, msg: impl Into<String>) -> Diagnostic {
 
 /// Checks a parsed program; see docs/errors.md for the codes.
 pub fn check(p: &Program) -> Result<(), Diagnostic> {
-    let mut c = Checker { globals: HashMap::new(), order: Vec::new(), scopes: Vec::new(), ctx: Ctx::Role };
+    let mut c = Checker {
+        globals: HashMap::new(),
+        order: Vec::new(),
+        scopes: Vec::new(),
+        ctx: Ctx::Role,
+    };
     c.collect(p)?;
     for item in &p.items {
         c.item(item)?;
@@ -97,7 +102,10 @@ pub fn check(p: &Program) -> Result<(), Diagnostic> {
         return Err(err(
             "E031",
             p.name.span,
-            format!("`protocol {}` declares no role; add at least one, like `role worker[1] {{ work }}`", p.name.name),
+            format!(
+                "`protocol {}` declares no role; add at least one, like `role worker[1] {{ work }}`",
+                p.name.name
+            ),
         ));
     }
     Ok(())
@@ -130,7 +138,12 @@ impl Checker {
                 return Err(err(
                     "E020",
                     name.span,
-                    format!("`{}` is already declared as {}; give this {} another name", name.name, prev.describe(), &g.describe()[2..]),
+                    format!(
+                        "`{}` is already declared as {}; give this {} another name",
+                        name.name,
+                        prev.describe(),
+                        &g.describe()[2..]
+                    ),
                 ));
             }
             self.globals.insert(name.name.clone(), g);
@@ -144,7 +157,12 @@ impl Checker {
     }
 
     fn local(&self, name: &str) -> Option<Local> {
-        self.scopes.iter().rev().flat_map(|s| s.iter().rev()).find(|(n, _)| n == name).map(|(_, l)| *l)
+        self.scopes
+            .iter()
+            .rev()
+            .flat_map(|s| s.iter().rev())
+            .find(|(n, _)| n == name)
+            .map(|(_, l)| *l)
     }
 
     fn locals(&self) -> Vec<&str> {
@@ -178,7 +196,10 @@ impl Checker {
                         None => {
                             let hint = did_you_mean(&c.name, self.names_where(|g| g == Global::Completion));
                             let msg = if hint.is_empty() {
-                                format!("no completion function `{}` is declared; add `completion {} {{ ... }}`", c.name, c.name)
+                                format!(
+                                    "no completion function `{}` is declared; add `completion {} {{ ... }}`",
+                                    c.name, c.name
+                                )
                             } else {
                                 format!("no completion function `{}` is declared{hint}", c.name)
                             };
@@ -259,7 +280,10 @@ impl Checker {
             Some(g) => Err(err(
                 "E026",
                 span,
-                format!("`{r}` is {}, not a role, so it has no `.count`; name a role, like `consumer.count`", g.describe()),
+                format!(
+                    "`{r}` is {}, not a role, so it has no `.count`; name a role, like `consumer.count`",
+                    g.describe()
+                ),
             )),
             None => {
                 let hint = did_you_mean(r, self.names_where(|g| g == Global::Role));
@@ -295,12 +319,12 @@ impl Checker {
             ));
         }
         if let Some(l) = self.local(n) {
-            let what = if l == Local::Loop { "a loop variable" } else { "a local" };
-            return Err(err(
-                "E020",
-                name.span,
-                format!("`{n}` is already declared as {what} here; assign to it with `{n} = ...` or choose another name"),
-            ));
+            let msg = if l == Local::Loop {
+                format!("`{n}` is already the loop variable here; choose another name")
+            } else {
+                format!("`{n}` is already declared as a local here; assign to it with `{n} = ...` or choose another name")
+            };
+            return Err(err("E020", name.span, msg));
         }
         self.scopes.last_mut().expect("a scope is open").push((n.clone(), kind));
         Ok(())
@@ -439,7 +463,11 @@ impl Checker {
         }
         match self.globals.get(n) {
             Some(Global::Param | Global::Var) => Ok(()),
-            Some(Global::Role) => Err(err("E032", span, format!("`{n}` is a role, not a number; did you mean `{n}.count`?"))),
+            Some(Global::Role) => Err(err(
+                "E032",
+                span,
+                format!("`{n}` is a role, not a number; did you mean `{n}.count`?"),
+            )),
             Some(Global::Barrier { .. }) | Some(Global::Buffer { .. }) => Err(err(
                 "E032",
                 span,
@@ -542,7 +570,13 @@ impl Checker {
                     None => {
                         let hint = did_you_mean(
                             n,
-                            self.names_where(|g| if want_barrier { matches!(g, Global::Barrier { .. }) } else { matches!(g, Global::Buffer { .. }) }),
+                            self.names_where(|g| {
+                                if want_barrier {
+                                    matches!(g, Global::Barrier { .. })
+                                } else {
+                                    matches!(g, Global::Buffer { .. })
+                                }
+                            }),
                         );
                         let msg = if hint.is_empty() {
                             format!("no {want} `{n}` is declared; declare it with `{want} {n} ...` at top level")
@@ -605,7 +639,11 @@ impl Checker {
                 return Err(err(
                     "E034",
                     span,
-                    format!("`{}` depends on itself ({}); define it from literals or other params", cycle[0], cycle.join(" -> ")),
+                    format!(
+                        "`{}` depends on itself ({}); define it from literals or other params",
+                        cycle[0],
+                        cycle.join(" -> ")
+                    ),
                 ));
             }
         }
@@ -660,6 +698,9 @@ fn builtin_redeclared(name: &Ident) -> Diagnostic {
     err(
         "E020",
         name.span,
-        format!("`{}` is a built-in thread index (one of tid, gtid, lane, warp); choose another name", name.name),
+        format!(
+            "`{}` is a built-in thread index (one of tid, gtid, lane, warp); choose another name",
+            name.name
+        ),
     )
 }

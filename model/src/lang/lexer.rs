@@ -132,7 +132,14 @@ pub struct Token {
 /// Splits `source` into tokens; the last one is always `Eof`. Fails on the first bad character,
 /// bad integer literal or unterminated block comment.
 pub fn lex(source: &str) -> Result<Vec<Token>, Diagnostic> {
-    Lexer { src: source, bytes: source.as_bytes(), pos: 0, depth: 0, out: Vec::new() }.run()
+    Lexer {
+        src: source,
+        bytes: source.as_bytes(),
+        pos: 0,
+        depth: 0,
+        out: Vec::new(),
+    }
+    .run()
 }
 
 struct Lexer<'a> {
@@ -150,7 +157,10 @@ impl<'a> Lexer<'a> {
     }
 
     fn push(&mut self, tok: Tok, start: usize) {
-        self.out.push(Token { tok, span: Span::new(start, self.pos) });
+        self.out.push(Token {
+            tok,
+            span: Span::new(start, self.pos),
+        });
     }
 
     fn newline(&mut self, start: usize, end: usize) {
@@ -160,7 +170,10 @@ impl<'a> Lexer<'a> {
         match self.out.last() {
             None => {}
             Some(t) if t.tok.continues_line() => {}
-            Some(_) => self.out.push(Token { tok: Tok::Newline, span: Span::new(start, end) }),
+            Some(_) => self.out.push(Token {
+                tok: Tok::Newline,
+                span: Span::new(start, end),
+            }),
         }
     }
 
@@ -179,23 +192,21 @@ impl<'a> Lexer<'a> {
                         self.pos += 1;
                     }
                 }
-                b'/' if self.peek(1) == b'*' => {
-                    match self.src[start + 2..].find("*/") {
-                        Some(rel) => {
-                            self.pos = start + 2 + rel + 2;
-                            if self.src[start..self.pos].contains('\n') {
-                                self.newline(start, self.pos);
-                            }
-                        }
-                        None => {
-                            return Err(Diagnostic::new(
-                                "E002",
-                                Span::new(start, start + 2),
-                                "this block comment is never closed; end it with `*/`",
-                            ))
+                b'/' if self.peek(1) == b'*' => match self.src[start + 2..].find("*/") {
+                    Some(rel) => {
+                        self.pos = start + 2 + rel + 2;
+                        if self.src[start..self.pos].contains('\n') {
+                            self.newline(start, self.pos);
                         }
                     }
-                }
+                    None => {
+                        return Err(Diagnostic::new(
+                            "E002",
+                            Span::new(start, start + 2),
+                            "this block comment is never closed; end it with `*/`",
+                        ))
+                    }
+                },
                 b'0'..=b'9' => self.number()?,
                 b'A'..=b'Z' | b'a'..=b'z' | b'_' => {
                     while matches!(self.peek(0), b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'_') {
@@ -247,7 +258,10 @@ impl<'a> Lexer<'a> {
             }
         }
         let end = self.bytes.len();
-        self.out.push(Token { tok: Tok::Eof, span: Span::new(end, end) });
+        self.out.push(Token {
+            tok: Tok::Eof,
+            span: Span::new(end, end),
+        });
         Ok(self.out)
     }
 
@@ -288,7 +302,9 @@ impl<'a> Lexer<'a> {
             let msg = if hex {
                 format!("`{text}` is not a valid integer; a hex literal is `0x` followed by the digits 0-9 and a-f, like `0x1f`")
             } else {
-                format!("`{text}` is not a valid integer; write decimal digits (optionally `_`-separated, like `1_024`) or hex like `0x400`")
+                format!(
+                    "`{text}` is not a valid integer; write decimal digits (optionally `_`-separated, like `1_024`) or hex like `0x400`"
+                )
             };
             return Err(Diagnostic::new("E003", span, msg));
         }
@@ -320,13 +336,10 @@ mod tests {
 
     #[test]
     fn integers_in_all_forms() {
-        assert_eq!(toks("12 1_000 0x1f 0XFF_FF"), vec![
-            Tok::Int(12),
-            Tok::Int(1000),
-            Tok::Int(31),
-            Tok::Int(0xffff),
-            Tok::Eof
-        ]);
+        assert_eq!(
+            toks("12 1_000 0x1f 0XFF_FF"),
+            vec![Tok::Int(12), Tok::Int(1000), Tok::Int(31), Tok::Int(0xffff), Tok::Eof]
+        );
     }
 
     #[test]
@@ -340,32 +353,33 @@ mod tests {
 
     #[test]
     fn newlines_are_suppressed_where_the_statement_continues() {
-        assert_eq!(toks("a +\n b\n\n\nc"), vec![id("a"), Tok::Plus, id("b"), Tok::Newline, id("c"), Tok::Eof]);
-        assert_eq!(toks("f(a,\n b\n)\n"), vec![
-            id("f"),
-            Tok::LParen,
-            id("a"),
-            Tok::Comma,
-            id("b"),
-            Tok::RParen,
-            Tok::Newline,
-            Tok::Eof
-        ]);
+        assert_eq!(
+            toks("a +\n b\n\n\nc"),
+            vec![id("a"), Tok::Plus, id("b"), Tok::Newline, id("c"), Tok::Eof]
+        );
+        assert_eq!(
+            toks("f(a,\n b\n)\n"),
+            vec![
+                id("f"),
+                Tok::LParen,
+                id("a"),
+                Tok::Comma,
+                id("b"),
+                Tok::RParen,
+                Tok::Newline,
+                Tok::Eof
+            ]
+        );
         assert_eq!(toks("{\n x\n}"), vec![Tok::LBrace, id("x"), Tok::Newline, Tok::RBrace, Tok::Eof]);
         assert_eq!(toks("\n\n x"), vec![id("x"), Tok::Eof]);
     }
 
     #[test]
     fn comments_are_skipped() {
-        assert_eq!(toks("a // hi\nb /* x */ c /* \n */ d"), vec![
-            id("a"),
-            Tok::Newline,
-            id("b"),
-            id("c"),
-            Tok::Newline,
-            id("d"),
-            Tok::Eof
-        ]);
+        assert_eq!(
+            toks("a // hi\nb /* x */ c /* \n */ d"),
+            vec![id("a"), Tok::Newline, id("b"), id("c"), Tok::Newline, id("d"), Tok::Eof]
+        );
     }
 
     #[test]
@@ -380,18 +394,21 @@ mod tests {
 
     #[test]
     fn operators_longest_match() {
-        assert_eq!(toks("0..n <= != ! = == && ||"), vec![
-            Tok::Int(0),
-            Tok::DotDot,
-            id("n"),
-            Tok::Le,
-            Tok::Ne,
-            Tok::Bang,
-            Tok::Assign,
-            Tok::EqEq,
-            Tok::AndAnd,
-            Tok::OrOr,
-            Tok::Eof
-        ]);
+        assert_eq!(
+            toks("0..n <= != ! = == && ||"),
+            vec![
+                Tok::Int(0),
+                Tok::DotDot,
+                id("n"),
+                Tok::Le,
+                Tok::Ne,
+                Tok::Bang,
+                Tok::Assign,
+                Tok::EqEq,
+                Tok::AndAnd,
+                Tok::OrOr,
+                Tok::Eof
+            ]
+        );
     }
 }

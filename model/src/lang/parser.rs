@@ -149,7 +149,12 @@ fn signature(op: &str) -> Sig {
         "commit" => (&[Place], 1, &[], "`commit(B)`"),
         _ => unreachable!("signature of a non-operation"),
     };
-    Sig { positional, required, named, usage }
+    Sig {
+        positional,
+        required,
+        named,
+        usage,
+    }
 }
 
 enum Arg {
@@ -183,7 +188,10 @@ impl Parser {
     }
 
     fn since(&self, start: Span) -> Span {
-        Span { start: start.start, end: self.prev_end().max(start.start) }
+        Span {
+            start: start.start,
+            end: self.prev_end().max(start.start),
+        }
     }
 
     fn bump(&mut self) -> Token {
@@ -224,7 +232,11 @@ impl Parser {
         if self.is_word(w) {
             Ok(self.bump().span)
         } else {
-            Err(err("E005", self.span(), format!("expected `{w}` {context}, but found {}", self.peek().describe())))
+            Err(err(
+                "E005",
+                self.span(),
+                format!("expected `{w}` {context}, but found {}", self.peek().describe()),
+            ))
         }
     }
 
@@ -235,7 +247,10 @@ impl Parser {
                 if is_reserved(&s) {
                     return Err(reserved(&s, self.span(), what));
                 }
-                Ok(Ident { name: s, span: self.bump().span })
+                Ok(Ident {
+                    name: s,
+                    span: self.bump().span,
+                })
             }
             other => Err(err("E005", self.span(), format!("expected {what}, but found {}", other.describe()))),
         }
@@ -304,7 +319,10 @@ impl Parser {
                     return Err(err(
                         "E005",
                         at,
-                        format!("expected a declaration (`param`, `barrier`, `buffer`, `var`, `completion` or `role`), but found {}", other.describe()),
+                        format!(
+                            "expected a declaration (`param`, `barrier`, `buffer`, `var`, `completion` or `role`), but found {}",
+                            other.describe()
+                        ),
                     ))
                 }
             };
@@ -430,10 +448,7 @@ impl Parser {
                     let names = ViolationKind::ALL.iter().map(|k| k.name()).chain(["holds"]);
                     let msg = match closest(&name, names) {
                         Some(s) => format!("`{name}` is not a violation kind; did you mean `{s}`?"),
-                        None => format!(
-                            "`{name}` is not a violation kind; write `holds` or some of {}",
-                            kind_list()
-                        ),
+                        None => format!("`{name}` is not a violation kind; write `holds` or some of {}", kind_list()),
                     };
                     return Err(err("E006", span, msg));
                 }
@@ -462,7 +477,10 @@ impl Parser {
         let start = self.bump().span;
         let name = self.name("a barrier name")?;
         let len = self.opt_len()?;
-        self.expect_word("count", "and the expected arrival count after the barrier name, as in `barrier full count 1`")?;
+        self.expect_word(
+            "count",
+            "and the expected arrival count after the barrier name, as in `barrier full count 1`",
+        )?;
         let count = self.expr()?;
         let mut completion: Option<Ident> = None;
         let mut manual_init = false;
@@ -473,7 +491,11 @@ impl Parser {
                     self.bump();
                     let c = self.name("the completion function's name")?;
                     if completion.is_some() {
-                        return Err(err("E011", at, "this barrier already names a completion function; keep only one `completion NAME`"));
+                        return Err(err(
+                            "E011",
+                            at,
+                            "this barrier already names a completion function; keep only one `completion NAME`",
+                        ));
                     }
                     completion = Some(c);
                 }
@@ -494,7 +516,14 @@ impl Parser {
             }
         }
         let span = self.since(start);
-        Ok(BarrierDecl { name, len, count, completion, manual_init, span })
+        Ok(BarrierDecl {
+            name,
+            len,
+            count,
+            completion,
+            manual_init,
+            span,
+        })
     }
 
     fn buffer(&mut self) -> PResult<BufferDecl> {
@@ -534,7 +563,11 @@ impl Parser {
     fn block(&mut self) -> PResult<Block> {
         let open = self.span();
         if *self.peek() != Tok::LBrace {
-            return Err(err("E005", open, format!("expected `{{` to open a block, but found {}", self.peek().describe())));
+            return Err(err(
+                "E005",
+                open,
+                format!("expected `{{` to open a block, but found {}", self.peek().describe()),
+            ));
         }
         self.bump();
         self.enter(open)?;
@@ -553,7 +586,10 @@ impl Parser {
         }
         self.bump();
         self.leave();
-        Ok(Block { stmts, span: self.since(open) })
+        Ok(Block {
+            stmts,
+            span: self.since(open),
+        })
     }
 
     fn stmt(&mut self) -> PResult<Stmt> {
@@ -627,7 +663,10 @@ impl Parser {
                 }
             },
         };
-        Ok(Stmt { kind, span: self.since(start) })
+        Ok(Stmt {
+            kind,
+            span: self.since(start),
+        })
     }
 
     fn if_stmt(&mut self) -> PResult<Stmt> {
@@ -645,7 +684,10 @@ impl Parser {
             self.bump();
             if self.is_word("if") {
                 let inner = self.if_stmt()?;
-                Some(Block { span: inner.span, stmts: vec![inner] })
+                Some(Block {
+                    span: inner.span,
+                    stmts: vec![inner],
+                })
             } else {
                 Some(self.block()?)
             }
@@ -653,7 +695,10 @@ impl Parser {
             None
         };
         self.leave();
-        Ok(Stmt { kind: StmtKind::If { cond, then, els }, span: self.since(start) })
+        Ok(Stmt {
+            kind: StmtKind::If { cond, then, els },
+            span: self.since(start),
+        })
     }
 
     /// Right side of `let`/assignment: an operation or an expression.
@@ -763,29 +808,72 @@ impl Parser {
         let req = |e: Option<Expr>| e.expect("a required argument was counted above");
         let mut take_named = |n: &str| named.iter().position(|(m, _, _)| m == n).map(|i| named.remove(i).1);
         let kind = match kw.as_str() {
-            "arrive" => OpKind::Arrive { bar: first, n: second_expr },
-            "arrive_expect_tx" => OpKind::ArriveExpectTx { bar: first, bytes: req(second_expr) },
-            "wait" => OpKind::Wait { bar: first, token: req(second_expr) },
-            "wait_parity" => OpKind::WaitParity { bar: first, parity: req(second_expr) },
-            "try_wait" => OpKind::TryWait { bar: first, token: req(second_expr) },
-            "try_wait_parity" => OpKind::TryWaitParity { bar: first, parity: req(second_expr) },
+            "arrive" => OpKind::Arrive {
+                bar: first,
+                n: second_expr,
+            },
+            "arrive_expect_tx" => OpKind::ArriveExpectTx {
+                bar: first,
+                bytes: req(second_expr),
+            },
+            "wait" => OpKind::Wait {
+                bar: first,
+                token: req(second_expr),
+            },
+            "wait_parity" => OpKind::WaitParity {
+                bar: first,
+                parity: req(second_expr),
+            },
+            "try_wait" => OpKind::TryWait {
+                bar: first,
+                token: req(second_expr),
+            },
+            "try_wait_parity" => OpKind::TryWaitParity {
+                bar: first,
+                parity: req(second_expr),
+            },
             "arrive_and_wait" => OpKind::ArriveAndWait { bar: first },
             "arrive_and_drop" => OpKind::ArriveAndDrop { bar: first },
-            "expect_tx" => OpKind::ExpectTx { bar: first, bytes: req(second_expr) },
-            "complete_tx" => OpKind::CompleteTx { bar: first, bytes: req(second_expr) },
+            "expect_tx" => OpKind::ExpectTx {
+                bar: first,
+                bytes: req(second_expr),
+            },
+            "complete_tx" => OpKind::CompleteTx {
+                bar: first,
+                bytes: req(second_expr),
+            },
             "copy_async" | "memcpy_async" => {
                 let bar = second_place.expect("a required argument was counted above");
                 let bytes = take_named("bytes");
                 let version = take_named("version");
                 if kw == "copy_async" {
-                    OpKind::CopyAsync { buf: first, bar, bytes, version }
+                    OpKind::CopyAsync {
+                        buf: first,
+                        bar,
+                        bytes,
+                        version,
+                    }
                 } else {
-                    OpKind::MemcpyAsync { buf: first, bar, bytes, version }
+                    OpKind::MemcpyAsync {
+                        buf: first,
+                        bar,
+                        bytes,
+                        version,
+                    }
                 }
             }
-            "read" => OpKind::Read { buf: first, expect: take_named("expect") },
-            "write" => OpKind::Write { buf: first, version: req(second_expr) },
-            "init" => OpKind::Init { bar: first, count: second_expr },
+            "read" => OpKind::Read {
+                buf: first,
+                expect: take_named("expect"),
+            },
+            "write" => OpKind::Write {
+                buf: first,
+                version: req(second_expr),
+            },
+            "init" => OpKind::Init {
+                bar: first,
+                count: second_expr,
+            },
             "inval" => OpKind::Inval { bar: first },
             "commit" => OpKind::Commit { bar: first },
             _ => unreachable!("every operation word has a case"),
@@ -796,7 +884,10 @@ impl Parser {
     fn place(&mut self, op: &str) -> PResult<Place> {
         let start = self.span();
         let name = match self.peek().clone() {
-            Tok::Ident(s) if !is_reserved(&s) => Ident { name: s, span: self.bump().span },
+            Tok::Ident(s) if !is_reserved(&s) => Ident {
+                name: s,
+                span: self.bump().span,
+            },
             Tok::Ident(s) => return Err(reserved(&s, start, "a barrier or buffer")),
             other => {
                 return Err(err(
@@ -814,7 +905,11 @@ impl Parser {
         } else {
             None
         };
-        Ok(Place { name, index, span: self.since(start) })
+        Ok(Place {
+            name,
+            index,
+            span: self.since(start),
+        })
     }
 
     // ----- expressions -----
@@ -832,7 +927,10 @@ impl Parser {
             self.bump();
             let rhs = self.binary(op.precedence() + 1)?;
             let span = lhs.span.to(rhs.span);
-            lhs = Expr { kind: ExprKind::Binary(op, Box::new(lhs), Box::new(rhs)), span };
+            lhs = Expr {
+                kind: ExprKind::Binary(op, Box::new(lhs), Box::new(rhs)),
+                span,
+            };
         }
         Ok(lhs)
     }
@@ -849,7 +947,10 @@ impl Parser {
         let inner = self.unary()?;
         self.leave();
         let span = start.to(inner.span);
-        Ok(Expr { kind: ExprKind::Unary(op, Box::new(inner)), span })
+        Ok(Expr {
+            kind: ExprKind::Unary(op, Box::new(inner)),
+            span,
+        })
     }
 
     fn primary(&mut self) -> PResult<Expr> {
@@ -857,7 +958,10 @@ impl Parser {
         match self.peek().clone() {
             Tok::Int(v) => {
                 self.bump();
-                Ok(Expr { kind: ExprKind::Int(v), span: start })
+                Ok(Expr {
+                    kind: ExprKind::Int(v),
+                    span: start,
+                })
             }
             Tok::LParen => {
                 self.bump();
@@ -894,21 +998,35 @@ impl Parser {
                         ));
                     }
                     self.bump();
-                    return Ok(Expr { kind: ExprKind::RoleCount(w), span: self.since(start) });
+                    return Ok(Expr {
+                        kind: ExprKind::RoleCount(w),
+                        span: self.since(start),
+                    });
                 }
                 if is_reserved(&w) {
                     return Err(reserved(&w, start, "a value"));
                 }
                 self.bump();
-                Ok(Expr { kind: ExprKind::Name(w), span: start })
+                Ok(Expr {
+                    kind: ExprKind::Name(w),
+                    span: start,
+                })
             }
-            other => Err(err("E005", start, format!("expected an expression, but found {}", other.describe()))),
+            other => Err(err(
+                "E005",
+                start,
+                format!("expected an expression, but found {}", other.describe()),
+            )),
         }
     }
 }
 
 fn kind_list() -> String {
-    ViolationKind::ALL.iter().map(|k| format!("`{}`", k.name())).collect::<Vec<_>>().join(", ")
+    ViolationKind::ALL
+        .iter()
+        .map(|k| format!("`{}`", k.name()))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn reserved(word: &str, span: Span, what: &str) -> Diagnostic {
@@ -930,12 +1048,25 @@ fn nested_op(kw: &str, span: Span) -> Diagnostic {
 
 fn unknown_op(word: &str, span: Span) -> Diagnostic {
     let span = Span::new(span.start as usize, span.start as usize + word.len());
-    match closest(word, OPS.iter().copied()) {
+    // A typo, or a shortened name whose words all occur in exactly one operation's name
+    // (`arrive_wait` for `arrive_and_wait`).
+    let by_words = || {
+        let parts: Vec<&str> = word.split('_').filter(|p| !p.is_empty()).collect();
+        let mut hits = OPS.iter().filter(|op| parts.iter().all(|p| op.split('_').any(|q| q == *p)));
+        match (parts.len() > 1, hits.next(), hits.next()) {
+            (true, Some(op), None) => Some(*op),
+            _ => None,
+        }
+    };
+    match closest(word, OPS.iter().copied()).or_else(by_words) {
         Some(s) => err("E010", span, format!("`{word}` is not an operation; did you mean `{s}`?")),
         None => err(
             "E010",
             span,
-            format!("`{word}` is not an operation, and the language has no other calls; the operations are {}", OPS.join(", ")),
+            format!(
+                "`{word}` is not an operation, and the language has no other calls; the operations are {}",
+                OPS.join(", ")
+            ),
         ),
     }
 }

@@ -123,7 +123,9 @@ fn stmt_to(out: &mut String, s: &Stmt, indent: usize) {
 }
 
 fn if_to(out: &mut String, s: &Stmt, indent: usize) {
-    let StmtKind::If { cond, then, els } = &s.kind else { unreachable!("if_to on an if") };
+    let StmtKind::If { cond, then, els } = &s.kind else {
+        unreachable!("if_to on an if")
+    };
     let _ = write!(out, "if {} ", expr(cond));
     block_to(out, then, indent);
     if let Some(e) = els {
@@ -253,7 +255,10 @@ pub fn same_program(a: &Program, b: &Program) -> bool {
 /// A copy of `p` with every span set to `Span::default()`, for comparing trees.
 pub fn strip_spans(p: &Program) -> Program {
     let z = Span::default();
-    let id = |i: &Ident| Ident { name: i.name.clone(), span: z };
+    let id = |i: &Ident| Ident {
+        name: i.name.clone(),
+        span: z,
+    };
     Program {
         name: id(&p.name),
         expect: p.expect.as_ref().map(|e| match e {
@@ -264,7 +269,10 @@ pub fn strip_spans(p: &Program) -> Program {
             .items
             .iter()
             .map(|item| match item {
-                Item::Param(d) => Item::Param(ParamDecl { name: id(&d.name), value: se(&d.value) }),
+                Item::Param(d) => Item::Param(ParamDecl {
+                    name: id(&d.name),
+                    value: se(&d.value),
+                }),
                 Item::WarpSize(e) => Item::WarpSize(se(e)),
                 Item::Barrier(d) => Item::Barrier(BarrierDecl {
                     name: id(&d.name),
@@ -280,18 +288,30 @@ pub fn strip_spans(p: &Program) -> Program {
                     bytes: se(&d.bytes),
                     span: z,
                 }),
-                Item::Var(d) => Item::Var(VarDecl { name: id(&d.name), init: se(&d.init) }),
-                Item::Completion(d) => Item::Completion(CompletionDecl { name: id(&d.name), body: sb(&d.body) }),
-                Item::Role(d) => {
-                    Item::Role(RoleDecl { name: id(&d.name), count: se(&d.count), body: sb(&d.body), span: z })
-                }
+                Item::Var(d) => Item::Var(VarDecl {
+                    name: id(&d.name),
+                    init: se(&d.init),
+                }),
+                Item::Completion(d) => Item::Completion(CompletionDecl {
+                    name: id(&d.name),
+                    body: sb(&d.body),
+                }),
+                Item::Role(d) => Item::Role(RoleDecl {
+                    name: id(&d.name),
+                    count: se(&d.count),
+                    body: sb(&d.body),
+                    span: z,
+                }),
             })
             .collect(),
     }
 }
 
 fn si(i: &Ident) -> Ident {
-    Ident { name: i.name.clone(), span: Span::default() }
+    Ident {
+        name: i.name.clone(),
+        span: Span::default(),
+    }
 }
 
 fn se(e: &Expr) -> Expr {
@@ -302,15 +322,25 @@ fn se(e: &Expr) -> Expr {
         ExprKind::Unary(op, x) => ExprKind::Unary(*op, Box::new(se(x))),
         ExprKind::Binary(op, a, b) => ExprKind::Binary(*op, Box::new(se(a)), Box::new(se(b))),
     };
-    Expr { kind, span: Span::default() }
+    Expr {
+        kind,
+        span: Span::default(),
+    }
 }
 
 fn sb(b: &Block) -> Block {
-    Block { stmts: b.stmts.iter().map(ss).collect(), span: Span::default() }
+    Block {
+        stmts: b.stmts.iter().map(ss).collect(),
+        span: Span::default(),
+    }
 }
 
 fn sp(p: &Place) -> Place {
-    Place { name: si(&p.name), index: p.index.as_ref().map(|x| Box::new(se(x))), span: Span::default() }
+    Place {
+        name: si(&p.name),
+        index: p.index.as_ref().map(|x| Box::new(se(x))),
+        span: Span::default(),
+    }
 }
 
 fn sv(v: &Value) -> Value {
@@ -324,36 +354,90 @@ fn so(op: &Op) -> Op {
     let oe = |e: &Option<Expr>| e.as_ref().map(se);
     let kind = match &op.kind {
         OpKind::Arrive { bar, n } => OpKind::Arrive { bar: sp(bar), n: oe(n) },
-        OpKind::ArriveExpectTx { bar, bytes } => OpKind::ArriveExpectTx { bar: sp(bar), bytes: se(bytes) },
-        OpKind::Wait { bar, token } => OpKind::Wait { bar: sp(bar), token: se(token) },
-        OpKind::WaitParity { bar, parity } => OpKind::WaitParity { bar: sp(bar), parity: se(parity) },
-        OpKind::TryWait { bar, token } => OpKind::TryWait { bar: sp(bar), token: se(token) },
-        OpKind::TryWaitParity { bar, parity } => OpKind::TryWaitParity { bar: sp(bar), parity: se(parity) },
+        OpKind::ArriveExpectTx { bar, bytes } => OpKind::ArriveExpectTx {
+            bar: sp(bar),
+            bytes: se(bytes),
+        },
+        OpKind::Wait { bar, token } => OpKind::Wait {
+            bar: sp(bar),
+            token: se(token),
+        },
+        OpKind::WaitParity { bar, parity } => OpKind::WaitParity {
+            bar: sp(bar),
+            parity: se(parity),
+        },
+        OpKind::TryWait { bar, token } => OpKind::TryWait {
+            bar: sp(bar),
+            token: se(token),
+        },
+        OpKind::TryWaitParity { bar, parity } => OpKind::TryWaitParity {
+            bar: sp(bar),
+            parity: se(parity),
+        },
         OpKind::ArriveAndWait { bar } => OpKind::ArriveAndWait { bar: sp(bar) },
         OpKind::ArriveAndDrop { bar } => OpKind::ArriveAndDrop { bar: sp(bar) },
-        OpKind::ExpectTx { bar, bytes } => OpKind::ExpectTx { bar: sp(bar), bytes: se(bytes) },
-        OpKind::CompleteTx { bar, bytes } => OpKind::CompleteTx { bar: sp(bar), bytes: se(bytes) },
-        OpKind::CopyAsync { buf, bar, bytes, version } => {
-            OpKind::CopyAsync { buf: sp(buf), bar: sp(bar), bytes: oe(bytes), version: oe(version) }
-        }
-        OpKind::MemcpyAsync { buf, bar, bytes, version } => {
-            OpKind::MemcpyAsync { buf: sp(buf), bar: sp(bar), bytes: oe(bytes), version: oe(version) }
-        }
-        OpKind::Read { buf, expect } => OpKind::Read { buf: sp(buf), expect: oe(expect) },
-        OpKind::Write { buf, version } => OpKind::Write { buf: sp(buf), version: se(version) },
-        OpKind::Init { bar, count } => OpKind::Init { bar: sp(bar), count: oe(count) },
+        OpKind::ExpectTx { bar, bytes } => OpKind::ExpectTx {
+            bar: sp(bar),
+            bytes: se(bytes),
+        },
+        OpKind::CompleteTx { bar, bytes } => OpKind::CompleteTx {
+            bar: sp(bar),
+            bytes: se(bytes),
+        },
+        OpKind::CopyAsync { buf, bar, bytes, version } => OpKind::CopyAsync {
+            buf: sp(buf),
+            bar: sp(bar),
+            bytes: oe(bytes),
+            version: oe(version),
+        },
+        OpKind::MemcpyAsync { buf, bar, bytes, version } => OpKind::MemcpyAsync {
+            buf: sp(buf),
+            bar: sp(bar),
+            bytes: oe(bytes),
+            version: oe(version),
+        },
+        OpKind::Read { buf, expect } => OpKind::Read {
+            buf: sp(buf),
+            expect: oe(expect),
+        },
+        OpKind::Write { buf, version } => OpKind::Write {
+            buf: sp(buf),
+            version: se(version),
+        },
+        OpKind::Init { bar, count } => OpKind::Init {
+            bar: sp(bar),
+            count: oe(count),
+        },
         OpKind::Inval { bar } => OpKind::Inval { bar: sp(bar) },
         OpKind::Commit { bar } => OpKind::Commit { bar: sp(bar) },
     };
-    Op { kind, span: Span::default() }
+    Op {
+        kind,
+        span: Span::default(),
+    }
 }
 
 fn ss(s: &Stmt) -> Stmt {
     let kind = match &s.kind {
-        StmtKind::Let { name, value } => StmtKind::Let { name: si(name), value: sv(value) },
-        StmtKind::Assign { name, value } => StmtKind::Assign { name: si(name), value: sv(value) },
-        StmtKind::For { var, lo, hi, body } => StmtKind::For { var: si(var), lo: se(lo), hi: se(hi), body: sb(body) },
-        StmtKind::If { cond, then, els } => StmtKind::If { cond: se(cond), then: sb(then), els: els.as_ref().map(sb) },
+        StmtKind::Let { name, value } => StmtKind::Let {
+            name: si(name),
+            value: sv(value),
+        },
+        StmtKind::Assign { name, value } => StmtKind::Assign {
+            name: si(name),
+            value: sv(value),
+        },
+        StmtKind::For { var, lo, hi, body } => StmtKind::For {
+            var: si(var),
+            lo: se(lo),
+            hi: se(hi),
+            body: sb(body),
+        },
+        StmtKind::If { cond, then, els } => StmtKind::If {
+            cond: se(cond),
+            then: sb(then),
+            els: els.as_ref().map(sb),
+        },
         StmtKind::Op(op) => StmtKind::Op(so(op)),
         StmtKind::Assert(e) => StmtKind::Assert(se(e)),
         StmtKind::Return => StmtKind::Return,
@@ -361,5 +445,8 @@ fn ss(s: &Stmt) -> Stmt {
         StmtKind::SyncWarp => StmtKind::SyncWarp,
         StmtKind::SyncThreads => StmtKind::SyncThreads,
     };
-    Stmt { kind, span: Span::default() }
+    Stmt {
+        kind,
+        span: Span::default(),
+    }
 }

@@ -1,0 +1,310 @@
+//! Each diagnostic code: the code, where it points (line:col), and the advice it gives.
+
+use phasecheck_model::lang::{check, parse, Diagnostic};
+
+fn first_error(src: &str) -> Diagnostic {
+    match parse(src) {
+        Err(d) => d,
+        Ok(p) => match check(&p) {
+            Err(d) => d,
+            Ok(()) => panic!("accepted:\n{src}"),
+        },
+    }
+}
+
+/// Asserts code and position of the first error, and returns its message.
+#[track_caller]
+fn rejects(src: &str, code: &str, line: usize, col: usize) -> String {
+    let d = first_error(src);
+    let rendered = d.render("t.phase", src);
+    assert_eq!((d.code, d.position(src)), (code, (line, col)), "\n{rendered}");
+    assert!(!d.message.contains('\n'), "one sentence: {}", d.message);
+    d.message
+}
+
+const HEAD: &str =
+    "protocol p\nparam N = 2\nbarrier full[N] count 1\nbarrier done count 1\nbuffer slot[N] bytes 64\nbuffer one bytes 64\nvar ctrl = 0\n";
+
+/// `HEAD` plus a role whose body is `body`; the body's first line is line 9.
+fn in_role(body: &str) -> String {
+    format!("{HEAD}role w[2] {{\n{body}\n}}\n")
+}
+
+#[test]
+fn e001_bad_character() {
+    let m = rejects(&in_role("  let x = 1 & 2"), "E001", 9, 13);
+    assert!(m.contains("`&&`"), "{m}");
+    rejects("protocol p\nrole w[1] { let s = \"a\" }\n", "E001", 2, 21);
+}
+
+#[test]
+fn e002_unterminated_block_comment() {
+    rejects("protocol p\n/* role w[1] { work }\n", "E002", 2, 1);
+}
+
+#[test]
+fn e003_bad_integer_literal() {
+    let m = rejects("protocol p\nparam A = 0xZZ\nrole w[1] { work }\n", "E003", 2, 11);
+    assert!(m.contains("0x"), "{m}");
+    rejects("protocol p\nparam A = 12abc\n", "E003", 2, 11);
+    rejects("protocol p\nparam A = 9223372036854775808\n", "E003", 2, 11);
+}
+
+#[test]
+fn e004_missing_protocol_header() {
+    let m = rejects("// a spec\n\nparam A = 1\nrole w[1] { work }\n", "E004", 3, 1);
+    assert!(m.contains("protocol NAME"), "{m}");
+    rejects("", "E004", 1, 1);
+}
+
+#[test]
+fn e005_syntax_errors() {
+    rejects(&in_role("  for i 0..N { }"), "E005", 9, 9);
+    rejects(&in_role("  let x = (1 + 2"), "E005", 10, 1);
+    rejects("protocol p\nrole w { work }\n", "E005", 2, 8);
+    rejects("protocol p\nrole w[1] { work\n", "E005", 2, 11);
+    let m = rejects("protocol p\nbarier b count 1\n", "E005", 2, 1);
+    assert!(m.contains("did you mean `barrier`?"), "{m}");
+    let m = rejects("protocol p\nlet x = 1\n", "E005", 2, 1);
+    assert!(m.contains("inside a `role`"), "{m}");
+    let m = rejects("protocol p\nbarrier b count 1 manualinit\n", "E005", 2, 19);
+    assert!(m.contains("did you mean `manual_init`?"), "{m}");
+    rejects(&in_role("  work work"), "E005", 9, 8);
+    rejects(&in_role("  let x = full.size"), "E005", 9, 16);
+}
+
+#[test]
+fn e006_unknown_expect_kind() {
+    let m = rejects("protocol p\nexpect deadlock, stale_wait\nrole w[1] { work }\n", "E006", 2, 18);
+    assert!(m.contains("did you mean `stale-wait`?"), "{m}");
+    let m = rejects("protocol p\nexpect racy\nrole w[1] { work }\n", "E006", 2, 8);
+    assert!(m.contains("`data-race`") && m.contains("`deadlock`"), "lists the kinds: {m}");
+}
+
+#[test]
+fn e007_wrong_arguments() {
+    let m = rejects(&in_role("  wait(done)"), "E007", 9, 3);
+    assert!(m.contains("`wait(B, token)`"), "{m}");
+    rejects(&in_role("  arrive(done, 1, 2)"), "E007", 9, 19);
+    let m = rejects(&in_role("  read(one, expected = 1)"), "E007", 9, 13);
+    assert!(m.contains("did you mean `expect`?"), "{m}");
+    rejects(&in_role("  copy_async(one, done, version = 1, version = 2)"), "E007", 9, 38);
+    rejects(&in_role("  copy_async(one, version = 1, done)"), "E007", 9, 32);
+    let m = rejects(&in_role("  syncwarp()"), "E007", 9, 11);
+    assert!(m.contains("without parentheses"), "{m}");
+}
+
+#[test]
+fn e008_operation_nested_in_expression() {
+    rejects(&in_role("  let t = 1 + arrive(done)"), "E008", 9, 15);
+    rejects(&in_role("  let t = arrive(done) + 1"), "E008", 9, 11);
+    rejects(&in_role("  if try_wait(done, 0) == 1 { work }"), "E008", 9, 6);
+    rejects(&in_role("  wait(done, arrive(done))"), "E008", 9, 14);
+}
+
+#[test]
+fn e009_reserved_word_as_name() {
+    let m = rejects("protocol p\nparam count = 1\n", "E009", 2, 7);
+    assert!(m.contains("`count_`"), "{m}");
+    rejects(&in_role("  let wait = 1"), "E009", 9, 7);
+    rejects(&in_role("  let x = bytes"), "E009", 9, 11);
+    rejects(&in_role("  role = 1"), "E009", 9, 3);
+}
+
+#[test]
+fn e010_unknown_operation() {
+    let m = rejects(&in_role("  arive(done)"), "E010", 9, 3);
+    assert!(m.contains("did you mean `arrive`?"), "{m}");
+    let m = rejects(&in_role("  arrive_wait(done)"), "E010", 9, 3);
+    assert!(m.contains("did you mean `arrive_and_wait`?"), "{m}");
+    let m = rejects(&in_role("  let x = min(1, 2)"), "E010", 9, 11);
+    assert!(m.contains("no other calls"), "{m}");
+}
+
+#[test]
+fn e011_repeated_header_or_attribute() {
+    rejects("protocol p\nexpect holds\nexpect deadlock\n", "E011", 3, 1);
+    rejects("protocol p\nprotocol q\n", "E011", 2, 1);
+    rejects("protocol p\nwarp_size 4\nwarp_size 8\n", "E011", 3, 1);
+    rejects("protocol p\nbarrier b count 1 manual_init manual_init\n", "E011", 2, 31);
+    rejects("protocol p\nbarrier b count 1 completion f completion g\n", "E011", 2, 32);
+}
+
+#[test]
+fn e020_duplicate_declaration() {
+    let m = rejects(
+        "protocol p\nbarrier b count 1\nbuffer b bytes 4\nrole w[1] { work }\n",
+        "E020",
+        3,
+        8,
+    );
+    assert!(m.contains("a barrier"), "{m}");
+    rejects(&in_role("  let x = 1\n  let x = 2"), "E020", 10, 7);
+    rejects(&in_role("  let N = 1"), "E020", 9, 7);
+    rejects(&in_role("  for i in 0..2 { let i = 1 }"), "E020", 9, 23);
+    rejects(&in_role("  let tid = 1"), "E020", 9, 7);
+    rejects("protocol p\nvar lane = 0\nrole w[1] { work }\n", "E020", 2, 5);
+}
+
+#[test]
+fn locals_are_block_scoped() {
+    // Siblings may reuse a name; a local is gone after its block.
+    let ok = in_role("  if tid == 0 { let x = 1 } else { let x = 2 }\n  for i in 0..2 { let s = i }\n  for i in 0..2 { let s = i }");
+    check(&parse(&ok).unwrap()).unwrap();
+    rejects(&in_role("  if tid == 0 { let x = 1 }\n  assert x == 1"), "E021", 10, 10);
+    rejects(&in_role("  for i in 0..2 { work }\n  assert i == 1"), "E021", 10, 10);
+    rejects(&in_role("  let y = y"), "E021", 9, 11);
+}
+
+#[test]
+fn e021_unknown_name() {
+    let m = rejects(&in_role("  arrive(dnoe)"), "E021", 9, 10);
+    assert!(m.contains("did you mean `done`?"), "{m}");
+    let m = rejects(&in_role("  wait_parity(fulll[0], 0)"), "E021", 9, 15);
+    assert!(m.contains("did you mean `full`?"), "{m}");
+    let m = rejects(&in_role("  let x = ctr + 1"), "E021", 9, 11);
+    assert!(m.contains("did you mean `ctrl`?"), "{m}");
+    let m = rejects(&in_role("  cntrl = 1"), "E021", 9, 3);
+    assert!(m.contains("did you mean `ctrl`?"), "{m}");
+    rejects("protocol p\nparam A = B\nrole w[1] { work }\n", "E021", 2, 11);
+    let m = rejects(&in_role("  let x = qqq"), "E021", 9, 11);
+    assert!(!m.contains("did you mean"), "no far-fetched suggestion: {m}");
+}
+
+#[test]
+fn e022_assignment_to_read_only() {
+    let m = rejects(&in_role("  N = 3"), "E022", 9, 3);
+    assert!(m.contains("read-only"), "{m}");
+    rejects(&in_role("  tid = 3"), "E022", 9, 3);
+    rejects(&in_role("  for i in 0..N { i = 3 }"), "E022", 9, 19);
+    rejects(&in_role("  done = 1"), "E022", 9, 3);
+}
+
+#[test]
+fn e023_barrier_where_buffer_expected_and_back() {
+    let m = rejects(&in_role("  arrive(one)"), "E023", 9, 10);
+    assert!(m.contains("`one` is a buffer"), "{m}");
+    rejects(&in_role("  read(done)"), "E023", 9, 8);
+    let m = rejects(&in_role("  copy_async(full[0], slot[0])"), "E023", 9, 14);
+    assert!(m.contains("first argument"), "{m}");
+    rejects(&in_role("  let b = 0\n  inval(b)"), "E023", 10, 9);
+    rejects(&in_role("  wait(ctrl, 0)"), "E023", 9, 8);
+}
+
+#[test]
+fn e024_index_on_a_scalar() {
+    rejects(&in_role("  arrive(done[0])"), "E024", 9, 15);
+    rejects(&in_role("  write(one[tid], 1)"), "E024", 9, 13);
+}
+
+#[test]
+fn e025_missing_index_on_an_array() {
+    let m = rejects(&in_role("  arrive_expect_tx(full, 64)"), "E025", 9, 20);
+    assert!(m.contains("`full[0]`"), "{m}");
+    rejects(&in_role("  read(slot)"), "E025", 9, 8);
+}
+
+#[test]
+fn e026_unknown_role_in_count() {
+    let m = rejects(
+        "protocol p\nbarrier b count consumers.count\nrole consumer[2] { work }\n",
+        "E026",
+        2,
+        17,
+    );
+    assert!(m.contains("did you mean `consumer`?"), "{m}");
+    rejects(&in_role("  let x = ctrl.count"), "E026", 9, 11);
+}
+
+#[test]
+fn e027_let_of_an_operation_without_value() {
+    let m = rejects(&in_role("  let t = wait_parity(done, 0)"), "E027", 9, 11);
+    assert!(m.contains("statement on its own"), "{m}");
+    rejects(&in_role("  ctrl = read(one)"), "E027", 9, 10);
+}
+
+#[test]
+fn e028_completion_names_a_missing_function() {
+    let m = rejects(
+        "protocol p\nbarrier b count 1 completion rotat\ncompletion rotate { }\nrole w[1] { work }\n",
+        "E028",
+        2,
+        30,
+    );
+    assert!(m.contains("did you mean `rotate`?"), "{m}");
+    rejects("protocol p\nbarrier b count 1 completion f\nrole w[1] { work }\n", "E028", 2, 30);
+    rejects(
+        "protocol p\nvar f = 0\nbarrier b count 1 completion f\nrole w[1] { work }\n",
+        "E028",
+        3,
+        30,
+    );
+}
+
+#[test]
+fn e029_thread_index_in_a_completion() {
+    let m = rejects(
+        "protocol p\nvar v = 0\ncompletion f { v = tid }\nrole w[1] { work }\n",
+        "E029",
+        3,
+        20,
+    );
+    assert!(m.contains("no particular thread"), "{m}");
+    rejects(
+        "protocol p\ncompletion f { if lane == 0 { work } }\nrole w[1] { work }\n",
+        "E029",
+        2,
+        19,
+    );
+}
+
+#[test]
+fn e030_warp_operation_in_a_completion() {
+    let m = rejects(
+        "protocol p\nbarrier b count 1\ncompletion f {\n  commit(b)\n}\nrole w[1] { work }\n",
+        "E030",
+        4,
+        3,
+    );
+    assert!(m.contains("outside any warp"), "{m}");
+    rejects("protocol p\ncompletion f { syncwarp }\nrole w[1] { work }\n", "E030", 2, 16);
+}
+
+#[test]
+fn e031_no_role() {
+    rejects("protocol lonely\nbarrier b count 1\n", "E031", 1, 10);
+}
+
+#[test]
+fn e032_non_value_in_expression() {
+    let m = rejects("protocol p\nbarrier b count consumer\nrole consumer[1] { work }\n", "E032", 2, 17);
+    assert!(m.contains("`consumer.count`"), "{m}");
+    rejects(&in_role("  let x = done + 1"), "E032", 9, 11);
+    rejects("protocol p\ncompletion f { }\nrole w[1] { assert f }\n", "E032", 3, 20);
+}
+
+#[test]
+fn e033_runtime_value_in_a_declaration() {
+    let m = rejects("protocol p\nvar v = 1\nbarrier b count v\nrole w[1] { work }\n", "E033", 3, 17);
+    assert!(m.contains("param"), "{m}");
+    rejects("protocol p\nrole w[tid + 1] { work }\n", "E033", 2, 8);
+}
+
+#[test]
+fn e034_params_depending_on_themselves() {
+    let m = rejects("protocol p\nparam A = B + 1\nparam B = A * 2\nrole w[1] { work }\n", "E034", 2, 7);
+    assert!(m.contains("A -> B -> A"), "{m}");
+    rejects("protocol p\nrole w[w.count] { work }\n", "E034", 2, 6);
+    // Acyclic references are fine, in any order.
+    check(&parse("protocol p\nparam B = A * 2\nparam A = c.count\nrole c[3] { work }\n").unwrap()).unwrap();
+}
+
+#[test]
+fn diagnostics_render_with_a_caret() {
+    let src = in_role("  arrive(dnoe)");
+    let d = first_error(&src);
+    let r = d.render("t.phase", &src);
+    assert!(r.starts_with("error[E021]: "), "{r}");
+    assert!(r.contains("t.phase:9:10"), "{r}");
+    assert!(r.contains("  arrive(dnoe)\n") && r.contains("         ^^^^"), "{r}");
+}
