@@ -1,0 +1,157 @@
+//! Laws of the barrier state machine, checked on random walks through random protocols.
+//!
+//! The protocols are generated as source text (so they also exercise parsing and lowering) from a
+//! pool of barrier operations; the walks pick enabled actions at random. Whatever the protocol
+//! does, including undefined behaviour, the model must keep these invariants on every state it
+//! produces.
+
+use phasecheck_model::lang;
+use phasecheck_model::lower::lower;
+use phasecheck_model::state::{Life, State};
+use phasecheck_model::step::{Action, Model, Obs};
+use proptest::prelude::*;
+
+/// One statement drawn from the pool, over barriers `b0`, `b1` (counts given) and buffer `d`.
+fn stmt() -> impl Strategy<Value = String> {
+    let bar = prop_oneof![Just("b0"), Just("b1")];
+    (0u8..14, bar, 1u8..3, 0u8..2).prop_map(|(k, b, n, p)| match k {
+        0 => format!("arrive({b})"),
+        1 => format!("arrive({b}, {n})"),
+        2 => format!("arrive_and_wait({b})"),
+        3 => format!("wait_parity({b}, {p})"),
+        4 => format!("let ok$ = try_wait_parity({b}, {p})"),
+        5 => format!("arrive_expect_tx({b}, {})", 16 * n as u32),
+        6 => format!("expect_tx({b}, {})", 16 * n as u32),
+        7 => format!("complete_tx({b}, 16)"),
+        8 => format!("copy_async(d, {b}, bytes = {})", 16 * n as u32),
+        9 => "read(d)".to_string(),
+        10 => format!("arrive_and_drop({b})"),
+        11 => format!("let t$ = arrive({b})\n    wait({b}, t$)"),
+        12 => format!("memcpy_async(d, {b})"),
+        _ => "work".to_string(),
+    })
+}
+
+fn program() -> impl Strategy<Value = String> {
+    (1u8..4, 1u8..4, prop::collection::vec(prop::collection::vec(stmt(), 1..6), 1..4)).prop_map(|(c0, c1, roles)| {
+        let mut s = format!("protocol random\nbarrier b0 count {c0}\nbarrier b1 count {c1}\nbuffer d bytes 32\n");
+        for (i, body) in roles.iter().enumerate() {
+            s.push_str(&format!("role r{i}[{}] {{\n", 1 + i % 2));
+            for (k, st) in body.iter().enumerate() {
+                s.push_str("    ");
+                s.push_str(&st.replace('$', &k.to_string()));
+                s.push('\n');
+            }
+            s.push_str("}\n");
+        }
+        s
+    })
+}
+
+fn model_of(src: &str) -> Model {
+    let ast = lang::parse(src).unwrap_or_else(|e| panic!("generated program does not parse: {e:?}\n{src}"));
+    lang::check(&ast).unwrap_or_else(|e| panic!("generated program does not check: {e:?}\n{src}"));
+    Model::new(lower(&ast, &[]).expect("lowers"))
+}
+
+/// Walk at most `choices.len()` steps, calling `law(before, action, after, observations)`.
+fn walk(m: &Model, choices: &[usize], mut law: impl FnMut(&State, Action, &State, &[Obs])) {
+    let Some(mut s) = m.init().next else { return };
+    let mut enabled = Vec::new();
+    for &c in choices {
+        enabled.clear();
+        m.actions(&s, &mut enabled);
+        if enabled.is_empty() {
+            return;
+        }
+        let a = enabled[c % enabled.len()];
+        let out = m.step(&s, a);
+        let Some(next) = out.next else { return };
+        law(&s, a, &next, &out.event.expect("event").obs);
+        s = next;
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn phase_never_decreases(src in program(), choices in prop::collection::vec(0usize..64, 0..60)) {
+        let m = model_of(&src);
+        walk(&m, &choices, |a, _, b, _| {
+            for (x, y) in a.barriers.iter().zip(b.barriers.iter()) {
+                // Only a fresh init (after inval) may start a barrier over.
+                if y.life == Life::Live && x.life == Life::Live {
+                    assert!(y.phase >= x.phase, "phase went from {} to {}", x.phase, y.phase);
+                }
+            }
+        });
+    }
+
+    #[test]
+    fn pending_stays_within_zero_and_expected(src in program(), choices in prop::collection::vec(0usize..64, 0..60)) {
+        let m = model_of(&src);
+        walk(&m, &choices, |_, _, b, _| {
+            for bs in b.barriers.iter().filter(|bs| bs.life == Life::Live) {
+                assert!(0 <= bs.pending && bs.pending <= bs.expected, "pending {} outside 0..={}", bs.pending, bs.expected);
+                assert!(bs.expected >= 1, "expected count {} below 1 on a live barrier", bs.expected);
+            }
+        });
+    }
+
+    #[test]
+    fn phase_completes_only_at_zero_pending_and_zero_tx(src in program(), choices in prop::collection::vec(0usize..64, 0..60)) {
+        let m = model_of(&src);
+        walk(&m, &choices, |a, _, b, obs| {
+            let completed: Vec<(u16, i64, i64)> = obs
+                .iter()
+                .filter_map(|o| match o {
+                    Obs::PhaseCompleted { bar, pending, tx, .. } => Some((*bar, *pending, *tx)),
+                    _ => None,
+                })
+                .collect();
+            for &(bar, pending, tx) in &completed {
+                assert_eq!((pending, tx), (0, 0), "phase of barrier {bar} completed at pending {pending}, tx {tx}");
+            }
+            // And a phase never advances without a recorded completion.
+            for (i, (x, y)) in a.barriers.iter().zip(b.barriers.iter()).enumerate() {
+                if x.life == Life::Live && y.phase > x.phase {
+                    let n = completed.iter().filter(|c| c.0 as usize == i).count() as i64;
+                    assert_eq!(y.phase - x.phase, n, "barrier {i} advanced {} phases with {n} completions", y.phase - x.phase);
+                }
+            }
+        });
+    }
+
+    #[test]
+    fn tx_count_stays_within_ptx_range(src in program(), choices in prop::collection::vec(0usize..64, 0..60)) {
+        let m = model_of(&src);
+        walk(&m, &choices, |_, _, b, _| {
+            for bs in b.barriers.iter() {
+                assert!(bs.tx.abs() <= phasecheck_model::ir::MAX_COUNT);
+            }
+        });
+    }
+}
+
+#[test]
+fn fresh_barrier_parity_one_wait_returns_at_once() {
+    // CUTLASS's producer start state: the phase "before" phase 0 counts as complete.
+    let m = model_of("protocol p\nbarrier e count 1\nrole producer[1] {\n  wait_parity(e, 1)\n  arrive(e)\n}\n");
+    let s = m.init().next.unwrap();
+    let mut enabled = Vec::new();
+    m.actions(&s, &mut enabled);
+    assert_eq!(enabled, vec![Action::Thread(0)]);
+}
+
+#[test]
+fn fresh_barrier_parity_zero_wait_blocks() {
+    let m = model_of("protocol p\nbarrier e count 1\nrole consumer[1] {\n  wait_parity(e, 0)\n}\n");
+    let s = m.init().next.unwrap();
+    let mut enabled = Vec::new();
+    m.actions(&s, &mut enabled);
+    assert!(enabled.is_empty(), "a wait on phase 0 of a fresh barrier must block");
+    let v = m.state_violations(&s, &enabled);
+    assert_eq!(v.len(), 1);
+    assert_eq!(v[0].kind, phasecheck_model::ViolationKind::Deadlock);
+}
