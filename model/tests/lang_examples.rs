@@ -319,3 +319,37 @@ fn spans_point_at_the_source() {
     let items_ok = p.items.iter().all(|i| !matches!(i, Item::WarpSize(_)));
     assert!(items_ok);
 }
+
+#[test]
+fn the_protocol_name_may_be_any_word() {
+    // specs/guide/arrive_and_wait.phase is named after the operation it shows.
+    let p = accept("protocol arrive_and_wait\nbarrier b count 1\nrole w[1] { arrive_and_wait(b) }\n");
+    assert_eq!(p.name.name, "arrive_and_wait");
+}
+
+/// The example specs of the repository (specs/**/*.phase) are accepted and survive `pretty`.
+#[test]
+fn every_spec_in_the_repository_parses_checks_and_round_trips() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../specs");
+    let mut stack = vec![root];
+    let mut seen = 0;
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        for entry in entries {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|x| x == "phase") {
+                let src = std::fs::read_to_string(&path).unwrap();
+                let name = path.display().to_string();
+                let p = parse(&src).unwrap_or_else(|d| panic!("{}", d.render(&name, &src)));
+                check(&p).unwrap_or_else(|d| panic!("{}", d.render(&name, &src)));
+                let printed = pretty(&p);
+                let q = parse(&printed).unwrap_or_else(|d| panic!("{}", d.render("pretty", &printed)));
+                assert!(same_program(&p, &q), "{name}: pretty changed the tree:\n{printed}");
+                seen += 1;
+            }
+        }
+    }
+    eprintln!("{seen} specs");
+}

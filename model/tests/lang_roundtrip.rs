@@ -199,16 +199,24 @@ fn expect() -> impl Strategy<Value = Option<Expect>> {
 }
 
 fn program() -> impl Strategy<Value = Program> {
-    (name(), expect(), prop::collection::vec(item(), 0..8)).prop_map(|(n, expect, mut items)| {
-        // The language allows one `warp_size`.
-        let mut seen = false;
-        items.retain(|i| !matches!(i, Item::WarpSize(_)) || !std::mem::replace(&mut seen, true));
-        Program {
-            name: ident(n),
-            expect,
-            items,
-        }
-    })
+    (
+        prop_oneof![
+            name(),
+            prop::sample::select(vec!["arrive_and_wait", "protocol", "count", "role"]).prop_map(String::from)
+        ],
+        expect(),
+        prop::collection::vec(item(), 0..8),
+    )
+        .prop_map(|(n, expect, mut items)| {
+            // The language allows one `warp_size`.
+            let mut seen = false;
+            items.retain(|i| !matches!(i, Item::WarpSize(_)) || !std::mem::replace(&mut seen, true));
+            Program {
+                name: ident(n),
+                expect,
+                items,
+            }
+        })
 }
 
 proptest! {

@@ -304,7 +304,20 @@ impl Parser {
             ));
         }
         self.bump();
-        let name = self.name("the protocol's name")?;
+        // The protocol's name is never referred to, so any word will do (`protocol arrive_and_wait`).
+        let name = match self.peek().clone() {
+            Tok::Ident(s) => Ident {
+                name: s,
+                span: self.bump().span,
+            },
+            other => {
+                return Err(err(
+                    "E005",
+                    self.span(),
+                    format!("expected the protocol's name after `protocol`, but found {}", other.describe()),
+                ))
+            }
+        };
         self.end_of_statement(false)?;
         let mut expect: Option<Expect> = None;
         let mut items = Vec::new();
