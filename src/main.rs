@@ -63,6 +63,8 @@ enum Command {
         search: SearchArgs,
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
+        #[command(flatten)]
+        traces: cmd_replay::TraceOutputs,
     },
     /// Check protocols and compare what is found with each file's `expect` line.
     Test {
@@ -106,7 +108,12 @@ fn options(a: &SearchArgs) -> CheckOptions {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Check { paths, search, format } => cmd_check(&paths, &search, format),
+        Command::Check {
+            paths,
+            search,
+            format,
+            traces,
+        } => cmd_check(&paths, &search, format, &traces),
         Command::Test { paths, search } => cmd_test(&paths, &search),
         Command::Replay(a) => cmd_replay::run(a),
         Command::EmitCuda(a) => cmd_gpu::emit(a),
@@ -124,7 +131,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn cmd_check(paths: &[PathBuf], a: &SearchArgs, format: Format) -> ExitCode {
+fn cmd_check(paths: &[PathBuf], a: &SearchArgs, format: Format, traces: &cmd_replay::TraceOutputs) -> ExitCode {
     let specs = match load::load_all(paths, &a.params) {
         Ok(s) => s,
         Err(e) => {
@@ -134,6 +141,7 @@ fn cmd_check(paths: &[PathBuf], a: &SearchArgs, format: Format) -> ExitCode {
     };
     let opts = options(a);
     let (mut violated, mut incomplete) = (false, false);
+    let mut collected = cmd_replay::Collected::default();
     for spec in specs {
         let model = Model::new(spec.proto.clone());
         let r = check(&model, &opts);
@@ -143,6 +151,14 @@ fn cmd_check(paths: &[PathBuf], a: &SearchArgs, format: Format) -> ExitCode {
             Format::Text => println!("{}", report::render_text(&spec, &model, &r)),
             Format::Json => println!("{}", report::render_json(&spec, &model, &r)),
         }
+        if let Err(e) = cmd_replay::after_check(&spec, &model, &r, traces, &mut collected) {
+            eprintln!("{e}");
+            return ExitCode::from(2);
+        }
+    }
+    if let Err(e) = cmd_replay::finish_check(traces, collected) {
+        eprintln!("{e}");
+        return ExitCode::from(2);
     }
     ExitCode::from(if violated {
         1

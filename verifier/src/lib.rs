@@ -5,3 +5,6 @@ pub mod search;
 pub mod trace;
 
 pub use search::{check, Bound, CheckOptions, Found, Progress, Report, Stats, Verdict};
+pub mod minimize;
+pub mod render;
+pub mod tracefile;
