@@ -56,7 +56,7 @@ fn obs_text(model: &Model, o: &Obs) -> Option<String> {
         } => format!("{bytes} B (v{version}) land in {}", buf(d)),
         Obs::LandedPart { buf: d, bytes, .. } => format!("{bytes} B of the copy into {} land, the rest still in flight", buf(d)),
         Obs::PhaseCompleted { bar: b, phase, .. } => format!("{} phase {phase} completes", bar(b)),
-        Obs::CommitJoined { bar: b } => format!("commit joins its group's arrival on {}", bar(b)),
+        Obs::CommitJoined { bar: b, lane } => format!("{} commits in the same group arrival on {}", p.thread_label(*lane as usize), bar(b)),
         Obs::Released { what } => format!("{what} releases"),
     })
 }

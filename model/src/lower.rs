@@ -21,11 +21,7 @@ pub fn lower(program: &ast::Program, overrides: &[(String, i64)]) -> Result<Prot
                 format!(
                     "`--param {name}` names no parameter of protocol `{}`; its parameters are: {}",
                     program.name.name,
-                    if known.is_empty() {
-                        "none".to_string()
-                    } else {
-                        known.join(", ")
-                    }
+                    if known.is_empty() { "none".to_string() } else { known.join(", ") }
                 ),
             ));
         }
@@ -47,10 +43,7 @@ pub fn lower(program: &ast::Program, overrides: &[(String, i64)]) -> Result<Prot
             return Err(Diagnostic::new(
                 "E101",
                 r.count.span,
-                format!(
-                    "role `{}` has {n} threads; a role needs 1 to 4096 threads",
-                    r.name.name
-                ),
+                format!("role `{}` has {n} threads; a role needs 1 to 4096 threads", r.name.name),
             ));
         }
         role_counts.insert(r.name.name.clone(), n);
@@ -83,7 +76,14 @@ pub fn lower(program: &ast::Program, overrides: &[(String, i64)]) -> Result<Prot
         let count = const_eval(&b.count, &consts, &role_counts)?;
         let completion = match &b.completion {
             Some(c) => Some(*completion_index.get(c.name.as_str()).ok_or_else(|| {
-                Diagnostic::new("E103", c.span, format!("barrier `{}` names completion `{}`, which is not declared; declare `completion {} {{ ... }}`", b.name.name, c.name, c.name))
+                Diagnostic::new(
+                    "E103",
+                    c.span,
+                    format!(
+                        "barrier `{}` names completion `{}`, which is not declared; declare `completion {} {{ ... }}`",
+                        b.name.name, c.name, c.name
+                    ),
+                )
             })?),
             None => None,
         };
@@ -206,11 +206,7 @@ fn element_name(name: &str, is_array: bool, i: i64) -> String {
     }
 }
 
-fn array_len(
-    len: Option<&ast::Expr>,
-    consts: &HashMap<String, i64>,
-    roles: &HashMap<String, i64>,
-) -> Result<i64, Diagnostic> {
+fn array_len(len: Option<&ast::Expr>, consts: &HashMap<String, i64>, roles: &HashMap<String, i64>) -> Result<i64, Diagnostic> {
     match len {
         None => Ok(1),
         Some(e) => {
@@ -228,19 +224,19 @@ fn array_len(
 }
 
 /// Evaluate an expression made of literals, params and `ROLE.count`.
-pub fn const_eval(
-    e: &ast::Expr,
-    consts: &HashMap<String, i64>,
-    roles: &HashMap<String, i64>,
-) -> Result<i64, Diagnostic> {
+pub fn const_eval(e: &ast::Expr, consts: &HashMap<String, i64>, roles: &HashMap<String, i64>) -> Result<i64, Diagnostic> {
     let bad = |msg: String| Diagnostic::new("E106", e.span, msg);
     match &e.kind {
         ExprKind::Int(v) => Ok(*v),
         ExprKind::Name(n) => consts.get(n).copied().ok_or_else(|| {
-            bad(format!("`{n}` is not a parameter declared above this point; a declaration needs a value known before any thread runs"))
+            bad(format!(
+                "`{n}` is not a parameter declared above this point; a declaration needs a value known before any thread runs"
+            ))
         }),
         ExprKind::RoleCount(r) => roles.get(r).copied().ok_or_else(|| {
-            bad(format!("`{r}.count` is not known here; roles can be counted only after the role is declared (or in code)"))
+            bad(format!(
+                "`{r}.count` is not known here; roles can be counted only after the role is declared (or in code)"
+            ))
         }),
         ExprKind::Unary(op, a) => {
             let a = const_eval(a, consts, roles)?;
@@ -310,12 +306,7 @@ struct CodeBuilder<'a> {
 }
 
 impl<'a> CodeBuilder<'a> {
-    fn build(
-        env: &'a Env<'a>,
-        name: &str,
-        body: &ast::Block,
-        in_role: bool,
-    ) -> Result<Code, Diagnostic> {
+    fn build(env: &'a Env<'a>, name: &str, body: &ast::Block, in_role: bool) -> Result<Code, Diagnostic> {
         let mut b = CodeBuilder {
             env,
             in_role,
@@ -335,10 +326,7 @@ impl<'a> CodeBuilder<'a> {
         let slot = self.local_names.len() as u16;
         self.local_names.push(name.to_string());
         if !name.starts_with('$') {
-            self.scopes
-                .last_mut()
-                .unwrap()
-                .push((name.to_string(), slot));
+            self.scopes.last_mut().unwrap().push((name.to_string(), slot));
         }
         slot
     }
@@ -354,18 +342,12 @@ impl<'a> CodeBuilder<'a> {
 
     fn emit(&mut self, kind: InstrKind, span: ast::Span) -> usize {
         let visible = match &kind {
-            InstrKind::SetLocal { expr, .. }
-            | InstrKind::Branch { cond: expr, .. }
-            | InstrKind::Assert(expr) => expr.reads_var(),
+            InstrKind::SetLocal { expr, .. } | InstrKind::Branch { cond: expr, .. } | InstrKind::Assert(expr) => expr.reads_var(),
             InstrKind::Jump { .. } => false,
             InstrKind::Return => false,
             _ => true,
         };
-        self.instrs.push(Instr {
-            kind,
-            span,
-            visible,
-        });
+        self.instrs.push(Instr { kind, span, visible });
         self.instrs.len() - 1
     }
 
@@ -409,13 +391,7 @@ impl<'a> CodeBuilder<'a> {
                     match value {
                         ast::Value::Expr(e) => {
                             let expr = self.expr(e)?;
-                            self.emit(
-                                InstrKind::SetVar {
-                                    var: var as u16,
-                                    expr,
-                                },
-                                s.span,
-                            );
+                            self.emit(InstrKind::SetVar { var: var as u16, expr }, s.span);
                         }
                         ast::Value::Op(op) => {
                             let tmp = self.new_local("$result");
@@ -430,7 +406,14 @@ impl<'a> CodeBuilder<'a> {
                         }
                     }
                 } else {
-                    return Err(Diagnostic::new("E107", name.span, format!("`{}` is neither a local nor a shared var; declare it with `let {} = ...` or `var {} = ...`", name.name, name.name, name.name)));
+                    return Err(Diagnostic::new(
+                        "E107",
+                        name.span,
+                        format!(
+                            "`{}` is neither a local nor a shared var; declare it with `let {} = ...` or `var {} = ...`",
+                            name.name, name.name, name.name
+                        ),
+                    ));
                 }
             }
             StmtKind::For { var, lo, hi, body } => {
@@ -438,28 +421,14 @@ impl<'a> CodeBuilder<'a> {
                 let hi = self.expr(hi)?;
                 self.scopes.push(Vec::new());
                 let end = self.new_local("$end");
-                self.emit(
-                    InstrKind::SetLocal {
-                        slot: end,
-                        expr: hi,
-                    },
-                    s.span,
-                );
+                self.emit(InstrKind::SetLocal { slot: end, expr: hi }, s.span);
                 let i = self.new_local(&var.name);
                 self.emit(InstrKind::SetLocal { slot: i, expr: lo }, s.span);
                 let head = self.instrs.len();
-                let cond = IExpr::Binary(
-                    BinOp::Lt,
-                    Box::new(IExpr::Local(i)),
-                    Box::new(IExpr::Local(end)),
-                );
+                let cond = IExpr::Binary(BinOp::Lt, Box::new(IExpr::Local(i)), Box::new(IExpr::Local(end)));
                 let branch = self.emit(InstrKind::Branch { cond, else_to: 0 }, var.span);
                 self.block(body)?;
-                let inc = IExpr::Binary(
-                    BinOp::Add,
-                    Box::new(IExpr::Local(i)),
-                    Box::new(IExpr::Const(1)),
-                );
+                let inc = IExpr::Binary(BinOp::Add, Box::new(IExpr::Local(i)), Box::new(IExpr::Const(1)));
                 self.emit(InstrKind::SetLocal { slot: i, expr: inc }, var.span);
                 self.emit(InstrKind::Jump { to: head as u32 }, var.span);
                 let exit = self.instrs.len() as u32;
@@ -472,9 +441,7 @@ impl<'a> CodeBuilder<'a> {
                 let cond = self.expr(cond)?;
                 let branch = self.emit(InstrKind::Branch { cond, else_to: 0 }, s.span);
                 self.block(then)?;
-                let jump = els
-                    .as_ref()
-                    .map(|_| self.emit(InstrKind::Jump { to: 0 }, s.span));
+                let jump = els.as_ref().map(|_| self.emit(InstrKind::Jump { to: 0 }, s.span));
                 let else_start = self.instrs.len() as u32;
                 if let InstrKind::Branch { else_to, .. } = &mut self.instrs[branch].kind {
                     *else_to = else_start;
@@ -582,23 +549,13 @@ impl<'a> CodeBuilder<'a> {
                 bar: self.bar(bar)?,
                 bytes: self.expr(bytes)?,
             },
-            OpKind::CopyAsync {
-                buf,
-                bar,
-                bytes,
-                version,
-            } => IOp::Copy {
+            OpKind::CopyAsync { buf, bar, bytes, version } => IOp::Copy {
                 buf: self.buf(buf)?,
                 bar: self.bar(bar)?,
                 bytes: bytes.as_ref().map(|e| self.expr(e)).transpose()?,
                 version: version.as_ref().map(|e| self.expr(e)).transpose()?,
             },
-            OpKind::MemcpyAsync {
-                buf,
-                bar,
-                bytes,
-                version,
-            } => {
+            OpKind::MemcpyAsync { buf, bar, bytes, version } => {
                 // libcu++ issues the copy first, THEN raises the tx-count: the copy may land in
                 // between and drive the tx-count negative for a moment.
                 let b = self.buf(buf)?;
@@ -624,10 +581,7 @@ impl<'a> CodeBuilder<'a> {
                     },
                     span,
                 );
-                IOp::ExpectTx {
-                    bar: r,
-                    bytes: bytes_expr,
-                }
+                IOp::ExpectTx { bar: r, bytes: bytes_expr }
             }
             OpKind::Read { buf, expect } => IOp::Read {
                 buf: self.buf(buf)?,
@@ -641,31 +595,24 @@ impl<'a> CodeBuilder<'a> {
                 bar: self.bar(bar)?,
                 count: count.as_ref().map(|e| self.expr(e)).transpose()?,
             },
-            OpKind::Inval { bar } => IOp::Inval {
-                bar: self.bar(bar)?,
-            },
-            OpKind::Commit { bar } => IOp::Commit {
-                bar: self.bar(bar)?,
-            },
+            OpKind::Inval { bar } => IOp::Inval { bar: self.bar(bar)? },
+            OpKind::Commit { bar } => IOp::Commit { bar: self.bar(bar)? },
         };
         self.emit(InstrKind::Op { op: iop, result }, span);
         Ok(())
     }
 
     fn place(&mut self, p: &ast::Place, groups: &[Group], what: &str) -> Result<Ref, Diagnostic> {
-        let g = groups
-            .iter()
-            .position(|g| g.name == p.name.name)
-            .ok_or_else(|| {
-                Diagnostic::new(
-                    "E108",
-                    p.name.span,
-                    format!(
-                        "`{}` is not a declared {what}; declare it with `{what} {} ...`",
-                        p.name.name, p.name.name
-                    ),
-                )
-            })?;
+        let g = groups.iter().position(|g| g.name == p.name.name).ok_or_else(|| {
+            Diagnostic::new(
+                "E108",
+                p.name.span,
+                format!(
+                    "`{}` is not a declared {what}; declare it with `{what} {} ...`",
+                    p.name.name, p.name.name
+                ),
+            )
+        })?;
         let index = match &p.index {
             Some(e) => Some(self.expr(e)?),
             None => None,
@@ -677,17 +624,11 @@ impl<'a> CodeBuilder<'a> {
                     p.name.name, groups[g].len, p.name.name
                 )
             } else {
-                format!(
-                    "`{}` is a single {what}, not an array; drop the index",
-                    p.name.name
-                )
+                format!("`{}` is a single {what}, not an array; drop the index", p.name.name)
             };
             return Err(Diagnostic::new("E109", p.span, msg));
         }
-        Ok(Ref {
-            group: g as u16,
-            index,
-        })
+        Ok(Ref { group: g as u16, index })
     }
 
     fn bar(&mut self, p: &ast::Place) -> Result<Ref, Diagnostic> {
@@ -719,7 +660,11 @@ impl<'a> CodeBuilder<'a> {
                 } else if self.in_role && n == "warp" {
                     IExpr::Warp
                 } else {
-                    return Err(Diagnostic::new("E110", e.span, format!("`{n}` is not a local, parameter or shared var in scope here; declare it first")));
+                    return Err(Diagnostic::new(
+                        "E110",
+                        e.span,
+                        format!("`{n}` is not a local, parameter or shared var in scope here; declare it first"),
+                    ));
                 }
             }
             ExprKind::RoleCount(r) => IExpr::Const(*self.env.roles.get(r).ok_or_else(|| {

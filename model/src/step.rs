@@ -85,9 +85,11 @@ pub enum Obs {
         pending: i64,
         tx: i64,
     },
-    /// A commit whose converged group had already arrived: no arrival.
+    /// A converged lane (`lane` is its thread index) whose commit was part of another lane's
+    /// group arrival.
     CommitJoined {
         bar: u16,
+        lane: u16,
     },
     Released {
         what: String,
@@ -226,7 +228,7 @@ impl Model {
     /// Enabled actions, threads first (in index order), then landings.
     pub fn actions(&self, s: &State, out: &mut Vec<Action>) {
         for (t, th) in s.threads.iter().enumerate() {
-            if th.status == Status::Running && matches!(self.wait_check(s, t), WaitCheck::NotAWait | WaitCheck::Ready) {
+            if th.status == Status::Running && matches!(self.wait_check(s, t), WaitCheck::NotAWait | WaitCheck::Ready) && self.commit_ready(s, t) {
                 out.push(Action::Thread(t as u16));
             }
         }
@@ -327,6 +329,9 @@ impl Model {
                 Status::Done => continue,
                 Status::AtSyncWarp => parts.push(format!("{} waits at syncwarp for lanes that never arrive", p.thread_label(t))),
                 Status::AtSyncThreads => parts.push(format!("{} waits at syncthreads for threads that never arrive", p.thread_label(t))),
+                Status::Running if !self.commit_ready(s, t) => {
+                    parts.push(format!("{} waits at a commit for converged lanes of its warp that never reach it", p.thread_label(t)))
+                }
                 Status::Running => {
                     if let WaitCheck::Blocked { bar, named } = self.wait_check(s, t) {
                         let b = &s.barriers[bar];
@@ -383,6 +388,29 @@ impl Model {
         } else {
             parts.join("; ")
         }
+    }
+
+    /// The converged group of `t` at its commit: the unfinished lanes of its warp with the same
+    /// divergence signature, `t` included.
+    pub fn commit_group(&self, s: &State, t: usize) -> Vec<usize> {
+        let ws = self.proto.warp_size as usize;
+        let w = t / ws;
+        let sig = s.threads[t].sig;
+        (w * ws..((w + 1) * ws).min(s.threads.len())).filter(|&m| s.threads[m].status != Status::Done && s.threads[m].sig == sig).collect()
+    }
+
+    /// A commit is one instruction for its converged group: it runs once every lane of the group
+    /// stands at the same commit.
+    fn commit_ready(&self, s: &State, t: usize) -> bool {
+        let th = &s.threads[t];
+        let code = self.proto.code_of(t);
+        let Some(Instr { kind: InstrKind::Op { op: IOp::Commit { .. }, .. }, .. }) = code.instrs.get(th.pc as usize) else {
+            return true;
+        };
+        self.commit_group(s, t).into_iter().all(|m| {
+            let o = &s.threads[m];
+            o.status == Status::Running && o.pc == th.pc && o.commit_seq == th.commit_seq && std::ptr::eq(self.proto.code_of(m), code)
+        })
     }
 
     /// Whether the thread's code arrives on the barrier's group anywhere: an exited thread of
@@ -893,16 +921,12 @@ impl<'m> Exec<'m> {
                 let b = self.resolve_bar(bar, locals)?;
                 self.live_barrier(b, "commit")?;
                 let t = self.thread.expect("commit runs in a thread");
-                let ws = self.p().warp_size as usize;
-                let w = t / ws;
+                let w = t / self.p().warp_size as usize;
                 let (seq, sig) = (self.s.threads[t].commit_seq, self.s.threads[t].sig);
-                self.s.threads[t].commit_seq += 1;
-                let log = &self.s.commit_logs[w];
-                if log.contains(&(seq, sig)) {
-                    self.obs.push(Obs::CommitJoined { bar: b as u16 });
-                    return Ok(None);
-                }
-                let diverged = log.iter().any(|&(s2, g2)| s2 == seq && g2 != sig);
+                // The converged lanes execute the commit as one instruction (the step is enabled
+                // only once they have all reached it): one arrival carrying all their histories.
+                let mates = self.m.commit_group(&self.s, t);
+                let diverged = self.s.commit_logs[w].iter().any(|&(s2, g2)| s2 == seq && g2 != sig);
                 self.s.commit_logs[w].push((seq, sig));
                 self.s.commit_logs[w].sort_unstable();
                 if diverged {
@@ -915,7 +939,25 @@ impl<'m> Exec<'m> {
                         ),
                     );
                 }
+                for &m in mates.iter().filter(|&&m| m != t) {
+                    let c = self.s.threads[m].clock.clone();
+                    join_into(&mut self.s.barriers[b].clock, &c);
+                    self.s.threads[m].clock[m] += 1;
+                }
+                self.s.threads[t].commit_seq += 1;
                 self.arrive(b, 1, false, None)?;
+                for &m in mates.iter().filter(|&&m| m != t) {
+                    self.obs.push(Obs::CommitJoined { bar: b as u16, lane: m as u16 });
+                    self.s.threads[m].commit_seq += 1;
+                    self.s.threads[m].pc += 1;
+                    if self.ended {
+                        break;
+                    }
+                    let (agent, thread) = (self.agent, self.thread);
+                    self.run_local(m);
+                    self.agent = agent;
+                    self.thread = thread;
+                }
                 Ok(None)
             }
             IOp::Wait { bar, target, try_ } => {

@@ -38,6 +38,8 @@ pub struct TraceFile {
     pub spec: SpecRef,
     /// Every parameter of the protocol with the value the trace was found under.
     pub params: BTreeMap<String, i64>,
+    /// Every thread of the CTA, by global index (`action.thread` indexes this list).
+    pub threads: Vec<ThreadRef>,
     /// Flattened barrier names, in declaration order: `bar` indices in observations point here.
     pub barriers: Vec<String>,
     /// Flattened buffer names, in declaration order: `buf` indices in observations point here.
@@ -228,6 +230,7 @@ pub fn build(model: &Model, source: &str, spec_path: &str, kind: ViolationKind, 
             hash: source_hash(source),
         },
         params: p.params.iter().cloned().collect(),
+        threads: (0..p.threads.len()).map(|t| crate::trace::thread_ref(model, t)).collect(),
         barriers: p.barriers.iter().map(|b| b.name.clone()).collect(),
         buffers: p.buffers.iter().map(|b| b.name.clone()).collect(),
         violation: ViolationRec {
@@ -304,7 +307,7 @@ pub fn obs_text(t: &TraceFile, o: &Obs) -> String {
         } => format!("{bytes} B (v{version}) land in {}", buf(d)),
         Obs::LandedPart { buf: d, bytes, .. } => format!("{bytes} B of the copy land in {} (the rest is in flight)", buf(d)),
         Obs::PhaseCompleted { bar: b, phase, .. } => format!("{} phase {phase} completes", bar(b)),
-        Obs::CommitJoined { bar: b } => format!("commit joins its group's arrival on {}", bar(b)),
+        Obs::CommitJoined { bar: b, .. } => format!("commit joins its group's arrival on {}", bar(b)),
         Obs::Released { what } => format!("{what} releases"),
     }
 }

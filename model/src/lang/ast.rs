@@ -15,10 +15,16 @@ pub struct Span {
 
 impl Span {
     pub fn new(start: usize, end: usize) -> Span {
-        Span { start: start as u32, end: end as u32 }
+        Span {
+            start: start as u32,
+            end: end as u32,
+        }
     }
     pub fn to(self, other: Span) -> Span {
-        Span { start: self.start.min(other.start), end: self.end.max(other.end) }
+        Span {
+            start: self.start.min(other.start),
+            end: self.end.max(other.end),
+        }
     }
 }
 
@@ -114,12 +120,27 @@ pub struct Stmt {
 #[derive(Clone, Debug)]
 pub enum StmtKind {
     /// `let x = EXPR` or `let t = arrive(B)`.
-    Let { name: Ident, value: Value },
+    Let {
+        name: Ident,
+        value: Value,
+    },
     /// `x = EXPR` (a local) or `ctrl = EXPR` (a shared var); `x = try_wait(B, t)` too.
-    Assign { name: Ident, value: Value },
-    For { var: Ident, lo: Expr, hi: Expr, body: Block },
+    Assign {
+        name: Ident,
+        value: Value,
+    },
+    For {
+        var: Ident,
+        lo: Expr,
+        hi: Expr,
+        body: Block,
+    },
     /// `else if` is an `else` block holding one `If`.
-    If { cond: Expr, then: Block, els: Option<Block> },
+    If {
+        cond: Expr,
+        then: Block,
+        els: Option<Block>,
+    },
     /// A barrier/buffer operation used as a statement; its result, if any, is dropped.
     Op(Op),
     Assert(Expr),
@@ -153,28 +174,79 @@ pub struct Op {
 #[derive(Clone, Debug)]
 pub enum OpKind {
     /// `arrive(B)` / `arrive(B, n)`; yields the token (the phase arrived on).
-    Arrive { bar: Place, n: Option<Expr> },
+    Arrive {
+        bar: Place,
+        n: Option<Expr>,
+    },
     /// `arrive_expect_tx(B, BYTES)`: expect_tx then one arrival, atomically; yields a token.
-    ArriveExpectTx { bar: Place, bytes: Expr },
-    Wait { bar: Place, token: Expr },
-    WaitParity { bar: Place, parity: Expr },
+    ArriveExpectTx {
+        bar: Place,
+        bytes: Expr,
+    },
+    Wait {
+        bar: Place,
+        token: Expr,
+    },
+    WaitParity {
+        bar: Place,
+        parity: Expr,
+    },
     /// Yields 1 or 0; never blocks.
-    TryWait { bar: Place, token: Expr },
-    TryWaitParity { bar: Place, parity: Expr },
-    ArriveAndWait { bar: Place },
-    ArriveAndDrop { bar: Place },
-    ExpectTx { bar: Place, bytes: Expr },
-    CompleteTx { bar: Place, bytes: Expr },
+    TryWait {
+        bar: Place,
+        token: Expr,
+    },
+    TryWaitParity {
+        bar: Place,
+        parity: Expr,
+    },
+    ArriveAndWait {
+        bar: Place,
+    },
+    ArriveAndDrop {
+        bar: Place,
+    },
+    ExpectTx {
+        bar: Place,
+        bytes: Expr,
+    },
+    CompleteTx {
+        bar: Place,
+        bytes: Expr,
+    },
     /// TMA-style: the copy does complete_tx(bytes) on `bar` when it lands.
-    CopyAsync { buf: Place, bar: Place, bytes: Option<Expr>, version: Option<Expr> },
+    CopyAsync {
+        buf: Place,
+        bar: Place,
+        bytes: Option<Expr>,
+        version: Option<Expr>,
+    },
     /// libcu++ form: issue the copy, then expect_tx(bytes) on `bar`.
-    MemcpyAsync { buf: Place, bar: Place, bytes: Option<Expr>, version: Option<Expr> },
-    Read { buf: Place, expect: Option<Expr> },
-    Write { buf: Place, version: Expr },
-    Init { bar: Place, count: Option<Expr> },
-    Inval { bar: Place },
+    MemcpyAsync {
+        buf: Place,
+        bar: Place,
+        bytes: Option<Expr>,
+        version: Option<Expr>,
+    },
+    Read {
+        buf: Place,
+        expect: Option<Expr>,
+    },
+    Write {
+        buf: Place,
+        version: Expr,
+    },
+    Init {
+        bar: Place,
+        count: Option<Expr>,
+    },
+    Inval {
+        bar: Place,
+    },
     /// Warp-batched arrive: one arrival per converged group of lanes.
-    Commit { bar: Place },
+    Commit {
+        bar: Place,
+    },
 }
 
 impl OpKind {
@@ -205,10 +277,7 @@ impl OpKind {
     pub fn yields_value(&self) -> bool {
         matches!(
             self,
-            OpKind::Arrive { .. }
-                | OpKind::ArriveExpectTx { .. }
-                | OpKind::TryWait { .. }
-                | OpKind::TryWaitParity { .. }
+            OpKind::Arrive { .. } | OpKind::ArriveExpectTx { .. } | OpKind::TryWait { .. } | OpKind::TryWaitParity { .. }
         )
     }
 }
@@ -285,24 +354,34 @@ impl BinOp {
 
 impl Program {
     pub fn params(&self) -> impl Iterator<Item = &ParamDecl> {
-        self.items.iter().filter_map(|i| if let Item::Param(p) = i { Some(p) } else { None })
+        self.items
+            .iter()
+            .filter_map(|i| if let Item::Param(p) = i { Some(p) } else { None })
     }
     pub fn barriers(&self) -> impl Iterator<Item = &BarrierDecl> {
-        self.items.iter().filter_map(|i| if let Item::Barrier(b) = i { Some(b) } else { None })
+        self.items
+            .iter()
+            .filter_map(|i| if let Item::Barrier(b) = i { Some(b) } else { None })
     }
     pub fn buffers(&self) -> impl Iterator<Item = &BufferDecl> {
-        self.items.iter().filter_map(|i| if let Item::Buffer(b) = i { Some(b) } else { None })
+        self.items
+            .iter()
+            .filter_map(|i| if let Item::Buffer(b) = i { Some(b) } else { None })
     }
     pub fn vars(&self) -> impl Iterator<Item = &VarDecl> {
         self.items.iter().filter_map(|i| if let Item::Var(v) = i { Some(v) } else { None })
     }
     pub fn completions(&self) -> impl Iterator<Item = &CompletionDecl> {
-        self.items.iter().filter_map(|i| if let Item::Completion(c) = i { Some(c) } else { None })
+        self.items
+            .iter()
+            .filter_map(|i| if let Item::Completion(c) = i { Some(c) } else { None })
     }
     pub fn roles(&self) -> impl Iterator<Item = &RoleDecl> {
         self.items.iter().filter_map(|i| if let Item::Role(r) = i { Some(r) } else { None })
     }
     pub fn warp_size(&self) -> Option<&Expr> {
-        self.items.iter().find_map(|i| if let Item::WarpSize(e) = i { Some(e) } else { None })
+        self.items
+            .iter()
+            .find_map(|i| if let Item::WarpSize(e) = i { Some(e) } else { None })
     }
 }

@@ -17,7 +17,11 @@ pub struct Diagnostic {
 
 impl Diagnostic {
     pub fn new(code: &'static str, span: Span, message: impl Into<String>) -> Diagnostic {
-        Diagnostic { code, span, message: message.into() }
+        Diagnostic {
+            code,
+            span,
+            message: message.into(),
+        }
     }
 
     /// `file:line:col` (1-based, columns in characters) of the span start.
@@ -32,12 +36,13 @@ impl Diagnostic {
         let width = line.to_string().len();
         let pad = " ".repeat(width);
         let start_byte = self.span.start as usize;
-        let line_start = start_byte - source[..start_byte.min(source.len())]
-            .chars()
-            .rev()
-            .take_while(|c| *c != '\n')
-            .map(|c| c.len_utf8())
-            .sum::<usize>();
+        let line_start = start_byte
+            - source[..start_byte.min(source.len())]
+                .chars()
+                .rev()
+                .take_while(|c| *c != '\n')
+                .map(|c| c.len_utf8())
+                .sum::<usize>();
         let line_end = line_start + text.len();
         let end = (self.span.end as usize).clamp(start_byte, line_end.max(start_byte));
         let carets = source.get(start_byte..end).map(|s| s.chars().count()).unwrap_or(1).max(1);
