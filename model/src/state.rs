@@ -18,8 +18,8 @@ pub struct State {
     /// Clocks of the async-copy engines, one per buffer.
     pub engines: Box<[Clock]>,
     /// Per warp: the warp-batched commits made since the last `syncwarp`, as (sequence number,
-    /// divergence signature of the group that made it).
-    pub commit_logs: Box<[Vec<(u16, u64)>]>,
+    /// barrier, divergence signature of the group that made it).
+    pub commit_logs: Box<[Vec<(u16, u16, u64)>]>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

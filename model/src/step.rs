@@ -926,8 +926,10 @@ impl<'m> Exec<'m> {
                 // The converged lanes execute the commit as one instruction (the step is enabled
                 // only once they have all reached it): one arrival carrying all their histories.
                 let mates = self.m.commit_group(&self.s, t);
-                let diverged = self.s.commit_logs[w].iter().any(|&(s2, g2)| s2 == seq && g2 != sig);
-                self.s.commit_logs[w].push((seq, sig));
+                // Another group of the same warp already committed to this barrier at this point:
+                // the warp's arrival count now depends on how its lanes diverged.
+                let diverged = self.s.commit_logs[w].iter().any(|&(s2, b2, g2)| s2 == seq && b2 as usize == b && g2 != sig);
+                self.s.commit_logs[w].push((seq, b as u16, sig));
                 self.s.commit_logs[w].sort_unstable();
                 if diverged {
                     self.fail(
@@ -1232,7 +1234,7 @@ impl<'m> Exec<'m> {
         let bs = &self.s.barriers[b];
         if n > bs.pending {
             let msg = format!(
-                "{} arrives {n} time(s) on phase {} of {name}, which has only {} arrival(s) pending (expected {}{})",
+                "{} makes {n} arrival(s) on phase {} of {name}, which has only {} pending (expected {}{})",
                 self.label(),
                 bs.phase,
                 bs.pending,
