@@ -1,1 +1,2 @@
 //! CUDA generation and GPU runs (issue 4).
+pub mod outcome;
