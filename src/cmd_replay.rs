@@ -72,6 +72,21 @@ fn relative_to(from: &Path, to: &Path) -> PathBuf {
     out
 }
 
+/// `a/b/../c` -> `a/c` (lexically), for display.
+fn normalize(p: &Path) -> PathBuf {
+    let mut out: Vec<Component> = Vec::new();
+    for c in p.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir if matches!(out.last(), Some(Component::Normal(_))) => {
+                out.pop();
+            }
+            c => out.push(c),
+        }
+    }
+    out.iter().map(|c| c.as_os_str()).collect()
+}
+
 fn path_string(p: &Path) -> String {
     p.to_string_lossy().replace('\\', "/")
 }
@@ -316,7 +331,7 @@ pub fn run(a: ReplayArgs) -> ExitCode {
         }
     }
     let mut shown = t.clone();
-    shown.spec.path = path_string(&spec_path);
+    shown.spec.path = path_string(&normalize(&spec_path));
     print!("{}", render::swimlanes(&shown, Some(&source)));
     println!(
         "\nreplay: reproduced {} in {} step(s); every recorded observation matched",

@@ -8,7 +8,11 @@ use std::fmt::Write as _;
 
 const MAX_CELL: usize = 34;
 
-/// The lanes of a trace: threads in the order they first act (or are stuck), then `copies`.
+/// Lanes of a CTA this small show every thread, even those that never step.
+const ALL_THREADS_UP_TO: usize = 12;
+
+/// The lanes of a trace: threads by global index (all of them in a small CTA, else those that
+/// act or are blocked), then `copies` if a copy lands.
 fn lanes(t: &TraceFile) -> (Vec<String>, bool) {
     let mut threads: Vec<(u32, String)> = Vec::new();
     let mut add = |g: u32, l: String| {
@@ -16,6 +20,11 @@ fn lanes(t: &TraceFile) -> (Vec<String>, bool) {
             threads.push((g, l));
         }
     };
+    if t.threads.len() <= ALL_THREADS_UP_TO {
+        for th in &t.threads {
+            add(th.gtid, format!("{}#{}", th.role, th.tid));
+        }
+    }
     for s in &t.steps {
         if let Some(th) = &s.thread {
             add(th.gtid, format!("{}#{}", th.role, th.tid));
@@ -52,6 +61,7 @@ fn obs_short(t: &TraceFile, o: &Obs) -> Option<String> {
         Obs::PhaseCompleted { .. } => return None,
         Obs::CommitJoined { .. } => "joined".into(),
         Obs::Released { what } => format!("{what} released"),
+        Obs::Exited { .. } => "exits".into(),
     })
 }
 
@@ -252,6 +262,7 @@ table{border-collapse:collapse;font-size:13px;margin-top:12px;background:#fff}
 td,th{border:1px solid #d8dde6;padding:3px 8px;text-align:left;vertical-align:top}
 th{background:#eef1f6} td.mono{font-family:ui-monospace,"DejaVu Sans Mono",monospace}
 tr.viol td{background:#ffe3e1} tr.hl td{background:#fff7c2}
+.scroll{overflow-x:auto;max-width:100%}
 .legend{font-size:12px;color:#445;margin:6px 0}
 .legend span{margin-right:14px}
 #tip{position:fixed;display:none;background:#1d2330;color:#fff;font-size:12px;padding:6px 8px;border-radius:4px;pointer-events:none;max-width:520px;white-space:pre-wrap;font-family:ui-monospace,monospace}
@@ -271,6 +282,7 @@ const JS: &str = r#"
       var row=document.getElementById(m.getAttribute('data-row'));if(row)row.classList.remove('hl');
     });
   });
+  document.body.setAttribute('data-ready', String(document.querySelectorAll('svg.timeline').length));
 })();
 "#;
 
@@ -317,7 +329,7 @@ fn section(out: &mut String, idx: usize, t: &TraceFile) {
         }
     }
     let n = t.steps.len().max(1);
-    let (left, top, sw, lh, bh) = (130.0, 34.0, 64.0f64, 46.0f64, 26.0f64);
+    let (left, top, sw, lh, bh) = (130.0, 34.0, 82.0f64, 50.0f64, 26.0f64);
     let extra = if v.raised_by == RaisedBy::State { 1 } else { 0 };
     let width = left + sw * (n + extra) as f64 + 30.0;
     let lanes_h = lh * lane_names.len() as f64;
@@ -444,8 +456,8 @@ fn section(out: &mut String, idx: usize, t: &TraceFile) {
             out,
             r##"<g class="mark" data-step="{}" data-row="{row}" data-tip="{tip}"><title>{tip}</title>{ring}{shape}<text x="{cx:.1}" y="{:.1}" text-anchor="middle" font-size="10" fill="#445">{}</text></g>"##,
             s.step,
-            cy + 21.0,
-            esc(&clip(&short, 11))
+            cy + if i % 2 == 0 { 22.0 } else { -13.0 },
+            esc(&clip(&short, 12))
         );
     }
     if v.raised_by == RaisedBy::State {
@@ -501,7 +513,9 @@ pub fn html(traces: &[(TraceFile, Option<String>)], title: &str) -> String {
             RaisedBy::InitialState => " (initial state)".into(),
         };
         let _ = writeln!(out, r#"<div class="msg"><b>{}</b>{}: {}</div>"#, esc(v.kind.name()), esc(&at), esc(&v.message));
+        out.push_str("<div class=\"scroll\">");
         section(&mut out, idx, t);
+        out.push_str("</div>");
         let _ = writeln!(out, "<table><tr><th>step</th><th>who</th><th>line</th><th>statement</th><th>observed</th><th>barriers</th></tr>");
         let marked = t.violating_step();
         for s in &t.steps {

@@ -309,6 +309,7 @@ pub fn obs_text(t: &TraceFile, o: &Obs) -> String {
         Obs::PhaseCompleted { bar: b, phase, .. } => format!("{} phase {phase} completes", bar(b)),
         Obs::CommitJoined { bar: b, .. } => format!("commit joins its group's arrival on {}", bar(b)),
         Obs::Released { what } => format!("{what} releases"),
+        Obs::Exited { thread } => format!("thread {thread} exits"),
     }
 }
 
