@@ -58,6 +58,7 @@ fn obs_text(model: &Model, o: &Obs) -> Option<String> {
         Obs::PhaseCompleted { bar: b, phase, .. } => format!("{} phase {phase} completes", bar(b)),
         Obs::CommitJoined { bar: b, lane } => format!("{} commits in the same group arrival on {}", p.thread_label(*lane as usize), bar(b)),
         Obs::Released { what } => format!("{what} releases"),
+        Obs::Exited { thread } => format!("{} exits", p.thread_label(*thread as usize)),
     })
 }
 

@@ -94,6 +94,10 @@ pub enum Obs {
     Released {
         what: String,
     },
+    /// The thread (global index) finished: it returned or ran off the end of its role.
+    Exited {
+        thread: u16,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -443,6 +447,9 @@ impl Model {
                 if !x.ended && x.s.threads[t].status == Status::Running {
                     x.s.threads[t].pc += 1;
                     x.run_local(t);
+                    if x.s.threads[t].status == Status::Done {
+                        x.obs.push(Obs::Exited { thread: t as u16 });
+                    }
                 }
                 Event {
                     action: a,
