@@ -1,0 +1,1223 @@
+//! CUDA generation: one kernel per protocol, from the lowered program (`ir::Protocol`).
+//!
+//! The generator walks the same instruction list the model executes, so every *visible*
+//! instruction (one model step, `Action::Thread`) is one turnstile step in the kernel: a replay can
+//! force exactly the order of a trace. Each instruction is preceded by a comment quoting the spec
+//! line it came from, so the kernel reads like a listing of the spec.
+//!
+//! Layout of one block's results (32-bit words), written by the kernel and parsed by
+//! [`Kernel::parse_block`]:
+//! ```text
+//! per model thread t (THREAD_WORDS = 5 + 3 * CAP):
+//!   [status, nreads, ntry, ntok, nbad_expect, reads[CAP], try_waits[CAP], token_parities[CAP]]
+//! then per flattened barrier: completion-function runs
+//! ```
+
+use phasecheck_model::ir::*;
+use phasecheck_model::lang::ast::{BinOp, UnOp};
+
+/// Observations recorded per list and thread; more are counted but dropped (status `OVERFLOW`).
+pub const CAP: usize = 32;
+pub const HEADER_WORDS: usize = 5;
+pub const THREAD_WORDS: usize = HEADER_WORDS + 3 * CAP;
+/// Versions a copy source holds (0..SRC_VERSIONS); the row after them is stamped -2.
+pub const SRC_VERSIONS: usize = 64;
+/// Static shared memory the buffers of one spec may take.
+pub const MAX_BUFFER_BYTES: usize = 40 * 1024;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    /// libcu++: `cuda::barrier<cuda::thread_scope_block>`, `cuda::memcpy_async`, ...
+    Libcu,
+    /// Inline PTX: `mbarrier.*`, `cp.async.bulk`.
+    Ptx,
+}
+
+impl Backend {
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Libcu => "libcu",
+            Backend::Ptx => "ptx",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Backend> {
+        match s {
+            "libcu" => Some(Backend::Libcu),
+            "ptx" => Some(Backend::Ptx),
+            _ => None,
+        }
+    }
+}
+
+/// Status word of a thread record.
+pub mod status {
+    pub const RUNNING: i32 = 0;
+    pub const FINISHED: i32 = 1;
+    /// A bounded wait timed out: the thread stopped there.
+    pub const HUNG: i32 = 2;
+    pub const ASSERT_FAILED: i32 = 3;
+    /// An index or size the kernel cannot execute (out of range, unaligned copy).
+    pub const UNSUPPORTED: i32 = 4;
+    /// Replay: the turn this thread waited for never came.
+    pub const TURN_LOST: i32 = 5;
+    /// More observations than `CAP`.
+    pub const OVERFLOW: i32 = 6;
+}
+
+/// A spec one backend cannot express, with the reason.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NotExpressible(pub String);
+
+impl std::fmt::Display for NotExpressible {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "not expressible: {}", self.0)
+    }
+}
+
+/// One generated kernel and the launch facts the runner needs.
+#[derive(Clone, Debug)]
+pub struct Kernel {
+    pub backend: Backend,
+    pub protocol: String,
+    /// `extern "C"` symbol.
+    pub symbol: String,
+    /// The kernel's own code (namespace + `__global__`), without the shared prelude.
+    pub body: String,
+    pub threads: usize,
+    pub block_dim: u32,
+    pub barriers: usize,
+    /// Words of one block's results.
+    pub block_words: usize,
+    /// Words per version row of the copy source (the largest buffer, in 32-bit words).
+    pub src_words: usize,
+}
+
+impl Kernel {
+    /// A self-contained translation unit with this one kernel.
+    pub fn source(&self) -> String {
+        module_source(std::slice::from_ref(self))
+    }
+}
+
+/// One translation unit holding several kernels of the same backend (compiled once).
+pub fn module_source(kernels: &[Kernel]) -> String {
+    let mut s = String::new();
+    let backend = kernels.first().map(|k| k.backend).unwrap_or(Backend::Ptx);
+    s.push_str(&prelude_text(backend));
+    for k in kernels {
+        s.push('\n');
+        s.push_str(&k.body);
+    }
+    s
+}
+
+fn ident(s: &str) -> String {
+    let mut out: String = s
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' })
+        .collect();
+    if out.is_empty() || out.as_bytes()[0].is_ascii_digit() {
+        out.insert(0, '_');
+    }
+    out
+}
+
+/// 1-based line of a byte offset, and the text of that line (trimmed).
+fn line_of(source: &str, offset: u32) -> (usize, String) {
+    let off = (offset as usize).min(source.len());
+    let line = source[..off].matches('\n').count() + 1;
+    let start = source[..off].rfind('\n').map(|i| i + 1).unwrap_or(0);
+    let end = source[off..].find('\n').map(|i| off + i).unwrap_or(source.len());
+    (line, source[start..end].trim().to_string())
+}
+
+const PRELUDE_COMMON: &str = r#"
+typedef long long i64;
+typedef unsigned long long u64;
+
+// ---- Results and the bounded, recorded execution of one model thread -------------------------
+#define PC_CAP 32
+#define PC_HEADER 5
+#define PC_THREAD_WORDS (PC_HEADER + 3 * PC_CAP)
+enum { PC_RUNNING = 0, PC_FINISHED = 1, PC_HUNG = 2, PC_ASSERT = 3, PC_UNSUPPORTED = 4, PC_TURN_LOST = 5, PC_OVERFLOW = 6 };
+
+struct PcThread {
+  int* rec;               // this thread's record in global memory
+  int* completions;       // this block's completion-function counters (one per barrier)
+  const int* src;         // copy source: row v holds version v in every word
+  int src_words;
+  const int* sched;       // replay schedule (sched[0] == 0: free running)
+  u64 timeout_ns;         // bound of every wait
+  unsigned rng;           // per-thread pseudo-random delays (stress)
+  unsigned max_delay;     // clock cycles
+  int t, tid, gtid, lane, warp;
+  int nreads, ntry, ntok, nbad;
+  int step;               // visible steps executed (replay)
+  int turn;               // turn number of the step in progress, -1 if none
+  int status;
+};
+
+__device__ __forceinline__ u64 pc_now() {
+  u64 t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+__device__ __forceinline__ void pc_record(PcThread& th, int list, int& n, int v) {
+  if (n < PC_CAP) th.rec[PC_HEADER + list * PC_CAP + n] = v; else th.status = PC_OVERFLOW;
+  n++;
+}
+__device__ __forceinline__ void pc_record_read(PcThread& th, int v) { pc_record(th, 0, th.nreads, v); }
+__device__ __forceinline__ void pc_record_try(PcThread& th, bool v) { pc_record(th, 1, th.ntry, v ? 1 : 0); }
+__device__ __forceinline__ void pc_record_token(PcThread& th, int parity) { pc_record(th, 2, th.ntok, parity); }
+
+// Free-running (stress) mode: a pseudo-random pause before each step.
+__device__ __forceinline__ void pc_delay(PcThread& th) {
+  th.rng ^= th.rng << 13; th.rng ^= th.rng >> 17; th.rng ^= th.rng << 5;
+  if (th.max_delay == 0 || (th.rng & 3) == 0) return;
+  long long until = clock64() + (long long)(th.rng % th.max_delay);
+  while (clock64() < until) { }
+}
+
+// Replay turnstile: the k-th visible step of thread t runs when the block's turn counter equals
+// sched[off(t) + k]; afterwards it bumps the counter. Past the end of the trace, threads run free.
+// sched layout: [mode, total_turns, off[NT], cnt[NT], turns...]
+__device__ bool pc_turn_begin(PcThread& th, volatile int* turn, int nt) {
+  if (th.sched[0] == 0) { pc_delay(th); th.turn = -1; return true; }
+  int k = th.step++;
+  int off = th.sched[2 + th.t], cnt = th.sched[2 + nt + th.t];
+  int want = k < cnt ? th.sched[off + k] : th.sched[1];
+  u64 start = pc_now();
+  while (*turn < want) {
+    if (pc_now() - start > th.timeout_ns) { th.status = PC_TURN_LOST; return false; }
+  }
+  th.turn = k < cnt ? want : -1;
+  return true;
+}
+__device__ __forceinline__ void pc_turn_end(PcThread& th, volatile int* turn) {
+  if (th.turn >= 0) { __threadfence_block(); *turn = th.turn + 1; th.turn = -1; }
+}
+
+// Execution barriers in software so that they are bounded too. `live` counts threads not exited;
+// exited threads count as arrived (as in the model and on hardware).
+struct PcSync { int arrived; int gen; int live; int lock; };
+__device__ bool pc_sync(PcThread& th, PcSync* b) {
+  int g = *(volatile int*)&b->gen;
+  atomicAdd(&b->arrived, 1);
+  u64 start = pc_now();
+  while (*(volatile int*)&b->gen == g) {
+    if (*(volatile int*)&b->arrived >= *(volatile int*)&b->live && atomicCAS(&b->lock, 0, 1) == 0) {
+      if (*(volatile int*)&b->gen == g) { atomicExch(&b->arrived, 0); __threadfence_block(); atomicAdd(&b->gen, 1); }
+      atomicExch(&b->lock, 0);
+    }
+    if (pc_now() - start > th.timeout_ns) { th.status = PC_HUNG; return false; }
+  }
+  return true;
+}
+__device__ __forceinline__ void pc_leave(PcSync* b) { atomicSub(&b->live, 1); }
+
+// Buffers hold version stamps: a write fills every word; a read sees one version or a torn mix (-1).
+__device__ void pc_write(int* buf, int words, int v) {
+  volatile int* b = buf;
+  for (int i = 0; i < words; i++) b[i] = v;
+}
+__device__ int pc_read(int* buf, int words) {
+  volatile int* b = buf;
+  int v = b[0];
+  for (int i = 1; i < words; i++) if (b[i] != v) return -1;
+  return v;
+}
+__device__ __forceinline__ const int* pc_src_row(PcThread& th, i64 version) {
+  int row = (version >= 0 && version < 64) ? (int)version : 64;
+  return th.src + (i64)row * th.src_words;
+}
+__device__ __forceinline__ i64 pc_div(i64 a, i64 b) { return b == 0 ? 0 : a / b; }
+__device__ __forceinline__ i64 pc_rem(i64 a, i64 b) { return b == 0 ? 0 : a % b; }
+// NVRTC 13.0 crashes when it can prove an mbarrier count is 0 at compile time (count-range specs do
+// exactly that), so barrier operands go through a value it cannot see: always 0 at run time.
+__device__ volatile int pc_zero_g = 0;
+__device__ __forceinline__ int pc_zero() { return pc_zero_g; }
+__device__ __forceinline__ unsigned pc_smem(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
+
+// ---- mbarrier primitives in PTX (used by both backends where libcu++ has no API) --------------
+__device__ __forceinline__ void pc_mbar_init(u64* bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(pc_smem(bar)), "r"(count + pc_zero()) : "memory");
+}
+__device__ __forceinline__ void pc_fence_init() {
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+__device__ __forceinline__ void pc_mbar_inval(u64* bar) {
+  asm volatile("mbarrier.inval.shared::cta.b64 [%0];" :: "r"(pc_smem(bar)) : "memory");
+}
+__device__ __forceinline__ u64 pc_mbar_arrive(u64* bar, int n) {
+  u64 state;
+  asm volatile("mbarrier.arrive.release.cta.shared::cta.b64 %0, [%1], %2;" : "=l"(state) : "r"(pc_smem(bar)), "r"(n + pc_zero()) : "memory");
+  return state;
+}
+__device__ __forceinline__ u64 pc_mbar_arrive_drop(u64* bar, int n) {
+  u64 state;
+  asm volatile("mbarrier.arrive_drop.release.cta.shared::cta.b64 %0, [%1], %2;" : "=l"(state) : "r"(pc_smem(bar)), "r"(n + pc_zero()) : "memory");
+  return state;
+}
+__device__ __forceinline__ u64 pc_mbar_arrive_expect_tx(u64* bar, int tx) {
+  u64 state;
+  asm volatile("mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 %0, [%1], %2;" : "=l"(state) : "r"(pc_smem(bar)), "r"(tx + pc_zero()) : "memory");
+  return state;
+}
+__device__ __forceinline__ void pc_mbar_expect_tx(u64* bar, int tx) {
+  asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;" :: "r"(pc_smem(bar)), "r"(tx + pc_zero()) : "memory");
+}
+__device__ __forceinline__ void pc_mbar_complete_tx(u64* bar, int tx) {
+  asm volatile("mbarrier.complete_tx.relaxed.cta.shared::cta.b64 [%0], %1;" :: "r"(pc_smem(bar)), "r"(tx + pc_zero()) : "memory");
+}
+// Non-blocking probes (try_wait in the spec): test_wait never suspends.
+__device__ __forceinline__ bool pc_mbar_test_token(u64* bar, u64 state) {
+  unsigned ok;
+  asm volatile("{ .reg .pred p; mbarrier.test_wait.acquire.cta.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+               : "=r"(ok) : "r"(pc_smem(bar)), "l"(state) : "memory");
+  return ok != 0;
+}
+__device__ __forceinline__ bool pc_mbar_test_parity(u64* bar, int parity) {
+  unsigned ok;
+  asm volatile("{ .reg .pred p; mbarrier.test_wait.parity.acquire.cta.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+               : "=r"(ok) : "r"(pc_smem(bar)), "r"(parity & 1) : "memory");
+  return ok != 0;
+}
+// Blocking waits, bounded by %globaltimer: try_wait suspends for at most ~1 us per call.
+__device__ bool pc_mbar_wait_token(PcThread& th, u64* bar, u64 state) {
+  u64 start = pc_now();
+  for (;;) {
+    unsigned ok;
+    asm volatile("{ .reg .pred p; mbarrier.try_wait.acquire.cta.shared::cta.b64 p, [%1], %2, 1000; selp.u32 %0, 1, 0, p; }"
+                 : "=r"(ok) : "r"(pc_smem(bar)), "l"(state) : "memory");
+    if (ok) return true;
+    if (pc_now() - start > th.timeout_ns) { th.status = PC_HUNG; return false; }
+  }
+}
+__device__ bool pc_mbar_wait_parity(PcThread& th, u64* bar, int parity) {
+  u64 start = pc_now();
+  for (;;) {
+    unsigned ok;
+    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.acquire.cta.shared::cta.b64 p, [%1], %2, 1000; selp.u32 %0, 1, 0, p; }"
+                 : "=r"(ok) : "r"(pc_smem(bar)), "r"(parity & 1) : "memory");
+    if (ok) return true;
+    if (pc_now() - start > th.timeout_ns) { th.status = PC_HUNG; return false; }
+  }
+}
+// TMA-style bulk copy global -> shared; completes `bytes` transactions on the barrier.
+__device__ __forceinline__ void pc_bulk_copy(int* dst, const int* src, int bytes, u64* bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+               :: "r"(pc_smem(dst)), "l"(src), "r"(bytes), "r"(pc_smem(bar)) : "memory");
+}
+__device__ __forceinline__ int pc_state_parity(u64 state) { return (int)(state >> 63); }
+"#;
+
+fn prelude(backend: Backend) -> &'static str {
+    match backend {
+        Backend::Ptx => concat!(
+            "// Generated by phasecheck (backend ptx): inline-PTX mbarriers and cp.async.bulk, sm_90.\n",
+            "// Every wait is bounded by %globaltimer; a timed-out wait records \"hung\" and the thread stops.\n",
+            "#pragma nv_diag_suppress static_var_with_dynamic_init\n",
+        ),
+        Backend::Libcu => concat!(
+            "// Generated by phasecheck (backend libcu): libcu++ cuda::barrier, sm_90.\n",
+            "// Every wait is bounded by %globaltimer; a timed-out wait records \"hung\" and the thread stops.\n",
+            "#include <cuda/barrier>\n",
+            "#pragma nv_diag_suppress static_var_with_dynamic_init\n",
+        ),
+    }
+}
+
+/// The prelude text (shared helpers) of a backend: the header plus the common helpers.
+pub fn prelude_text(backend: Backend) -> String {
+    let extra = if backend == Backend::Libcu { PRELUDE_LIBCU } else { "" };
+    format!("{}{}{}", prelude(backend), PRELUDE_COMMON, extra)
+}
+
+const PRELUDE_LIBCU: &str = r#"
+// ---- libcu++ software barriers (a barrier with a completion function) --------------------------
+// cuda::barrier<thread_scope_block, F> keeps its phase as a bool; its only public waits block
+// without bound, so poll the probe libcu++'s own wait uses, bounded by %globaltimer.
+template <class B> __device__ bool pc_soft_wait_token(PcThread& th, B& b, bool token) {
+  u64 start = pc_now();
+  while (!cuda::std::__call_try_wait(b, (bool)token)) {
+    if (pc_now() - start > th.timeout_ns) { th.status = PC_HUNG; return false; }
+  }
+  return true;
+}
+template <class B> __device__ bool pc_soft_wait_parity(PcThread& th, B& b, bool parity) {
+  u64 start = pc_now();
+  while (!cuda::std::__call_try_wait_parity(b, parity)) {
+    if (pc_now() - start > th.timeout_ns) { th.status = PC_HUNG; return false; }
+  }
+  return true;
+}
+// The mbarrier behind a libcu++ block-scope barrier, for operations libcu++ has no API for.
+__device__ __forceinline__ u64* pc_native(cuda::barrier<cuda::thread_scope_block>& b) {
+  return (u64*)cuda::device::barrier_native_handle(b);
+}
+"#;
+
+struct Gen<'a> {
+    p: &'a Protocol,
+    src: &'a str,
+    backend: Backend,
+    out: String,
+    /// Completion-function index per barrier group (libcu software barriers).
+    group_completion: Vec<Option<u16>>,
+}
+
+/// Generate the kernel of one protocol. `index` makes its symbol unique within a module.
+pub fn generate(p: &Protocol, source: &str, backend: Backend, index: usize) -> Result<Kernel, NotExpressible> {
+    let ws = p.warp_size as usize;
+    if ws > 32 || ws == 0 {
+        return Err(NotExpressible(format!(
+            "warp_size {ws}: model warps map onto hardware warps of 32 lanes"
+        )));
+    }
+    if p.threads.is_empty() {
+        return Err(NotExpressible("the protocol has no threads".into()));
+    }
+    // Model thread (warp w, lane l) -> threadIdx.x = 32 w + l: model warps are hardware warps.
+    let hw_index = |t: &ThreadInfo| {
+        if ws == 32 {
+            t.gtid as usize
+        } else {
+            t.warp as usize * 32 + t.lane as usize
+        }
+    };
+    let block_dim = p.threads.iter().map(|t| hw_index(t) + 1).max().unwrap_or(1);
+    if block_dim > 1024 {
+        return Err(NotExpressible(format!("{block_dim} threads per block: at most 1024")));
+    }
+    let buffer_bytes: usize = p.buffers.iter().map(|b| words_of(b.bytes) * 4).sum();
+    if buffer_bytes > MAX_BUFFER_BYTES {
+        return Err(NotExpressible(format!(
+            "buffers take {buffer_bytes} bytes of shared memory; the generated kernel uses static shared memory (at most {MAX_BUFFER_BYTES})"
+        )));
+    }
+    if let Some(b) = p.buffers.iter().find(|b| b.bytes <= 0) {
+        return Err(NotExpressible(format!("buffer {} has {} bytes", b.name, b.bytes)));
+    }
+    let group_completion: Vec<Option<u16>> = p.barrier_groups.iter().map(|g| p.barriers[g.base as usize].completion).collect();
+    let mut g = Gen {
+        p,
+        src: source,
+        backend,
+        out: String::new(),
+        group_completion,
+    };
+    g.check_expressible()?;
+    let symbol = format!("pc_{}_{}", ident(&p.name), index);
+    let nb = p.barriers.len();
+    let nt = p.threads.len();
+    let block_words = nt * THREAD_WORDS + nb;
+    let src_words = p.buffers.iter().map(|b| words_of(b.bytes)).max().unwrap_or(4).max(4);
+    g.kernel(&symbol, block_dim, &hw_index)?;
+    Ok(Kernel {
+        backend,
+        protocol: p.name.clone(),
+        symbol,
+        body: g.out,
+        threads: nt,
+        block_dim: block_dim as u32,
+        barriers: nb,
+        block_words,
+        src_words,
+    })
+}
+
+/// 32-bit words of a buffer, rounded up to 16 bytes (bulk copies move multiples of 16 bytes).
+fn words_of(bytes: i64) -> usize {
+    (bytes.max(0) as usize).div_ceil(16) * 4
+}
+
+impl<'a> Gen<'a> {
+    fn w(&mut self, s: impl AsRef<str>) {
+        self.out.push_str(s.as_ref());
+        self.out.push('\n');
+    }
+
+    fn all_code(&self) -> impl Iterator<Item = (&'a Code, bool)> {
+        let p = self.p;
+        p.roles
+            .iter()
+            .map(|r| (&r.code, false))
+            .chain(p.completions.iter().map(|c| (c, true)))
+    }
+
+    /// Reject what this backend cannot express, with the reason.
+    fn check_expressible(&self) -> Result<(), NotExpressible> {
+        let p = self.p;
+        if self.backend == Backend::Ptx {
+            if let Some(b) = p.barriers.iter().find(|b| b.completion.is_some()) {
+                return Err(NotExpressible(format!(
+                    "barrier {} has a completion function; hardware mbarriers have none (libcu++ runs it in software)",
+                    b.name
+                )));
+            }
+        }
+        for (code, _) in self.all_code() {
+            for ins in &code.instrs {
+                let InstrKind::Op { op, .. } = &ins.kind else { continue };
+                let (line, text) = line_of(self.src, ins.span.start);
+                let software = |r: &Ref| self.group_completion[r.group as usize].is_some();
+                let bad = |why: String| Err(NotExpressible(format!("line {line} `{text}`: {why}")));
+                match op {
+                    IOp::Arrive { bar, n, drop, expect_tx } => {
+                        if *drop && !matches!(n, IExpr::Const(1)) && self.backend == Backend::Libcu {
+                            return bad("libcu++ arrive_and_drop drops exactly one arrival".into());
+                        }
+                        if expect_tx.is_some() && software(bar) {
+                            return bad("arrive_expect_tx needs a hardware mbarrier; a barrier with a completion function is a software barrier in libcu++".into());
+                        }
+                    }
+                    IOp::ExpectTx { bar, .. } | IOp::CompleteTx { bar, .. } if software(bar) => {
+                        return bad(
+                            "tx-counts need a hardware mbarrier; a barrier with a completion function is a software barrier in libcu++"
+                                .into(),
+                        );
+                    }
+                    IOp::Copy { buf, bar, bytes, .. } => {
+                        if software(bar) {
+                            return bad("async copies complete on a hardware mbarrier; a barrier with a completion function is a software barrier in libcu++".into());
+                        }
+                        let size = p.buffers[p.buffer_groups[buf.group as usize].base as usize].bytes;
+                        let n = match bytes {
+                            None => Some(size),
+                            Some(IExpr::Const(n)) => Some(*n),
+                            Some(_) => None,
+                        };
+                        if let Some(n) = n {
+                            if n % 16 != 0 || n <= 0 {
+                                return bad(format!(
+                                    "a bulk copy of {n} bytes: cp.async.bulk moves a positive multiple of 16 bytes"
+                                ));
+                            }
+                        }
+                    }
+                    IOp::Commit { bar } if software(bar) && self.backend == Backend::Libcu => {}
+                    _ => {}
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn local_name(code: &Code, slot: u16) -> String {
+        let n = &code.local_names[slot as usize];
+        let n = n.trim_start_matches('$');
+        format!("{}_{}", ident(n), slot)
+    }
+
+    fn expr(&self, code: &Code, e: &IExpr) -> String {
+        match e {
+            IExpr::Const(v) => format!("{v}LL"),
+            IExpr::Local(s) => Self::local_name(code, *s),
+            IExpr::Var(v) => format!("s.{}", self.var_name(*v)),
+            IExpr::Tid => "(i64)th.tid".into(),
+            IExpr::Gtid => "(i64)th.gtid".into(),
+            IExpr::Lane => "(i64)th.lane".into(),
+            IExpr::Warp => "(i64)th.warp".into(),
+            IExpr::Unary(UnOp::Neg, a) => format!("(-{})", self.expr(code, a)),
+            IExpr::Unary(UnOp::Not, a) => format!("(i64)!{}", self.expr(code, a)),
+            IExpr::Binary(op, a, b) => {
+                let (a, b) = (self.expr(code, a), self.expr(code, b));
+                match op {
+                    BinOp::Div => format!("pc_div({a}, {b})"),
+                    BinOp::Rem => format!("pc_rem({a}, {b})"),
+                    _ => {
+                        let o = match op {
+                            BinOp::Add => "+",
+                            BinOp::Sub => "-",
+                            BinOp::Mul => "*",
+                            BinOp::Eq => "==",
+                            BinOp::Ne => "!=",
+                            BinOp::Lt => "<",
+                            BinOp::Le => "<=",
+                            BinOp::Gt => ">",
+                            BinOp::Ge => ">=",
+                            BinOp::And => "&&",
+                            BinOp::Or => "||",
+                            _ => unreachable!(),
+                        };
+                        if matches!(op, BinOp::Add | BinOp::Sub | BinOp::Mul) {
+                            format!("({a} {o} {b})")
+                        } else {
+                            format!("(i64)({a} {o} {b})")
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn var_name(&self, v: u16) -> String {
+        format!("var_{}", ident(&self.p.vars[v as usize].name))
+    }
+
+    /// `s.full[idx]` for a barrier reference, with a bounds check statement when indexed.
+    fn place(&self, code: &Code, r: &Ref, barrier: bool) -> (String, Option<String>) {
+        let (gname, len, is_array) = if barrier {
+            let g = &self.p.barrier_groups[r.group as usize];
+            (format!("bar_{}", ident(&g.name)), g.len, g.is_array)
+        } else {
+            let g = &self.p.buffer_groups[r.group as usize];
+            (format!("buf_{}", ident(&g.name)), g.len, g.is_array)
+        };
+        match &r.index {
+            None if !is_array => (format!("s.{gname}"), None),
+            None => (format!("s.{gname}[0]"), None),
+            Some(IExpr::Const(i)) if (0..len as i64).contains(i) => (format!("s.{gname}[{i}]"), None),
+            Some(e) => {
+                let ix = self.expr(code, e);
+                (
+                    format!("s.{gname}[{ix}]"),
+                    Some(format!(
+                        "if ({ix} < 0 || {ix} >= {len}) {{ th.status = PC_UNSUPPORTED; return; }}  // index out of range"
+                    )),
+                )
+            }
+        }
+    }
+
+    /// Flat barrier index expression (for completion counters).
+    fn flat_bar(&self, code: &Code, r: &Ref) -> String {
+        let g = &self.p.barrier_groups[r.group as usize];
+        match &r.index {
+            None => format!("{}", g.base),
+            Some(e) => format!("({} + {})", g.base, self.expr(code, e)),
+        }
+    }
+
+    fn flat_buf(&self, code: &Code, r: &Ref) -> String {
+        let g = &self.p.buffer_groups[r.group as usize];
+        match &r.index {
+            None => format!("{}", g.base),
+            Some(e) => format!("({} + {})", g.base, self.expr(code, e)),
+        }
+    }
+
+    fn is_software(&self, r: &Ref) -> bool {
+        self.group_completion[r.group as usize].is_some()
+    }
+
+    /// The native mbarrier (u64*) behind a barrier expression.
+    fn native(&self, bar: &str) -> String {
+        match self.backend {
+            Backend::Ptx => format!("&{bar}"),
+            Backend::Libcu => format!("pc_native({bar})"),
+        }
+    }
+
+    fn kernel(&mut self, symbol: &str, block_dim: usize, hw_index: &dyn Fn(&ThreadInfo) -> usize) -> Result<(), NotExpressible> {
+        let p = self.p;
+        let ns = format!("{symbol}_ns");
+        let nt = p.threads.len();
+        let nwarps = nt.div_ceil(p.warp_size as usize);
+        self.w(format!(
+            "// ======== protocol {} ({} threads, {} barriers, {} buffers) ========",
+            p.name,
+            nt,
+            p.barriers.len(),
+            p.buffers.len()
+        ));
+        if !p.params.is_empty() {
+            let ps: Vec<String> = p.params.iter().map(|(n, v)| format!("{n} = {v}")).collect();
+            self.w(format!("// params: {}", ps.join(", ")));
+        }
+        self.w(format!("namespace {ns} {{"));
+        self.w(format!("constexpr int NT = {nt};        // model threads"));
+        self.w(format!("constexpr int NB = {};        // barriers (flattened)", p.barriers.len()));
+        self.w(format!("constexpr int NW = {nwarps};        // model warps"));
+        // Shared state.
+        let libcu = self.backend == Backend::Libcu;
+        if libcu {
+            self.w("struct Shared;");
+            for (i, c) in p.completions.iter().enumerate() {
+                self.w(format!(
+                    "// completion function `{}`: runs once per phase, in the arriving thread that completes it",
+                    c.name
+                ));
+                self.w(format!("struct Completion_{} {{", ident(&c.name)));
+                self.w("  Shared* s; int* runs;");
+                self.w("  __device__ void operator()() noexcept;");
+                self.w("};");
+                let _ = i;
+            }
+        }
+        self.w("struct Shared {");
+        for g in &p.barrier_groups {
+            let b = &p.barriers[g.base as usize];
+            let ty = match (self.backend, b.completion) {
+                (Backend::Ptx, _) => "u64".to_string(),
+                (Backend::Libcu, None) => "cuda::barrier<cuda::thread_scope_block>".to_string(),
+                (Backend::Libcu, Some(c)) => format!(
+                    "cuda::barrier<cuda::thread_scope_block, Completion_{}>",
+                    ident(&p.completions[c as usize].name)
+                ),
+            };
+            let arr = if g.is_array { format!("[{}]", g.len) } else { String::new() };
+            let (line, text) = line_of(self.src, b.span.start);
+            self.w(format!("  {ty} bar_{}{arr};  // spec {line}: {text}", ident(&g.name)));
+        }
+        for g in &p.buffer_groups {
+            let b = &p.buffers[g.base as usize];
+            let arr = if g.is_array { format!("[{}]", g.len) } else { String::new() };
+            self.w(format!(
+                "  alignas(128) int buf_{}{arr}[{}];  // {} bytes of version stamps",
+                ident(&g.name),
+                words_of(b.bytes),
+                b.bytes
+            ));
+        }
+        for v in &p.vars {
+            self.w(format!("  volatile i64 var_{};", ident(&v.name)));
+        }
+        self.w(format!(
+            "  int writes[{}];  // writes issued per buffer: the default version of the next copy",
+            p.buffers.len().max(1)
+        ));
+        self.w("  volatile int turn;      // replay turnstile");
+        self.w("  PcSync block_sync;      // syncthreads");
+        self.w("  PcSync warp_sync[NW];   // syncwarp, per model warp");
+        self.w("};");
+        // Buffer word counts per group.
+        self.w("");
+        // Completion bodies.
+        if libcu {
+            for (i, c) in p.completions.iter().enumerate() {
+                self.w(format!("__device__ void Completion_{}::operator()() noexcept {{", ident(&c.name)));
+                self.w("  atomicAdd(runs, 1);  // counted for the outcome: completion-function runs per barrier");
+                self.w("  Shared& s = *this->s;");
+                self.w("  PcThread th = {};  // a completion function records nothing of its own");
+                self.w("  th.sched = nullptr; th.timeout_ns = 20000000ull;");
+                self.code_body(&p.completions[i], true)?;
+                self.w("}");
+            }
+        }
+        // Role functions.
+        for (ri, r) in p.roles.iter().enumerate() {
+            self.w("");
+            self.w(format!("// role {}[{}]", r.name, r.count));
+            self.w(format!("__device__ void role_{}(Shared& s, PcThread& th) {{", ident(&r.name)));
+            self.code_body(&r.code, false)?;
+            self.w("}");
+            let _ = ri;
+        }
+        // Kernel.
+        self.w("}  // namespace");
+        self.w("");
+        let map: Vec<String> = {
+            let mut m = vec!["-1".to_string(); block_dim];
+            for (t, ti) in p.threads.iter().enumerate() {
+                m[hw_index(ti)] = t.to_string();
+            }
+            m
+        };
+        self.w(format!(
+            "// One block runs one execution of the protocol; blockDim.x = {block_dim}."
+        ));
+        self.w(format!("extern \"C\" __global__ void __launch_bounds__({block_dim}) {symbol}(int* out, const int* src, int src_words, const int* sched, u64 timeout_ns, unsigned seed, unsigned max_delay) {{"));
+        self.w(format!("  using namespace {ns};"));
+        self.w("  __shared__ Shared s;");
+        self.w(format!("  // hardware thread -> model thread (-1: padding that exits after setup)"));
+        self.w(format!("  const int model_thread[{block_dim}] = {{{}}};", map.join(", ")));
+        self.w("  const int me = model_thread[threadIdx.x];");
+        self.w("  int* block_out = out + (i64)blockIdx.x * (NT * PC_THREAD_WORDS + NB);");
+        self.w("  if (threadIdx.x == 0) {");
+        self.w("    // Initialise every barrier not declared manual_init, before any thread runs.");
+        for (bi, b) in p.barriers.iter().enumerate() {
+            if b.manual_init {
+                continue;
+            }
+            let g = p
+                .barrier_groups
+                .iter()
+                .find(|g| (g.base as usize..(g.base + g.len) as usize).contains(&bi))
+                .unwrap();
+            let idx = if g.is_array {
+                format!("[{}]", bi - g.base as usize)
+            } else {
+                String::new()
+            };
+            let bar = format!("s.bar_{}{idx}", ident(&g.name));
+            let count = b.count.clamp(i32::MIN as i64, i32::MAX as i64);
+            match (self.backend, b.completion) {
+                (Backend::Ptx, _) => self.w(format!("    pc_mbar_init(&{bar}, {count});")),
+                (Backend::Libcu, None) => self.w(format!("    init(&{bar}, {count} + pc_zero());")),
+                (Backend::Libcu, Some(c)) => self.w(format!(
+                    "    init(&{bar}, {count} + pc_zero(), Completion_{}{{&s, &block_out[NT * PC_THREAD_WORDS + {bi}]}});",
+                    ident(&p.completions[c as usize].name)
+                )),
+            }
+        }
+        for (gi, g) in p.buffer_groups.iter().enumerate() {
+            let words = words_of(p.buffers[g.base as usize].bytes);
+            if g.is_array {
+                self.w(format!(
+                    "    for (int i = 0; i < {}; i++) pc_write(s.buf_{}[i], {words}, 0);",
+                    g.len,
+                    ident(&g.name)
+                ));
+            } else {
+                self.w(format!("    pc_write(s.buf_{}, {words}, 0);", ident(&g.name)));
+            }
+            let _ = gi;
+        }
+        for v in &p.vars {
+            self.w(format!("    s.var_{} = {};", ident(&v.name), v.init));
+        }
+        self.w("    for (int i = 0; i < (int)(sizeof(s.writes) / sizeof(int)); i++) s.writes[i] = 0;");
+        self.w("    s.turn = 0;");
+        self.w("    s.block_sync = PcSync{0, 0, NT, 0};");
+        let ws = p.warp_size as usize;
+        self.w(format!(
+            "    for (int w = 0; w < NW; w++) s.warp_sync[w] = PcSync{{0, 0, (w + 1) * {ws} <= NT ? {ws} : NT - w * {ws}, 0}};"
+        ));
+        if self.backend == Backend::Ptx {
+            self.w("    pc_fence_init();  // make the inits visible to the async proxy");
+        }
+        self.w("  }");
+        self.w("  __syncthreads();");
+        self.w("  if (me < 0) return;");
+        self.w("  PcThread th = {};");
+        self.w("  th.rec = block_out + me * PC_THREAD_WORDS;");
+        self.w("  th.completions = block_out + NT * PC_THREAD_WORDS;");
+        self.w("  th.src = src; th.src_words = src_words; th.sched = sched; th.timeout_ns = timeout_ns;");
+        self.w("  th.rng = seed ^ (blockIdx.x * 0x9E3779B9u) ^ (me * 0x85EBCA6Bu) | 1u; th.max_delay = max_delay;");
+        let roles_of: Vec<String> = p
+            .threads
+            .iter()
+            .map(|t| format!("{{{}, {}, {}, {}, {}}}", t.role, t.tid, t.gtid, t.lane, t.warp))
+            .collect();
+        self.w(format!(
+            "  const int who[NT][5] = {{{}}};  // role, tid, gtid, lane, warp",
+            roles_of.join(", ")
+        ));
+        self.w("  th.t = me; th.tid = who[me][1]; th.gtid = who[me][2]; th.lane = who[me][3]; th.warp = who[me][4];");
+        self.w("  th.turn = -1; th.status = PC_RUNNING;");
+        self.w("  switch (who[me][0]) {");
+        for (ri, r) in p.roles.iter().enumerate() {
+            self.w(format!("    case {ri}: role_{}(s, th); break;", ident(&r.name)));
+        }
+        self.w("  }");
+        self.w("  if (th.status == PC_RUNNING) th.status = PC_FINISHED;");
+        self.w("  // An exited thread no longer holds back syncthreads / syncwarp.");
+        self.w("  pc_leave(&s.block_sync); pc_leave(&s.warp_sync[th.warp]);");
+        self.w("  th.rec[0] = th.status; th.rec[1] = th.nreads; th.rec[2] = th.ntry; th.rec[3] = th.ntok; th.rec[4] = th.nbad;");
+        self.w("}");
+        Ok(())
+    }
+
+    fn code_body(&mut self, code: &Code, in_completion: bool) -> Result<(), NotExpressible> {
+        let p = self.p;
+        // Locals.
+        if !code.local_names.is_empty() {
+            let names: Vec<String> = (0..code.local_names.len())
+                .map(|s| format!("{} = 0", Self::local_name(code, s as u16)))
+                .collect();
+            self.w(format!("  i64 {};", names.join(", ")));
+        }
+        // Jump targets.
+        let mut targets = vec![false; code.instrs.len() + 1];
+        for ins in &code.instrs {
+            match &ins.kind {
+                InstrKind::Jump { to } => targets[*to as usize] = true,
+                InstrKind::Branch { else_to, .. } => targets[*else_to as usize] = true,
+                _ => {}
+            }
+        }
+        // Locals that hold tokens of hardware arrives (raw mbarrier state).
+        let mut token_slots = std::collections::HashSet::new();
+        for ins in &code.instrs {
+            if let InstrKind::Op {
+                op: IOp::Arrive { .. },
+                result: Some(r),
+            } = &ins.kind
+            {
+                token_slots.insert(*r);
+            }
+        }
+        let mut last_line = 0usize;
+        let n = code.instrs.len();
+        let mut i = 0;
+        while i < n {
+            let ins = &code.instrs[i];
+            if targets[i] {
+                self.w(format!(" L{i}:;"));
+            }
+            let (line, text) = line_of(self.src, ins.span.start);
+            if line != last_line {
+                self.w(format!("  // spec {line}: {text}"));
+                last_line = line;
+            }
+            let step = ins.visible && !in_completion;
+            // libcu++ memcpy_async = copy then expect_tx, lowered as two steps of one statement.
+            let memcpy_pair = self.backend == Backend::Libcu
+                && matches!(&ins.kind, InstrKind::Op { op: IOp::Copy { .. }, .. })
+                && matches!(code.instrs.get(i + 1), Some(Instr { kind: InstrKind::Op { op: IOp::ExpectTx { .. }, .. }, span, .. }) if *span == ins.span)
+                && !targets[i + 1];
+            if step {
+                self.w("  if (!pc_turn_begin(th, &s.turn, NT)) return;");
+            }
+            match &ins.kind {
+                InstrKind::SetLocal { slot, expr } => {
+                    let e = self.expr(code, expr);
+                    self.w(format!("  {} = {e};", Self::local_name(code, *slot)));
+                }
+                InstrKind::SetVar { var, expr } => {
+                    let e = self.expr(code, expr);
+                    self.w(format!("  s.{} = {e};", self.var_name(*var)));
+                }
+                InstrKind::Jump { to } => self.w(format!("  goto L{to};")),
+                InstrKind::Branch { cond, else_to } => {
+                    let c = self.expr(code, cond);
+                    if step {
+                        self.w(format!(
+                            "  {{ bool taken = {c}; pc_turn_end(th, &s.turn); if (!taken) goto L{else_to}; }}"
+                        ));
+                    } else {
+                        self.w(format!("  if (!{c}) goto L{else_to};"));
+                    }
+                }
+                InstrKind::Assert(e) => {
+                    let c = self.expr(code, e);
+                    self.w(format!("  if (!{c}) {{ th.status = PC_ASSERT; return; }}"));
+                }
+                InstrKind::Return => self.w("  return;"),
+                InstrKind::Work => self.w("  // independent local work: nothing shared"),
+                InstrKind::SyncWarp => {
+                    self.w("  pc_turn_end(th, &s.turn);  // the arrival is the step; the release follows it");
+                    self.w("  if (!pc_sync(th, &s.warp_sync[th.warp])) return;");
+                    self.w("  __syncwarp(__activemask());  // reconverge the lanes that got here");
+                }
+                InstrKind::SyncThreads => {
+                    self.w("  pc_turn_end(th, &s.turn);  // the arrival is the step; the release follows it");
+                    self.w("  if (!pc_sync(th, &s.block_sync)) return;");
+                }
+                InstrKind::Op { op, result } => {
+                    if memcpy_pair {
+                        self.memcpy_async(code, op, &code.instrs[i + 1], step);
+                        i += 2;
+                        continue;
+                    }
+                    let rec = if in_completion { None } else { crate::outcome::recorded(code, ins) };
+                    self.op(code, op, *result, &token_slots, rec)?;
+                }
+            }
+            if step && !matches!(ins.kind, InstrKind::Branch { .. } | InstrKind::SyncWarp | InstrKind::SyncThreads) {
+                self.w("  pc_turn_end(th, &s.turn);");
+            }
+            i += 1;
+        }
+        if targets[n] {
+            self.w(format!(" L{n}:;"));
+        }
+        let _ = p;
+        Ok(())
+    }
+
+    fn memcpy_async(&mut self, code: &Code, copy: &IOp, _expect: &Instr, step: bool) {
+        let IOp::Copy { buf, bar, bytes, version } = copy else {
+            unreachable!()
+        };
+        let (b, chk1) = self.place(code, bar, true);
+        let (d, chk2) = self.place(code, buf, false);
+        for c in [chk1, chk2].into_iter().flatten() {
+            self.w(format!("  {c}"));
+        }
+        let n = bytes.as_ref().map(|e| self.expr(code, e)).unwrap_or_else(|| "0".into());
+        let flat = self.flat_buf(code, buf);
+        let v = version
+            .as_ref()
+            .map(|e| self.expr(code, e))
+            .unwrap_or_else(|| format!("(i64)s.writes[{flat}]"));
+        self.w(format!(
+            "  if ({n} % 16 != 0 || {n} <= 0 || {n} > (i64)sizeof({d})) {{ th.status = PC_UNSUPPORTED; return; }}"
+        ));
+        self.w(format!(
+            "  {{ const int* from = pc_src_row(th, {v}); s.writes[{flat}]++;\n    cuda::memcpy_async({d}, from, cuda::aligned_size_t<16>((size_t){n}), {b});  // issues the bulk copy, then expect_tx({n})\n  }}"
+        ));
+        if step {
+            // Two model steps (copy, expect_tx) done by one call: take both turns.
+            self.w("  pc_turn_end(th, &s.turn);");
+            self.w("  if (!pc_turn_begin(th, &s.turn, NT)) return;  // the expect_tx step (already done inside memcpy_async)");
+            self.w("  pc_turn_end(th, &s.turn);");
+        }
+    }
+
+    fn op(
+        &mut self,
+        code: &Code,
+        op: &IOp,
+        result: Option<u16>,
+        token_slots: &std::collections::HashSet<u16>,
+        rec: Option<crate::outcome::Recorded>,
+    ) -> Result<(), NotExpressible> {
+        use crate::outcome::Recorded;
+        let libcu = self.backend == Backend::Libcu;
+        let set = |v: String| match result {
+            Some(r) => format!("{} = (i64)({v});", Self::local_name(code, r)),
+            None => format!("(void)({v});"),
+        };
+        match op {
+            IOp::Arrive { bar, n, drop, expect_tx } => {
+                let (b, chk) = self.place(code, bar, true);
+                if let Some(c) = chk {
+                    self.w(format!("  {c}"));
+                }
+                let n = self.expr(code, n);
+                let tok_var = "tok";
+                let soft = self.is_software(bar);
+                let call = match (libcu, drop, expect_tx) {
+                    (false, true, _) => format!("pc_mbar_arrive_drop(&{b}, (int){n})"),
+                    (false, false, Some(tx)) => format!("pc_mbar_arrive_expect_tx(&{b}, (int){})", self.expr(code, tx)),
+                    (false, false, None) => format!("pc_mbar_arrive(&{b}, (int){n})"),
+                    (true, true, _) => {
+                        self.w(format!("  {b}.arrive_and_drop();"));
+                        return Ok(());
+                    }
+                    (true, false, Some(tx)) => {
+                        format!(
+                            "cuda::device::barrier_arrive_tx({b}, (ptrdiff_t){n}, (ptrdiff_t){})",
+                            self.expr(code, tx)
+                        )
+                    }
+                    (true, false, None) => format!("{b}.arrive((ptrdiff_t){n})"),
+                };
+                if *drop {
+                    self.w(format!("  (void){call};"));
+                    return Ok(());
+                }
+                let parity = if libcu && soft {
+                    // Software barrier (completion function): the token is the phase parity.
+                    format!("(int)(bool){tok_var}")
+                } else {
+                    format!("pc_state_parity((u64){tok_var})")
+                };
+                self.w(format!("  {{ auto {tok_var} = {call};"));
+                if rec == Some(Recorded::Token) {
+                    self.w(format!("    pc_record_token(th, {parity});"));
+                }
+                if let Some(r) = result {
+                    self.w(format!("    {} = (i64){tok_var};  // the token", Self::local_name(code, r)));
+                }
+                self.w("  }");
+            }
+            IOp::Wait { bar, target, try_ } => {
+                let (b, chk) = self.place(code, bar, true);
+                if let Some(c) = chk {
+                    self.w(format!("  {c}"));
+                }
+                let soft = self.is_software(bar);
+                // A token held in a local written by an arrive is the raw barrier token; anything
+                // else (a literal phase, an expression) names a phase by its parity.
+                let (is_token, arg) = match target {
+                    WaitTarget::Token(IExpr::Local(s)) if token_slots.contains(s) => (true, self.expr(code, &IExpr::Local(*s))),
+                    WaitTarget::Token(e) | WaitTarget::Parity(e) => (false, format!("(int)pc_rem({}, 2)", self.expr(code, e))),
+                };
+                let test = match (libcu, soft, is_token) {
+                    (true, true, true) => format!("cuda::std::__call_try_wait({b}, (bool){arg})"),
+                    (true, true, false) => format!("cuda::std::__call_try_wait_parity({b}, (bool){arg})"),
+                    (_, _, true) => format!("pc_mbar_test_token({}, (u64){arg})", self.native(&b)),
+                    (_, _, false) => format!("pc_mbar_test_parity({}, {arg})", self.native(&b)),
+                };
+                if *try_ {
+                    self.w(format!("  {{ bool ok = {test};  // never blocks"));
+                    if rec == Some(Recorded::TryWait) {
+                        self.w("    pc_record_try(th, ok);");
+                    }
+                    self.w(format!("    {} }}", set("ok ? 1 : 0".into())));
+                } else {
+                    let wait = match (libcu, soft, is_token) {
+                        (true, true, true) => format!("pc_soft_wait_token(th, {b}, (bool){arg})"),
+                        (true, true, false) => format!("pc_soft_wait_parity(th, {b}, (bool){arg})"),
+                        (true, false, true) => format!(
+                            "pc_mbar_wait_token(th, {}, (u64){arg})  /* = libcu++ wait(token), bounded */",
+                            self.native(&b)
+                        ),
+                        (true, false, false) => format!(
+                            "pc_mbar_wait_parity(th, {}, {arg})  /* = libcu++ wait_parity(p), bounded */",
+                            self.native(&b)
+                        ),
+                        (false, _, true) => format!("pc_mbar_wait_token(th, &{b}, (u64){arg})"),
+                        (false, _, false) => format!("pc_mbar_wait_parity(th, &{b}, {arg})"),
+                    };
+                    self.w(format!("  if (!{wait}) return;  // timed out: hung"));
+                }
+            }
+            IOp::ExpectTx { bar, bytes } => {
+                let (b, chk) = self.place(code, bar, true);
+                if let Some(c) = chk {
+                    self.w(format!("  {c}"));
+                }
+                let n = self.expr(code, bytes);
+                if libcu {
+                    self.w(format!("  cuda::device::barrier_expect_tx({b}, (ptrdiff_t){n});"));
+                } else {
+                    self.w(format!("  pc_mbar_expect_tx(&{b}, (int){n});"));
+                }
+            }
+            IOp::CompleteTx { bar, bytes } => {
+                let (b, chk) = self.place(code, bar, true);
+                if let Some(c) = chk {
+                    self.w(format!("  {c}"));
+                }
+                let n = self.expr(code, bytes);
+                self.w(format!("  pc_mbar_complete_tx({}, (int){n});", self.native(&b)));
+            }
+            IOp::Copy { buf, bar, bytes, version } => {
+                let (b, chk1) = self.place(code, bar, true);
+                let (d, chk2) = self.place(code, buf, false);
+                for c in [chk1, chk2].into_iter().flatten() {
+                    self.w(format!("  {c}"));
+                }
+                let n = bytes
+                    .as_ref()
+                    .map(|e| self.expr(code, e))
+                    .unwrap_or_else(|| format!("(i64)sizeof({d})"));
+                let bytes_decl = bytes.is_some();
+                let flat = self.flat_buf(code, buf);
+                let v = match version {
+                    Some(e) => self.expr(code, e),
+                    // The default version: the number of earlier writes (copies count when issued).
+                    None => format!("(i64)s.writes[{flat}]"),
+                };
+                if bytes_decl {
+                    self.w(format!(
+                        "  if ({n} % 16 != 0 || {n} <= 0 || {n} > (i64)sizeof({d})) {{ th.status = PC_UNSUPPORTED; return; }}"
+                    ));
+                }
+                self.w(format!("  {{ i64 version = {v}; s.writes[{flat}]++;"));
+                let v = "version";
+                if libcu {
+                    self.w(format!(
+                        "  cuda::device::memcpy_async_tx({d}, pc_src_row(th, {v}), cuda::aligned_size_t<16>((size_t){n}), {b});  // complete_tx({n}) on landing"
+                    ));
+                } else {
+                    self.w(format!(
+                        "  pc_bulk_copy({d}, pc_src_row(th, {v}), (int){n}, &{b});  // complete_tx({n}) on landing"
+                    ));
+                }
+                self.w("  }");
+            }
+            IOp::Read { buf, expect } => {
+                let (d, chk) = self.place(code, buf, false);
+                if let Some(c) = chk {
+                    self.w(format!("  {c}"));
+                }
+                self.w(format!("  {{ int v = pc_read({d}, (int)(sizeof({d}) / 4));"));
+                if rec == Some(Recorded::Read) {
+                    self.w("    pc_record_read(th, v);");
+                    if let Some(e) = expect {
+                        let e = self.expr(code, e);
+                        self.w(format!("    if ((i64)v != {e}) th.nbad++;  // not the expected version"));
+                    }
+                }
+                self.w("  }");
+            }
+            IOp::Write { buf, version } => {
+                let (d, chk) = self.place(code, buf, false);
+                if let Some(c) = chk {
+                    self.w(format!("  {c}"));
+                }
+                let v = self.expr(code, version);
+                let flat = self.flat_buf(code, buf);
+                self.w(format!("  pc_write({d}, (int)(sizeof({d}) / 4), (int){v}); s.writes[{flat}]++;"));
+            }
+            IOp::Init { bar, count } => {
+                let (b, chk) = self.place(code, bar, true);
+                if let Some(c) = chk {
+                    self.w(format!("  {c}"));
+                }
+                let g = &self.p.barrier_groups[bar.group as usize];
+                let decl = self.p.barriers[g.base as usize].count;
+                let count = count.as_ref().map(|e| self.expr(code, e)).unwrap_or_else(|| format!("{decl}LL"));
+                match (libcu, self.group_completion[bar.group as usize]) {
+                    (false, _) => {
+                        self.w(format!("  pc_mbar_init(&{b}, (int){count});"));
+                        self.w("  pc_fence_init();");
+                    }
+                    (true, None) => self.w(format!("  init(&{b}, (ptrdiff_t){count} + pc_zero());")),
+                    (true, Some(c)) => {
+                        let flat = self.flat_bar(code, bar);
+                        self.w(format!(
+                            "  init(&{b}, (ptrdiff_t){count} + pc_zero(), Completion_{}{{&s, &th.completions[{flat}]}});",
+                            ident(&self.p.completions[c as usize].name)
+                        ))
+                    }
+                }
+            }
+            IOp::Inval { bar } => {
+                let (b, chk) = self.place(code, bar, true);
+                if let Some(c) = chk {
+                    self.w(format!("  {c}"));
+                }
+                if libcu && self.is_software(bar) {
+                    self.w(format!("  {b}.~barrier();  // software barrier: its life ends"));
+                } else {
+                    self.w(format!("  pc_mbar_inval({});", self.native(&b)));
+                }
+            }
+            IOp::Commit { bar } => {
+                let (b, chk) = self.place(code, bar, true);
+                if let Some(c) = chk {
+                    self.w(format!("  {c}"));
+                }
+                let arrive = if libcu {
+                    format!("(void){b}.arrive()")
+                } else {
+                    format!("(void)pc_mbar_arrive(&{b}, 1)")
+                };
+                self.w("  { // warp-batched arrive: one arrival per converged group of lanes");
+                self.w("    unsigned group = __activemask();");
+                self.w(format!("    if ((threadIdx.x & 31) == __ffs(group) - 1) {arrive};"));
+                self.w("    __syncwarp(group);");
+                self.w("  }");
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Parse a block of results (as written by the kernel) into per-thread raw records.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ThreadRecord {
+    pub status: i32,
+    pub reads: Vec<i64>,
+    pub try_waits: Vec<bool>,
+    pub token_parities: Vec<u8>,
+    /// Reads that differed from their `expect`.
+    pub bad_expect: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BlockRecord {
+    pub threads: Vec<ThreadRecord>,
+    pub completions: Vec<u32>,
+}
+
+impl Kernel {
+    pub fn parse_block(&self, words: &[i32]) -> BlockRecord {
+        let mut threads = Vec::with_capacity(self.threads);
+        for t in 0..self.threads {
+            let r = &words[t * THREAD_WORDS..(t + 1) * THREAD_WORDS];
+            let n = |k: usize| (r[k].max(0) as usize).min(CAP);
+            let list = |l: usize, k: usize| &r[HEADER_WORDS + l * CAP..HEADER_WORDS + l * CAP + n(k)];
+            threads.push(ThreadRecord {
+                status: r[0],
+                reads: list(0, 1).iter().map(|&v| v as i64).collect(),
+                try_waits: list(1, 2).iter().map(|&v| v != 0).collect(),
+                token_parities: list(2, 3).iter().map(|&v| v as u8).collect(),
+                bad_expect: r[4].max(0) as u32,
+            });
+        }
+        let completions = words[self.threads * THREAD_WORDS..self.threads * THREAD_WORDS + self.barriers]
+            .iter()
+            .map(|&v| v.max(0) as u32)
+            .collect();
+        BlockRecord { threads, completions }
+    }
+}

@@ -1,0 +1,150 @@
+//! Every raw call into CUDA (driver and NVRTC, through cudarc with dynamic loading) lives here, in
+//! the style of cudarc's own `sys`/`result`/`safe` layering: nothing of cudarc leaks out of this
+//! module; callers see strings, `Vec<i32>` and the small handles below.
+
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream, LaunchConfig, PushKernelArg};
+use cudarc::nvrtc::{CompileOptions, Ptx};
+use std::sync::{Arc, OnceLock};
+
+/// Loads `$PHASECHECK_NVRTC_LIB` (if set) globally first, so cudarc's loader, which searches by
+/// file name, finds that exact library already in the process.
+fn preload_nvrtc() {
+    static ONCE: OnceLock<()> = OnceLock::new();
+    ONCE.get_or_init(|| {
+        if let Ok(path) = std::env::var("PHASECHECK_NVRTC_LIB") {
+            // SAFETY: loading a shared library runs its initialisers; libnvrtc's are benign.
+            #[cfg(unix)]
+            unsafe {
+                use libloading::os::unix::{Library, RTLD_GLOBAL, RTLD_NOW};
+                if let Ok(lib) = Library::open(Some(&path), RTLD_NOW | RTLD_GLOBAL) {
+                    std::mem::forget(lib);
+                }
+            }
+        }
+    });
+}
+
+/// Whether the CUDA driver library can be loaded (checked before anything touches the driver:
+/// cudarc panics when it is missing).
+pub fn driver_present() -> bool {
+    // SAFETY: only tries to dlopen the driver library.
+    unsafe { cudarc::driver::sys::is_culib_present() }
+}
+
+/// Whether libnvrtc can be loaded.
+pub fn nvrtc_present() -> bool {
+    preload_nvrtc();
+    // SAFETY: only tries to dlopen the NVRTC library.
+    unsafe { cudarc::nvrtc::sys::is_culib_present() }
+}
+
+/// Compile CUDA C++ to PTX for `arch` (e.g. "sm_90"). Err carries NVRTC's log.
+pub fn compile_ptx(src: &str, name: &str, arch: &'static str, include_paths: &[String], extra: &[String]) -> Result<String, String> {
+    if !nvrtc_present() {
+        return Err("libnvrtc not found (set LD_LIBRARY_PATH or PHASECHECK_NVRTC_LIB)".into());
+    }
+    let opts = CompileOptions {
+        arch: Some(arch),
+        include_paths: include_paths.to_vec(),
+        options: extra.to_vec(),
+        name: Some(name.to_string()),
+        ..Default::default()
+    };
+    match std::panic::catch_unwind(|| cudarc::nvrtc::compile_ptx_with_opts(src, opts)) {
+        Ok(Ok(ptx)) => Ok(ptx.to_src()),
+        Ok(Err(e)) => Err(format!("{e:?}")),
+        Err(_) => Err("NVRTC panicked (library missing or unusable)".into()),
+    }
+}
+
+/// An open device: context plus its default stream.
+pub struct Gpu {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+}
+
+/// A loaded module.
+pub struct Module {
+    module: Arc<CudaModule>,
+}
+
+/// One kernel launch's inputs; `out_words` zeroed words come back.
+pub struct Launch<'a> {
+    pub symbol: &'a str,
+    pub grid: u32,
+    pub block: u32,
+    pub out_words: usize,
+    pub src: &'a [i32],
+    pub src_words: i32,
+    pub sched: &'a [i32],
+    pub timeout_ns: u64,
+    pub seed: u32,
+    pub max_delay: u32,
+}
+
+impl Gpu {
+    /// Open device 0. Call `driver_present()` first.
+    pub fn open() -> Result<Gpu, String> {
+        let ctx = std::panic::catch_unwind(|| CudaContext::new(0))
+            .map_err(|_| "CUDA context creation panicked".to_string())?
+            .map_err(|e| format!("cannot open CUDA device 0: {e:?}"))?;
+        let stream = ctx.default_stream();
+        Ok(Gpu { ctx, stream })
+    }
+
+    pub fn name(&self) -> String {
+        self.ctx.name().unwrap_or_else(|_| "unknown CUDA device".into())
+    }
+
+    /// Driver version as "13.0".
+    pub fn driver_version(&self) -> String {
+        let mut v: std::ffi::c_int = 0;
+        // SAFETY: writes one int; the driver is loaded (a context exists).
+        let r = unsafe { cudarc::driver::sys::cuDriverGetVersion(&mut v) };
+        if r == cudarc::driver::sys::CUresult::CUDA_SUCCESS {
+            format!("{}.{}", v / 1000, (v % 1000) / 10)
+        } else {
+            "unknown".into()
+        }
+    }
+
+    pub fn load(&self, ptx: &str) -> Result<Module, String> {
+        let module = self
+            .ctx
+            .load_module(Ptx::from_src(ptx.to_string()))
+            .map_err(|e| format!("module load failed: {e:?}"))?;
+        Ok(Module { module })
+    }
+
+    /// Launch and wait; Err carries the CUDA error (a sticky one leaves this context unusable).
+    pub fn run(&self, m: &Module, l: &Launch) -> Result<Vec<i32>, String> {
+        let f: CudaFunction = m
+            .module
+            .load_function(l.symbol)
+            .map_err(|e| format!("no kernel {}: {e:?}", l.symbol))?;
+        let mut out = self
+            .stream
+            .alloc_zeros::<i32>(l.out_words.max(1))
+            .map_err(|e| format!("alloc: {e:?}"))?;
+        let src = self.stream.clone_htod(l.src).map_err(|e| format!("copy: {e:?}"))?;
+        let sched = self.stream.clone_htod(l.sched).map_err(|e| format!("copy: {e:?}"))?;
+        let cfg = LaunchConfig {
+            grid_dim: (l.grid, 1, 1),
+            block_dim: (l.block, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut b = self.stream.launch_builder(&f);
+        b.arg(&mut out)
+            .arg(&src)
+            .arg(&l.src_words)
+            .arg(&sched)
+            .arg(&l.timeout_ns)
+            .arg(&l.seed)
+            .arg(&l.max_delay);
+        // SAFETY: the argument list matches the generated kernel's signature
+        // (int*, const int*, int, const int*, u64, unsigned, unsigned).
+        unsafe { b.launch(cfg) }.map_err(|e| format!("launch: {e:?}"))?;
+        self.stream.synchronize().map_err(|e| format!("{e:?}"))?;
+        self.stream.clone_dtoh(&out).map_err(|e| format!("{e:?}"))
+    }
+}
