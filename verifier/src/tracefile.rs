@@ -292,6 +292,12 @@ impl TraceFile {
 pub fn obs_text(t: &TraceFile, o: &Obs) -> String {
     let bar = |b: &u16| t.barriers.get(*b as usize).cloned().unwrap_or_else(|| format!("barrier#{b}"));
     let buf = |b: &u16| t.buffers.get(*b as usize).cloned().unwrap_or_else(|| format!("buffer#{b}"));
+    let thread = |i: &u16| {
+        t.threads
+            .get(*i as usize)
+            .map(|r| format!("{}#{}", r.role, r.tid))
+            .unwrap_or_else(|| format!("thread {i}"))
+    };
     match o {
         Obs::Arrived { bar: b, phase, count } if *count == 1 => format!("arrive on {} phase {phase}", bar(b)),
         Obs::Arrived { bar: b, phase, count } => format!("arrive x{count} on {} phase {phase}", bar(b)),
@@ -307,9 +313,9 @@ pub fn obs_text(t: &TraceFile, o: &Obs) -> String {
         } => format!("{bytes} B (v{version}) land in {}", buf(d)),
         Obs::LandedPart { buf: d, bytes, .. } => format!("{bytes} B of the copy land in {} (the rest is in flight)", buf(d)),
         Obs::PhaseCompleted { bar: b, phase, .. } => format!("{} phase {phase} completes", bar(b)),
-        Obs::CommitJoined { bar: b, .. } => format!("commit joins its group's arrival on {}", bar(b)),
+        Obs::CommitJoined { bar: b, lane } => format!("{}'s commit joins this group arrival on {}", thread(lane), bar(b)),
         Obs::Released { what } => format!("{what} releases"),
-        Obs::Exited { thread } => format!("thread {thread} exits"),
+        Obs::Exited { thread: th } => format!("{} exits", thread(th)),
     }
 }
 
