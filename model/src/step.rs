@@ -317,14 +317,16 @@ impl Model {
         if enabled.is_empty() && !s.all_done() {
             out.push(Violation {
                 kind: K::Deadlock,
-                message: self.deadlock_cause(s),
+                message: self.deadlock_cause(s, None),
             });
         }
         out
     }
 
     /// One sentence per blocked thread saying what it waits for and why that cannot come.
-    pub fn deadlock_cause(&self, s: &State) -> String {
+    /// `arrived(thread, barrier)`: whether the thread arrived on the barrier in the execution
+    /// that led here (known when a trace is replayed); without it, whether its code arrives on it.
+    pub fn deadlock_cause(&self, s: &State, arrived: Option<&dyn Fn(usize, usize) -> bool>) -> String {
         let p = &self.proto;
         let mut parts = Vec::new();
         for t in 0..s.threads.len() {
@@ -342,7 +344,13 @@ impl Model {
                         let name = &p.barriers[bar].name;
                         let why = if b.pending > 0 {
                             let exited: Vec<String> = (0..s.threads.len())
-                                .filter(|&u| s.threads[u].status == Status::Done && self.role_arrives_on(u, bar))
+                                .filter(|&u| {
+                                    s.threads[u].status == Status::Done
+                                        && match arrived {
+                                            Some(f) => f(u, bar),
+                                            None => self.role_arrives_on(u, bar),
+                                        }
+                                })
                                 .map(|u| p.thread_label(u))
                                 .collect();
                             if !exited.is_empty() {

@@ -128,7 +128,7 @@ pub fn check(model: &Model, opts: &CheckOptions) -> Report {
     let init = model.init();
     record(&mut found, init.violations, &Vec::new);
     let Some(s0) = init.next else {
-        return finish(found, None, stats, start);
+        return finish(model, found, None, stats, start);
     };
 
     let mut seen: IndexSet<State> = IndexSet::new();
@@ -220,10 +220,31 @@ pub fn check(model: &Model, opts: &CheckOptions) -> Report {
     }
     stats.states = seen.len();
     stats.depth = stats.depth.max(depth);
-    finish(found, bound, stats, start)
+    finish(model, found, bound, stats, start)
 }
 
-fn finish(found: BTreeMap<ViolationKind, Found>, bound: Option<Bound>, mut stats: Stats, start: Instant) -> Report {
+/// A deadlock's cause, restated with what its trace shows: which exited threads had actually
+/// arrived on the barrier a waiter is stuck on.
+fn explain_deadlock(model: &Model, f: &mut Found) {
+    let Ok(r) = crate::trace::replay(model, &f.actions) else { return };
+    let Some(last) = r.last.as_ref() else { return };
+    let mut arrivals = std::collections::BTreeSet::new();
+    for st in &r.steps {
+        if let Action::Thread(t) = st.action {
+            for o in &st.obs {
+                if let phasecheck_model::step::Obs::Arrived { bar, .. } = o {
+                    arrivals.insert((t as usize, *bar as usize));
+                }
+            }
+        }
+    }
+    f.message = model.deadlock_cause(last, Some(&|t, b| arrivals.contains(&(t, b))));
+}
+
+fn finish(model: &Model, mut found: BTreeMap<ViolationKind, Found>, bound: Option<Bound>, mut stats: Stats, start: Instant) -> Report {
+    if let Some(f) = found.get_mut(&ViolationKind::Deadlock) {
+        explain_deadlock(model, f);
+    }
     stats.seconds = start.elapsed().as_secs_f64();
     let violations: Vec<Found> = found.into_values().collect();
     let verdict = if !violations.is_empty() {
