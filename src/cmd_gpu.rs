@@ -34,7 +34,10 @@ pub struct EmitArgs {
 #[derive(clap::Subcommand)]
 pub enum GpuCommand {
     /// Run protocols on the GPU and compare every outcome with the model.
-    Run { paths: Vec<PathBuf> },
+    Run(phasecheck_gpu::runner::RunArgs),
+    /// (internal) Execute launch jobs in a child process; a sticky CUDA error ends only the child.
+    #[command(hide = true)]
+    Child { jobs: PathBuf },
 }
 
 pub fn emit(a: EmitArgs) -> ExitCode {
@@ -58,7 +61,8 @@ pub fn emit(a: EmitArgs) -> ExitCode {
 }
 
 pub fn run(c: GpuCommand) -> ExitCode {
-    let GpuCommand::Run { paths } = c;
-    eprintln!("error: gpu run of {} path(s) is not available yet", paths.len());
-    ExitCode::from(2)
+    match c {
+        GpuCommand::Run(args) => ExitCode::from(phasecheck_gpu::runner::run(&args)),
+        GpuCommand::Child { jobs } => ExitCode::from(phasecheck_gpu::runner::child_main(&jobs)),
+    }
 }

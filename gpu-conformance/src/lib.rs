@@ -5,6 +5,7 @@
 pub mod codegen;
 pub mod nvrtc;
 pub mod outcome;
+pub mod runner;
 pub mod sys;
 
 use phasecheck_model::ir::Protocol;

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Runs the whole GPU conformance suite on the H200 machine in one invocation.
+#   From the repo root, with a release binary at .device/phasecheck (built on the dev machine:
+#   cargo build --release && mkdir -p .device && cp target/release/phasecheck .device/).
+#   Results go to $OUT/ (default gpu-conformance/results/): <date>-h200.json/.md, logs.
+# Every step is guarded: a failing step is logged and the rest still runs. Prints a short summary
+# table last, then the wall time.
+set -u
+start=$(date +%s.%N)
+cd "$(dirname "$0")/.."
+export LD_LIBRARY_PATH="/usr/local/cuda/lib64:/usr/local/cuda-13.0/targets/x86_64-linux/lib:${LD_LIBRARY_PATH:-}"
+export PHASECHECK_CCCL_INCLUDE="${PHASECHECK_CCCL_INCLUDE:-/usr/local/cuda/include/cccl}"
+OUT="${OUT:-gpu-conformance/results}"
+mkdir -p "$OUT"
+BIN="${PHASECHECK_BIN:-.device/phasecheck}"
+DATE="$(date -u +%F)"
+REPORT="$OUT/$DATE-h200.json"
+
+if [ ! -x "$BIN" ]; then
+  echo "run-on-device.sh: no executable $BIN (build with cargo build --release and copy it there)" >&2
+  exit 2
+fi
+{ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv || true; } > "$OUT/device.txt" 2>&1
+
+# 1. The suite: all specs, both backends, both modes, one process tree (children per faulting spec).
+timeout 175 "$BIN" gpu run specs --backend both --mode both --out "$REPORT" > "$OUT/gpu-run.log" 2>&1
+rc=$?
+echo "gpu run exit status: $rc" >> "$OUT/gpu-run.log"
+
+# 2. If the combined run produced no report (crash, timeout), run each backend on its own so that
+#    at least part of the results survives.
+if [ ! -s "$REPORT" ]; then
+  for b in ptx libcu; do
+    timeout 120 "$BIN" gpu run specs --backend "$b" --mode both --runs 1024 \
+      --out "$OUT/$DATE-h200-$b.json" > "$OUT/gpu-run-$b.log" 2>&1 || echo "backend $b: exit $?" >> "$OUT/gpu-run-$b.log"
+  done
+fi
+
+# 3. Summary: per backend and mode, cases within the model and bugs shown (from the .md tables).
+echo
+echo "== log tail =="
+tail -n 5 "$OUT"/gpu-run*.log 2>/dev/null
+echo
+echo "== summary (backend, mode: cases / within model / OUTSIDE / not run / bug shown of buggy) =="
+cat "$OUT"/"$DATE"-h200*.md 2>/dev/null | awk -F'|' '
+  /^\| [^-]/ && $2 !~ /spec/ {
+    k = $3 "|" $4; n[k]++
+    if ($7 ~ /yes/) w[k]++; else if ($7 ~ /NO/) o[k]++; else s[k]++
+    if ($8 ~ /yes/) { b[k]++; bb[k]++ } else if ($8 ~ /no/) bb[k]++
+  }
+  END {
+    printf "%-8s %-7s %6s %7s %8s %8s %10s\n", "backend", "mode", "cases", "within", "OUTSIDE", "not-run", "bug-shown"
+    for (k in n) { split(k, p, "|"); printf "%-8s %-7s %6d %7d %8d %8d %6d/%d\n", p[1], p[2], n[k], w[k], o[k], s[k], b[k], bb[k] }
+  }'
+end=$(date +%s.%N)
+echo "wall time: $(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.1f s", b - a }')"

@@ -1,0 +1,86 @@
+//! Runner pieces that need no GPU: the replay schedule, parsing a block's results, no-driver exit.
+
+use phasecheck_gpu::codegen::{generate, status, Backend, CAP, HEADER_WORDS, THREAD_WORDS};
+use phasecheck_gpu::load_spec;
+use phasecheck_gpu::runner::schedule;
+use phasecheck_model::step::{Action, Model};
+use phasecheck_verifier::{check, CheckOptions};
+use std::path::PathBuf;
+
+fn fixture(name: &str) -> phasecheck_gpu::LoadedSpec {
+    load_spec(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name), &[]).unwrap()
+}
+
+#[test]
+fn schedule_numbers_thread_steps_and_drops_landings() {
+    let acts = [Action::Thread(1), Action::Land(0), Action::Thread(0), Action::Thread(1)];
+    // [mode, total, off0, off1, cnt0, cnt1, turns of t0..., turns of t1...]
+    assert_eq!(schedule(2, &acts), vec![1, 3, 6, 7, 1, 2, 1, 0, 2]);
+}
+
+#[test]
+fn schedule_of_a_real_trace_covers_every_thread_step() {
+    let spec = fixture("wrong_parity.phase");
+    let model = Model::new(spec.proto.clone());
+    let rep = check(&model, &CheckOptions::default());
+    assert!(!rep.violations.is_empty());
+    for v in &rep.violations {
+        let s = schedule(spec.proto.threads.len(), &v.actions);
+        let steps = v.actions.iter().filter(|a| matches!(a, Action::Thread(_))).count() as i32;
+        assert_eq!(s[1], steps);
+        let nt = spec.proto.threads.len();
+        let mut turns: Vec<i32> = s[2 + 2 * nt..].to_vec();
+        turns.sort();
+        assert_eq!(turns, (0..steps).collect::<Vec<_>>(), "every turn exactly once");
+    }
+}
+
+#[test]
+fn block_records_parse_into_outcome_vectors() {
+    let spec = fixture("double_buffer.phase");
+    let k = generate(&spec.proto, &spec.source, Backend::Ptx, 0).unwrap();
+    assert_eq!(k.block_words, 3 * THREAD_WORDS + 4);
+    let mut w = vec![0i32; k.block_words];
+    // thread 1: finished, read versions 0 and -1 (torn), one bad expect
+    let t = THREAD_WORDS;
+    w[t] = status::FINISHED;
+    w[t + 1] = 2;
+    w[t + 4] = 1;
+    w[t + HEADER_WORDS] = 0;
+    w[t + HEADER_WORDS + 1] = -1;
+    // thread 0: hung after two tokens of parity 0, 1
+    w[0] = status::HUNG;
+    w[3] = 2;
+    w[HEADER_WORDS + 2 * CAP] = 0;
+    w[HEADER_WORDS + 2 * CAP + 1] = 1;
+    w[3 * THREAD_WORDS + 2] = 5; // completions of barrier 2
+    let r = k.parse_block(&w);
+    assert_eq!(r.threads[1].reads, vec![0, -1]);
+    assert_eq!(r.threads[1].bad_expect, 1);
+    assert_eq!(r.threads[0].status, status::HUNG);
+    assert_eq!(r.threads[0].token_parities, vec![0, 1]);
+    assert_eq!(r.completions, vec![0, 0, 5, 0]);
+}
+
+#[test]
+fn without_a_driver_gpu_run_says_so_and_exits_zero() {
+    if phasecheck_gpu::sys::driver_present() {
+        return; // a real GPU machine: covered by run-on-device.sh
+    }
+    let exe = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let args = phasecheck_gpu::runner::RunArgs {
+        paths: vec![exe],
+        backend: phasecheck_gpu::runner::BackendSel::Both,
+        mode: phasecheck_gpu::runner::ModeSel::Both,
+        runs: 16,
+        out: Some(std::env::temp_dir().join("pc-no-driver.json")),
+        timeout_ms: 20,
+        outcome_limit: 1000,
+        check_seconds: 1.0,
+    };
+    assert_eq!(phasecheck_gpu::runner::run(&args), 0);
+    assert!(
+        !std::env::temp_dir().join("pc-no-driver.json").exists(),
+        "nothing may be written when nothing ran"
+    );
+}
