@@ -42,8 +42,10 @@ pub struct ThreadState {
     /// Per barrier: the latest phase this thread knows the barrier reached (SEMANTICS.md's K),
     /// which decides the phase a parity wait names.
     pub known: Box<[i64]>,
-    /// Branch outcomes since the last `syncwarp`: lanes with equal signatures are converged.
-    pub sig: u64,
+    /// Branch outcomes since the last `syncwarp`, as `pc << 1 | taken`. Lanes of one role are
+    /// converged while one's path is a prefix of the other's (the one behind has not yet reached
+    /// a branch where they could part); they diverged once their paths differ.
+    pub path: Vec<u32>,
     /// Commits executed since the last `syncwarp`.
     pub commit_seq: u16,
 }
@@ -100,6 +102,19 @@ pub struct CopyInFlight {
     pub bytes: i64,
     pub version: i64,
     pub issuer: u16,
+}
+
+impl ThreadState {
+    /// A hash of the path, naming the converged group in commit logs.
+    pub fn path_sig(&self) -> u64 {
+        self.path.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &d| (h ^ d as u64).wrapping_mul(0x100_0000_01b3))
+    }
+}
+
+/// Neither path has left the other: one is a prefix of the other.
+pub fn paths_compatible(a: &[u32], b: &[u32]) -> bool {
+    let n = a.len().min(b.len());
+    a[..n] == b[..n]
 }
 
 impl State {

@@ -130,10 +130,6 @@ enum WaitCheck {
     Blocked { bar: usize, named: i64 },
 }
 
-fn mix(h: u64, v: u64) -> u64 {
-    (h ^ v).wrapping_mul(0x100_0000_01b3).rotate_left(17) ^ 0x9e37_79b9_7f4a_7c15
-}
-
 impl Model {
     pub fn new(proto: Protocol) -> Model {
         Model { proto }
@@ -158,7 +154,7 @@ impl Model {
                 locals: vec![0; p.code_of(t).local_names.len()].into_boxed_slice(),
                 clock: fresh_clock(Some(t)),
                 known: vec![0; p.barriers.len()].into_boxed_slice(),
-                sig: mix(0, p.threads[t].role as u64 + 1),
+                path: Vec::new(),
                 commit_seq: 0,
             })
             .collect();
@@ -402,26 +398,32 @@ impl Model {
         }
     }
 
-    /// The converged group of `t` at its commit: the unfinished lanes of its warp with the same
-    /// divergence signature, `t` included.
-    pub fn commit_group(&self, s: &State, t: usize) -> Vec<usize> {
+    /// The lanes converged with `t`: unfinished lanes of its warp and role whose branch path has not
+    /// parted from `t`'s since the last `syncwarp` (`t` included). Some may still be behind it.
+    pub fn converged_with(&self, s: &State, t: usize) -> Vec<usize> {
         let ws = self.proto.warp_size as usize;
         let w = t / ws;
-        let sig = s.threads[t].sig;
-        (w * ws..((w + 1) * ws).min(s.threads.len())).filter(|&m| s.threads[m].status != Status::Done && s.threads[m].sig == sig).collect()
+        let role = self.proto.threads[t].role;
+        (w * ws..((w + 1) * ws).min(s.threads.len()))
+            .filter(|&m| {
+                let o = &s.threads[m];
+                o.status != Status::Done && self.proto.threads[m].role == role && paths_compatible(&o.path, &s.threads[t].path)
+            })
+            .collect()
     }
 
-    /// A commit is one instruction for its converged group: it runs once every lane of the group
-    /// stands at the same commit.
+    /// A commit is one instruction for its converged lanes: it runs once every one of them stands
+    /// at the same commit on the same path. A lane still behind on the path holds the others back
+    /// (on hardware it could not lag: converged lanes execute together).
     fn commit_ready(&self, s: &State, t: usize) -> bool {
         let th = &s.threads[t];
         let code = self.proto.code_of(t);
         let Some(Instr { kind: InstrKind::Op { op: IOp::Commit { .. }, .. }, .. }) = code.instrs.get(th.pc as usize) else {
             return true;
         };
-        self.commit_group(s, t).into_iter().all(|m| {
+        self.converged_with(s, t).into_iter().all(|m| {
             let o = &s.threads[m];
-            o.status == Status::Running && o.pc == th.pc && o.commit_seq == th.commit_seq && std::ptr::eq(self.proto.code_of(m), code)
+            o.status == Status::Running && o.pc == th.pc && o.commit_seq == th.commit_seq && o.path == th.path
         })
     }
 
@@ -736,7 +738,7 @@ impl<'m> Exec<'m> {
 
     fn branch(&mut self, t: usize, pc: usize, taken: bool, else_to: u32) {
         let th = &mut self.s.threads[t];
-        th.sig = mix(th.sig, ((pc as u64) << 1) | taken as u64);
+        th.path.push(((pc as u32) << 1) | taken as u32);
         th.pc = if taken { pc as u32 + 1 } else { else_to };
     }
 
@@ -799,7 +801,7 @@ impl<'m> Exec<'m> {
                 let lanes: Vec<usize> = live.iter().copied().filter(|&t| t / ws == w).collect();
                 if !lanes.is_empty() && lanes.iter().all(|&t| self.s.threads[t].status == Status::AtSyncWarp) {
                     for &t in &lanes {
-                        self.s.threads[t].sig = 0;
+                        self.s.threads[t].path.clear();
                         self.s.threads[t].commit_seq = 0;
                     }
                     self.s.commit_logs[w].clear();
@@ -937,10 +939,10 @@ impl<'m> Exec<'m> {
                 self.live_barrier(b, "commit")?;
                 let t = self.thread.expect("commit runs in a thread");
                 let w = t / self.p().warp_size as usize;
-                let (seq, sig) = (self.s.threads[t].commit_seq, self.s.threads[t].sig);
+                let (seq, sig) = (self.s.threads[t].commit_seq, self.s.threads[t].path_sig());
                 // The converged lanes execute the commit as one instruction (the step is enabled
                 // only once they have all reached it): one arrival carrying all their histories.
-                let mates = self.m.commit_group(&self.s, t);
+                let mates = self.m.converged_with(&self.s, t);
                 // Another group of the same warp already committed to this barrier at this point:
                 // the warp's arrival count now depends on how its lanes diverged.
                 let diverged = self.s.commit_logs[w].iter().any(|&(s2, b2, g2)| s2 == seq && b2 as usize == b && g2 != sig);
