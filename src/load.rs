@@ -1,18 +1,9 @@
-//! Reading spec files: folder expansion, parsing, static checks and lowering, with every failure
-//! rendered as a positioned diagnostic (bad input, exit 2).
+//! The CLI's inputs: folder expansion, loading many specs at once (nothing is checked unless all
+//! are good), and `--param` values.
 
-use phasecheck_model::ir::Protocol;
-use phasecheck_model::lang::{self, ast, Diagnostic};
-use phasecheck_model::lower::lower;
 use std::path::{Path, PathBuf};
 
-pub struct Spec {
-    pub path: PathBuf,
-    pub display: String,
-    pub source: String,
-    pub ast: ast::Program,
-    pub proto: Protocol,
-}
+pub use phasecheck_model::spec::{load, Spec};
 
 /// All `*.phase` files named or below the named folders, sorted within each folder.
 pub fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
@@ -20,16 +11,16 @@ pub fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
     for p in paths {
         if p.is_dir() {
             let mut found = Vec::new();
-            walk(p, &mut found).map_err(|e| format!("error: cannot read folder {}: {e}", p.display()))?;
+            walk(p, &mut found).map_err(|e| format!("error: cannot read folder {}: {e}\n", p.display()))?;
             found.sort();
             if found.is_empty() {
-                return Err(format!("error: no *.phase files under {}", p.display()));
+                return Err(format!("error: no *.phase files under {}\n", p.display()));
             }
             out.extend(found);
         } else if p.exists() {
             out.push(p.clone());
         } else {
-            return Err(format!("error: {}: no such file or folder", p.display()));
+            return Err(format!("error: {}: no such file or folder\n", p.display()));
         }
     }
     Ok(out)
@@ -47,28 +38,6 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Parse, check and lower one file. `overrides` apply to the params this file declares; the
-/// caller checks that each override is declared by at least one file.
-pub fn load(path: &Path, overrides: &[(String, i64)]) -> Result<Spec, String> {
-    let display = path.display().to_string();
-    let source = std::fs::read_to_string(path).map_err(|e| format!("error: cannot read {display}: {e}"))?;
-    let render = |d: Diagnostic| d.render(&display, &source);
-    let ast = lang::parse(&source).map_err(render)?;
-    lang::check(&ast).map_err(render)?;
-    let mine: Vec<(String, i64)> = overrides
-        .iter()
-        .filter(|(n, _)| ast.params().any(|p| &p.name.name == n))
-        .cloned()
-        .collect();
-    let proto = lower(&ast, &mine).map_err(render)?;
-    Ok(Spec {
-        path: path.to_path_buf(),
-        display,
-        source,
-        ast,
-        proto,
-    })
-}
 
 /// Load every file, or report every bad one: nothing is checked unless all inputs are good.
 pub fn load_all(paths: &[PathBuf], overrides: &[(String, i64)]) -> Result<Vec<Spec>, String> {

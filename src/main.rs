@@ -131,13 +131,16 @@ fn main() -> ExitCode {
     }
 }
 
+/// Bad input: the diagnostics, and exit status 2 with nothing checked.
+fn bad_input(diagnostics: &str) -> ExitCode {
+    eprint!("{diagnostics}");
+    ExitCode::from(2)
+}
+
 fn cmd_check(paths: &[PathBuf], a: &SearchArgs, format: Format, traces: &cmd_replay::TraceOutputs) -> ExitCode {
     let specs = match load::load_all(paths, &a.params) {
         Ok(s) => s,
-        Err(e) => {
-            eprint!("{e}");
-            return ExitCode::from(2);
-        }
+        Err(e) => return bad_input(&e),
     };
     let opts = options(a);
     let (mut violated, mut incomplete) = (false, false);
@@ -172,10 +175,7 @@ fn cmd_check(paths: &[PathBuf], a: &SearchArgs, format: Format, traces: &cmd_rep
 fn cmd_test(paths: &[PathBuf], a: &SearchArgs) -> ExitCode {
     let specs = match load::load_all(paths, &a.params) {
         Ok(s) => s,
-        Err(e) => {
-            eprint!("{e}");
-            return ExitCode::from(2);
-        }
+        Err(e) => return bad_input(&e),
     };
     let opts = options(a);
     let mut rows = Vec::new();

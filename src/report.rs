@@ -2,9 +2,9 @@
 
 use crate::load::Spec;
 use phasecheck_model::lang::diag::line_col;
-use phasecheck_model::step::{Model, Obs};
+use phasecheck_model::step::Model;
 use phasecheck_model::ViolationKind;
-use phasecheck_verifier::trace::{replay, TraceStep};
+use phasecheck_verifier::trace::{describe_obs, replay, TraceStep};
 use phasecheck_verifier::{Report, Verdict};
 use serde_json::{json, Value};
 use std::fmt::Write as _;
@@ -37,30 +37,6 @@ fn source_at(spec: &Spec, span: phasecheck_model::lang::ast::Span) -> (usize, us
     (line, col, text)
 }
 
-fn obs_text(model: &Model, o: &Obs) -> Option<String> {
-    let p = &model.proto;
-    let bar = |b: &u16| p.barriers[*b as usize].name.clone();
-    let buf = |b: &u16| p.buffers[*b as usize].name.clone();
-    Some(match o {
-        Obs::Arrived { bar: b, phase, count } if *count == 1 => format!("arrive on {} phase {phase}", bar(b)),
-        Obs::Arrived { bar: b, phase, count } => format!("arrive x{count} on {} phase {phase}", bar(b)),
-        Obs::Waited { bar: b, phase } => format!("phase {phase} of {} complete", bar(b)),
-        Obs::TryWait { bar: b, phase, result } => format!("try_wait on phase {phase} of {} -> {}", bar(b), *result as i32),
-        Obs::Read { buf: d, version } => format!("reads {} v{version}", buf(d)),
-        Obs::Wrote { buf: d, version } => format!("writes {} v{version}", buf(d)),
-        Obs::CopyIssued {
-            buf: d, bytes, version, ..
-        } => format!("copy of {bytes} B (v{version}) into {} issued", buf(d)),
-        Obs::Landed {
-            buf: d, bytes, version, ..
-        } => format!("{bytes} B (v{version}) land in {}", buf(d)),
-        Obs::LandedPart { buf: d, bytes, .. } => format!("{bytes} B of the copy into {} land, the rest still in flight", buf(d)),
-        Obs::PhaseCompleted { bar: b, phase, .. } => format!("{} phase {phase} completes", bar(b)),
-        Obs::CommitJoined { bar: b, lane } => format!("{} commits in the same group arrival on {}", p.thread_label(*lane as usize), bar(b)),
-        Obs::Released { what } => format!("{what} releases"),
-        Obs::Exited { thread } => format!("{} exits", p.thread_label(*thread as usize)),
-    })
-}
 
 fn actor(step: &TraceStep) -> String {
     match (&step.thread, &step.copy) {
@@ -126,7 +102,7 @@ pub fn render_text(spec: &Spec, model: &Model, report: &Report) -> String {
                     };
                     let what = if s.copy.is_some() { "(copy lands)".to_string() } else { text };
                     let _ = writeln!(out, "  {mark}{:>3}  {:<w$}  {:>4} | {}", i + 1, actor(s), line, what);
-                    let mut notes: Vec<String> = s.obs.iter().filter_map(|o| obs_text(model, o)).collect();
+                    let mut notes: Vec<String> = s.obs.iter().map(|o| describe_obs(o, &model.proto)).collect();
                     let ch = changes_text(s);
                     if !ch.is_empty() {
                         notes.push(ch);
@@ -178,7 +154,7 @@ fn step_json(spec: &Spec, model: &Model, i: usize, s: &TraceStep) -> Value {
         "line": line,
         "col": col,
         "source": if s.copy.is_some() { Value::Null } else { Value::String(text) },
-        "observed": s.obs.iter().filter_map(|o| obs_text(model, o)).collect::<Vec<_>>(),
+        "observed": s.obs.iter().map(|o| describe_obs(o, &model.proto)).collect::<Vec<_>>(),
         "changes": s.changes,
         "violations": s.violations.iter().map(|v| json!({"kind": v.kind.name(), "message": v.message})).collect::<Vec<_>>(),
     })

@@ -12,5 +12,6 @@ pub mod lang;
 pub use kind::ViolationKind;
 pub mod ir;
 pub mod lower;
+pub mod spec;
 pub mod state;
 pub mod step;

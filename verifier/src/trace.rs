@@ -188,3 +188,41 @@ pub fn barrier_changes(model: &Model, before: &State, after: &State) -> Vec<Barr
     }
     out
 }
+
+/// Where observation indices get their names: the protocol itself, or a trace file's tables.
+pub trait Names {
+    fn barrier(&self, i: u16) -> String;
+    fn buffer(&self, i: u16) -> String;
+    fn thread(&self, i: u16) -> String;
+}
+
+impl Names for phasecheck_model::ir::Protocol {
+    fn barrier(&self, i: u16) -> String {
+        self.barriers[i as usize].name.clone()
+    }
+    fn buffer(&self, i: u16) -> String {
+        self.buffers[i as usize].name.clone()
+    }
+    fn thread(&self, i: u16) -> String {
+        self.thread_label(i as usize)
+    }
+}
+
+/// One line saying what a step observed, the same in reports, trace files and replays.
+pub fn describe_obs(o: &Obs, n: &dyn Names) -> String {
+    match o {
+        Obs::Arrived { bar, phase, count } if *count == 1 => format!("arrive on {} phase {phase}", n.barrier(*bar)),
+        Obs::Arrived { bar, phase, count } => format!("arrive x{count} on {} phase {phase}", n.barrier(*bar)),
+        Obs::Waited { bar, phase } => format!("wait: phase {phase} of {} complete", n.barrier(*bar)),
+        Obs::TryWait { bar, phase, result } => format!("try_wait on phase {phase} of {} -> {}", n.barrier(*bar), *result as i32),
+        Obs::Read { buf, version } => format!("reads {} v{version}", n.buffer(*buf)),
+        Obs::Wrote { buf, version } => format!("writes {} v{version}", n.buffer(*buf)),
+        Obs::CopyIssued { buf, bytes, version, .. } => format!("copy of {bytes} B (v{version}) into {} issued", n.buffer(*buf)),
+        Obs::Landed { buf, bytes, version, .. } => format!("{bytes} B (v{version}) land in {}", n.buffer(*buf)),
+        Obs::LandedPart { buf, bytes, .. } => format!("{bytes} B of the copy land in {} (the rest is in flight)", n.buffer(*buf)),
+        Obs::PhaseCompleted { bar, phase, .. } => format!("{} phase {phase} completes", n.barrier(*bar)),
+        Obs::CommitJoined { bar, lane } => format!("{}'s commit joins this group arrival on {}", n.thread(*lane), n.barrier(*bar)),
+        Obs::Released { what } => format!("{what} releases"),
+        Obs::Exited { thread } => format!("{} exits", n.thread(*thread)),
+    }
+}

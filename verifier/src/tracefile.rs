@@ -288,34 +288,20 @@ impl TraceFile {
     }
 }
 
-/// One-line description of an observation with names resolved.
+/// One-line description of an observation with names resolved from the file's tables.
 pub fn obs_text(t: &TraceFile, o: &Obs) -> String {
-    let bar = |b: &u16| t.barriers.get(*b as usize).cloned().unwrap_or_else(|| format!("barrier#{b}"));
-    let buf = |b: &u16| t.buffers.get(*b as usize).cloned().unwrap_or_else(|| format!("buffer#{b}"));
-    let thread = |i: &u16| {
-        t.threads
-            .get(*i as usize)
-            .map(|r| format!("{}#{}", r.role, r.tid))
-            .unwrap_or_else(|| format!("thread {i}"))
-    };
-    match o {
-        Obs::Arrived { bar: b, phase, count } if *count == 1 => format!("arrive on {} phase {phase}", bar(b)),
-        Obs::Arrived { bar: b, phase, count } => format!("arrive x{count} on {} phase {phase}", bar(b)),
-        Obs::Waited { bar: b, phase } => format!("wait: phase {phase} of {} complete", bar(b)),
-        Obs::TryWait { bar: b, phase, result } => format!("try_wait on phase {phase} of {} -> {}", bar(b), *result as i32),
-        Obs::Read { buf: d, version } => format!("reads {} v{version}", buf(d)),
-        Obs::Wrote { buf: d, version } => format!("writes {} v{version}", buf(d)),
-        Obs::CopyIssued {
-            buf: d, bytes, version, ..
-        } => format!("copy of {bytes} B (v{version}) into {} issued", buf(d)),
-        Obs::Landed {
-            buf: d, bytes, version, ..
-        } => format!("{bytes} B (v{version}) land in {}", buf(d)),
-        Obs::LandedPart { buf: d, bytes, .. } => format!("{bytes} B of the copy land in {} (the rest is in flight)", buf(d)),
-        Obs::PhaseCompleted { bar: b, phase, .. } => format!("{} phase {phase} completes", bar(b)),
-        Obs::CommitJoined { bar: b, lane } => format!("{}'s commit joins this group arrival on {}", thread(lane), bar(b)),
-        Obs::Released { what } => format!("{what} releases"),
-        Obs::Exited { thread: th } => format!("{} exits", thread(th)),
+    crate::trace::describe_obs(o, t)
+}
+
+impl crate::trace::Names for TraceFile {
+    fn barrier(&self, i: u16) -> String {
+        self.barriers.get(i as usize).cloned().unwrap_or_else(|| format!("barrier#{i}"))
+    }
+    fn buffer(&self, i: u16) -> String {
+        self.buffers.get(i as usize).cloned().unwrap_or_else(|| format!("buffer#{i}"))
+    }
+    fn thread(&self, i: u16) -> String {
+        self.threads.get(i as usize).map(|r| format!("{}#{}", r.role, r.tid)).unwrap_or_else(|| format!("thread {i}"))
     }
 }
 
