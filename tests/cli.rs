@@ -189,3 +189,14 @@ fn text_reports_of_reviewed_specs() {
         insta::assert_snapshot!(format!("report_{name}"), report(spec));
     }
 }
+
+#[test]
+fn the_readme_worked_example_is_what_the_tool_prints() {
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let start = readme.find("(exit status 1):\n\n```\n").expect("README has the worked example") + "(exit status 1):\n\n```\n".len();
+    let block = &readme[start..start + readme[start..].find("```").unwrap()];
+    let o = phasecheck(&["check", "specs/mistakes/consumer_wrong_parity.phase", "--stop-at-first"]);
+    assert_eq!(code(&o), 1);
+    let strip_seconds = |s: &str| s.lines().map(|l| if l.starts_with("stats:") { l.rsplit_once(", ").unwrap().0.to_string() } else { l.to_string() }).collect::<Vec<_>>();
+    assert_eq!(strip_seconds(block), strip_seconds(&text(&o.stdout)), "README.md's worked example is out of date");
+}
