@@ -16,6 +16,11 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+/// The search allocates and frees a state per transition; mimalloc halves the time glibc's
+/// allocator takes for that (BENCHMARKS.md).
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "phasecheck",

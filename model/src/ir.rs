@@ -140,6 +140,22 @@ pub enum IExpr {
 }
 
 impl IExpr {
+    /// Value from locals and thread identity alone: `None` when the expression reads a shared var
+    /// or faults (those are evaluated, and reported, by a step).
+    pub fn eval_pure(&self, locals: &[i64], me: &ThreadInfo) -> Option<i64> {
+        Some(match self {
+            IExpr::Const(v) => *v,
+            IExpr::Local(i) => locals[*i as usize],
+            IExpr::Var(_) => return None,
+            IExpr::Tid => me.tid as i64,
+            IExpr::Gtid => me.gtid as i64,
+            IExpr::Lane => me.lane as i64,
+            IExpr::Warp => me.warp as i64,
+            IExpr::Unary(op, a) => crate::lower::apply_unary(*op, a.eval_pure(locals, me)?)?,
+            IExpr::Binary(op, a, b) => crate::lower::apply_binary(*op, a.eval_pure(locals, me)?, b.eval_pure(locals, me)?).ok()?,
+        })
+    }
+
     pub fn reads_var(&self) -> bool {
         match self {
             IExpr::Var(_) => true,
@@ -161,6 +177,30 @@ pub struct Ref {
 pub enum WaitTarget {
     Token(IExpr),
     Parity(IExpr),
+}
+
+impl WaitTarget {
+    pub fn expr(&self) -> &IExpr {
+        match self {
+            WaitTarget::Token(e) | WaitTarget::Parity(e) => e,
+        }
+    }
+
+    /// The phase a wait names, given the target's value: a token names its phase exactly; a
+    /// parity names the phase of that parity among {K-1, K}, K being the latest phase the thread
+    /// knows the barrier reached (SEMANTICS.md).
+    pub fn named_phase(&self, value: i64, known: i64) -> i64 {
+        match self {
+            WaitTarget::Token(_) => value,
+            WaitTarget::Parity(_) => {
+                if known.rem_euclid(2) == value.rem_euclid(2) {
+                    known
+                } else {
+                    known - 1
+                }
+            }
+        }
+    }
 }
 
 #[derive(Clone, Debug)]

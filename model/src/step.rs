@@ -261,18 +261,26 @@ impl Model {
         else {
             return WaitCheck::NotAWait;
         };
-        // Anything that cannot be evaluated is reported when the step runs: treat it as ready.
-        let probe = Exec::probe(self, s, t);
-        let Ok(b) = probe.barrier_index(bar) else {
-            return WaitCheck::Ready;
+        // Anything that cannot be evaluated without a step (a shared var, a fault) is left to the
+        // step, which reports it: treat it as ready.
+        let me = &self.proto.threads[t];
+        let g = &self.proto.barrier_groups[bar.group as usize];
+        let index = match &bar.index {
+            None => 0,
+            Some(e) => match e.eval_pure(&th.locals, me) {
+                Some(i) if (0..g.len as i64).contains(&i) => i,
+                _ => return WaitCheck::Ready,
+            },
         };
+        let b = g.base as usize + index as usize;
         let bs = &s.barriers[b];
         if bs.life != Life::Live {
             return WaitCheck::Ready;
         }
-        let Ok(named) = probe.named_phase(t, b, target) else {
+        let Some(value) = target.expr().eval_pure(&th.locals, me) else {
             return WaitCheck::Ready;
         };
+        let named = target.named_phase(value, th.known[b]);
         if hardware_complete(bs.phase, named) {
             WaitCheck::Ready
         } else {
@@ -557,22 +565,6 @@ impl<'m> Exec<'m> {
     }
 
     /// A throwaway evaluator over a copy of the state, for questions asked without stepping.
-    fn scratch(&self, thread: Option<usize>) -> Exec<'m> {
-        let mut x = Exec::new(self.m, self.s.clone());
-        x.agent = self.agent;
-        x.thread = thread;
-        x
-    }
-
-    fn probe(m: &'m Model, s: &State, t: usize) -> Exec<'m> {
-        // Evaluation only reads; the clone is of a state small enough for this to be cheap, and
-        // it keeps one evaluator for steps and checks.
-        let mut x = Exec::new(m, s.clone());
-        x.agent = t;
-        x.thread = Some(t);
-        x
-    }
-
     fn p(&self) -> &'m Protocol {
         &self.m.proto
     }
@@ -671,25 +663,6 @@ impl<'m> Exec<'m> {
             return Err(());
         }
         Ok(g.base as usize + i as usize)
-    }
-
-    fn barrier_index(&self, r: &Ref) -> R<usize> {
-        let mut me = self.scratch(self.thread);
-        me.group_index(r, &self.p().barrier_groups, None)
-    }
-
-    /// The phase a wait names: a token names its phase; a parity names the phase of that parity
-    /// among {K-1, K}, K being the latest phase this thread knows the barrier reached.
-    fn named_phase(&self, t: usize, b: usize, target: &WaitTarget) -> R<i64> {
-        let mut me = self.scratch(Some(t));
-        match target {
-            WaitTarget::Token(e) => me.eval(e),
-            WaitTarget::Parity(e) => {
-                let p = me.eval(e)?.rem_euclid(2);
-                let k = self.s.threads[t].known[b];
-                Ok(if k.rem_euclid(2) == p { k } else { k - 1 })
-            }
-        }
     }
 
     // ---- control flow -------------------------------------------------------------------
@@ -990,7 +963,8 @@ impl<'m> Exec<'m> {
                 }
                 let b = self.resolve_bar(bar, locals)?;
                 self.live_barrier(b, if *try_ { "try_wait" } else { "wait" })?;
-                let named = self.named_phase(t, b, target)?;
+                let value = ev(self, target.expr())?;
+                let named = target.named_phase(value, self.s.threads[t].known[b]);
                 let c = self.s.barriers[b].phase;
                 if c >= named + 2 {
                     self.fail(

@@ -5,6 +5,8 @@
 //! against this search in tests.
 
 use indexmap::IndexSet;
+use rustc_hash::FxHasher;
+use std::hash::BuildHasherDefault;
 use phasecheck_model::state::State;
 use phasecheck_model::step::{Action, Model, Violation};
 use phasecheck_model::ViolationKind;
@@ -131,7 +133,8 @@ pub fn check(model: &Model, opts: &CheckOptions) -> Report {
         return finish(model, found, None, stats, start);
     };
 
-    let mut seen: IndexSet<State> = IndexSet::new();
+    // States are hashed whole at every insertion: a fast non-cryptographic hash pays.
+    let mut seen: IndexSet<State, BuildHasherDefault<FxHasher>> = IndexSet::default();
     // parent[i] = (index of the predecessor, action taken); the root points at itself.
     let mut parent: Vec<(u32, Action)> = Vec::new();
     let per_state = state_bytes(&s0);
