@@ -5,6 +5,13 @@
 //! force exactly the order of a trace. Each instruction is preceded by a comment quoting the spec
 //! line it came from, so the kernel reads like a listing of the spec.
 //!
+//! Warp-batched `commit` follows the model's rule, not the hardware's `__activemask()`: in a role
+//! with a commit every Branch appends `pc << 1 | taken` (IR pc) to the thread's path, published in
+//! shared memory as prefix hashes (`PcLane`, cleared at syncwarp); a commit waits (bounded) until
+//! every unfinished lane of its warp and role whose path is compatible with its own stands at the
+//! same commit on the same path, then the group meets in `__syncwarp(group)` and its lowest lane
+//! arrives once. In replay every lane of the group holds the commit's turn; the leader ends it.
+//!
 //! Layout of one block's results (32-bit words), written by the kernel and parsed by
 //! [`Kernel::parse_block`]:
 //! ```text
@@ -156,6 +163,9 @@ struct PcThread {
   int step;               // visible steps executed (replay)
   int turn;               // turn number of the step in progress, -1 if none
   int status;
+  unsigned role_mask;     // lanes of my model warp with my role (commit: who can be converged with me)
+  int commit_seq;         // commits executed since the last syncwarp
+  int gen;                // syncwarps passed
 };
 
 __device__ __forceinline__ u64 pc_now() {
@@ -311,6 +321,81 @@ __device__ __forceinline__ void pc_bulk_copy(int* dst, const int* src, int bytes
                :: "r"(pc_smem(dst)), "l"(src), "r"(bytes), "r"(pc_smem(bar)) : "memory");
 }
 __device__ __forceinline__ int pc_state_parity(u64 state) { return (int)(state >> 63); }
+
+// ---- Warp convergence as the model defines it (warp-batched `commit`) --------------------------
+// Lanes of one warp and role are converged while their branch paths since the last syncwarp have
+// not parted: one path is a prefix of the other. A path is the list of `pc << 1 | taken` of every
+// Branch executed (pc: the IR instruction index, as in the model). Each lane publishes its path in
+// shared memory as prefix hashes, hist[k] = FNV-1a of its first k decisions (the model's path_sig),
+// so "one is a prefix of the other" is one comparison: hist_a[n] == hist_b[n], n = min of lengths.
+#define PC_PATH_CAP 32
+struct PcLane {
+  volatile int gen;                    // syncwarps passed
+  volatile int len;                    // branch decisions since the last syncwarp
+  volatile int at;                     // the commit it stands at: pc << 16 | commit_seq; -1: none
+  volatile int done;                   // finished or stopped: holds nobody back
+  volatile u64 hist[PC_PATH_CAP + 1];  // prefix hashes; hist[0] = the FNV offset basis
+};
+__device__ void pc_lane_init(PcLane* l) {
+  l->gen = 0; l->len = 0; l->at = -1; l->done = 0; l->hist[0] = 0xcbf29ce484222325ull;
+}
+// A Branch ran: append its decision. Past PC_PATH_CAP decisions without a syncwarp the kernel can
+// no longer follow convergence: the thread stops with status "unsupported".
+__device__ bool pc_path_push(PcThread& th, PcLane* me, int pc, bool taken) {
+  int n = me->len;
+  if (n >= PC_PATH_CAP) { th.status = PC_UNSUPPORTED; return false; }
+  me->hist[n + 1] = (me->hist[n] ^ (u64)((pc << 1) | (taken ? 1 : 0))) * 0x100000001b3ull;
+  __threadfence_block();  // the hash is published before the length that covers it
+  me->len = n + 1;
+  return true;
+}
+// Released from syncwarp: the path and the commit count start afresh (the model clears them there).
+__device__ void pc_path_reset(PcThread& th, PcLane* me) {
+  me->len = 0; th.commit_seq = 0;
+  __threadfence_block();
+  me->gen = ++th.gen;
+}
+// commit, part 1 (model: commit_ready). Stand at this commit (pc, commit_seq) and wait, bounded,
+// until every unfinished lane of my warp and role whose path is compatible with mine stands at the
+// same commit with the same path. A converged lane still behind on the path holds me back; a lane
+// whose path parted from mine is another group and commits on its own. Returns the group (a lane
+// mask, me included), or 0 when the wait timed out (status hung). While a lane stands here its path
+// cannot change, so the group every member computes is the same.
+__device__ unsigned pc_commit_group(PcThread& th, PcLane* warp_lanes, int pc) {
+  PcLane* me = &warp_lanes[th.lane];
+  const int key = (pc << 16) | th.commit_seq;
+  const int n = me->len;
+  me->at = key;
+  __threadfence_block();
+  u64 start = pc_now();
+  for (;;) {
+    unsigned group = 0;
+    bool ready = true;
+    for (int l = 0; l < 32; l++) {
+      if (!((th.role_mask >> l) & 1u)) continue;
+      PcLane* o = &warp_lanes[l];
+      if (o->done) continue;                               // finished: takes no part
+      if (o->gen != th.gen) { ready = false; continue; }   // still leaving the last syncwarp: converged, behind
+      int at = o->at;                                      // read first: while it is `key`, the path is frozen
+      __threadfence_block();
+      int on = o->len;
+      int m = on < n ? on : n;
+      if (o->hist[m] != me->hist[m]) continue;             // paths parted: diverged, commits separately
+      if (at == key && on == n) group |= 1u << l;          // here, on my path
+      else ready = false;                                  // converged but not here yet
+    }
+    if (ready) return group;
+    if (pc_now() - start > th.timeout_ns) { me->at = -1; th.status = PC_HUNG; return 0u; }
+  }
+}
+// commit, part 3: leave together. One turn for the whole group in replay: the leader ends it
+// (after the arrival); a mate only drops it (bumping the counter itself could move it backwards
+// after later steps had run).
+__device__ void pc_commit_leave(PcThread& th, PcLane* me, bool leader, volatile int* turn) {
+  me->at = -1;
+  th.commit_seq++;
+  if (leader) pc_turn_end(th, turn); else th.turn = -1;
+}
 "#;
 
 fn prelude(backend: Backend) -> &'static str {
@@ -366,6 +451,10 @@ struct Gen<'a> {
     out: String,
     /// Completion-function index per barrier group (libcu software barriers).
     group_completion: Vec<Option<u16>>,
+    /// The code being generated tracks its branch path (a role with a `commit`).
+    track: bool,
+    /// IR pc of the instruction being generated.
+    pc: usize,
 }
 
 /// Generate the kernel of one protocol. `index` makes its symbol unique within a module.
@@ -397,6 +486,13 @@ pub fn generate(p: &Protocol, source: &str, backend: Backend, index: usize) -> R
             "buffers take {buffer_bytes} bytes of shared memory; the generated kernel uses static shared memory (at most {MAX_BUFFER_BYTES})"
         )));
     }
+    let lane_bytes = if has_commit(p) { p.threads.len() * LANE_BYTES } else { 0 };
+    if buffer_bytes + lane_bytes > MAX_SHARED_BYTES {
+        return Err(NotExpressible(format!(
+            "buffers ({buffer_bytes} bytes) and the branch paths of {} threads ({lane_bytes} bytes) exceed {MAX_SHARED_BYTES} bytes of static shared memory",
+            p.threads.len()
+        )));
+    }
     if let Some(b) = p.buffers.iter().find(|b| b.bytes <= 0) {
         return Err(NotExpressible(format!("buffer {} has {} bytes", b.name, b.bytes)));
     }
@@ -407,6 +503,8 @@ pub fn generate(p: &Protocol, source: &str, backend: Backend, index: usize) -> R
         backend,
         out: String::new(),
         group_completion,
+        track: false,
+        pc: 0,
     };
     g.check_expressible()?;
     let symbol = format!("pc_{}_{}", ident(&p.name), index);
@@ -426,6 +524,26 @@ pub fn generate(p: &Protocol, source: &str, backend: Backend, index: usize) -> R
         block_words,
         src_words,
     })
+}
+
+/// Branch decisions a thread may take between two syncwarps in a role with a `commit` (the kernel
+/// publishes its path so that lanes can tell whether they are converged).
+pub const PATH_CAP: usize = 32;
+/// Shared memory of one thread's published path (`PcLane`).
+const LANE_BYTES: usize = 16 + 8 * (PATH_CAP + 1);
+/// Static shared memory all of the kernel's per-spec state may take (buffers + paths); the rest of
+/// the 48 KiB static limit is left to barriers and bookkeeping.
+const MAX_SHARED_BYTES: usize = 46 * 1024;
+
+/// The code contains a warp-batched `commit`.
+fn code_commits(code: &Code) -> bool {
+    code.instrs
+        .iter()
+        .any(|i| matches!(i.kind, InstrKind::Op { op: IOp::Commit { .. }, .. }))
+}
+
+fn has_commit(p: &Protocol) -> bool {
+    p.roles.iter().any(|r| code_commits(&r.code))
 }
 
 /// 32-bit words of a buffer, rounded up to 16 bytes (bulk copies move multiples of 16 bytes).
@@ -631,6 +749,9 @@ impl<'a> Gen<'a> {
         self.w(format!("constexpr int NT = {nt};        // model threads"));
         self.w(format!("constexpr int NB = {};        // barriers (flattened)", p.barriers.len()));
         self.w(format!("constexpr int NW = {nwarps};        // model warps"));
+        if has_commit(p) {
+            self.w(format!("constexpr int WS = {};        // model warp size (lane l of warp w runs as hardware lane l)", p.warp_size));
+        }
         // Shared state.
         let libcu = self.backend == Backend::Libcu;
         if libcu {
@@ -679,6 +800,9 @@ impl<'a> Gen<'a> {
             "  int writes[{}];  // writes issued per buffer: the default version of the next copy",
             p.buffers.len().max(1)
         ));
+        if has_commit(p) {
+            self.w("  PcLane lanes[NT];       // published branch paths: which lanes a commit is converged with");
+        }
         self.w("  volatile int turn;      // replay turnstile");
         self.w("  PcSync block_sync;      // syncthreads");
         self.w("  PcSync warp_sync[NW];   // syncwarp, per model warp");
@@ -702,7 +826,9 @@ impl<'a> Gen<'a> {
             self.w("");
             self.w(format!("// role {}[{}]", r.name, r.count));
             self.w(format!("__device__ void role_{}(Shared& s, PcThread& th) {{", ident(&r.name)));
+            self.track = code_commits(&r.code);
             self.code_body(&r.code, false)?;
+            self.track = false;
             self.w("}");
             let _ = ri;
         }
@@ -770,6 +896,9 @@ impl<'a> Gen<'a> {
             self.w(format!("    s.var_{} = {};", ident(&v.name), v.init));
         }
         self.w("    for (int i = 0; i < (int)(sizeof(s.writes) / sizeof(int)); i++) s.writes[i] = 0;");
+        if has_commit(p) {
+            self.w("    for (int i = 0; i < NT; i++) pc_lane_init(&s.lanes[i]);");
+        }
         self.w("    s.turn = 0;");
         self.w("    s.block_sync = PcSync{0, 0, NT, 0};");
         let ws = p.warp_size as usize;
@@ -798,6 +927,10 @@ impl<'a> Gen<'a> {
         ));
         self.w("  th.t = me; th.tid = who[me][1]; th.gtid = who[me][2]; th.lane = who[me][3]; th.warp = who[me][4];");
         self.w("  th.turn = -1; th.status = PC_RUNNING;");
+        if has_commit(p) {
+            self.w("  // Lanes of my model warp with my role: the lanes a commit may be converged with.");
+            self.w("  for (int l = 0; l < WS && th.warp * WS + l < NT; l++) if (who[th.warp * WS + l][0] == who[me][0]) th.role_mask |= 1u << l;");
+        }
         self.w("  switch (who[me][0]) {");
         for (ri, r) in p.roles.iter().enumerate() {
             self.w(format!("    case {ri}: role_{}(s, th); break;", ident(&r.name)));
@@ -806,6 +939,9 @@ impl<'a> Gen<'a> {
         self.w("  if (th.status == PC_RUNNING) th.status = PC_FINISHED;");
         self.w("  // An exited thread no longer holds back syncthreads / syncwarp.");
         self.w("  pc_leave(&s.block_sync); pc_leave(&s.warp_sync[th.warp]);");
+        if has_commit(p) {
+            self.w("  __threadfence_block(); s.lanes[me].done = 1;  // nor a commit of its converged lanes");
+        }
         self.w("  th.rec[0] = th.status; th.rec[1] = th.nreads; th.rec[2] = th.ntry; th.rec[3] = th.ntok; th.rec[4] = th.nbad;");
         self.w("}");
         Ok(())
@@ -874,10 +1010,18 @@ impl<'a> Gen<'a> {
                 InstrKind::Jump { to } => self.w(format!("  goto L{to};")),
                 InstrKind::Branch { cond, else_to } => {
                     let c = self.expr(code, cond);
+                    // In a role with a commit, every decision goes onto the thread's branch path.
+                    let push = if self.track {
+                        format!(" if (!pc_path_push(th, &s.lanes[th.t], {i}, taken)) return;")
+                    } else {
+                        String::new()
+                    };
                     if step {
                         self.w(format!(
-                            "  {{ bool taken = {c}; pc_turn_end(th, &s.turn); if (!taken) goto L{else_to}; }}"
+                            "  {{ bool taken = {c}; pc_turn_end(th, &s.turn);{push} if (!taken) goto L{else_to}; }}"
                         ));
+                    } else if self.track {
+                        self.w(format!("  {{ bool taken = {c};{push} if (!taken) goto L{else_to}; }}"));
                     } else {
                         self.w(format!("  if (!{c}) goto L{else_to};"));
                     }
@@ -892,6 +1036,9 @@ impl<'a> Gen<'a> {
                     self.w("  pc_turn_end(th, &s.turn);  // the arrival is the step; the release follows it");
                     self.w("  if (!pc_sync(th, &s.warp_sync[th.warp])) return;");
                     self.w("  __syncwarp(__activemask());  // reconverge the lanes that got here");
+                    if self.track {
+                        self.w("  pc_path_reset(th, &s.lanes[th.t]);  // converged again: paths start afresh");
+                    }
                 }
                 InstrKind::SyncThreads => {
                     self.w("  pc_turn_end(th, &s.turn);  // the arrival is the step; the release follows it");
@@ -904,10 +1051,13 @@ impl<'a> Gen<'a> {
                         continue;
                     }
                     let rec = if in_completion { None } else { crate::outcome::recorded(code, ins) };
+                    self.pc = i;
                     self.op(code, op, *result, &token_slots, rec)?;
                 }
             }
-            if step && !matches!(ins.kind, InstrKind::Branch { .. } | InstrKind::SyncWarp | InstrKind::SyncThreads) {
+            // A commit ends its turn itself (once for the group).
+            let commit = matches!(ins.kind, InstrKind::Op { op: IOp::Commit { .. }, .. });
+            if step && !commit && !matches!(ins.kind, InstrKind::Branch { .. } | InstrKind::SyncWarp | InstrKind::SyncThreads) {
                 self.w("  pc_turn_end(th, &s.turn);");
             }
             i += 1;
@@ -1171,10 +1321,15 @@ impl<'a> Gen<'a> {
                 } else {
                     format!("(void)pc_mbar_arrive(&{b}, 1)")
                 };
-                self.w("  { // warp-batched arrive: one arrival per converged group of lanes");
-                self.w("    unsigned group = __activemask();");
-                self.w(format!("    if ((threadIdx.x & 31) == __ffs(group) - 1) {arrive};"));
-                self.w("    __syncwarp(group);");
+                let pc = self.pc;
+                self.w("  { // warp-batched arrive: ONE arrival per converged group of lanes (the model's rule)");
+                self.w(format!("    unsigned group = pc_commit_group(th, &s.lanes[th.warp * WS], {pc});"));
+                self.w("    if (group == 0) return;  // timed out: hung");
+                self.w("    __syncwarp(group);  // the group meets: its lanes' earlier writes are ordered before the arrival");
+                self.w("    bool leader = th.lane == __ffs(group) - 1;");
+                self.w(format!("    if (leader) {arrive};  // the lowest lane arrives for the group"));
+                self.w("    __syncwarp(group);  // no lane moves on before the arrival is made");
+                self.w("    pc_commit_leave(th, &s.lanes[th.t], leader, &s.turn);");
                 self.w("  }");
             }
         }

@@ -15,12 +15,14 @@
 //! depends on a landing waits for it through its (bounded) barrier wait, as the trace did. A read
 //! that the trace places before a landing races with the copy on the GPU too, and may see either
 //! version or a torn mix; such observations are compared with the allowed set (which widens racy
-//! reads) when they differ from the forced outcome.
+//! reads) when they differ from the forced outcome. A warp-batched `commit` is one model step for
+//! all its converged lanes (the mates observe `CommitJoined`): every lane of the group gets that
+//! step's turn ([`commit_mates`], [`schedule`]), and the kernel lets the group commit on it once.
 
 use crate::codegen::{self, generate, status, Backend, Kernel};
 use crate::outcome::{allowed_outcomes, forced, Outcome, ThreadOutcome};
 use crate::{expand, load_spec, nvrtc, sys};
-use phasecheck_model::step::{Action, Model};
+use phasecheck_model::step::{Action, Model, Obs};
 use phasecheck_model::ViolationKind as K;
 use phasecheck_verifier::{check, CheckOptions};
 use std::collections::BTreeMap;
@@ -354,13 +356,46 @@ pub struct Case {
 
 const MAY_FAULT: [K; 5] = [K::OverArrival, K::Lifetime, K::TxRange, K::CountRange, K::Uninitialized];
 
+/// The lanes that took part in each step of a trace without an action of their own: for a
+/// warp-batched `commit`, the converged mates of the acting lane (`Obs::CommitJoined`), found by
+/// replaying the trace through the model. One entry per action; empty past where the model stops
+/// (a trace ending in undefined behaviour) and for every other kind of step.
+pub fn commit_mates(model: &Model, actions: &[Action]) -> Vec<Vec<u16>> {
+    let mut out = vec![Vec::new(); actions.len()];
+    let Some(mut s) = model.init().next else { return out };
+    for (k, &a) in actions.iter().enumerate() {
+        let o = model.step(&s, a);
+        if let Some(ev) = &o.event {
+            out[k] = ev
+                .obs
+                .iter()
+                .filter_map(|ob| match ob {
+                    Obs::CommitJoined { lane, .. } => Some(*lane),
+                    _ => None,
+                })
+                .collect();
+        }
+        match o.next {
+            Some(n) => s = n,
+            None => break,
+        }
+    }
+    out
+}
+
 /// Schedule for the turnstile from a trace: thread steps numbered in order; landings dropped.
-pub fn schedule(nt: usize, actions: &[Action]) -> Vec<i32> {
+/// `mates[k]` (see [`commit_mates`]; may be shorter than `actions`) are lanes whose commit step is
+/// part of action k: each gets the same turn as the acting lane, since on the GPU every lane of the
+/// group executes the commit (and the kernel lets all of them in on that one turn).
+pub fn schedule(nt: usize, actions: &[Action], mates: &[Vec<u16>]) -> Vec<i32> {
     let mut per: Vec<Vec<i32>> = vec![Vec::new(); nt];
     let mut turn = 0;
-    for a in actions {
+    for (k, a) in actions.iter().enumerate() {
         if let Action::Thread(t) = a {
             per[*t as usize].push(turn);
+            for &m in mates.get(k).map(|v| v.as_slice()).unwrap_or(&[]) {
+                per[m as usize].push(turn);
+            }
             turn += 1;
         }
     }
@@ -378,6 +413,11 @@ pub fn schedule(nt: usize, actions: &[Action]) -> Vec<i32> {
         s.extend(p);
     }
     s
+}
+
+/// The turnstile schedule of a trace of `model`, group commits included.
+pub fn replay_schedule(model: &Model, actions: &[Action]) -> Vec<i32> {
+    schedule(model.proto.threads.len(), actions, &commit_mates(model, actions))
 }
 
 /// One complete execution of the model (first enabled action each time), for holding specs.
@@ -560,7 +600,7 @@ pub fn run(a: &RunArgs) -> u8 {
                     groups
                         .entry(group)
                         .or_default()
-                        .push(mk(id, replay_blocks, schedule(k.threads, acts), 1, 0));
+                        .push(mk(id, replay_blocks, replay_schedule(&s.model, acts), 1, 0));
                     meta.insert(id, (si, "replay", Some(ti)));
                     id += 1;
                 }

@@ -2,7 +2,7 @@
 
 use phasecheck_gpu::codegen::{generate, status, Backend, CAP, HEADER_WORDS, THREAD_WORDS};
 use phasecheck_gpu::load_spec;
-use phasecheck_gpu::runner::schedule;
+use phasecheck_gpu::runner::{commit_mates, replay_schedule, schedule};
 use phasecheck_model::step::{Action, Model};
 use phasecheck_verifier::{check, CheckOptions};
 use std::path::PathBuf;
@@ -15,7 +15,7 @@ fn fixture(name: &str) -> phasecheck_gpu::LoadedSpec {
 fn schedule_numbers_thread_steps_and_drops_landings() {
     let acts = [Action::Thread(1), Action::Land(0), Action::Thread(0), Action::Thread(1)];
     // [mode, total, off0, off1, cnt0, cnt1, turns of t0..., turns of t1...]
-    assert_eq!(schedule(2, &acts), vec![1, 3, 6, 7, 1, 2, 1, 0, 2]);
+    assert_eq!(schedule(2, &acts, &[]), vec![1, 3, 6, 7, 1, 2, 1, 0, 2]);
 }
 
 #[test]
@@ -25,7 +25,7 @@ fn schedule_of_a_real_trace_covers_every_thread_step() {
     let rep = check(&model, &CheckOptions::default());
     assert!(!rep.violations.is_empty());
     for v in &rep.violations {
-        let s = schedule(spec.proto.threads.len(), &v.actions);
+        let s = schedule(spec.proto.threads.len(), &v.actions, &[]);
         let steps = v.actions.iter().filter(|a| matches!(a, Action::Thread(_))).count() as i32;
         assert_eq!(s[1], steps);
         let nt = spec.proto.threads.len();
@@ -33,6 +33,54 @@ fn schedule_of_a_real_trace_covers_every_thread_step() {
         turns.sort();
         assert_eq!(turns, (0..steps).collect::<Vec<_>>(), "every turn exactly once");
     }
+}
+
+#[test]
+fn schedule_gives_a_group_commit_turn_to_every_converged_lane() {
+    // commit_warp: four converged lanes of one warp start at `commit(b)`. Lane 2's step is the
+    // group's one arrival; lanes 0, 1, 3 join it (Obs::CommitJoined) and must run on that turn too.
+    let spec = fixture("commit_warp.phase");
+    let model = Model::new(spec.proto.clone());
+    let acts = [Action::Thread(2)];
+    let mates = commit_mates(&model, &acts);
+    assert_eq!(mates, vec![vec![0, 1, 3]]);
+    // [mode, total, off0..off3, cnt0..cnt3, turns]: one turn (0), held by all four lanes.
+    assert_eq!(schedule(4, &acts, &mates), vec![1, 1, 10, 11, 12, 13, 1, 1, 1, 1, 0, 0, 0, 0]);
+    assert_eq!(replay_schedule(&model, &acts), schedule(4, &acts, &mates));
+
+    // A whole execution of a spec whose warps commit after syncwarp (warp_size 2): each commit
+    // turn is held by both lanes of the warp, every turn is held by someone, and each lane's turns
+    // increase.
+    let spec = load_spec(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../specs/guide/commit_after_syncwarp.phase"), &[]).unwrap();
+    let model = Model::new(spec.proto.clone());
+    let mut s = model.init().next.unwrap();
+    let mut acts = Vec::new();
+    let mut en = Vec::new();
+    while !s.all_done() {
+        en.clear();
+        model.actions(&s, &mut en);
+        let a = en[0];
+        acts.push(a);
+        s = model.step(&s, a).next.unwrap();
+    }
+    let mates = commit_mates(&model, &acts);
+    let groups: Vec<usize> = mates.iter().filter(|m| !m.is_empty()).map(|m| m.len()).collect();
+    assert_eq!(groups, vec![1, 1], "one group commit per warp, one mate each: {mates:?}");
+    let nt = spec.proto.threads.len();
+    let sched = replay_schedule(&model, &acts);
+    let total = sched[1];
+    assert_eq!(total as usize, acts.iter().filter(|a| matches!(a, Action::Thread(_))).count());
+    let mut held = vec![0; total as usize];
+    for t in 0..nt {
+        let (off, cnt) = (sched[2 + t] as usize, sched[2 + nt + t] as usize);
+        let turns = &sched[off..off + cnt];
+        assert!(turns.windows(2).all(|w| w[0] < w[1]), "thread {t}: {turns:?}");
+        for &k in turns {
+            held[k as usize] += 1;
+        }
+    }
+    assert!(held.iter().all(|&h| h >= 1));
+    assert_eq!(held.iter().filter(|&&h| h == 2).count(), 2, "the two group commits are the only shared turns");
 }
 
 #[test]
