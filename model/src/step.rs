@@ -121,6 +121,9 @@ pub struct Outcome {
 
 pub struct Model {
     pub proto: Protocol,
+    /// Every instruction is its own step, local ones included. Only for tests: they compare its
+    /// verdicts with the default, where local instructions run inside the preceding visible step.
+    pub fine_grained: bool,
 }
 
 /// Whether the blocked wait at a thread's pc could return now (`None` if it is not at a wait).
@@ -132,7 +135,11 @@ enum WaitCheck {
 
 impl Model {
     pub fn new(proto: Protocol) -> Model {
-        Model { proto }
+        Model { proto, fine_grained: false }
+    }
+
+    pub fn fine_grained(proto: Protocol) -> Model {
+        Model { proto, fine_grained: true }
     }
 
     /// The state before any thread runs: declared barriers initialised (and visible to all), then
@@ -463,11 +470,12 @@ impl Model {
                 x.thread = Some(t);
                 x.exec_visible(t, instr);
                 if !x.ended && x.s.threads[t].status == Status::Running {
-                    x.s.threads[t].pc += 1;
+                    // Jumps and branches set pc one short of their target (see exec_visible).
+                    x.s.threads[t].pc = x.s.threads[t].pc.wrapping_add(1);
                     x.run_local(t);
-                    if x.s.threads[t].status == Status::Done {
-                        x.obs.push(Obs::Exited { thread: t as u16 });
-                    }
+                }
+                if !x.ended && x.s.threads[t].status == Status::Done {
+                    x.obs.push(Obs::Exited { thread: t as u16 });
                 }
                 Event {
                     action: a,
@@ -678,7 +686,7 @@ impl<'m> Exec<'m> {
                 self.s.threads[t].status = Status::Done;
                 return;
             };
-            if instr.visible {
+            if instr.visible || self.m.fine_grained {
                 return;
             }
             match &instr.kind {
@@ -751,7 +759,9 @@ impl<'m> Exec<'m> {
             InstrKind::Work => {}
             InstrKind::SyncWarp => self.s.threads[t].status = Status::AtSyncWarp,
             InstrKind::SyncThreads => self.s.threads[t].status = Status::AtSyncThreads,
-            InstrKind::Jump { .. } | InstrKind::Return => unreachable!("never visible"),
+            // Steps of their own only in the fine-grained model.
+            InstrKind::Jump { to } => self.s.threads[t].pc = to.wrapping_sub(1),
+            InstrKind::Return => self.s.threads[t].status = Status::Done,
         }
     }
 
