@@ -132,3 +132,25 @@ fn without_a_driver_gpu_run_says_so_and_exits_zero() {
         "nothing may be written when nothing ran"
     );
 }
+
+#[test]
+fn an_early_stopping_trace_forces_only_a_prefix() {
+    // kinds/stale_wait: the trace stops with the observer blocked on an aliased parity; on the GPU
+    // the workers' last round releases it, so "t2 finished" is what the trace forces, as a prefix.
+    use phasecheck_gpu::outcome::forced;
+    use phasecheck_gpu::runner::as_forced;
+    let spec = load_spec(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../specs/kinds/stale_wait.phase"), &[]).unwrap();
+    let model = Model::new(spec.proto.clone());
+    let rep = check(&model, &CheckOptions::default());
+    let v = rep.violations.iter().find(|v| v.kind.name() == "stale-wait").unwrap();
+    let fc = forced(&model, &v.actions).unwrap();
+    assert!(!fc.outcome.threads[2].finished);
+    let mut seen = fc.outcome.clone();
+    seen.threads[2].finished = true;
+    for t in &mut seen.threads {
+        t.finished = true;
+    }
+    assert!(as_forced(&fc, &seen));
+    seen.fault = true;
+    assert!(!as_forced(&fc, &seen));
+}
