@@ -427,6 +427,41 @@ impl Model {
             .collect()
     }
 
+    /// The groups that issue `t`'s commit (to barrier `b`) as one instruction: `t`'s converged
+    /// lanes first, then every diverged group of the same warp and role standing ready at the same
+    /// commit, with the same commit count, naming the same barrier.
+    pub fn commit_groups_at(&self, s: &State, t: usize, b: usize) -> Vec<Vec<usize>> {
+        let th = &s.threads[t];
+        let mine = self.converged_with(s, t);
+        let mut groups = vec![mine.clone()];
+        let ws = self.proto.warp_size as usize;
+        let w = t / ws;
+        let role = self.proto.threads[t].role;
+        let code = self.proto.code_of(t);
+        let Some(Instr { kind: InstrKind::Op { op: IOp::Commit { bar }, .. }, .. }) = code.instrs.get(th.pc as usize) else {
+            return groups;
+        };
+        let g = &self.proto.barrier_groups[bar.group as usize];
+        let mut taken: Vec<usize> = mine;
+        for m in w * ws..((w + 1) * ws).min(s.threads.len()) {
+            let o = &s.threads[m];
+            if taken.contains(&m) || self.proto.threads[m].role != role || o.status != Status::Running || o.pc != th.pc || o.commit_seq != th.commit_seq {
+                continue;
+            }
+            let index = match &bar.index {
+                None => Some(0),
+                Some(e) => e.eval_pure(&o.locals, &self.proto.threads[m]),
+            };
+            if index.map(|i| g.base as i64 + i) != Some(b as i64) || !self.commit_ready(s, m) {
+                continue;
+            }
+            let group = self.converged_with(s, m);
+            taken.extend(&group);
+            groups.push(group);
+        }
+        groups
+    }
+
     /// A commit is one instruction for its converged lanes: it runs once every one of them stands
     /// at the same commit on the same path. A lane still behind on the path holds the others back
     /// (on hardware it could not lag: converged lanes execute together).
@@ -922,33 +957,41 @@ impl<'m> Exec<'m> {
                 self.live_barrier(b, "commit")?;
                 let t = self.thread.expect("commit runs in a thread");
                 let w = t / self.p().warp_size as usize;
-                let (seq, sig) = (self.s.threads[t].commit_seq, self.s.threads[t].path_sig());
+                let seq = self.s.threads[t].commit_seq;
                 // The converged lanes execute the commit as one instruction (the step is enabled
-                // only once they have all reached it): one arrival carrying all their histories.
-                let mates = self.m.converged_with(&self.s, t);
-                // Another group of the same warp already committed to this barrier at this point:
-                // the warp's arrival count now depends on how its lanes diverged.
-                let diverged = self.s.commit_logs[w].iter().any(|&(s2, b2, g2)| s2 == seq && b2 as usize == b && g2 != sig);
-                self.s.commit_logs[w].push((seq, b as u16, sig));
+                // only once they have all reached it). Diverged groups that stand ready at the
+                // same commit at the same moment may be re-converged by the hardware and issue it
+                // together: the H200 then applies all their arrivals at once (synccheck: "barrier
+                // overflow" on a count-1 barrier). Groups that get there at different times
+                // arrive separately.
+                let groups = self.m.commit_groups_at(&self.s, t, b);
+                let lanes: Vec<usize> = groups.iter().flatten().copied().collect();
+                let mut diverged = groups.len() > 1;
+                for g in &groups {
+                    let sig = self.s.threads[g[0]].path_sig();
+                    diverged |= self.s.commit_logs[w].iter().any(|&(s2, b2, g2)| s2 == seq && b2 as usize == b && g2 != sig);
+                    self.s.commit_logs[w].push((seq, b as u16, sig));
+                }
                 self.s.commit_logs[w].sort_unstable();
                 if diverged {
                     self.fail(
                         K::Entanglement,
                         format!(
-                            "{} commits to {} from a diverged warp: its lanes are split into several groups, so the commit makes one arrival per group instead of one for the warp (add syncwarp before the commit)",
+                            "{} commits to {} from a diverged warp: its lanes are split into {}, so the commit makes one arrival per group instead of one for the warp (add syncwarp before the commit)",
                             self.label(),
-                            self.p().barriers[b].name
+                            self.p().barriers[b].name,
+                            if groups.len() > 1 { format!("{} groups committing together", groups.len()) } else { "several groups".to_string() }
                         ),
                     );
                 }
-                for &m in mates.iter().filter(|&&m| m != t) {
+                for &m in lanes.iter().filter(|&&m| m != t) {
                     let c = self.s.threads[m].clock.clone();
                     join_into(&mut self.s.barriers[b].clock, &c);
                     self.s.threads[m].clock[m] += 1;
                 }
                 self.s.threads[t].commit_seq += 1;
-                self.arrive(b, 1, false, None)?;
-                for &m in mates.iter().filter(|&&m| m != t) {
+                self.arrive(b, groups.len() as i64, false, None)?;
+                for &m in lanes.iter().filter(|&&m| m != t) {
                     self.obs.push(Obs::CommitJoined { bar: b as u16, lane: m as u16 });
                     self.s.threads[m].commit_seq += 1;
                     self.s.threads[m].pc += 1;
