@@ -264,15 +264,13 @@ fn outcome_of(k: &Kernel, words: &[i32], block: usize) -> (Outcome, Flags) {
         .iter()
         .map(|t| {
             match t.status {
-                status::HUNG | status::TURN_LOST => flags.hung = true,
+                status::HUNG => flags.hung = true,
                 status::ASSERT_FAILED => flags.assert = true,
                 status::UNSUPPORTED => flags.unsupported = true,
                 status::OVERFLOW => flags.overflow = true,
                 _ => {}
             }
-            if t.status == status::TURN_LOST {
-                flags.turn_lost = true;
-            }
+            flags.turn_lost |= t.turn_lost;
             flags.torn |= t.reads.contains(&-1);
             flags.wrong_version |= t.bad_expect > 0;
             ThreadOutcome {
@@ -323,7 +321,7 @@ impl Flags {
         let mut v = Vec::new();
         for (b, s) in [
             (self.hung, "hang"),
-            (self.turn_lost, "turnstile timeout"),
+            (self.turn_lost, "left the trace, ran free"),
             (self.assert, "assert failed"),
             (self.torn, "torn read"),
             (self.wrong_version, "wrong version"),
