@@ -55,9 +55,7 @@ pub struct Collected {
 
 /// Lexical relative path from folder `from` to `to` (both made absolute first).
 fn relative_to(from: &Path, to: &Path) -> PathBuf {
-    let abs = |p: &Path| -> PathBuf {
-        std::fs::canonicalize(p).unwrap_or_else(|_| std::env::current_dir().unwrap_or_default().join(p))
-    };
+    let abs = |p: &Path| -> PathBuf { std::fs::canonicalize(p).unwrap_or_else(|_| std::env::current_dir().unwrap_or_default().join(p)) };
     let (f, t) = (abs(from), abs(to));
     let fc: Vec<Component> = f.components().collect();
     let tc: Vec<Component> = t.components().collect();
@@ -183,7 +181,10 @@ fn step_diff(t: &TraceFile, rec: &StepRec, got: &TraceStep, model: &Model) -> Op
     }
     if rec.copy != got.copy {
         let d = |c: &Option<CopyRef>| match c {
-            Some(c) => format!("{} B (v{}) into {} on {} from {}", c.bytes, c.version, c.buffer, c.barrier, c.issuer),
+            Some(c) => format!(
+                "{} B (v{}) into {} on {} from {}",
+                c.bytes, c.version, c.buffer, c.barrier, c.issuer
+            ),
             None => "none".into(),
         };
         return Some(format!(
@@ -207,7 +208,12 @@ fn step_diff(t: &TraceFile, rec: &StepRec, got: &TraceStep, model: &Model) -> Op
                     Some(o) => format!("`{}`", obs_text(t, o)),
                     None => "nothing".into(),
                 };
-                return Some(format!("observation {}: replay observed {}, the trace recorded {}", i + 1, show(b), show(a)));
+                return Some(format!(
+                    "observation {}: replay observed {}, the trace recorded {}",
+                    i + 1,
+                    show(b),
+                    show(a)
+                ));
             }
         }
     }
@@ -318,7 +324,10 @@ pub fn run(a: ReplayArgs) -> ExitCode {
         Some((how, _)) => {
             return diverge(
                 t.steps.len(),
-                format!("{kind} is raised by the {how:?} rather than the {:?} as recorded", t.violation.raised_by),
+                format!(
+                    "{kind} is raised by the {how:?} rather than the {:?} as recorded",
+                    t.violation.raised_by
+                ),
             )
         }
         None => {
@@ -339,7 +348,10 @@ pub fn run(a: ReplayArgs) -> ExitCode {
         t.steps.len()
     );
     if let Some(out) = &a.html {
-        let page = render::html(&[(shown, Some(source))], &format!("phasecheck counterexample: {} {}", t.spec.name, kind));
+        let page = render::html(
+            &[(shown, Some(source))],
+            &format!("phasecheck counterexample: {} {}", t.spec.name, kind),
+        );
         if let Err(e) = std::fs::write(out, page) {
             return fail2(format!("cannot write {}: {e}", out.display()));
         }

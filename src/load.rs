@@ -38,7 +38,6 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
     Ok(())
 }
 
-
 /// Load every file, or report every bad one: nothing is checked unless all inputs are good.
 pub fn load_all(paths: &[PathBuf], overrides: &[(String, i64)]) -> Result<Vec<Spec>, String> {
     let files = expand(paths)?;

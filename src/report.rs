@@ -37,7 +37,6 @@ fn source_at(spec: &Spec, span: phasecheck_model::lang::ast::Span) -> (usize, us
     (line, col, text)
 }
 
-
 fn actor(step: &TraceStep) -> String {
     match (&step.thread, &step.copy) {
         (Some(t), _) => format!("{}#{}", t.role, t.tid),

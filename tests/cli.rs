@@ -5,7 +5,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 fn phasecheck(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_phasecheck")).args(args).current_dir(env!("CARGO_MANIFEST_DIR")).output().expect("runs")
+    Command::new(env!("CARGO_BIN_EXE_phasecheck"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("runs")
 }
 
 fn code(o: &Output) -> i32 {
@@ -44,11 +48,20 @@ fn every_malformed_file_is_rejected_with_exit_2_a_position_and_a_caret() {
         assert_eq!(code(&o), 2, "{path}: exit {} with stderr:\n{err}", code(&o));
         assert!(!err.contains("panicked"), "{path} panicked:\n{err}");
         let name = f.file_name().unwrap().to_str().unwrap();
-        let located = err.lines().any(|l| l.contains(name) && l.split(':').filter(|p| p.trim().parse::<usize>().is_ok()).count() >= 2);
+        let located = err
+            .lines()
+            .any(|l| l.contains(name) && l.split(':').filter(|p| p.trim().parse::<usize>().is_ok()).count() >= 2);
         assert!(located, "{path}: no file:line:col in\n{err}");
-        assert!(err.lines().any(|l| l.trim_start().starts_with('|') && l.contains('^')), "{path}: no caret in\n{err}");
+        assert!(
+            err.lines().any(|l| l.trim_start().starts_with('|') && l.contains('^')),
+            "{path}: no caret in\n{err}"
+        );
         assert!(err.starts_with("error[E"), "{path}: no error code in\n{err}");
-        assert!(o.stdout.is_empty(), "{path}: nothing may be checked, yet stdout has:\n{}", text(&o.stdout));
+        assert!(
+            o.stdout.is_empty(),
+            "{path}: nothing may be checked, yet stdout has:\n{}",
+            text(&o.stdout)
+        );
     }
 }
 
@@ -81,7 +94,16 @@ fn a_search_stopped_by_a_bound_is_incomplete_and_exits_3() {
 
 #[test]
 fn params_override_the_declared_defaults() {
-    let o = phasecheck(&["check", DOUBLE_BUFFER, "--param", "ITERS=6", "--param", "STAGES=3", "--format", "json"]);
+    let o = phasecheck(&[
+        "check",
+        DOUBLE_BUFFER,
+        "--param",
+        "ITERS=6",
+        "--param",
+        "STAGES=3",
+        "--format",
+        "json",
+    ]);
     assert_eq!(code(&o), 0);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["params"]["ITERS"], 6);
@@ -93,7 +115,13 @@ fn params_override_the_declared_defaults() {
 
 #[test]
 fn json_output_is_one_object_per_file_with_the_documented_fields() {
-    let o = phasecheck(&["check", DOUBLE_BUFFER, "specs/mistakes/consumer_wrong_parity.phase", "--format", "json"]);
+    let o = phasecheck(&[
+        "check",
+        DOUBLE_BUFFER,
+        "specs/mistakes/consumer_wrong_parity.phase",
+        "--format",
+        "json",
+    ]);
     assert_eq!(code(&o), 1);
     let lines: Vec<&str> = std::str::from_utf8(&o.stdout).unwrap().lines().collect();
     assert_eq!(lines.len(), 2);
@@ -120,7 +148,13 @@ fn json_output_is_one_object_per_file_with_the_documented_fields() {
 
 #[test]
 fn stop_at_first_reports_exactly_one_violation() {
-    let o = phasecheck(&["check", "specs/mistakes/consumer_wrong_parity.phase", "--stop-at-first", "--format", "json"]);
+    let o = phasecheck(&[
+        "check",
+        "specs/mistakes/consumer_wrong_parity.phase",
+        "--stop-at-first",
+        "--format",
+        "json",
+    ]);
     assert_eq!(code(&o), 1);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["violations"].as_array().unwrap().len(), 1);
@@ -156,8 +190,13 @@ fn every_violation_kind_has_a_triggering_spec_and_a_holding_twin() {
         let triggers: Vec<&String> = triggered.iter().filter(|(k, _)| k == name).map(|(_, f)| f).collect();
         assert!(!triggers.is_empty(), "no spec triggers {name}");
         // The twin: a holding spec named after a trigger with `_fixed`.
-        let twin = triggers.iter().any(|f| holding_files.contains(&f.replace(".phase", "_fixed.phase")));
-        assert!(twin, "no holding `_fixed` twin for any spec that triggers {name} (triggers: {triggers:?})");
+        let twin = triggers
+            .iter()
+            .any(|f| holding_files.contains(&f.replace(".phase", "_fixed.phase")));
+        assert!(
+            twin,
+            "no holding `_fixed` twin for any spec that triggers {name} (triggers: {triggers:?})"
+        );
     }
 }
 
@@ -168,7 +207,10 @@ fn report(spec: &str) -> String {
     text(&o.stdout)
         .lines()
         .map(|l| match l.strip_prefix("stats:") {
-            Some(rest) => format!("stats:{}", rest.rsplit_once(", ").map(|(a, _)| format!("{a}, <seconds>")).unwrap_or_default()),
+            Some(rest) => format!(
+                "stats:{}",
+                rest.rsplit_once(", ").map(|(a, _)| format!("{a}, <seconds>")).unwrap_or_default()
+            ),
             None => l.to_string(),
         })
         .collect::<Vec<_>>()
@@ -197,6 +239,20 @@ fn the_readme_worked_example_is_what_the_tool_prints() {
     let block = &readme[start..start + readme[start..].find("```").unwrap()];
     let o = phasecheck(&["check", "specs/mistakes/consumer_wrong_parity.phase", "--stop-at-first"]);
     assert_eq!(code(&o), 1);
-    let strip_seconds = |s: &str| s.lines().map(|l| if l.starts_with("stats:") { l.rsplit_once(", ").unwrap().0.to_string() } else { l.to_string() }).collect::<Vec<_>>();
-    assert_eq!(strip_seconds(block), strip_seconds(text(&o.stdout).trim_end()), "README.md's worked example is out of date");
+    let strip_seconds = |s: &str| {
+        s.lines()
+            .map(|l| {
+                if l.starts_with("stats:") {
+                    l.rsplit_once(", ").unwrap().0.to_string()
+                } else {
+                    l.to_string()
+                }
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        strip_seconds(block),
+        strip_seconds(text(&o.stdout).trim_end()),
+        "README.md's worked example is out of date"
+    );
 }

@@ -77,7 +77,10 @@ fn every_violating_spec_has_a_trace_of_an_expected_kind() {
             );
         }
     }
-    assert!(missing.is_empty(), "violating specs without a committed trace: {missing:?}; {REGEN}");
+    assert!(
+        missing.is_empty(),
+        "violating specs without a committed trace: {missing:?}; {REGEN}"
+    );
 }
 
 #[test]
@@ -91,7 +94,11 @@ fn no_trace_is_stale() {
             panic!("{}: stale trace: {e}; {REGEN}", f.display());
         }
         let expected = format!("{}.{}.json", t.spec.name, t.violation.kind.name());
-        assert_eq!(f.file_name().unwrap().to_str().unwrap(), expected, "trace file named after protocol and kind");
+        assert_eq!(
+            f.file_name().unwrap().to_str().unwrap(),
+            expected,
+            "trace file named after protocol and kind"
+        );
     }
 }
 

@@ -37,8 +37,16 @@ fn wrong_parity_report_loads_in_headless_chromium_and_shows_every_lane() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
     let page = std::fs::read_to_string(&html).unwrap();
-    assert!(!page.contains("http://") || page.matches("http://").all(|_| page.contains("xmlns=\"http://www.w3.org/2000/svg\"")));
-    assert!(!page.contains("<link") && !page.contains("src=\""), "self-contained: no external resources");
+    assert!(
+        !page.contains("http://")
+            || page
+                .matches("http://")
+                .all(|_| page.contains("xmlns=\"http://www.w3.org/2000/svg\""))
+    );
+    assert!(
+        !page.contains("<link") && !page.contains("src=\""),
+        "self-contained: no external resources"
+    );
     let profile = dir.join("profile");
     let out = Command::new(&browser)
         .args([
@@ -65,7 +73,11 @@ fn wrong_parity_report_loads_in_headless_chromium_and_shows_every_lane() {
     // The inline script ran to its end and counted the timelines.
     let sections = page.matches("<section class=\"trace\"").count();
     assert!(sections >= 1);
-    assert!(dom.contains(&format!("data-ready=\"{sections}\"")), "script did not finish: {}", &dom[..dom.len().min(400)]);
+    assert!(
+        dom.contains(&format!("data-ready=\"{sections}\"")),
+        "script did not finish: {}",
+        &dom[..dom.len().min(400)]
+    );
     // Every thread of the CTA has a lane in every timeline.
     for lane in ["producer#0", "consumer#0", "copies"] {
         let n = dom.matches(&format!("class=\"lane\" data-lane=\"{lane}\"")).count();

@@ -64,7 +64,10 @@ fn tampered_observation_diverges_naming_the_step() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(4), "{err}");
     assert!(err.contains(&format!("diverged at step {k} ")), "names step {k}: {err}");
-    assert!(err.contains(&format!("v{version}")) && err.contains(&format!("v{}", version + 7)), "says what differed: {err}");
+    assert!(
+        err.contains(&format!("v{version}")) && err.contains(&format!("v{}", version + 7)),
+        "says what differed: {err}"
+    );
 }
 
 #[test]

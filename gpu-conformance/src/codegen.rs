@@ -539,9 +539,15 @@ const MAX_SHARED_BYTES: usize = 46 * 1024;
 
 /// The code contains a warp-batched `commit`.
 fn code_commits(code: &Code) -> bool {
-    code.instrs
-        .iter()
-        .any(|i| matches!(i.kind, InstrKind::Op { op: IOp::Commit { .. }, .. }))
+    code.instrs.iter().any(|i| {
+        matches!(
+            i.kind,
+            InstrKind::Op {
+                op: IOp::Commit { .. },
+                ..
+            }
+        )
+    })
 }
 
 fn has_commit(p: &Protocol) -> bool {
@@ -752,7 +758,10 @@ impl<'a> Gen<'a> {
         self.w(format!("constexpr int NB = {};        // barriers (flattened)", p.barriers.len()));
         self.w(format!("constexpr int NW = {nwarps};        // model warps"));
         if has_commit(p) {
-            self.w(format!("constexpr int WS = {};        // model warp size (lane l of warp w runs as hardware lane l)", p.warp_size));
+            self.w(format!(
+                "constexpr int WS = {};        // model warp size (lane l of warp w runs as hardware lane l)",
+                p.warp_size
+            ));
         }
         // Shared state.
         let libcu = self.backend == Backend::Libcu;
@@ -850,7 +859,7 @@ impl<'a> Gen<'a> {
         self.w(format!("extern \"C\" __global__ void __launch_bounds__({block_dim}) {symbol}(int* out, const int* src, int src_words, const int* sched, u64 timeout_ns, unsigned seed, unsigned max_delay) {{"));
         self.w(format!("  using namespace {ns};"));
         self.w("  __shared__ Shared s;");
-        self.w(format!("  // hardware thread -> model thread (-1: padding that exits after setup)"));
+        self.w("  // hardware thread -> model thread (-1: padding that exits after setup)");
         self.w(format!("  const int model_thread[{block_dim}] = {{{}}};", map.join(", ")));
         self.w("  const int me = model_thread[threadIdx.x];");
         self.w("  int* block_out = out + (i64)blockIdx.x * (NT * PC_THREAD_WORDS + NB);");
@@ -1058,7 +1067,13 @@ impl<'a> Gen<'a> {
                 }
             }
             // A commit ends its turn itself (once for the group).
-            let commit = matches!(ins.kind, InstrKind::Op { op: IOp::Commit { .. }, .. });
+            let commit = matches!(
+                ins.kind,
+                InstrKind::Op {
+                    op: IOp::Commit { .. },
+                    ..
+                }
+            );
             if step && !commit && !matches!(ins.kind, InstrKind::Branch { .. } | InstrKind::SyncWarp | InstrKind::SyncThreads) {
                 self.w("  pc_turn_end(th, &s.turn);");
             }

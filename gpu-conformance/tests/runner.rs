@@ -51,7 +51,11 @@ fn schedule_gives_a_group_commit_turn_to_every_converged_lane() {
     // A whole execution of a spec whose warps commit after syncwarp (warp_size 2): each commit
     // turn is held by both lanes of the warp, every turn is held by someone, and each lane's turns
     // increase.
-    let spec = load_spec(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../specs/guide/commit_after_syncwarp.phase"), &[]).unwrap();
+    let spec = load_spec(
+        &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../specs/guide/commit_after_syncwarp.phase"),
+        &[],
+    )
+    .unwrap();
     let model = Model::new(spec.proto.clone());
     let mut s = model.init().next.unwrap();
     let mut acts = Vec::new();
@@ -80,7 +84,11 @@ fn schedule_gives_a_group_commit_turn_to_every_converged_lane() {
         }
     }
     assert!(held.iter().all(|&h| h >= 1));
-    assert_eq!(held.iter().filter(|&&h| h == 2).count(), 2, "the two group commits are the only shared turns");
+    assert_eq!(
+        held.iter().filter(|&&h| h == 2).count(),
+        2,
+        "the two group commits are the only shared turns"
+    );
 }
 
 #[test]
@@ -139,7 +147,11 @@ fn an_early_stopping_trace_forces_only_a_prefix() {
     // the workers' last round releases it, so "t2 finished" is what the trace forces, as a prefix.
     use phasecheck_gpu::outcome::forced;
     use phasecheck_gpu::runner::as_forced;
-    let spec = load_spec(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../specs/kinds/stale_wait.phase"), &[]).unwrap();
+    let spec = load_spec(
+        &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../specs/kinds/stale_wait.phase"),
+        &[],
+    )
+    .unwrap();
     let model = Model::new(spec.proto.clone());
     let rep = check(&model, &CheckOptions::default());
     let v = rep.violations.iter().find(|v| v.kind.name() == "stale-wait").unwrap();

@@ -23,7 +23,17 @@ pub fn load(path: &Path, overrides: &[(String, i64)]) -> Result<Spec, String> {
     let render = |d: Diagnostic| d.render(&display, &source);
     let ast = lang::parse(&source).map_err(render)?;
     lang::check(&ast).map_err(render)?;
-    let mine: Vec<(String, i64)> = overrides.iter().filter(|(n, _)| ast.params().any(|p| &p.name.name == n)).cloned().collect();
+    let mine: Vec<(String, i64)> = overrides
+        .iter()
+        .filter(|(n, _)| ast.params().any(|p| &p.name.name == n))
+        .cloned()
+        .collect();
     let proto = lower(&ast, &mine).map_err(render)?;
-    Ok(Spec { path: path.to_path_buf(), display, source, ast, proto })
+    Ok(Spec {
+        path: path.to_path_buf(),
+        display,
+        source,
+        ast,
+        proto,
+    })
 }

@@ -107,7 +107,9 @@ pub struct CopyInFlight {
 impl ThreadState {
     /// A hash of the path, naming the converged group in commit logs.
     pub fn path_sig(&self) -> u64 {
-        self.path.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &d| (h ^ d as u64).wrapping_mul(0x100_0000_01b3))
+        self.path
+            .iter()
+            .fold(0xcbf2_9ce4_8422_2325u64, |h, &d| (h ^ d as u64).wrapping_mul(0x100_0000_01b3))
     }
 }
 

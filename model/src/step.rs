@@ -135,7 +135,10 @@ enum WaitCheck {
 
 impl Model {
     pub fn new(proto: Protocol) -> Model {
-        Model { proto, fine_grained: false }
+        Model {
+            proto,
+            fine_grained: false,
+        }
     }
 
     pub fn fine_grained(proto: Protocol) -> Model {
@@ -235,7 +238,10 @@ impl Model {
     /// Enabled actions, threads first (in index order), then landings.
     pub fn actions(&self, s: &State, out: &mut Vec<Action>) {
         for (t, th) in s.threads.iter().enumerate() {
-            if th.status == Status::Running && matches!(self.wait_check(s, t), WaitCheck::NotAWait | WaitCheck::Ready) && self.commit_ready(s, t) {
+            if th.status == Status::Running
+                && matches!(self.wait_check(s, t), WaitCheck::NotAWait | WaitCheck::Ready)
+                && self.commit_ready(s, t)
+            {
                 out.push(Action::Thread(t as u16));
             }
         }
@@ -346,9 +352,10 @@ impl Model {
                 Status::Done => continue,
                 Status::AtSyncWarp => parts.push(format!("{} waits at syncwarp for lanes that never arrive", p.thread_label(t))),
                 Status::AtSyncThreads => parts.push(format!("{} waits at syncthreads for threads that never arrive", p.thread_label(t))),
-                Status::Running if !self.commit_ready(s, t) => {
-                    parts.push(format!("{} waits at a commit for converged lanes of its warp that never reach it", p.thread_label(t)))
-                }
+                Status::Running if !self.commit_ready(s, t) => parts.push(format!(
+                    "{} waits at a commit for converged lanes of its warp that never reach it",
+                    p.thread_label(t)
+                )),
                 Status::Running => {
                     if let WaitCheck::Blocked { bar, named } = self.wait_check(s, t) {
                         let b = &s.barriers[bar];
@@ -438,14 +445,25 @@ impl Model {
         let w = t / ws;
         let role = self.proto.threads[t].role;
         let code = self.proto.code_of(t);
-        let Some(Instr { kind: InstrKind::Op { op: IOp::Commit { bar }, .. }, .. }) = code.instrs.get(th.pc as usize) else {
+        let Some(Instr {
+            kind: InstrKind::Op {
+                op: IOp::Commit { bar }, ..
+            },
+            ..
+        }) = code.instrs.get(th.pc as usize)
+        else {
             return groups;
         };
         let g = &self.proto.barrier_groups[bar.group as usize];
         let mut taken: Vec<usize> = mine;
         for m in w * ws..((w + 1) * ws).min(s.threads.len()) {
             let o = &s.threads[m];
-            if taken.contains(&m) || self.proto.threads[m].role != role || o.status != Status::Running || o.pc != th.pc || o.commit_seq != th.commit_seq {
+            if taken.contains(&m)
+                || self.proto.threads[m].role != role
+                || o.status != Status::Running
+                || o.pc != th.pc
+                || o.commit_seq != th.commit_seq
+            {
                 continue;
             }
             let index = match &bar.index {
@@ -468,7 +486,13 @@ impl Model {
     fn commit_ready(&self, s: &State, t: usize) -> bool {
         let th = &s.threads[t];
         let code = self.proto.code_of(t);
-        let Some(Instr { kind: InstrKind::Op { op: IOp::Commit { .. }, .. }, .. }) = code.instrs.get(th.pc as usize) else {
+        let Some(Instr {
+            kind: InstrKind::Op {
+                op: IOp::Commit { .. }, ..
+            },
+            ..
+        }) = code.instrs.get(th.pc as usize)
+        else {
             return true;
         };
         self.converged_with(s, t).into_iter().all(|m| {
@@ -969,7 +993,9 @@ impl<'m> Exec<'m> {
                 let mut diverged = groups.len() > 1;
                 for g in &groups {
                     let sig = self.s.threads[g[0]].path_sig();
-                    diverged |= self.s.commit_logs[w].iter().any(|&(s2, b2, g2)| s2 == seq && b2 as usize == b && g2 != sig);
+                    diverged |= self.s.commit_logs[w]
+                        .iter()
+                        .any(|&(s2, b2, g2)| s2 == seq && b2 as usize == b && g2 != sig);
                     self.s.commit_logs[w].push((seq, b as u16, sig));
                 }
                 self.s.commit_logs[w].sort_unstable();
@@ -992,7 +1018,10 @@ impl<'m> Exec<'m> {
                 self.s.threads[t].commit_seq += 1;
                 self.arrive(b, groups.len() as i64, false, None)?;
                 for &m in lanes.iter().filter(|&&m| m != t) {
-                    self.obs.push(Obs::CommitJoined { bar: b as u16, lane: m as u16 });
+                    self.obs.push(Obs::CommitJoined {
+                        bar: b as u16,
+                        lane: m as u16,
+                    });
                     self.s.threads[m].commit_seq += 1;
                     self.s.threads[m].pc += 1;
                     if self.ended {
@@ -1353,7 +1382,12 @@ impl<'m> Exec<'m> {
         bs.phase += 1;
         bs.pending = bs.expected;
         bs.observed_prev = false;
-        self.obs.push(Obs::PhaseCompleted { bar: b as u16, phase: done, pending, tx });
+        self.obs.push(Obs::PhaseCompleted {
+            bar: b as u16,
+            phase: done,
+            pending,
+            tx,
+        });
         Ok(())
     }
 

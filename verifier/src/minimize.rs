@@ -23,9 +23,15 @@ use phasecheck_model::ViolationKind;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Move {
     Thread(u16),
-    Land { issuer: u16, nth: u32 },
+    Land {
+        issuer: u16,
+        nth: u32,
+    },
     /// Part of the copy lands (the model's `LandPart`): it stays in flight.
-    LandPart { issuer: u16, nth: u32 },
+    LandPart {
+        issuer: u16,
+        nth: u32,
+    },
 }
 
 impl Move {
@@ -201,7 +207,13 @@ pub fn minimize(model: &Model, actions: &[Action], kind: ViolationKind) -> Vec<A
             let pos: Vec<usize> = (0..best.len()).filter(|&i| best[i].actor(n) == a).collect();
             for keep in 1..pos.len() {
                 let drop: Vec<usize> = pos[keep..].to_vec();
-                candidates.push(best.iter().enumerate().filter(|(i, _)| !drop.contains(i)).map(|(_, m)| *m).collect());
+                candidates.push(
+                    best.iter()
+                        .enumerate()
+                        .filter(|(i, _)| !drop.contains(i))
+                        .map(|(_, m)| *m)
+                        .collect(),
+                );
             }
         }
         for i in 0..best.len() {

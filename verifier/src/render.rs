@@ -157,12 +157,7 @@ pub fn swimlanes(t: &TraceFile, source: Option<&str>) -> String {
     }
     let widths: Vec<usize> = (0..ncols)
         .map(|c| {
-            let content = cells
-                .iter()
-                .flat_map(|r| r[c].iter())
-                .map(|l| l.chars().count())
-                .max()
-                .unwrap_or(0);
+            let content = cells.iter().flat_map(|r| r[c].iter()).map(|l| l.chars().count()).max().unwrap_or(0);
             content.min(MAX_CELL).max(headers[c].chars().count())
         })
         .collect();
@@ -370,7 +365,12 @@ fn section(out: &mut String, idx: usize, t: &TraceFile) {
     let by = top + lanes_h + 14.0;
     for (bi, b) in bars.iter().enumerate() {
         let y = by + bh * bi as f64;
-        let _ = writeln!(out, r#"<text class="band-label" x="10" y="{:.1}">{}</text>"#, y + bh / 2.0 + 4.0, esc(b));
+        let _ = writeln!(
+            out,
+            r#"<text class="band-label" x="10" y="{:.1}">{}</text>"#,
+            y + bh / 2.0 + 4.0,
+            esc(b)
+        );
         // Phase at each step boundary: segments [from, to) in step units.
         let mut phase: i64 = 0;
         let mut from = 0usize; // boundary index: 0 = before step 1
@@ -416,9 +416,15 @@ fn section(out: &mut String, idx: usize, t: &TraceFile) {
         let tip = esc(&step_tip(t, s));
         let row = format!("t{idx}-s{}", s.step);
         let shape = match first {
-            Some(Obs::Arrived { .. }) | Some(Obs::CommitJoined { .. }) => format!(r#"<circle cx="{cx:.1}" cy="{cy:.1}" r="8" fill="{color}"/>"#),
+            Some(Obs::Arrived { .. }) | Some(Obs::CommitJoined { .. }) => {
+                format!(r#"<circle cx="{cx:.1}" cy="{cy:.1}" r="8" fill="{color}"/>"#)
+            }
             Some(Obs::Waited { .. }) | Some(Obs::TryWait { .. }) => {
-                format!(r#"<rect x="{:.1}" y="{:.1}" width="16" height="16" fill="{color}"/>"#, cx - 8.0, cy - 8.0)
+                format!(
+                    r#"<rect x="{:.1}" y="{:.1}" width="16" height="16" fill="{color}"/>"#,
+                    cx - 8.0,
+                    cy - 8.0
+                )
             }
             Some(Obs::CopyIssued { .. }) | Some(Obs::Landed { .. }) | Some(Obs::LandedPart { .. }) => format!(
                 r#"<polygon points="{:.1},{:.1} {:.1},{:.1} {:.1},{:.1}" fill="{color}"/>"#,
@@ -466,7 +472,10 @@ fn section(out: &mut String, idx: usize, t: &TraceFile) {
             let label = format!("{}#{}", st.thread.role, st.thread.tid);
             if let Some(lane) = names.iter().position(|x| *x == label) {
                 let cy = top + lh * lane as f64 + lh / 2.0;
-                let tip = esc(&format!("{label} is blocked at line {}: {}\n{}", st.span.line, st.statement, v.kind));
+                let tip = esc(&format!(
+                    "{label} is blocked at line {}: {}\n{}",
+                    st.span.line, st.statement, v.kind
+                ));
                 let _ = writeln!(
                     out,
                     r##"<g class="mark stuck" data-row="t{idx}-end" data-tip="{tip}"><title>{tip}</title><circle cx="{x:.1}" cy="{cy:.1}" r="10" fill="#fff" stroke="#d9363e" stroke-width="2.5"/><text x="{x:.1}" y="{:.1}" text-anchor="middle" fill="#d9363e" font-weight="700">✕</text></g>"##,
@@ -512,17 +521,30 @@ pub fn html(traces: &[(TraceFile, Option<String>)], title: &str) -> String {
             RaisedBy::State => format!(" (the state after step {})", t.steps.len()),
             RaisedBy::InitialState => " (initial state)".into(),
         };
-        let _ = writeln!(out, r#"<div class="msg"><b>{}</b>{}: {}</div>"#, esc(v.kind.name()), esc(&at), esc(&v.message));
+        let _ = writeln!(
+            out,
+            r#"<div class="msg"><b>{}</b>{}: {}</div>"#,
+            esc(v.kind.name()),
+            esc(&at),
+            esc(&v.message)
+        );
         out.push_str("<div class=\"scroll\">");
         section(&mut out, idx, t);
         out.push_str("</div>");
-        let _ = writeln!(out, "<table><tr><th>step</th><th>who</th><th>line</th><th>statement</th><th>observed</th><th>barriers</th></tr>");
+        let _ = writeln!(
+            out,
+            "<table><tr><th>step</th><th>who</th><th>line</th><th>statement</th><th>observed</th><th>barriers</th></tr>"
+        );
         let marked = t.violating_step();
         for s in &t.steps {
             let cls = if marked == Some(s.step) { " class=\"viol\"" } else { "" };
             let who = match s.action {
                 Action::Thread(_) => actor(s),
-                Action::Land(_) | Action::LandPart(_) => format!("{} (issued by {})", actor(s), s.copy.as_ref().map(|c| c.issuer.as_str()).unwrap_or("?")),
+                Action::Land(_) | Action::LandPart(_) => format!(
+                    "{} (issued by {})",
+                    actor(s),
+                    s.copy.as_ref().map(|c| c.issuer.as_str()).unwrap_or("?")
+                ),
             };
             let _ = writeln!(
                 out,

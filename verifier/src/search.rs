@@ -5,12 +5,12 @@
 //! against this search in tests.
 
 use indexmap::IndexSet;
-use rustc_hash::FxHasher;
-use std::hash::BuildHasherDefault;
 use phasecheck_model::state::State;
 use phasecheck_model::step::{Action, Model, Violation};
 use phasecheck_model::ViolationKind;
+use rustc_hash::FxHasher;
 use std::collections::BTreeMap;
+use std::hash::BuildHasherDefault;
 use std::time::{Duration, Instant};
 
 #[derive(Clone, Debug)]

@@ -199,8 +199,7 @@ fn stuck(model: &Model, source: &str, s: &State) -> Vec<StuckRec> {
 pub fn build(model: &Model, source: &str, spec_path: &str, kind: ViolationKind, actions: &[Action]) -> Result<TraceFile, String> {
     let p = &model.proto;
     let r = replay(model, actions).map_err(|e| format!("the trace does not replay at step {}: {}", e.step + 1, e.reason))?;
-    let (how, message) =
-        raised_by(model, actions, kind).ok_or_else(|| format!("the trace does not reach a {kind} violation"))?;
+    let (how, message) = raised_by(model, actions, kind).ok_or_else(|| format!("the trace does not reach a {kind} violation"))?;
     let steps = r
         .steps
         .iter()
@@ -301,7 +300,10 @@ impl crate::trace::Names for TraceFile {
         self.buffers.get(i as usize).cloned().unwrap_or_else(|| format!("buffer#{i}"))
     }
     fn thread(&self, i: u16) -> String {
-        self.threads.get(i as usize).map(|r| format!("{}#{}", r.role, r.tid)).unwrap_or_else(|| format!("thread {i}"))
+        self.threads
+            .get(i as usize)
+            .map(|r| format!("{}#{}", r.role, r.tid))
+            .unwrap_or_else(|| format!("thread {i}"))
     }
 }
 

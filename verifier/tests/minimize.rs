@@ -132,7 +132,10 @@ fn bystanders_are_dropped_and_steps_grouped() {
     assert_eq!(first_reach(&m, &path, kind), Some(path.len()));
     let min = minimize(&m, &path, kind);
     assert!(raised_by(&m, &min, kind).is_some());
-    assert!(!min.iter().any(|a| matches!(a, Action::Thread(2) | Action::Thread(3))), "idle threads dropped: {min:?}");
+    assert!(
+        !min.iter().any(|a| matches!(a, Action::Thread(2) | Action::Thread(3))),
+        "idle threads dropped: {min:?}"
+    );
     assert_eq!(min.len(), 4, "{min:?}");
     assert_eq!(context_switches(&m, &min), 1, "{min:?}");
 }

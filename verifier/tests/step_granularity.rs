@@ -28,7 +28,10 @@ fn specs() -> Vec<PathBuf> {
 #[test]
 fn merging_local_steps_keeps_every_verdict_of_the_library() {
     let opts = CheckOptions::default();
-    let fine_opts = CheckOptions { max_states: Some(1_000_000), ..CheckOptions::default() };
+    let fine_opts = CheckOptions {
+        max_states: Some(1_000_000),
+        ..CheckOptions::default()
+    };
     let files = specs();
     let total = files.len();
     assert!(total >= 30);
@@ -46,13 +49,24 @@ fn merging_local_steps_keeps_every_verdict_of_the_library() {
             continue;
         }
         let kinds = |r: &phasecheck_verifier::Report| r.violations.iter().map(|v| v.kind).collect::<BTreeSet<_>>();
-        assert_eq!(kinds(&coarse), kinds(&fine), "{}: verdicts differ between merged and fine-grained steps", f.display());
+        assert_eq!(
+            kinds(&coarse),
+            kinds(&fine),
+            "{}: verdicts differ between merged and fine-grained steps",
+            f.display()
+        );
         assert!(coarse.stats.states <= fine.stats.states, "{}: merging added states", f.display());
         if coarse.stats.states < fine.stats.states {
             fewer_states += 1;
         }
     }
-    assert!(fewer_states > 0, "the merge should shrink some state spaces, or it is not doing anything");
+    assert!(
+        fewer_states > 0,
+        "the merge should shrink some state spaces, or it is not doing anything"
+    );
     assert!(skipped.len() <= 2, "too many specs too large to compare unmerged: {skipped:?}");
-    eprintln!("compared {} of {total} specs; too large unmerged: {skipped:?}", total - skipped.len());
+    eprintln!(
+        "compared {} of {total} specs; too large unmerged: {skipped:?}",
+        total - skipped.len()
+    );
 }
