@@ -1,42 +1,9 @@
 //! The CLI's inputs: folder expansion, loading many specs at once (nothing is checked unless all
 //! are good), and `--param` values.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-pub use phasecheck_model::spec::{load, Spec};
-
-/// All `*.phase` files named or below the named folders, sorted within each folder.
-pub fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
-    let mut out = Vec::new();
-    for p in paths {
-        if p.is_dir() {
-            let mut found = Vec::new();
-            walk(p, &mut found).map_err(|e| format!("error: cannot read folder {}: {e}\n", p.display()))?;
-            found.sort();
-            if found.is_empty() {
-                return Err(format!("error: no *.phase files under {}\n", p.display()));
-            }
-            out.extend(found);
-        } else if p.exists() {
-            out.push(p.clone());
-        } else {
-            return Err(format!("error: {}: no such file or folder\n", p.display()));
-        }
-    }
-    Ok(out)
-}
-
-fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
-    for entry in std::fs::read_dir(dir)? {
-        let path = entry?.path();
-        if path.is_dir() {
-            walk(&path, out)?;
-        } else if path.extension().is_some_and(|e| e == "phase") {
-            out.push(path);
-        }
-    }
-    Ok(())
-}
+pub use phasecheck_model::spec::{expand, load, Spec};
 
 /// Load every file, or report every bad one: nothing is checked unless all inputs are good.
 pub fn load_all(paths: &[PathBuf], overrides: &[(String, i64)]) -> Result<Vec<Spec>, String> {

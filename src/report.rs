@@ -5,6 +5,7 @@ use phasecheck_model::lang::diag::line_col;
 use phasecheck_model::step::Model;
 use phasecheck_model::ViolationKind;
 use phasecheck_verifier::trace::{describe_obs, replay, TraceStep};
+use phasecheck_verifier::tracefile;
 use phasecheck_verifier::{Report, Verdict};
 use serde_json::{json, Value};
 use std::fmt::Write as _;
@@ -46,21 +47,7 @@ fn actor(step: &TraceStep) -> String {
 }
 
 fn changes_text(step: &TraceStep) -> String {
-    step.changes
-        .iter()
-        .map(|c| {
-            format!(
-                "{}: {}",
-                c.barrier,
-                c.fields
-                    .iter()
-                    .map(|f| format!("{} {}->{}", f.field, f.before, f.after))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )
-        })
-        .collect::<Vec<_>>()
-        .join("; ")
+    step.changes.iter().map(tracefile::changes_text).collect::<Vec<_>>().join("; ")
 }
 
 pub fn render_text(spec: &Spec, model: &Model, report: &Report) -> String {

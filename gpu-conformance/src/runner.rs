@@ -21,7 +21,8 @@
 
 use crate::codegen::{self, generate, status, Backend, Kernel};
 use crate::outcome::{allowed_outcomes, forced, Outcome, ThreadOutcome};
-use crate::{expand, load_spec, nvrtc, sys};
+use crate::{nvrtc, sys};
+use phasecheck_model::spec::{expand, load as load_spec};
 use phasecheck_model::step::{Action, Model, Obs};
 use phasecheck_model::ViolationKind as K;
 use phasecheck_verifier::{check, CheckOptions};

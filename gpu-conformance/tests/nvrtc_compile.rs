@@ -3,7 +3,8 @@
 //! `gpu-conformance/ci/setup-nvrtc.sh` first.
 
 use phasecheck_gpu::codegen::{generate, Backend};
-use phasecheck_gpu::{expand, load_spec, nvrtc};
+use phasecheck_gpu::nvrtc;
+use phasecheck_model::spec::{expand, load as load_spec};
 use std::path::PathBuf;
 
 fn spec_files() -> Vec<PathBuf> {

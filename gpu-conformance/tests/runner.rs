@@ -1,13 +1,13 @@
 //! Runner pieces that need no GPU: the replay schedule, parsing a block's results, no-driver exit.
 
 use phasecheck_gpu::codegen::{generate, status, Backend, CAP, HEADER_WORDS, THREAD_WORDS};
-use phasecheck_gpu::load_spec;
 use phasecheck_gpu::runner::{commit_mates, replay_schedule, schedule};
+use phasecheck_model::spec::load as load_spec;
 use phasecheck_model::step::{Action, Model};
 use phasecheck_verifier::{check, CheckOptions};
 use std::path::PathBuf;
 
-fn fixture(name: &str) -> phasecheck_gpu::LoadedSpec {
+fn fixture(name: &str) -> phasecheck_model::spec::Spec {
     load_spec(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name), &[]).unwrap()
 }
 

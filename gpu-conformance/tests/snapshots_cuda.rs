@@ -2,7 +2,7 @@
 //! a change in code generation shows up as a readable diff.
 
 use phasecheck_gpu::codegen::{generate, Backend};
-use phasecheck_gpu::load_spec;
+use phasecheck_model::spec::load as load_spec;
 use std::path::PathBuf;
 
 fn emit(name: &str, backend: Backend) -> String {

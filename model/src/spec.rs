@@ -37,3 +37,35 @@ pub fn load(path: &Path, overrides: &[(String, i64)]) -> Result<Spec, String> {
         proto,
     })
 }
+
+/// Every `*.phase` file named, or below a named folder (sorted within each folder).
+pub fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
+        for entry in std::fs::read_dir(dir)? {
+            let path = entry?.path();
+            if path.is_dir() {
+                walk(&path, out)?;
+            } else if path.extension().is_some_and(|e| e == "phase") {
+                out.push(path);
+            }
+        }
+        Ok(())
+    }
+    let mut out = Vec::new();
+    for p in paths {
+        if p.is_dir() {
+            let mut found = Vec::new();
+            walk(p, &mut found).map_err(|e| format!("error: cannot read folder {}: {e}\n", p.display()))?;
+            if found.is_empty() {
+                return Err(format!("error: no *.phase files under {}\n", p.display()));
+            }
+            found.sort();
+            out.extend(found);
+        } else if p.exists() {
+            out.push(p.clone());
+        } else {
+            return Err(format!("error: {}: no such file or folder\n", p.display()));
+        }
+    }
+    Ok(out)
+}
