@@ -43,7 +43,7 @@ tail -n 5 "$OUT"/gpu-run*.log 2>/dev/null
 echo
 echo "== summary (backend, mode: cases / within model / OUTSIDE / not run / bug shown of buggy) =="
 cat "$OUT"/"$DATE"-h200*.md 2>/dev/null | awk -F'|' '
-  /^\| [^-]/ && $2 !~ /spec/ {
+  /^\| [^-]/ && NF >= 10 && $2 !~ /spec/ {
     k = $3 "|" $4; n[k]++
     if ($7 ~ /yes/) w[k]++; else if ($7 ~ /NO/) o[k]++; else s[k]++
     if ($8 ~ /yes/) { b[k]++; bb[k]++ } else if ($8 ~ /no/) bb[k]++

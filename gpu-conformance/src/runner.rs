@@ -799,6 +799,54 @@ pub fn as_forced(fc: &crate::outcome::Forced, o: &Outcome) -> bool {
     }) && fo.completions.iter().zip(&o.completions).all(|(f, g)| g >= f)
 }
 
+/// One row per spec, one cell per backend: the table a reviewer reads first.
+fn by_spec(cases: &[Case]) -> String {
+    let mut specs: Vec<&str> = Vec::new();
+    for c in cases {
+        if !specs.contains(&c.spec.as_str()) {
+            specs.push(&c.spec);
+        }
+    }
+    let cell = |spec: &str, backend: &str| -> String {
+        let mine: Vec<&Case> = cases.iter().filter(|c| c.spec == spec && c.backend == backend).collect();
+        if mine.is_empty() {
+            return "-".into();
+        }
+        if mine.iter().all(|c| c.observed_within_model.is_none()) {
+            return "not expressible".into();
+        }
+        let ran: Vec<&&Case> = mine.iter().filter(|c| c.observed_within_model.is_some()).collect();
+        let within = ran.iter().filter(|c| c.observed_within_model == Some(true)).count();
+        let shown = |mode: &str| {
+            let m: Vec<&&&Case> = ran.iter().filter(|c| c.mode == mode).collect();
+            if m.iter().all(|c| c.bug_manifested.is_none()) {
+                "-"
+            } else if m.iter().any(|c| c.bug_manifested == Some(true)) {
+                "yes"
+            } else {
+                "no"
+            }
+        };
+        let verdict = if within == ran.len() {
+            "within".to_string()
+        } else {
+            format!("**{} OUTSIDE**", ran.len() - within)
+        };
+        format!(
+            "{verdict} ({}/{}); bug: replay {}, stress {}",
+            within,
+            ran.len(),
+            shown("replay"),
+            shown("stress")
+        )
+    };
+    let mut s = String::from("| spec | ptx | libcu |\n|---|---|---|\n");
+    for spec in specs {
+        s.push_str(&format!("| {spec} | {} | {} |\n", cell(spec, "ptx"), cell(spec, "libcu")));
+    }
+    s
+}
+
 fn markdown(device: &str, driver: &str, date: &str, cases: &[Case], wall: Duration) -> String {
     let mut s = format!("# GPU conformance: {device}, driver {driver}, {date}\n\n");
     let within = cases.iter().filter(|c| c.observed_within_model == Some(true)).count();
@@ -811,6 +859,8 @@ fn markdown(device: &str, driver: &str, date: &str, cases: &[Case], wall: Durati
         cases.len(),
         wall.as_secs_f64()
     ));
+    s.push_str(&by_spec(cases));
+    s.push_str("\n## Every case\n\n");
     s.push_str("| spec | backend | mode | runs | outcomes seen | within model | bug shown | note |\n|---|---|---|---|---|---|---|---|\n");
     let yn = |b: Option<bool>| match b {
         Some(true) => "yes",

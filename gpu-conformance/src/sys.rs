@@ -96,15 +96,26 @@ impl Gpu {
         self.ctx.name().unwrap_or_else(|_| "unknown CUDA device".into())
     }
 
-    /// Driver version as "13.0".
+    /// The kernel driver's release (e.g. "580.159.04", from /proc/driver/nvidia/version, as
+    /// nvidia-smi reports it) and the CUDA version the driver API supports (e.g. "CUDA 13.0").
     pub fn driver_version(&self) -> String {
         let mut v: std::ffi::c_int = 0;
         // SAFETY: writes one int; the driver is loaded (a context exists).
         let r = unsafe { cudarc::driver::sys::cuDriverGetVersion(&mut v) };
-        if r == cudarc::driver::sys::CUresult::CUDA_SUCCESS {
-            format!("{}.{}", v / 1000, (v % 1000) / 10)
+        let cuda = if r == cudarc::driver::sys::CUresult::CUDA_SUCCESS {
+            format!("CUDA {}.{}", v / 1000, (v % 1000) / 10)
         } else {
-            "unknown".into()
+            "CUDA unknown".into()
+        };
+        // "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04  <date>"
+        let release = std::fs::read_to_string("/proc/driver/nvidia/version").ok().and_then(|t| {
+            let line = t.lines().next()?.to_string();
+            let after = line.split("Kernel Module").nth(1)?;
+            after.split_whitespace().next().map(str::to_string)
+        });
+        match release {
+            Some(r) => format!("{r} ({cuda})"),
+            None => cuda,
         }
     }
 
