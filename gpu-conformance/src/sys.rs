@@ -107,11 +107,13 @@ impl Gpu {
         } else {
             "CUDA unknown".into()
         };
-        // "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04  <date>"
+        // "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build ...":
+        // the first word made of digits and dots with at least one dot.
         let release = std::fs::read_to_string("/proc/driver/nvidia/version").ok().and_then(|t| {
             let line = t.lines().next()?.to_string();
-            let after = line.split("Kernel Module").nth(1)?;
-            after.split_whitespace().next().map(str::to_string)
+            line.split_whitespace()
+                .find(|w| w.contains('.') && w.chars().all(|c| c.is_ascii_digit() || c == '.'))
+                .map(str::to_string)
         });
         match release {
             Some(r) => format!("{r} ({cuda})"),
