@@ -40,7 +40,8 @@ pub struct ThreadState {
     pub locals: Box<[i64]>,
     pub clock: Clock,
     /// Per barrier: the latest phase this thread knows the barrier reached (SEMANTICS.md's K),
-    /// which decides the phase a parity wait names.
+    /// which decides the phase a parity wait names. It grows with the thread's own arrivals and
+    /// successful waits, and with what it acquires from others (docs/model.md).
     pub known: Box<[i64]>,
     /// Branch outcomes since the last `syncwarp`, as `pc << 1 | taken`. Lanes of one role are
     /// converged while one's path is a prefix of the other's (the one behind has not yet reached
@@ -72,6 +73,10 @@ pub struct BarrierState {
     pub clock: Clock,
     /// Clock of the last completed phase: what a successful wait acquires.
     pub prev_clock: Clock,
+    /// Join of the releasers' phase knowledge (`ThreadState::known`) in the current phase, and
+    /// that of the last completed phase: knowledge of phases travels with happens-before.
+    pub known: Box<[i64]>,
+    pub prev_known: Box<[i64]>,
 }
 
 /// Race-tracking record for a buffer (value = version) or a shared var (value = its value).
@@ -122,6 +127,15 @@ pub fn paths_compatible(a: &[u32], b: &[u32]) -> bool {
 impl State {
     pub fn all_done(&self) -> bool {
         self.threads.iter().all(|t| t.status == Status::Done)
+    }
+}
+
+/// Pointwise maximum, for phase knowledge.
+pub fn join_known(dst: &mut [i64], src: &[i64]) {
+    for (d, s) in dst.iter_mut().zip(src) {
+        if *s > *d {
+            *d = *s;
+        }
     }
 }
 

@@ -193,6 +193,8 @@ impl Model {
                     observed_prev: false,
                     clock: fresh_clock(None),
                     prev_clock: fresh_clock(None),
+                    known: vec![0; p.barriers.len()].into_boxed_slice(),
+                    prev_known: vec![0; p.barriers.len()].into_boxed_slice(),
                 }
             })
             .collect();
@@ -360,7 +362,13 @@ impl Model {
                     if let WaitCheck::Blocked { bar, named } = self.wait_check(s, t) {
                         let b = &s.barriers[bar];
                         let name = &p.barriers[bar].name;
-                        let why = if b.pending > 0 {
+                        let why = if named < b.phase {
+                            // The cause is the stale parity, not whatever keeps phase C open.
+                            format!(
+                                "parity aliasing: phase {named} completed, and the same parity now names phase {}, which has {} of {} arrivals missing",
+                                b.phase, b.pending, b.expected
+                            )
+                        } else if b.pending > 0 {
                             let exited: Vec<String> = (0..s.threads.len())
                                 .filter(|&u| {
                                     s.threads[u].status == Status::Done
@@ -861,12 +869,15 @@ impl<'m> Exec<'m> {
     /// An execution barrier: every participant acquires every other's history, then runs on.
     fn release(&mut self, group: &[usize], what: &str) {
         let mut joined = self.s.threads[group[0]].clock.clone();
+        let mut known = self.s.threads[group[0]].known.clone();
         for &t in group {
             join_into(&mut joined, &self.s.threads[t].clock);
+            join_known(&mut known, &self.s.threads[t].known);
         }
         for &t in group {
             let th = &mut self.s.threads[t];
             th.clock = joined.clone();
+            th.known = known.clone();
             th.clock[t] += 1;
             th.status = Status::Running;
             th.pc += 1;
@@ -1063,9 +1074,11 @@ impl<'m> Exec<'m> {
                 if done {
                     let prev = self.s.barriers[b].prev_clock.clone();
                     join_into(self.clock_mut(), &prev);
-                    if named == c - 1 {
-                        self.s.barriers[b].observed_prev = true;
-                    }
+                    let prev_known = self.s.barriers[b].prev_known.clone();
+                    join_known(&mut self.s.threads[t].known, &prev_known);
+                    // For the hardware a wait that returns true has observed the preceding phase,
+                    // whatever phase the program meant (PTX's missing-wait rule is about that).
+                    self.s.barriers[b].observed_prev = true;
                     let k = &mut self.s.threads[t].known[b];
                     *k = (*k).max(named + 1);
                 }
@@ -1214,9 +1227,17 @@ impl<'m> Exec<'m> {
                 bs.observed_prev = false;
                 bs.clock.iter_mut().for_each(|c| *c = 0);
                 bs.prev_clock.iter_mut().for_each(|c| *c = 0);
+                // A new life: what anyone knew of the old phases no longer names anything.
                 for th in self.s.threads.iter_mut() {
                     th.known[b] = 0;
                 }
+                for x in self.s.barriers.iter_mut() {
+                    x.known[b] = 0;
+                    x.prev_known[b] = 0;
+                }
+                let bs = &mut self.s.barriers[b];
+                bs.known.iter_mut().for_each(|k| *k = 0);
+                bs.prev_known.iter_mut().for_each(|k| *k = 0);
                 Ok(None)
             }
             IOp::Inval { bar } => {
@@ -1275,6 +1296,10 @@ impl<'m> Exec<'m> {
     fn release_into(&mut self, b: usize) {
         let c = self.clock().to_vec();
         join_into(&mut self.s.barriers[b].clock, &c);
+        if self.agent < self.p().threads.len() {
+            let k = self.s.threads[self.agent].known.clone();
+            join_known(&mut self.s.barriers[b].known, &k);
+        }
         let me = self.agent;
         self.clock_mut()[me] += 1;
     }
@@ -1379,6 +1404,7 @@ impl<'m> Exec<'m> {
         let bs = &mut self.s.barriers[b];
         let (done, pending, tx) = (bs.phase, bs.pending, bs.tx);
         bs.prev_clock = std::mem::replace(&mut bs.clock, vec![0; bs.prev_clock.len()].into_boxed_slice());
+        bs.prev_known = std::mem::replace(&mut bs.known, vec![0; bs.prev_known.len()].into_boxed_slice());
         bs.phase += 1;
         bs.pending = bs.expected;
         bs.observed_prev = false;
