@@ -654,20 +654,9 @@ impl<'a> Gen<'a> {
                     BinOp::Div => format!("pc_div({a}, {b})"),
                     BinOp::Rem => format!("pc_rem({a}, {b})"),
                     _ => {
-                        let o = match op {
-                            BinOp::Add => "+",
-                            BinOp::Sub => "-",
-                            BinOp::Mul => "*",
-                            BinOp::Eq => "==",
-                            BinOp::Ne => "!=",
-                            BinOp::Lt => "<",
-                            BinOp::Le => "<=",
-                            BinOp::Gt => ">",
-                            BinOp::Ge => ">=",
-                            BinOp::And => "&&",
-                            BinOp::Or => "||",
-                            _ => unreachable!(),
-                        };
+                        // The language's operators are C's, with the same precedence once
+                        // parenthesised: `BinOp::symbol` spells them.
+                        let o = op.symbol();
                         if matches!(op, BinOp::Add | BinOp::Sub | BinOp::Mul) {
                             format!("({a} {o} {b})")
                         } else {

@@ -123,27 +123,22 @@ pub fn child_main(path: &Path) -> u8 {
         let _ = writeln!(o, "{s}");
         let _ = o.flush();
     };
+    // A failure before the first launch is the first pending job's fault.
+    let setup_fault = |e: String| {
+        say(format!(
+            "fault {} {}",
+            jf.jobs.get(jf.start).map(|j| j.id).unwrap_or(0),
+            e.replace('\n', " ")
+        ));
+        3
+    };
     let gpu = match sys::Gpu::open() {
         Ok(g) => g,
-        Err(e) => {
-            say(format!(
-                "fault {} {}",
-                jf.jobs.get(jf.start).map(|j| j.id).unwrap_or(0),
-                e.replace('\n', " ")
-            ));
-            return 3;
-        }
+        Err(e) => return setup_fault(e),
     };
     let module = match gpu.load(&jf.ptx) {
         Ok(m) => m,
-        Err(e) => {
-            say(format!(
-                "fault {} {}",
-                jf.jobs.get(jf.start).map(|j| j.id).unwrap_or(0),
-                e.replace('\n', " ")
-            ));
-            return 3;
-        }
+        Err(e) => return setup_fault(e),
     };
     let max_words = jf.jobs.iter().map(|j| j.src_words).max().unwrap_or(4).max(4) as usize;
     let src = copy_source(max_words);
