@@ -915,35 +915,8 @@ mod tests {
 
     const LIMIT: usize = 2_000_000;
 
-    const DOUBLE_BUFFER: &str = r#"
-protocol double_buffer
-expect holds
-param STAGES = 2
-param ITERS = 4
-param BYTES = 256
-
-barrier full[STAGES] count 1
-barrier empty[STAGES] count consumer.count
-buffer slot[STAGES] bytes BYTES
-
-role producer[1] {
-  for i in 0..ITERS {
-    let s = i % STAGES
-    if i >= STAGES { wait_parity(empty[s], (i / STAGES + 1) % 2) }
-    arrive_expect_tx(full[s], BYTES)
-    copy_async(slot[s], full[s], version = i)
-  }
-}
-
-role consumer[2] {
-  for i in 0..ITERS {
-    let s = i % STAGES
-    wait_parity(full[s], (i / STAGES) % 2)
-    read(slot[s], expect = i)
-    arrive(empty[s])
-  }
-}
-"#;
+    /// The LANGUAGE.md example, as the library holds it.
+    const DOUBLE_BUFFER: &str = include_str!("../../specs/guide/double_buffer.phase");
 
     const POLL: &str = r#"
 protocol poll

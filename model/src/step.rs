@@ -1098,22 +1098,19 @@ impl<'m> Exec<'m> {
                     Ok(None)
                 }
             }
-            IOp::ExpectTx { bar, bytes } => {
+            // expect_tx raises the tx-count; complete_tx lowers it and, like a landing copy,
+            // releases into the phase. Either may complete it.
+            IOp::ExpectTx { bar, bytes } | IOp::CompleteTx { bar, bytes } => {
+                let complete = matches!(op, IOp::CompleteTx { .. });
+                let what = if complete { "complete_tx" } else { "expect_tx" };
                 let b = self.resolve_bar(bar, locals)?;
                 let bytes = ev(self, bytes)?;
-                self.live_barrier(b, "expect_tx")?;
-                self.check_range(K::TxRange, bytes, 0, format!("expect_tx on {}", self.p().barriers[b].name))?;
-                self.add_tx(b, bytes)?;
-                self.maybe_complete(b)?;
-                Ok(None)
-            }
-            IOp::CompleteTx { bar, bytes } => {
-                let b = self.resolve_bar(bar, locals)?;
-                let bytes = ev(self, bytes)?;
-                self.live_barrier(b, "complete_tx")?;
-                self.check_range(K::TxRange, bytes, 0, format!("complete_tx on {}", self.p().barriers[b].name))?;
-                self.add_tx(b, -bytes)?;
-                self.release_into(b);
+                self.live_barrier(b, what)?;
+                self.check_range(K::TxRange, bytes, 0, format!("{what} on {}", self.p().barriers[b].name))?;
+                self.add_tx(b, if complete { -bytes } else { bytes })?;
+                if complete {
+                    self.release_into(b);
+                }
                 self.maybe_complete(b)?;
                 Ok(None)
             }
