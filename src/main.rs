@@ -55,6 +55,10 @@ struct SearchArgs {
     /// Stop (verdict incomplete) when stored states are estimated to need this many MiB.
     #[arg(long, value_name = "MIB", default_value_t = 8192)]
     max_memory: usize,
+    /// After every step, re-derive the model's invariants from scratch (slower; a broken one is
+    /// an internal error, exit 5).
+    #[arg(long)]
+    self_check: bool,
 }
 
 #[derive(Subcommand)]
@@ -77,6 +81,10 @@ enum Command {
         paths: Vec<PathBuf>,
         #[command(flatten)]
         search: SearchArgs,
+        /// Pass a file when the kinds found are a non-empty subset of its `expect` line (the
+        /// default asks for exactly the listed kinds).
+        #[arg(long)]
+        subset: bool,
     },
     /// Print a protocol in canonical form.
     Fmt { path: PathBuf },
@@ -107,6 +115,7 @@ fn options(a: &SearchArgs) -> CheckOptions {
         max_memory_bytes: a.max_memory.saturating_mul(1 << 20),
         stop_at_first: a.stop_at_first,
         progress: Some(progress),
+        self_check: a.self_check,
     }
 }
 
@@ -119,7 +128,7 @@ fn main() -> ExitCode {
             format,
             traces,
         } => cmd_check(&paths, &search, format, &traces),
-        Command::Test { paths, search } => cmd_test(&paths, &search),
+        Command::Test { paths, search, subset } => cmd_test(&paths, &search, subset),
         Command::Replay(a) => cmd_replay::run(a),
         Command::EmitCuda(a) => cmd_gpu::emit(a),
         Command::Gpu(c) => cmd_gpu::run(c),
@@ -148,13 +157,17 @@ fn cmd_check(paths: &[PathBuf], a: &SearchArgs, format: Format, traces: &cmd_rep
         Err(e) => return bad_input(&e),
     };
     let opts = options(a);
-    let (mut violated, mut incomplete) = (false, false);
+    let (mut violated, mut incomplete, mut internal) = (false, false, false);
     let mut collected = cmd_replay::Collected::default();
     for spec in specs {
         let model = Model::new(spec.proto.clone());
         let r = check(&model, &opts);
         violated |= r.verdict == Verdict::Violated;
         incomplete |= r.verdict == Verdict::Incomplete;
+        if let Some(i) = &r.internal {
+            internal = true;
+            eprintln!("{}: {}", spec.display, i.describe());
+        }
         match format {
             Format::Text => println!("{}", report::render_text(&spec, &model, &r)),
             Format::Json => println!("{}", report::render_json(&spec, &model, &r)),
@@ -168,7 +181,9 @@ fn cmd_check(paths: &[PathBuf], a: &SearchArgs, format: Format, traces: &cmd_rep
         eprintln!("{e}");
         return ExitCode::from(2);
     }
-    ExitCode::from(if violated {
+    ExitCode::from(if internal {
+        5
+    } else if violated {
         1
     } else if incomplete {
         3
@@ -177,7 +192,7 @@ fn cmd_check(paths: &[PathBuf], a: &SearchArgs, format: Format, traces: &cmd_rep
     })
 }
 
-fn cmd_test(paths: &[PathBuf], a: &SearchArgs) -> ExitCode {
+fn cmd_test(paths: &[PathBuf], a: &SearchArgs, subset: bool) -> ExitCode {
     let specs = match load::load_all(paths, &a.params) {
         Ok(s) => s,
         Err(e) => return bad_input(&e),
@@ -185,6 +200,7 @@ fn cmd_test(paths: &[PathBuf], a: &SearchArgs) -> ExitCode {
     let opts = options(a);
     let mut rows = Vec::new();
     let mut failures = 0;
+    let mut internal = 0;
     for spec in &specs {
         let model = Model::new(spec.proto.clone());
         let r = check(&model, &opts);
@@ -194,17 +210,26 @@ fn cmd_test(paths: &[PathBuf], a: &SearchArgs) -> ExitCode {
             None => ("holds".to_string(), r.verdict == Verdict::Holds),
             Some(ks) => {
                 let allowed: BTreeSet<ViolationKind> = ks.iter().copied().collect();
-                (
-                    ks.iter().map(|k| k.name()).collect::<Vec<_>>().join(", "),
-                    !found.is_empty() && found.is_subset(&allowed) && r.bound.is_none()
-                        || (!found.is_empty() && found.is_subset(&allowed) && opts.stop_at_first),
-                )
+                // Exactly the listed kinds, from a search that finished; `--subset` (and
+                // `--stop-at-first`, which finds one kind) accept any non-empty subset.
+                let ok = if subset || opts.stop_at_first {
+                    !found.is_empty() && found.is_subset(&allowed) && (r.bound.is_none() || opts.stop_at_first)
+                } else {
+                    found == allowed && r.bound.is_none()
+                };
+                (ks.iter().map(|k| k.name()).collect::<Vec<_>>().join(", "), ok)
             }
         };
         let got = match r.verdict {
             Verdict::Holds => "holds".to_string(),
             Verdict::Incomplete => format!("incomplete ({})", r.bound.map(|b| b.describe()).unwrap_or("?")),
             Verdict::Violated => found.iter().map(|k| k.name()).collect::<Vec<_>>().join(", "),
+            Verdict::InternalError => {
+                internal += 1;
+                let i = r.internal.as_ref();
+                eprintln!("{}: {}", spec.display, i.map(|i| i.describe()).unwrap_or_default());
+                format!("INTERNAL ERROR [{}]", i.map(|i| i.rule.as_str()).unwrap_or("?"))
+            }
         };
         if !ok {
             failures += 1;
@@ -226,5 +251,11 @@ fn cmd_test(paths: &[PathBuf], a: &SearchArgs) -> ExitCode {
         rows.len(),
         total
     );
-    ExitCode::from(if failures == 0 { 0 } else { 1 })
+    ExitCode::from(if internal > 0 {
+        5
+    } else if failures == 0 {
+        0
+    } else {
+        1
+    })
 }

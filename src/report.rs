@@ -15,6 +15,7 @@ pub fn verdict_name(v: Verdict) -> &'static str {
         Verdict::Holds => "holds",
         Verdict::Violated => "violated",
         Verdict::Incomplete => "incomplete",
+        Verdict::InternalError => "internal-error",
     }
 }
 
@@ -111,6 +112,7 @@ pub fn render_text(spec: &Spec, model: &Model, report: &Report) -> String {
             report.violations.iter().map(|v| v.kind.name()).collect::<Vec<_>>().join(", ")
         ),
         Verdict::Incomplete => format!("incomplete (bound {} reached)", report.bound.map(|b| b.describe()).unwrap_or("?")),
+        Verdict::InternalError => report.internal.as_ref().map(|i| i.describe()).unwrap_or_default(),
     };
     let _ = writeln!(out, "verdict: {verdict}");
     if report.verdict == Verdict::Violated {

@@ -139,21 +139,59 @@ pub enum IExpr {
     Binary(BinOp, Box<IExpr>, Box<IExpr>),
 }
 
+/// Why an expression has no value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EvalError {
+    /// Arithmetic that has no value (overflow, division by zero, an identity outside a thread):
+    /// the step that evaluates it reports an `assertion` violation.
+    Fault(&'static str),
+    /// A shared var the caller cannot read here.
+    NoVar,
+}
+
 impl IExpr {
-    /// Value from locals and thread identity alone: `None` when the expression reads a shared var
-    /// or faults (those are evaluated, and reported, by a step).
-    pub fn eval_pure(&self, locals: &[i64], me: &ThreadInfo) -> Option<i64> {
-        Some(match self {
+    /// The one evaluator of the language's expressions. `var` reads a shared var (the step records
+    /// the read for race detection; a readiness check only peeks). `&&` and `||` short-circuit, so a
+    /// guard protects its right side everywhere an expression is evaluated.
+    pub fn eval(
+        &self,
+        locals: &[i64],
+        me: Option<&ThreadInfo>,
+        var: &mut dyn FnMut(u16) -> Result<i64, EvalError>,
+    ) -> Result<i64, EvalError> {
+        Ok(match self {
             IExpr::Const(v) => *v,
             IExpr::Local(i) => locals[*i as usize],
-            IExpr::Var(_) => return None,
-            IExpr::Tid => me.tid as i64,
-            IExpr::Gtid => me.gtid as i64,
-            IExpr::Lane => me.lane as i64,
-            IExpr::Warp => me.warp as i64,
-            IExpr::Unary(op, a) => crate::lower::apply_unary(*op, a.eval_pure(locals, me)?)?,
-            IExpr::Binary(op, a, b) => crate::lower::apply_binary(*op, a.eval_pure(locals, me)?, b.eval_pure(locals, me)?).ok()?,
+            IExpr::Var(v) => var(*v)?,
+            IExpr::Tid | IExpr::Gtid | IExpr::Lane | IExpr::Warp => {
+                let me = me.ok_or(EvalError::Fault("thread identity outside a thread"))?;
+                (match self {
+                    IExpr::Tid => me.tid,
+                    IExpr::Gtid => me.gtid,
+                    IExpr::Lane => me.lane,
+                    _ => me.warp,
+                }) as i64
+            }
+            IExpr::Unary(op, a) => {
+                crate::lower::apply_unary(*op, a.eval(locals, me, var)?).ok_or(EvalError::Fault("arithmetic overflow"))?
+            }
+            IExpr::Binary(op, a, b) => {
+                let a = a.eval(locals, me, var)?;
+                match op {
+                    BinOp::And if a == 0 => return Ok(0),
+                    BinOp::Or if a != 0 => return Ok(1),
+                    _ => {}
+                }
+                let b = b.eval(locals, me, var)?;
+                crate::lower::apply_binary(*op, a, b).map_err(EvalError::Fault)?
+            }
         })
+    }
+
+    /// Value from locals and thread identity alone: `None` when the expression reads a shared var
+    /// or faults.
+    pub fn eval_pure(&self, locals: &[i64], me: &ThreadInfo) -> Option<i64> {
+        self.eval(locals, Some(me), &mut |_| Err(EvalError::NoVar)).ok()
     }
 
     pub fn reads_var(&self) -> bool {

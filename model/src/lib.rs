@@ -12,6 +12,7 @@ pub mod lang;
 pub use kind::ViolationKind;
 pub mod ir;
 pub mod lower;
+pub mod selfcheck;
 pub mod spec;
 pub mod state;
 pub mod step;

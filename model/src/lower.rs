@@ -63,11 +63,10 @@ pub fn lower(program: &ast::Program, overrides: &[(String, i64)]) -> Result<Prot
         None => 32,
     };
 
-    let completion_index: HashMap<&str, u16> = program
-        .completions()
-        .enumerate()
-        .map(|(i, c)| (c.name.name.as_str(), i as u16))
-        .collect();
+    let mut completion_index: HashMap<&str, u16> = HashMap::new();
+    for (i, c) in program.completions().enumerate() {
+        completion_index.insert(c.name.name.as_str(), index16(i, "completion functions", c.name.span)?);
+    }
 
     let mut barriers = Vec::new();
     let mut barrier_groups = Vec::new();
@@ -87,6 +86,7 @@ pub fn lower(program: &ast::Program, overrides: &[(String, i64)]) -> Result<Prot
             })?),
             None => None,
         };
+        index16(barriers.len() + len as usize, "barriers", b.span)?;
         barrier_groups.push(Group {
             name: b.name.name.clone(),
             base: barriers.len() as u16,
@@ -108,6 +108,7 @@ pub fn lower(program: &ast::Program, overrides: &[(String, i64)]) -> Result<Prot
     for b in program.buffers() {
         let len = array_len(b.len.as_ref(), &consts, &role_counts)?;
         let bytes = const_eval(&b.bytes, &consts, &role_counts)?;
+        index16(buffers.len() + len as usize, "buffers", b.span)?;
         buffer_groups.push(Group {
             name: b.name.name.clone(),
             base: buffers.len() as u16,
@@ -123,6 +124,7 @@ pub fn lower(program: &ast::Program, overrides: &[(String, i64)]) -> Result<Prot
     }
     let mut vars = Vec::new();
     for v in program.vars() {
+        index16(vars.len(), "shared vars", v.name.span)?;
         vars.push(VarInfo {
             name: v.name.name.clone(),
             init: const_eval(&v.init, &consts, &role_counts)?,
@@ -156,7 +158,7 @@ pub fn lower(program: &ast::Program, overrides: &[(String, i64)]) -> Result<Prot
         });
         for tid in 0..count {
             threads.push(ThreadInfo {
-                role: ri as u16,
+                role: index16(ri, "roles", r.name.span)?,
                 tid,
                 gtid,
                 lane: gtid % warp_size,
@@ -196,6 +198,23 @@ pub fn lower(program: &ast::Program, overrides: &[(String, i64)]) -> Result<Prot
         roles,
         threads,
     })
+}
+
+/// Tables are addressed with 16-bit indices in the state (barriers, buffers, vars, locals, roles,
+/// completions): a program that needs more is rejected here, so no index can wrap and alias another
+/// entry (which would turn into a wrong verdict, not an error).
+pub const MAX_TABLE: usize = u16::MAX as usize;
+
+fn index16(n: usize, what: &str, span: ast::Span) -> Result<u16, Diagnostic> {
+    if n < MAX_TABLE {
+        Ok(n as u16)
+    } else {
+        Err(Diagnostic::new(
+            "E108",
+            span,
+            format!("this needs more than {MAX_TABLE} {what}; the model addresses at most {MAX_TABLE} (make the program smaller)"),
+        ))
+    }
 }
 
 fn element_name(name: &str, is_array: bool, i: i64) -> String {
@@ -322,13 +341,15 @@ impl<'a> CodeBuilder<'a> {
         })
     }
 
-    fn new_local(&mut self, name: &str) -> u16 {
-        let slot = self.local_names.len() as u16;
+    fn new_local(&mut self, name: &str, span: ast::Span) -> Result<u16, Diagnostic> {
+        let slot = index16(self.local_names.len(), "locals in one role or completion", span)?;
         self.local_names.push(name.to_string());
         if !name.starts_with('$') {
-            self.scopes.last_mut().unwrap().push((name.to_string(), slot));
+            if let Some(scope) = self.scopes.last_mut() {
+                scope.push((name.to_string(), slot));
+            }
         }
-        slot
+        Ok(slot)
     }
 
     fn lookup_local(&self, name: &str) -> Option<u16> {
@@ -367,14 +388,19 @@ impl<'a> CodeBuilder<'a> {
                 match value {
                     ast::Value::Expr(e) => {
                         let expr = self.expr(e)?;
-                        let slot = self.new_local(&name.name);
+                        let slot = self.new_local(&name.name, name.span)?;
                         self.emit(InstrKind::SetLocal { slot, expr }, s.span);
                     }
                     ast::Value::Op(op) => {
-                        let slot = self.local_names.len() as u16;
+                        // The result slot is allocated before the operation's own temporaries and
+                        // named after it, so `let t = arrive(b)` cannot read `t` while computing.
+                        let slot = index16(self.local_names.len(), "locals in one role or completion", s.span)?;
+                        self.local_names.push(format!("$pending {}", name.name));
                         self.op(op, Some(slot), s.span)?;
-                        let got = self.new_local(&name.name);
-                        debug_assert_eq!(got, slot);
+                        self.local_names[slot as usize] = name.name.clone();
+                        if let Some(scope) = self.scopes.last_mut() {
+                            scope.push((name.name.clone(), slot));
+                        }
                     }
                 }
             }
@@ -394,7 +420,7 @@ impl<'a> CodeBuilder<'a> {
                             self.emit(InstrKind::SetVar { var: var as u16, expr }, s.span);
                         }
                         ast::Value::Op(op) => {
-                            let tmp = self.new_local("$result");
+                            let tmp = self.new_local("$result", s.span)?;
                             self.op(op, Some(tmp), s.span)?;
                             self.emit(
                                 InstrKind::SetVar {
@@ -420,9 +446,9 @@ impl<'a> CodeBuilder<'a> {
                 let lo = self.expr(lo)?;
                 let hi = self.expr(hi)?;
                 self.scopes.push(Vec::new());
-                let end = self.new_local("$end");
+                let end = self.new_local("$end", s.span)?;
                 self.emit(InstrKind::SetLocal { slot: end, expr: hi }, s.span);
-                let i = self.new_local(&var.name);
+                let i = self.new_local(&var.name, var.span)?;
                 self.emit(InstrKind::SetLocal { slot: i, expr: lo }, s.span);
                 let head = self.instrs.len();
                 let cond = IExpr::Binary(BinOp::Lt, Box::new(IExpr::Local(i)), Box::new(IExpr::Local(end)));
@@ -522,7 +548,7 @@ impl<'a> CodeBuilder<'a> {
             OpKind::ArriveAndWait { bar } => {
                 // libcu++: `wait(arrive())`. Two steps: other threads may act in between.
                 let r = self.bar(bar)?;
-                let tok = self.new_local("$token");
+                let tok = self.new_local("$token", span)?;
                 self.emit(
                     InstrKind::Op {
                         op: IOp::Arrive {

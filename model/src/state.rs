@@ -17,6 +17,10 @@ pub struct State {
     pub copies: Vec<CopyInFlight>,
     /// Clocks of the async-copy engines, one per buffer.
     pub engines: Box<[Clock]>,
+    /// Phase knowledge of the async-copy engines, one per buffer: what the issuers knew when they
+    /// issued, which a landing releases into the barrier it completes on (a waiter on that barrier
+    /// acquires it, as it acquires the issuer's writes).
+    pub engines_known: Box<[Box<[i64]>]>,
     /// Per warp: the warp-batched commits made since the last `syncwarp`, as (sequence number,
     /// barrier, divergence signature of the group that made it).
     pub commit_logs: Box<[Vec<(u16, u16, u64)>]>,
@@ -64,6 +68,9 @@ pub struct BarrierState {
     pub phase: i64,
     pub pending: i64,
     pub expected: i64,
+    /// Arrivals made in the current phase, drops included: `pending + arrived` is what the phase
+    /// needed when it began, which `pending` alone cannot show once a drop lowered both.
+    pub arrived: i64,
     pub tx: i64,
     /// Who initialised it and at which epoch: a use must be ordered after the init.
     pub init_by: Option<(u16, u32)>,
@@ -110,11 +117,13 @@ pub struct CopyInFlight {
 }
 
 impl ThreadState {
-    /// A hash of the path, naming the converged group in commit logs.
-    pub fn path_sig(&self) -> u64 {
-        self.path
-            .iter()
-            .fold(0xcbf2_9ce4_8422_2325u64, |h, &d| (h ^ d as u64).wrapping_mul(0x100_0000_01b3))
+    /// A hash of the role and the path, naming the converged group in commit logs. Two roles
+    /// that share a warp are diverged from the start (docs/model.md): their lanes never form one
+    /// group, exactly as if one role had split them with `if`.
+    pub fn path_sig(&self, role: u16) -> u64 {
+        std::iter::once(0x8000_0000 | role as u32)
+            .chain(self.path.iter().copied())
+            .fold(0xcbf2_9ce4_8422_2325u64, |h, d| (h ^ d as u64).wrapping_mul(0x100_0000_01b3))
     }
 }
 

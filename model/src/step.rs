@@ -6,8 +6,7 @@
 //! returned with the successor; kinds that are undefined behaviour end the execution.
 
 use crate::ir::*;
-use crate::lang::ast::{BinOp, Span};
-use crate::lower::{apply_binary, apply_unary};
+use crate::lang::ast::Span;
 use crate::state::*;
 use crate::ViolationKind as K;
 
@@ -117,6 +116,16 @@ pub struct Outcome {
     pub next: Option<State>,
     pub violations: Vec<Violation>,
     pub event: Option<Event>,
+    /// An invariant the semantics rely on did not hold: a bug in the model, never a verdict. The
+    /// search stops and the CLI exits 5 naming the rule.
+    pub internal: Option<InternalError>,
+}
+
+/// A broken model invariant, named by its rule (docs/model.md, "Invariants").
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InternalError {
+    pub rule: &'static str,
+    pub message: String,
 }
 
 pub struct Model {
@@ -127,7 +136,7 @@ pub struct Model {
 }
 
 /// Whether the blocked wait at a thread's pc could return now (`None` if it is not at a wait).
-enum WaitCheck {
+pub enum WaitCheck {
     NotAWait,
     Ready,
     Blocked { bar: usize, named: i64 },
@@ -188,6 +197,7 @@ impl Model {
                     phase: 0,
                     pending: b.count,
                     expected: b.count,
+                    arrived: 0,
                     tx: 0,
                     init_by: None,
                     observed_prev: false,
@@ -212,6 +222,7 @@ impl Model {
             vars: p.vars.iter().map(|v| cell(v.init)).collect(),
             copies: Vec::new(),
             engines: (0..p.buffers.len()).map(|b| fresh_clock(Some(p.threads.len() + b))).collect(),
+            engines_known: (0..p.buffers.len()).map(|_| vec![0; p.barriers.len()].into_boxed_slice()).collect(),
             commit_logs: vec![Vec::new(); (p.threads.len() as u32).div_ceil(p.warp_size) as usize].into_boxed_slice(),
         };
         if !violations.is_empty() {
@@ -219,6 +230,7 @@ impl Model {
                 next: None,
                 violations,
                 event: None,
+                internal: None,
             };
         }
         let mut x = Exec::new(self, s);
@@ -234,6 +246,7 @@ impl Model {
             next: if x.ended { None } else { Some(x.s) },
             violations: x.v,
             event: None,
+            internal: x.internal,
         }
     }
 
@@ -263,7 +276,7 @@ impl Model {
     }
 
     /// Is the thread blocked at a wait, and on what.
-    fn wait_check(&self, s: &State, t: usize) -> WaitCheck {
+    pub fn wait_check(&self, s: &State, t: usize) -> WaitCheck {
         let th = &s.threads[t];
         let code = self.proto.code_of(t);
         let Some(instr) = code.instrs.get(th.pc as usize) else {
@@ -276,14 +289,15 @@ impl Model {
         else {
             return WaitCheck::NotAWait;
         };
-        // Anything that cannot be evaluated without a step (a shared var, a fault) is left to the
-        // step, which reports it: treat it as ready.
+        // Shared vars are read as they stand (a peek: the step records the read). A fault or an
+        // index out of range is left to the step, which reports it: treat it as ready.
         let me = &self.proto.threads[t];
+        let peek = |e: &IExpr| e.eval(&th.locals, Some(me), &mut |v| Ok(s.vars[v as usize].value));
         let g = &self.proto.barrier_groups[bar.group as usize];
         let index = match &bar.index {
             None => 0,
-            Some(e) => match e.eval_pure(&th.locals, me) {
-                Some(i) if (0..g.len as i64).contains(&i) => i,
+            Some(e) => match peek(e) {
+                Ok(i) if (0..g.len as i64).contains(&i) => i,
                 _ => return WaitCheck::Ready,
             },
         };
@@ -292,7 +306,7 @@ impl Model {
         if bs.life != Life::Live {
             return WaitCheck::Ready;
         }
-        let Some(value) = target.expr().eval_pure(&th.locals, me) else {
+        let Ok(value) = peek(target.expr()) else {
             return WaitCheck::Ready;
         };
         let named = target.named_phase(value, th.known[b]);
@@ -334,98 +348,14 @@ impl Model {
             }
         }
         if enabled.is_empty() && !s.all_done() {
+            // The cause is explained by the verifier from the trace that led here
+            // (verifier/src/explain/deadlock.rs): the state alone does not say who stopped arriving.
             out.push(Violation {
                 kind: K::Deadlock,
-                message: self.deadlock_cause(s, None),
+                message: "every unfinished thread is blocked".to_string(),
             });
         }
         out
-    }
-
-    /// One sentence per blocked thread saying what it waits for and why that cannot come.
-    /// `arrived(thread, barrier)`: whether the thread arrived on the barrier in the execution
-    /// that led here (known when a trace is replayed); without it, whether its code arrives on it.
-    pub fn deadlock_cause(&self, s: &State, arrived: Option<&dyn Fn(usize, usize) -> bool>) -> String {
-        let p = &self.proto;
-        let mut parts = Vec::new();
-        for t in 0..s.threads.len() {
-            let th = &s.threads[t];
-            match th.status {
-                Status::Done => continue,
-                Status::AtSyncWarp => parts.push(format!("{} waits at syncwarp for lanes that never arrive", p.thread_label(t))),
-                Status::AtSyncThreads => parts.push(format!("{} waits at syncthreads for threads that never arrive", p.thread_label(t))),
-                Status::Running if !self.commit_ready(s, t) => parts.push(format!(
-                    "{} waits at a commit for converged lanes of its warp that never reach it",
-                    p.thread_label(t)
-                )),
-                Status::Running => {
-                    if let WaitCheck::Blocked { bar, named } = self.wait_check(s, t) {
-                        let b = &s.barriers[bar];
-                        let name = &p.barriers[bar].name;
-                        let why = if named < b.phase {
-                            // The cause is the stale parity, not whatever keeps phase C open.
-                            format!(
-                                "parity aliasing: phase {named} completed, and the same parity now names phase {}, which has {} of {} arrivals missing",
-                                b.phase, b.pending, b.expected
-                            )
-                        } else if b.pending > 0 {
-                            let exited: Vec<String> = (0..s.threads.len())
-                                .filter(|&u| {
-                                    s.threads[u].status == Status::Done
-                                        && match arrived {
-                                            Some(f) => f(u, bar),
-                                            None => self.role_arrives_on(u, bar),
-                                        }
-                                })
-                                .map(|u| p.thread_label(u))
-                                .collect();
-                            if !exited.is_empty() {
-                                format!(
-                                    "missing drop on exit: {} of {} arrivals missing, and {} exited without arrive_and_drop",
-                                    b.pending,
-                                    b.expected,
-                                    exited.join(", ")
-                                )
-                            } else if th.known[bar] < b.phase && named == b.phase && b.phase > 0 {
-                                format!(
-                                    "wait on a future phase: it waits for phase {named} before arriving on it ({} of {} arrivals missing)",
-                                    b.pending, b.expected
-                                )
-                            } else {
-                                format!("arrival shortfall: {} of {} arrivals missing", b.pending, b.expected)
-                            }
-                        } else {
-                            if b.tx > 0 {
-                                format!(
-                                    "tx shortfall: all arrivals are in but {} expected transaction bytes never land",
-                                    b.tx
-                                )
-                            } else {
-                                format!(
-                                    "tx mismatch: {} bytes more than expect_tx declared have landed, so the tx-count never returns to zero",
-                                    -b.tx
-                                )
-                            }
-                        };
-                        let meant = if named != b.phase {
-                            format!(", though it meant phase {named}")
-                        } else {
-                            String::new()
-                        };
-                        parts.push(format!(
-                            "{} waits for phase {} of {name}{meant} ({why})",
-                            p.thread_label(t),
-                            b.phase
-                        ));
-                    }
-                }
-            }
-        }
-        if parts.is_empty() {
-            "every unfinished thread is blocked".to_string()
-        } else {
-            parts.join("; ")
-        }
     }
 
     /// The lanes converged with `t`: unfinished lanes of its warp and role whose branch path has not
@@ -476,7 +406,9 @@ impl Model {
             }
             let index = match &bar.index {
                 None => Some(0),
-                Some(e) => e.eval_pure(&o.locals, &self.proto.threads[m]),
+                Some(e) => e
+                    .eval(&o.locals, Some(&self.proto.threads[m]), &mut |v| Ok(s.vars[v as usize].value))
+                    .ok(),
             };
             if index.map(|i| g.base as i64 + i) != Some(b as i64) || !self.commit_ready(s, m) {
                 continue;
@@ -491,7 +423,7 @@ impl Model {
     /// A commit is one instruction for its converged lanes: it runs once every one of them stands
     /// at the same commit on the same path. A lane still behind on the path holds the others back
     /// (on hardware it could not lag: converged lanes execute together).
-    fn commit_ready(&self, s: &State, t: usize) -> bool {
+    pub fn commit_ready(&self, s: &State, t: usize) -> bool {
         let th = &s.threads[t];
         let code = self.proto.code_of(t);
         let Some(Instr {
@@ -506,23 +438,6 @@ impl Model {
         self.converged_with(s, t).into_iter().all(|m| {
             let o = &s.threads[m];
             o.status == Status::Running && o.pc == th.pc && o.commit_seq == th.commit_seq && o.path == th.path
-        })
-    }
-
-    /// Whether the thread's code arrives on the barrier's group anywhere: an exited thread of
-    /// such a role is a participant that left without dropping.
-    fn role_arrives_on(&self, t: usize, bar: usize) -> bool {
-        let p = &self.proto;
-        let group = p
-            .barrier_groups
-            .iter()
-            .position(|g| (g.base as usize..(g.base + g.len) as usize).contains(&bar));
-        p.code_of(t).instrs.iter().any(|i| match &i.kind {
-            InstrKind::Op {
-                op: IOp::Arrive { bar: r, drop: false, .. } | IOp::Commit { bar: r },
-                ..
-            } => Some(r.group as usize) == group,
-            _ => false,
         })
     }
 
@@ -586,6 +501,7 @@ impl Model {
             next: if x.ended { None } else { Some(x.s) },
             violations: x.v,
             event: Some(event),
+            internal: x.internal,
         }
     }
 
@@ -620,6 +536,7 @@ struct Exec<'m> {
     in_completion: bool,
     /// The barrier whose completion function is running.
     completing: Option<usize>,
+    internal: Option<InternalError>,
 }
 
 type R<T> = Result<T, ()>;
@@ -636,6 +553,7 @@ impl<'m> Exec<'m> {
             thread: None,
             in_completion: false,
             completing: None,
+            internal: None,
         }
     }
 
@@ -658,6 +576,15 @@ impl<'m> Exec<'m> {
         }
     }
 
+    /// A rule the semantics rely on does not hold: the execution ends and the search reports a
+    /// model bug (exit 5) instead of a verdict built on a false premise.
+    fn broken(&mut self, rule: &'static str, message: String) {
+        self.ended = true;
+        if self.internal.is_none() {
+            self.internal = Some(InternalError { rule, message });
+        }
+    }
+
     fn fail(&mut self, kind: K, message: String) {
         if kind.ends_execution() {
             self.ended = true;
@@ -666,57 +593,30 @@ impl<'m> Exec<'m> {
     }
 
     fn eval_with(&mut self, e: &IExpr, locals: &[i64]) -> R<i64> {
-        match e {
-            IExpr::Const(v) => Ok(*v),
-            IExpr::Local(i) => Ok(locals[*i as usize]),
-            IExpr::Var(v) => {
-                let v = *v as usize;
-                self.read_cell(false, v)?;
-                Ok(self.s.vars[v].value)
+        let me = self.thread.map(|t| self.p().threads[t]);
+        let r = e.eval(locals, me.as_ref(), &mut |v| {
+            let v = v as usize;
+            let _ = self.read_cell(false, v);
+            Ok(self.s.vars[v].value)
+        });
+        match r {
+            Ok(v) => Ok(v),
+            Err(EvalError::Fault(m)) => {
+                self.fail(K::Assertion, format!("{}: {m}", self.label()));
+                Err(())
             }
-            IExpr::Tid | IExpr::Gtid | IExpr::Lane | IExpr::Warp => {
-                let t = self.thread.expect("identity expressions are only lowered in role bodies");
-                let info = self.p().threads[t];
-                Ok(match e {
-                    IExpr::Tid => info.tid,
-                    IExpr::Gtid => info.gtid,
-                    IExpr::Lane => info.lane,
-                    _ => info.warp,
-                } as i64)
-            }
-            IExpr::Unary(op, a) => {
-                let a = self.eval_with(a, locals)?;
-                match apply_unary(*op, a) {
-                    Some(v) => Ok(v),
-                    None => {
-                        self.fail(K::Assertion, format!("{}: arithmetic overflow", self.label()));
-                        Err(())
-                    }
-                }
-            }
-            IExpr::Binary(op, a, b) => {
-                let a = self.eval_with(a, locals)?;
-                // `&&` and `||` short-circuit, so a guard can protect the right side.
-                if *op == BinOp::And && a == 0 {
-                    return Ok(0);
-                }
-                if *op == BinOp::Or && a != 0 {
-                    return Ok(1);
-                }
-                let b = self.eval_with(b, locals)?;
-                match apply_binary(*op, a, b) {
-                    Ok(v) => Ok(v),
-                    Err(m) => {
-                        self.fail(K::Assertion, format!("{}: {m}", self.label()));
-                        Err(())
-                    }
-                }
+            Err(EvalError::NoVar) => {
+                self.broken("R-EVAL", "a shared var could not be read inside a step".to_string());
+                Err(())
             }
         }
     }
 
     fn eval(&mut self, e: &IExpr) -> R<i64> {
-        let t = self.thread.expect("thread context");
+        let Some(t) = self.thread else {
+            self.broken("R-EVAL", "thread code evaluated outside a thread".to_string());
+            return Err(());
+        };
         let locals = self.s.threads[t].locals.clone();
         self.eval_with(e, &locals)
     }
@@ -933,7 +833,11 @@ impl<'m> Exec<'m> {
                 Some((agent, epoch)) if agent as usize != self.agent && self.clock()[agent as usize] < epoch => Some(format!(
                     "{} uses {name} ({what}) before the init by {} is visible to it (no syncthreads or other ordering in between)",
                     self.label(),
-                    self.p().thread_label(agent as usize)
+                    self.agent_label(&Access {
+                        agent,
+                        epoch,
+                        in_completion: false
+                    })
                 )),
                 _ => None,
             },
@@ -990,7 +894,10 @@ impl<'m> Exec<'m> {
             IOp::Commit { bar } => {
                 let b = self.resolve_bar(bar, locals)?;
                 self.live_barrier(b, "commit")?;
-                let t = self.thread.expect("commit runs in a thread");
+                let Some(t) = self.thread.filter(|_| !self.in_completion) else {
+                    self.broken("R-COMMIT", "a commit executed outside a thread's own code".to_string());
+                    return Err(());
+                };
                 let w = t / self.p().warp_size as usize;
                 let seq = self.s.threads[t].commit_seq;
                 // The converged lanes execute the commit as one instruction (the step is enabled
@@ -1003,7 +910,7 @@ impl<'m> Exec<'m> {
                 let lanes: Vec<usize> = groups.iter().flatten().copied().collect();
                 let mut diverged = groups.len() > 1;
                 for g in &groups {
-                    let sig = self.s.threads[g[0]].path_sig();
+                    let sig = self.s.threads[g[0]].path_sig(self.p().threads[g[0]].role);
                     diverged |= self.s.commit_logs[w]
                         .iter()
                         .any(|&(s2, b2, g2)| s2 == seq && b2 as usize == b && g2 != sig);
@@ -1046,7 +953,8 @@ impl<'m> Exec<'m> {
                 Ok(None)
             }
             IOp::Wait { bar, target, try_ } => {
-                let t = self.thread.expect("waits run in a thread");
+                // A completion function may run with no thread at all (a copy's landing completed
+                // the phase): the misuse is reported before anything asks for the thread.
                 if self.in_completion {
                     self.fail(
                         K::CompletionMisuse,
@@ -1054,6 +962,10 @@ impl<'m> Exec<'m> {
                     );
                     return Err(());
                 }
+                let Some(t) = self.thread else {
+                    self.broken("R-WAIT", "a wait executed outside a thread".to_string());
+                    return Err(());
+                };
                 let b = self.resolve_bar(bar, locals)?;
                 self.live_barrier(b, if *try_ { "try_wait" } else { "wait" })?;
                 let value = ev(self, target.expr())?;
@@ -1090,7 +1002,17 @@ impl<'m> Exec<'m> {
                     });
                     Ok(Some(done as i64))
                 } else {
-                    debug_assert!(done, "a blocked wait is never scheduled");
+                    if !done {
+                        self.broken(
+                            "R-WAIT",
+                            format!(
+                                "{} passed a blocking wait on phase {named} of {}, which is not complete (the barrier is in phase {c})",
+                                self.label(),
+                                self.p().barriers[b].name
+                            ),
+                        );
+                        return Err(());
+                    }
                     self.obs.push(Obs::Waited {
                         bar: b as u16,
                         phase: named,
@@ -1139,6 +1061,8 @@ impl<'m> Exec<'m> {
                 let issuer_clock = self.clock().to_vec();
                 let n = self.p().threads.len();
                 join_into(&mut self.s.engines[d], &issuer_clock);
+                let issuer_known = self.known_of_agent().to_vec();
+                join_known(&mut self.s.engines_known[d], &issuer_known);
                 let me = self.agent;
                 self.clock_mut()[me] += 1;
                 let c = CopyInFlight {
@@ -1219,6 +1143,7 @@ impl<'m> Exec<'m> {
                 bs.phase = 0;
                 bs.pending = count;
                 bs.expected = count;
+                bs.arrived = 0;
                 bs.tx = 0;
                 bs.init_by = init_by;
                 bs.observed_prev = false;
@@ -1231,6 +1156,9 @@ impl<'m> Exec<'m> {
                 for x in self.s.barriers.iter_mut() {
                     x.known[b] = 0;
                     x.prev_known[b] = 0;
+                }
+                for e in self.s.engines_known.iter_mut() {
+                    e[b] = 0;
                 }
                 let bs = &mut self.s.barriers[b];
                 bs.known.iter_mut().for_each(|k| *k = 0);
@@ -1252,15 +1180,16 @@ impl<'m> Exec<'m> {
                     return Err(());
                 }
                 let bs = &self.s.barriers[b];
-                if bs.pending != bs.expected || bs.tx != 0 {
+                // `arrived` counts drops too: a drop lowers pending and expected alike.
+                if bs.arrived != 0 || bs.tx != 0 {
                     self.fail(
                         K::Lifetime,
                         format!(
                             "{} invalidates {name} in the middle of phase {} ({} of {} arrivals made, tx {})",
                             self.label(),
                             bs.phase,
-                            bs.expected - bs.pending,
-                            bs.expected,
+                            bs.arrived,
+                            bs.arrived + bs.pending,
                             bs.tx
                         ),
                     );
@@ -1289,14 +1218,24 @@ impl<'m> Exec<'m> {
         Ok(())
     }
 
-    /// Publish this agent's history to the barrier's current phase, then start a new epoch.
+    /// What the current agent knows of every barrier's phase.
+    fn known_of_agent(&self) -> &[i64] {
+        let n = self.p().threads.len();
+        if self.agent < n {
+            &self.s.threads[self.agent].known
+        } else {
+            &self.s.engines_known[self.agent - n]
+        }
+    }
+
+    /// Publish this agent's history and phase knowledge to the barrier's current phase, then
+    /// start a new epoch. Knowledge travels along every happens-before edge, the copy engine's
+    /// included.
     fn release_into(&mut self, b: usize) {
         let c = self.clock().to_vec();
         join_into(&mut self.s.barriers[b].clock, &c);
-        if self.agent < self.p().threads.len() {
-            let k = self.s.threads[self.agent].known.clone();
-            join_known(&mut self.s.barriers[b].known, &k);
-        }
+        let k = self.known_of_agent().to_vec();
+        join_known(&mut self.s.barriers[b].known, &k);
         let me = self.agent;
         self.clock_mut()[me] += 1;
     }
@@ -1308,6 +1247,25 @@ impl<'m> Exec<'m> {
             return Err(());
         }
         self.check_range(K::CountRange, n, 1, format!("the arrival count on {name}"))?;
+        // Over-arrival is judged on the barrier as the instruction found it: the tx it reports
+        // does not include this instruction's own expect_tx.
+        let bs = &self.s.barriers[b];
+        if n > bs.pending {
+            let msg = format!(
+                "{} makes {n} arrival(s) on phase {} of {name}, which has only {} pending (expected {}{})",
+                self.label(),
+                bs.phase,
+                bs.pending,
+                bs.expected,
+                if bs.tx != 0 {
+                    format!(", tx {} outstanding", bs.tx)
+                } else {
+                    String::new()
+                }
+            );
+            self.fail(K::OverArrival, msg);
+            return Err(());
+        }
         if let Some(bytes) = expect_tx {
             self.check_range(K::TxRange, bytes, 0, format!("expect_tx on {name}"))?;
             self.add_tx(b, bytes)?;
@@ -1327,22 +1285,6 @@ impl<'m> Exec<'m> {
             self.s.barriers[b].expected = e;
         }
         let bs = &self.s.barriers[b];
-        if n > bs.pending {
-            let msg = format!(
-                "{} makes {n} arrival(s) on phase {} of {name}, which has only {} pending (expected {}{})",
-                self.label(),
-                bs.phase,
-                bs.pending,
-                bs.expected,
-                if bs.tx != 0 {
-                    format!(", tx {} outstanding", bs.tx)
-                } else {
-                    String::new()
-                }
-            );
-            self.fail(K::OverArrival, msg);
-            return Err(());
-        }
         let hardware = self.p().barriers[b].completion.is_none();
         if hardware && bs.phase >= 1 && !bs.observed_prev {
             let msg = format!(
@@ -1355,6 +1297,7 @@ impl<'m> Exec<'m> {
         }
         let phase = self.s.barriers[b].phase;
         self.s.barriers[b].pending -= n;
+        self.s.barriers[b].arrived += n;
         if let Some(t) = self.thread {
             if !self.in_completion {
                 let k = &mut self.s.threads[t].known[b];
@@ -1404,6 +1347,7 @@ impl<'m> Exec<'m> {
         bs.prev_known = std::mem::replace(&mut bs.known, vec![0; bs.prev_known.len()].into_boxed_slice());
         bs.phase += 1;
         bs.pending = bs.expected;
+        bs.arrived = 0;
         bs.observed_prev = false;
         self.obs.push(Obs::PhaseCompleted {
             bar: b as u16,

@@ -23,6 +23,9 @@ pub struct CheckOptions {
     pub stop_at_first: bool,
     /// Called about every two seconds with progress; the CLI prints it to stderr.
     pub progress: Option<fn(&Progress)>,
+    /// After every transition, re-derive the invariants of SEMANTICS.md from the two states and
+    /// the step's observations (phasecheck_model::selfcheck); a broken one is an internal error.
+    pub self_check: bool,
 }
 
 impl Default for CheckOptions {
@@ -33,6 +36,7 @@ impl Default for CheckOptions {
             max_memory_bytes: 8 << 30,
             stop_at_first: false,
             progress: None,
+            self_check: false,
         }
     }
 }
@@ -70,6 +74,9 @@ pub enum Verdict {
     Holds,
     Violated,
     Incomplete,
+    /// The model broke one of its own invariants (or panicked): no verdict can be trusted. The CLI
+    /// exits 5.
+    InternalError,
 }
 
 #[derive(Clone, Debug)]
@@ -95,6 +102,57 @@ pub struct Report {
     pub violations: Vec<Found>,
     pub bound: Option<Bound>,
     pub stats: Stats,
+    /// Set with `Verdict::InternalError`.
+    pub internal: Option<Internal>,
+}
+
+/// A model bug met during the search: the rule it broke and the path that reached it.
+#[derive(Clone, Debug)]
+pub struct Internal {
+    pub rule: String,
+    pub message: String,
+    pub actions: Vec<Action>,
+}
+
+impl Internal {
+    pub fn describe(&self) -> String {
+        format!(
+            "internal error [{}]: {} (after {} steps)",
+            self.rule,
+            self.message,
+            self.actions.len()
+        )
+    }
+}
+
+/// Check a model. A panic anywhere in the model or the search is caught and reported as an
+/// internal error of this one protocol, so a folder's other protocols keep their verdicts.
+pub fn check(model: &Model, opts: &CheckOptions) -> Report {
+    let start = Instant::now();
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check_unguarded(model, opts))) {
+        Ok(r) => r,
+        Err(payload) => {
+            let what = payload
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "unknown panic".to_string());
+            Report {
+                verdict: Verdict::InternalError,
+                violations: Vec::new(),
+                bound: None,
+                stats: Stats {
+                    seconds: start.elapsed().as_secs_f64(),
+                    ..Stats::default()
+                },
+                internal: Some(Internal {
+                    rule: "panic".to_string(),
+                    message: what,
+                    actions: Vec::new(),
+                }),
+            }
+        }
+    }
 }
 
 /// Approximate heap footprint of one stored state, for the memory bound.
@@ -113,8 +171,9 @@ fn state_bytes(s: &State) -> usize {
         / 2
 }
 
-pub fn check(model: &Model, opts: &CheckOptions) -> Report {
+fn check_unguarded(model: &Model, opts: &CheckOptions) -> Report {
     let start = Instant::now();
+    let mut internal: Option<Internal> = None;
     let mut found: BTreeMap<ViolationKind, Found> = BTreeMap::new();
     let mut stats = Stats::default();
     let record = |found: &mut BTreeMap<ViolationKind, Found>, v: Vec<Violation>, path: &dyn Fn() -> Vec<Action>| {
@@ -128,9 +187,17 @@ pub fn check(model: &Model, opts: &CheckOptions) -> Report {
     };
 
     let init = model.init();
+    if let Some(e) = init.internal {
+        let i = Internal {
+            rule: e.rule.to_string(),
+            message: e.message,
+            actions: Vec::new(),
+        };
+        return finish(model, found, None, stats, start, Some(i));
+    }
     record(&mut found, init.violations, &Vec::new);
     let Some(s0) = init.next else {
-        return finish(model, found, None, stats, start);
+        return finish(model, found, None, stats, start, None);
     };
 
     // States are hashed whole at every insertion: a fast non-cryptographic hash pays.
@@ -177,6 +244,21 @@ pub fn check(model: &Model, opts: &CheckOptions) -> Report {
             for &a in &enabled {
                 let out = model.step(&s, a);
                 stats.transitions += 1;
+                let broken = out.internal.clone().or_else(|| {
+                    if opts.self_check {
+                        phasecheck_model::selfcheck::transition(model, &s, a, &out).err()
+                    } else {
+                        None
+                    }
+                });
+                if let Some(e) = broken {
+                    internal = Some(Internal {
+                        rule: e.rule.to_string(),
+                        message: e.message,
+                        actions: path_to(&parent, i, Some(a)),
+                    });
+                    break 'search;
+                }
                 if !out.violations.is_empty() {
                     record(&mut found, out.violations, &|| path_to(&parent, i, Some(a)));
                 }
@@ -223,34 +305,33 @@ pub fn check(model: &Model, opts: &CheckOptions) -> Report {
     }
     stats.states = seen.len();
     stats.depth = stats.depth.max(depth);
-    finish(model, found, bound, stats, start)
+    finish(model, found, bound, stats, start, internal)
 }
 
-/// A deadlock's cause, restated with what its trace shows: which exited threads had actually
-/// arrived on the barrier a waiter is stuck on.
+/// A deadlock's cause, told from its trace (crate::explain::deadlock).
 fn explain_deadlock(model: &Model, f: &mut Found) {
     let Ok(r) = crate::trace::replay(model, &f.actions) else { return };
-    let Some(last) = r.last.as_ref() else { return };
-    let mut arrivals = std::collections::BTreeSet::new();
-    for st in &r.steps {
-        if let Action::Thread(t) = st.action {
-            for o in &st.obs {
-                if let phasecheck_model::step::Obs::Arrived { bar, .. } = o {
-                    arrivals.insert((t as usize, *bar as usize));
-                }
-            }
-        }
+    if let Some(m) = crate::explain::deadlock::explain(model, &r) {
+        f.message = m;
     }
-    f.message = model.deadlock_cause(last, Some(&|t, b| arrivals.contains(&(t, b))));
 }
 
-fn finish(model: &Model, mut found: BTreeMap<ViolationKind, Found>, bound: Option<Bound>, mut stats: Stats, start: Instant) -> Report {
+fn finish(
+    model: &Model,
+    mut found: BTreeMap<ViolationKind, Found>,
+    bound: Option<Bound>,
+    mut stats: Stats,
+    start: Instant,
+    internal: Option<Internal>,
+) -> Report {
     if let Some(f) = found.get_mut(&ViolationKind::Deadlock) {
         explain_deadlock(model, f);
     }
     stats.seconds = start.elapsed().as_secs_f64();
     let violations: Vec<Found> = found.into_values().collect();
-    let verdict = if !violations.is_empty() {
+    let verdict = if internal.is_some() {
+        Verdict::InternalError
+    } else if !violations.is_empty() {
         Verdict::Violated
     } else if bound.is_some() {
         Verdict::Incomplete
@@ -262,5 +343,6 @@ fn finish(model: &Model, mut found: BTreeMap<ViolationKind, Found>, bound: Optio
         violations,
         bound,
         stats,
+        internal,
     }
 }

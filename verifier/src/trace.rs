@@ -43,6 +43,8 @@ pub struct BarrierChange {
 #[derive(Clone, Debug)]
 pub struct TraceStep {
     pub action: Action,
+    /// The instruction the thread executed (`u32::MAX` for a copy landing).
+    pub pc: u32,
     /// The thread that stepped (None for a copy landing).
     pub thread: Option<ThreadRef>,
     pub copy: Option<CopyRef>,
@@ -127,6 +129,7 @@ pub fn replay(model: &Model, actions: &[Action]) -> Result<Replayed, ReplayError
         };
         steps.push(TraceStep {
             action: a,
+            pc: ev.pc,
             thread: match a {
                 Action::Thread(t) => Some(thread_ref(model, t as usize)),
                 Action::Land(_) | Action::LandPart(_) => None,
