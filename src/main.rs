@@ -59,6 +59,22 @@ struct SearchArgs {
     /// an internal error, exit 5).
     #[arg(long)]
     self_check: bool,
+    /// Plant a defect in the model (tests only: they show the guards catch it).
+    #[arg(long, hide = true, value_parser = parse_mutant)]
+    mutant: Option<phasecheck_model::step::Mutant>,
+}
+
+fn parse_mutant(s: &str) -> Result<phasecheck_model::step::Mutant, String> {
+    phasecheck_model::step::Mutant::ALL
+        .into_iter()
+        .find(|m| m.name() == s)
+        .ok_or_else(|| format!("no mutant named `{s}`"))
+}
+
+fn model_for(proto: &phasecheck_model::ir::Protocol, a: &SearchArgs) -> Model {
+    let mut m = Model::new(proto.clone());
+    m.mutant = a.mutant;
+    m
 }
 
 #[derive(Subcommand)]
@@ -160,7 +176,7 @@ fn cmd_check(paths: &[PathBuf], a: &SearchArgs, format: Format, traces: &cmd_rep
     let (mut violated, mut incomplete, mut internal) = (false, false, false);
     let mut collected = cmd_replay::Collected::default();
     for spec in specs {
-        let model = Model::new(spec.proto.clone());
+        let model = model_for(&spec.proto, a);
         let r = check(&model, &opts);
         violated |= r.verdict == Verdict::Violated;
         incomplete |= r.verdict == Verdict::Incomplete;
@@ -202,7 +218,7 @@ fn cmd_test(paths: &[PathBuf], a: &SearchArgs, subset: bool) -> ExitCode {
     let mut failures = 0;
     let mut internal = 0;
     for spec in &specs {
-        let model = Model::new(spec.proto.clone());
+        let model = model_for(&spec.proto, a);
         let r = check(&model, &opts);
         let found: BTreeSet<ViolationKind> = r.violations.iter().map(|v| v.kind).collect();
         let (expected, ok) = match &spec.proto.expect {

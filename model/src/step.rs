@@ -133,6 +133,30 @@ pub struct Model {
     /// Every instruction is its own step, local ones included. Only for tests: they compare its
     /// verdicts with the default, where local instructions run inside the preceding visible step.
     pub fine_grained: bool,
+    /// A deliberate defect, for the tests that show a broken model is caught (by the model's own
+    /// release-mode rules, by the self-check, or by the library's expect lines). `None` in use.
+    pub mutant: Option<Mutant>,
+}
+
+/// Planted defects of the semantics. Each names the rule it breaks; tests assert that something
+/// catches each one, so the checks that guard the model can fail.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mutant {
+    /// Every blocking wait is treated as ready (caught by rule R-WAIT in the step).
+    WaitAlwaysReady,
+    /// Arrivals are not counted in the phase's `arrived` (caught by the self-check, I-ARRIVALS).
+    ArrivalsUncounted,
+}
+
+impl Mutant {
+    pub const ALL: [Mutant; 2] = [Mutant::WaitAlwaysReady, Mutant::ArrivalsUncounted];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Mutant::WaitAlwaysReady => "wait-always-ready",
+            Mutant::ArrivalsUncounted => "arrivals-uncounted",
+        }
+    }
 }
 
 /// Whether the blocked wait at a thread's pc could return now (`None` if it is not at a wait).
@@ -147,11 +171,16 @@ impl Model {
         Model {
             proto,
             fine_grained: false,
+            mutant: None,
         }
     }
 
     pub fn fine_grained(proto: Protocol) -> Model {
-        Model { proto, fine_grained: true }
+        Model {
+            proto,
+            fine_grained: true,
+            mutant: None,
+        }
     }
 
     /// The state before any thread runs: declared barriers initialised (and visible to all), then
@@ -310,7 +339,7 @@ impl Model {
             return WaitCheck::Ready;
         };
         let named = target.named_phase(value, th.known[b]);
-        if hardware_complete(bs.phase, named) {
+        if hardware_complete(bs.phase, named) || self.mutant == Some(Mutant::WaitAlwaysReady) {
             WaitCheck::Ready
         } else {
             WaitCheck::Blocked { bar: b, named }
@@ -340,8 +369,10 @@ impl Model {
                     out.push(Violation {
                         kind: K::StaleWait,
                         message: format!(
-                            "{} waits on phase {named} of {}, but the barrier is already in phase {c}: the parity aliases the current phase and the wait blocks on the wrong phase",
-                            p.thread_label(t), p.barriers[bar].name
+                            "{} waits on phase {named} of {} (the latest phase of it that the thread knows of is {}), but the barrier is already in phase {c}: the same parity now names phase {c}, so the wait blocks until phase {c} completes instead",
+                            p.thread_label(t),
+                            p.barriers[bar].name,
+                            s.threads[t].known[bar]
                         ),
                     });
                 }
@@ -1297,7 +1328,9 @@ impl<'m> Exec<'m> {
         }
         let phase = self.s.barriers[b].phase;
         self.s.barriers[b].pending -= n;
-        self.s.barriers[b].arrived += n;
+        if self.m.mutant != Some(Mutant::ArrivalsUncounted) {
+            self.s.barriers[b].arrived += n;
+        }
         if let Some(t) = self.thread {
             if !self.in_completion {
                 let k = &mut self.s.threads[t].known[b];
