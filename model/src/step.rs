@@ -1507,9 +1507,12 @@ impl<'m> Exec<'m> {
         let (d, b) = (c.buf as usize, c.bar as usize);
         self.agent = n + d;
         self.thread = None;
+        // Another copy into the same buffer may still be in flight (issuing it was already a
+        // data race): the buffer stays under that one.
+        let still = self.s.copies.iter().any(|o| o.buf as usize == d);
         let cell = &mut self.s.buffers[d];
         cell.value = c.version;
-        cell.in_flight = false;
+        cell.in_flight = still;
         cell.reads.clear();
         cell.last_write = Some(Access {
             agent: (n + d) as u16,
