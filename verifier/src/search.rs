@@ -308,11 +308,14 @@ fn check_unguarded(model: &Model, opts: &CheckOptions) -> Report {
     finish(model, found, bound, stats, start, internal)
 }
 
-/// A deadlock's cause, told from its trace (crate::explain::deadlock).
+/// A deadlock's cause, told from its trace (crate::explain).
 fn explain_deadlock(model: &Model, f: &mut Found) {
     let Ok(r) = crate::trace::replay(model, &f.actions) else { return };
-    if let Some(m) = crate::explain::deadlock::explain(model, &r) {
-        f.message = m;
+    if let Some(v) = crate::explain::state_violations(model, &r)
+        .into_iter()
+        .find(|v| v.kind == ViolationKind::Deadlock)
+    {
+        f.message = v.message;
     }
 }
 

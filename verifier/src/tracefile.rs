@@ -164,11 +164,7 @@ pub fn raised_by(model: &Model, actions: &[Action], kind: ViolationKind) -> Opti
             return Some((RaisedBy::Step, v.message.clone()));
         }
     }
-    let s = r.last.as_ref()?;
-    let mut en = Vec::new();
-    model.actions(s, &mut en);
-    model
-        .state_violations(s, &en)
+    crate::explain::state_violations(model, &r)
         .into_iter()
         .find(|v| v.kind == kind)
         .map(|v| (RaisedBy::State, v.message))

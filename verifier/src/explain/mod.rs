@@ -4,3 +4,22 @@
 //! barrier's count to zero).
 
 pub mod deadlock;
+
+use crate::trace::Replayed;
+use phasecheck_model::step::{Model, Violation};
+use phasecheck_model::ViolationKind;
+
+/// The violations of the state a replayed trace ends in, each with its message told from the
+/// trace (the model alone says only that every unfinished thread is blocked).
+pub fn state_violations(model: &Model, r: &Replayed) -> Vec<Violation> {
+    let Some(s) = r.last.as_ref() else { return Vec::new() };
+    let mut en = Vec::new();
+    model.actions(s, &mut en);
+    let mut out = model.state_violations(s, &en);
+    for v in out.iter_mut().filter(|v| v.kind == ViolationKind::Deadlock) {
+        if let Some(m) = deadlock::explain(model, r) {
+            v.message = m;
+        }
+    }
+    out
+}
