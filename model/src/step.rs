@@ -146,15 +146,58 @@ pub enum Mutant {
     WaitAlwaysReady,
     /// Arrivals are not counted in the phase's `arrived` (caught by the self-check, I-ARRIVALS).
     ArrivalsUncounted,
+    /// A wait is complete when its phase is older than the current one: no parity aliasing.
+    NoParityAliasing,
+    /// Completion functions never run.
+    CompletionNeverRuns,
+    /// arrive_and_drop arrives but leaves the expected count of later phases alone.
+    DropIgnored,
+    /// expect_tx is ignored (the tx-count only ever goes down).
+    ExpectTxIgnored,
+    /// A successful wait acquires no phase knowledge.
+    NoKnowledgeTransfer,
+    /// A successful wait acquires no history (no happens-before from the phase).
+    WaitDoesNotAcquire,
+    /// Copies land whole only: no partial landing when expect_tx under-counts.
+    NoPartialLanding,
+    /// PTX's missing-wait rule is not checked.
+    MissingWaitUnchecked,
+    /// A warp-batched commit arrives once per lane instead of once per converged group.
+    CommitPerLane,
+    /// A wait that has fallen two phases behind is not reported.
+    StaleWaitUnchecked,
 }
 
 impl Mutant {
-    pub const ALL: [Mutant; 2] = [Mutant::WaitAlwaysReady, Mutant::ArrivalsUncounted];
+    pub const ALL: [Mutant; 12] = [
+        Mutant::WaitAlwaysReady,
+        Mutant::ArrivalsUncounted,
+        Mutant::NoParityAliasing,
+        Mutant::CompletionNeverRuns,
+        Mutant::DropIgnored,
+        Mutant::ExpectTxIgnored,
+        Mutant::NoKnowledgeTransfer,
+        Mutant::WaitDoesNotAcquire,
+        Mutant::NoPartialLanding,
+        Mutant::MissingWaitUnchecked,
+        Mutant::CommitPerLane,
+        Mutant::StaleWaitUnchecked,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             Mutant::WaitAlwaysReady => "wait-always-ready",
             Mutant::ArrivalsUncounted => "arrivals-uncounted",
+            Mutant::NoParityAliasing => "no-parity-aliasing",
+            Mutant::CompletionNeverRuns => "completion-never-runs",
+            Mutant::DropIgnored => "drop-ignored",
+            Mutant::ExpectTxIgnored => "expect-tx-ignored",
+            Mutant::NoKnowledgeTransfer => "no-knowledge-transfer",
+            Mutant::WaitDoesNotAcquire => "wait-does-not-acquire",
+            Mutant::NoPartialLanding => "no-partial-landing",
+            Mutant::MissingWaitUnchecked => "missing-wait-unchecked",
+            Mutant::CommitPerLane => "commit-per-lane",
+            Mutant::StaleWaitUnchecked => "stale-wait-unchecked",
         }
     }
 }
@@ -294,7 +337,7 @@ impl Model {
             // with every arrival in, the phase completes there: the whole copy cannot land at once.
             let c = &s.copies[i];
             let b = &s.barriers[c.bar as usize];
-            let partial = b.life == Life::Live && b.tx > 0 && b.tx < c.bytes;
+            let partial = b.life == Life::Live && b.tx > 0 && b.tx < c.bytes && self.mutant != Some(Mutant::NoPartialLanding);
             if !(partial && b.pending == 0) {
                 out.push(Action::Land(i as u16));
             }
@@ -305,6 +348,15 @@ impl Model {
     }
 
     /// Is the thread blocked at a wait, and on what.
+    /// The hardware's answer for a wait on `named` in phase `current` (see `hardware_complete`).
+    fn complete_for(&self, current: i64, named: i64) -> bool {
+        if self.mutant == Some(Mutant::NoParityAliasing) {
+            named < current
+        } else {
+            hardware_complete(current, named)
+        }
+    }
+
     pub fn wait_check(&self, s: &State, t: usize) -> WaitCheck {
         let th = &s.threads[t];
         let code = self.proto.code_of(t);
@@ -339,7 +391,7 @@ impl Model {
             return WaitCheck::Ready;
         };
         let named = target.named_phase(value, th.known[b]);
-        if hardware_complete(bs.phase, named) || self.mutant == Some(Mutant::WaitAlwaysReady) {
+        if self.complete_for(bs.phase, named) || self.mutant == Some(Mutant::WaitAlwaysReady) {
             WaitCheck::Ready
         } else {
             WaitCheck::Blocked { bar: b, named }
@@ -365,7 +417,7 @@ impl Model {
         for t in 0..s.threads.len() {
             if let WaitCheck::Blocked { bar, named } = self.wait_check(s, t) {
                 let c = s.barriers[bar].phase;
-                if c >= named + 2 {
+                if c >= named + 2 && self.mutant != Some(Mutant::StaleWaitUnchecked) {
                     out.push(Violation {
                         kind: K::StaleWait,
                         message: format!(
@@ -965,7 +1017,12 @@ impl<'m> Exec<'m> {
                     self.s.threads[m].clock[m] += 1;
                 }
                 self.s.threads[t].commit_seq += 1;
-                self.arrive(b, groups.len() as i64, false, None)?;
+                let arrivals = if self.m.mutant == Some(Mutant::CommitPerLane) {
+                    lanes.len()
+                } else {
+                    groups.len()
+                };
+                self.arrive(b, arrivals as i64, false, None)?;
                 for &m in lanes.iter().filter(|&&m| m != t) {
                     self.obs.push(Obs::CommitJoined {
                         bar: b as u16,
@@ -1002,23 +1059,27 @@ impl<'m> Exec<'m> {
                 let value = ev(self, target.expr())?;
                 let named = target.named_phase(value, self.s.threads[t].known[b]);
                 let c = self.s.barriers[b].phase;
-                if c >= named + 2 {
+                if c >= named + 2 && self.m.mutant != Some(Mutant::StaleWaitUnchecked) {
                     self.fail(
                         K::StaleWait,
                         format!(
                             "{} waits on phase {named} of {}, which is older than the phase before the current one ({c}); the hardware answers about phase {} instead",
                             self.label(),
                             self.p().barriers[b].name,
-                            if hardware_complete(c, named) { c - 1 } else { c }
+                            if self.m.complete_for(c, named) { c - 1 } else { c }
                         ),
                     );
                 }
-                let done = hardware_complete(c, named);
+                let done = self.m.complete_for(c, named);
                 if done {
                     let prev = self.s.barriers[b].prev_clock.clone();
-                    join_into(self.clock_mut(), &prev);
+                    if self.m.mutant != Some(Mutant::WaitDoesNotAcquire) {
+                        join_into(self.clock_mut(), &prev);
+                    }
                     let prev_known = self.s.barriers[b].prev_known.clone();
-                    join_known(&mut self.s.threads[t].known, &prev_known);
+                    if self.m.mutant != Some(Mutant::NoKnowledgeTransfer) {
+                        join_known(&mut self.s.threads[t].known, &prev_known);
+                    }
                     // For the hardware a wait that returns true has observed the preceding phase,
                     // whatever phase the program meant (PTX's missing-wait rule is about that).
                     self.s.barriers[b].observed_prev = true;
@@ -1233,6 +1294,9 @@ impl<'m> Exec<'m> {
     }
 
     fn add_tx(&mut self, b: usize, delta: i64) -> R<()> {
+        if delta > 0 && self.m.mutant == Some(Mutant::ExpectTxIgnored) {
+            return Ok(());
+        }
         let tx = self.s.barriers[b].tx + delta;
         if tx.abs() > MAX_COUNT {
             self.fail(
@@ -1313,11 +1377,13 @@ impl<'m> Exec<'m> {
                 );
                 return Err(());
             }
-            self.s.barriers[b].expected = e;
+            if self.m.mutant != Some(Mutant::DropIgnored) {
+                self.s.barriers[b].expected = e;
+            }
         }
         let bs = &self.s.barriers[b];
         let hardware = self.p().barriers[b].completion.is_none();
-        if hardware && bs.phase >= 1 && !bs.observed_prev {
+        if hardware && bs.phase >= 1 && !bs.observed_prev && self.m.mutant != Some(Mutant::MissingWaitUnchecked) {
             let msg = format!(
                 "{} arrives on phase {} of {name} before any wait has observed the completion of phase {}",
                 self.label(),
@@ -1371,7 +1437,9 @@ impl<'m> Exec<'m> {
         if let Some(ci) = self.p().barriers[b].completion {
             let phase_clock = self.s.barriers[b].clock.clone();
             join_into(self.clock_mut(), &phase_clock);
-            self.run_completion(ci as usize, b)?;
+            if self.m.mutant != Some(Mutant::CompletionNeverRuns) {
+                self.run_completion(ci as usize, b)?;
+            }
         }
         self.release_into(b);
         let bs = &mut self.s.barriers[b];
