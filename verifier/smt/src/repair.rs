@@ -1,0 +1,274 @@
+//! `repair`: the smallest change to one constant or affine term that makes the counting laws hold.
+//!
+//! Candidates are edits of one term of the spec: an integer literal moved by a small amount, a
+//! parameter or role count offset by one, a parity expression shifted by one phase. They are tried
+//! nearest first (the statements the counterexample names before the rest, smaller changes before
+//! larger). A candidate is kept only when Z3 proves the laws over the same ranges AND the explicit
+//! search finds no counting violation at the declared instance; the survivors are ranked (those
+//! after which the explicit search finds nothing at all come first) and printed as unified diffs.
+
+use crate::{explicit, prove, Options, Outcome, Range};
+use phasecheck_model::lang::ast::{self, BinOp, Expr, ExprKind, OpKind, Span, StmtKind};
+use phasecheck_model::spec::Spec;
+use phasecheck_verifier::Verdict;
+use std::fmt::Write as _;
+
+#[derive(Clone, Debug)]
+pub struct Fix {
+    /// One line: what changed.
+    pub summary: String,
+    pub diff: String,
+    /// Ranking key: smaller is better.
+    pub cost: (u8, i64, u32),
+    /// Whether the explicit search finds no violation of any kind after the change.
+    pub clean: bool,
+}
+
+#[derive(Clone, Debug)]
+struct Edit {
+    span: Span,
+    text: String,
+    /// How far the new term is from the old one.
+    size: i64,
+    what: String,
+}
+
+/// Ranked confirmed repairs, or why none can be searched for.
+pub fn repair(spec: &Spec, ranges: &[Range]) -> Result<Vec<Fix>, String> {
+    let opts = Options {
+        ranges: ranges.to_vec(),
+        timeout_ms: 10_000,
+        ..Options::default()
+    };
+    let before = prove(&spec.ast, &opts);
+    let focus: Vec<Span> = match &before.outcome {
+        Outcome::Proved => return Err("the counting laws already hold for these ranges".into()),
+        Outcome::Unknown { reason, .. } => return Err(format!("prove cannot decide the laws for this spec: {reason}")),
+        Outcome::Refuted(cx) => cx.spans.clone(),
+    };
+    let mut edits = candidates(spec);
+    // nearest first: edits inside the statements the counterexample names
+    let near = |e: &Edit| {
+        focus.iter().any(|f| {
+            f.start <= e.span.start && e.span.end <= f.end.max(f.start + 1)
+                || line_of(&spec.source, f.start) == line_of(&spec.source, e.span.start)
+        })
+    };
+    edits.sort_by_key(|e| (!near(e), e.size, e.span.start));
+    edits.truncate(60);
+    let mut fixes = Vec::new();
+    for e in edits {
+        let mut src = spec.source.clone();
+        src.replace_range(e.span.start as usize..e.span.end as usize, &e.text);
+        let Ok(ast) = phasecheck_model::lang::parse(&src) else { continue };
+        if phasecheck_model::lang::check(&ast).is_err() {
+            continue;
+        }
+        let r = prove(&ast, &opts);
+        if !matches!(r.outcome, Outcome::Proved) {
+            continue;
+        }
+        let Ok(proto) = phasecheck_model::lower::lower(&ast, &[]) else {
+            continue;
+        };
+        let fixed = Spec {
+            path: spec.path.clone(),
+            display: spec.display.clone(),
+            source: src.clone(),
+            ast,
+            proto,
+        };
+        let (_, rep) = explicit(&fixed);
+        if rep.verdict == Verdict::Incomplete || !crate::counting_kinds(&rep).is_empty() {
+            continue;
+        }
+        let clean = rep.verdict == Verdict::Holds;
+        fixes.push(Fix {
+            summary: format!(
+                "{} (Z3: counting laws proved; explicit search at the declared instance: {})",
+                e.what,
+                if clean {
+                    "holds".to_string()
+                } else {
+                    rep.violations.iter().map(|v| v.kind.name()).collect::<Vec<_>>().join(", ")
+                }
+            ),
+            diff: unified_diff(&spec.display, &spec.source, &src),
+            cost: (if clean { 0 } else { 1 }, e.size, e.span.start),
+            clean,
+        });
+        if fixes.len() >= 5 {
+            break;
+        }
+    }
+    fixes.sort_by_key(|f| f.cost);
+    Ok(fixes)
+}
+
+fn line_of(src: &str, off: u32) -> usize {
+    src[..(off as usize).min(src.len())].matches('\n').count()
+}
+
+fn text(src: &str, sp: Span) -> &str {
+    &src[sp.start as usize..sp.end as usize]
+}
+
+/// Every one-term edit worth trying.
+fn candidates(spec: &Spec) -> Vec<Edit> {
+    let src = &spec.source;
+    let mut out = Vec::new();
+    let mut lit = |e: &Expr, role: &str, out: &mut Vec<Edit>| {
+        if let ExprKind::Int(v) = e.kind {
+            for d in [-1i64, 1, -2, 2] {
+                let n = v + d;
+                if n < 0 {
+                    continue;
+                }
+                out.push(Edit {
+                    span: e.span,
+                    text: n.to_string(),
+                    size: d.abs(),
+                    what: format!("{role}: {v} -> {n}"),
+                });
+            }
+            if v > 2 {
+                for n in [v * 2, v / 2] {
+                    out.push(Edit {
+                        span: e.span,
+                        text: n.to_string(),
+                        size: (n - v).abs().min(1 << 20),
+                        what: format!("{role}: {v} -> {n}"),
+                    });
+                }
+            }
+        } else {
+            let t = text(src, e.span).to_string();
+            for d in [1i64, -1] {
+                out.push(Edit {
+                    span: e.span,
+                    text: format!("{t} {} {}", if d > 0 { "+" } else { "-" }, d.abs()),
+                    size: d.abs(),
+                    what: format!("{role}: {t} -> {t} {} 1", if d > 0 { "+" } else { "-" }),
+                });
+            }
+        }
+    };
+    for item in &spec.ast.items {
+        match item {
+            ast::Item::Param(p) => lit(&p.value, &format!("parameter {}", p.name.name), &mut out),
+            ast::Item::Barrier(b) => lit(&b.count, &format!("count of barrier {}", b.name.name), &mut out),
+            ast::Item::Buffer(b) => lit(&b.bytes, &format!("bytes of buffer {}", b.name.name), &mut out),
+            ast::Item::Role(r) => {
+                lit(&r.count, &format!("size of role {}", r.name.name), &mut out);
+                stmts(&r.body, src, &mut out, &mut lit);
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+type Lit<'a> = dyn FnMut(&Expr, &str, &mut Vec<Edit>) + 'a;
+
+fn stmts(b: &ast::Block, src: &str, out: &mut Vec<Edit>, lit: &mut Lit) {
+    for s in &b.stmts {
+        match &s.kind {
+            StmtKind::For { lo, hi, body, .. } => {
+                lit(lo, "loop start", out);
+                lit(hi, "loop bound", out);
+                stmts(body, src, out, lit);
+            }
+            StmtKind::If { cond, then, els } => {
+                if let ExprKind::Binary(op, _, r) = &cond.kind {
+                    if matches!(op, BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge | BinOp::Eq | BinOp::Ne) {
+                        lit(r, "condition bound", out);
+                    }
+                }
+                stmts(then, src, out, lit);
+                if let Some(e) = els {
+                    stmts(e, src, out, lit);
+                }
+            }
+            StmtKind::Op(op) => opk(op, src, out, lit),
+            StmtKind::Let {
+                value: ast::Value::Op(op), ..
+            }
+            | StmtKind::Assign {
+                value: ast::Value::Op(op), ..
+            } => opk(op, src, out, lit),
+            _ => {}
+        }
+    }
+}
+
+fn opk(op: &ast::Op, src: &str, out: &mut Vec<Edit>, lit: &mut Lit) {
+    match &op.kind {
+        OpKind::WaitParity { parity, .. } => {
+            // one phase later or earlier: the parity flips
+            let t = text(src, parity.span).to_string();
+            let (span, text) = match &parity.kind {
+                ExprKind::Binary(BinOp::Rem, x, m) if matches!(m.kind, ExprKind::Int(2)) => {
+                    let inner = &src[x.span.start as usize..x.span.end as usize];
+                    (x.span, format!("{inner} + 1"))
+                }
+                ExprKind::Int(v) => (parity.span, ((v + 1).rem_euclid(2)).to_string()),
+                _ => (parity.span, format!("({t} + 1) % 2")),
+            };
+            let new = {
+                let mut s = src[parity.span.start as usize..parity.span.end as usize].to_string();
+                let a = (span.start - parity.span.start) as usize;
+                let b = (span.end - parity.span.start) as usize;
+                s.replace_range(a..b, &text);
+                s
+            };
+            let wrap =
+                matches!(&parity.kind, ExprKind::Binary(BinOp::Rem, x, _) if !matches!(x.kind, ExprKind::Name(_) | ExprKind::Int(_)));
+            out.push(Edit {
+                span,
+                text: if wrap { format!("({text})") } else { text },
+                size: 1,
+                what: format!("wait parity: {t} -> {new} (the other phase)"),
+            });
+        }
+        OpKind::Arrive { n: Some(n), .. } => lit(n, "arrival count", out),
+        OpKind::ArriveExpectTx { bytes, .. } | OpKind::ExpectTx { bytes, .. } | OpKind::CompleteTx { bytes, .. } => {
+            lit(bytes, "bytes", out)
+        }
+        OpKind::CopyAsync { bytes: Some(b), .. } | OpKind::MemcpyAsync { bytes: Some(b), .. } => lit(b, "copy bytes", out),
+        _ => {}
+    }
+}
+
+/// A unified diff (3 lines of context) between two versions of one file.
+pub fn unified_diff(name: &str, old: &str, new: &str) -> String {
+    let a: Vec<&str> = old.lines().collect();
+    let b: Vec<&str> = new.lines().collect();
+    let mut pre = 0;
+    while pre < a.len() && pre < b.len() && a[pre] == b[pre] {
+        pre += 1;
+    }
+    let mut suf = 0;
+    while suf < a.len() - pre && suf < b.len() - pre && a[a.len() - 1 - suf] == b[b.len() - 1 - suf] {
+        suf += 1;
+    }
+    let ctx = 3;
+    let start = pre.saturating_sub(ctx);
+    let a_end = (a.len() - suf + ctx).min(a.len());
+    let b_end = (b.len() - suf + ctx).min(b.len());
+    let mut out = String::new();
+    let _ = writeln!(out, "--- a/{name}\n+++ b/{name}");
+    let _ = writeln!(out, "@@ -{},{} +{},{} @@", start + 1, a_end - start, start + 1, b_end - start);
+    for l in &a[start..pre] {
+        let _ = writeln!(out, " {l}");
+    }
+    for l in &a[pre..a.len() - suf] {
+        let _ = writeln!(out, "-{l}");
+    }
+    for l in &b[pre..b.len() - suf] {
+        let _ = writeln!(out, "+{l}");
+    }
+    for l in &a[a.len() - suf..a_end] {
+        let _ = writeln!(out, " {l}");
+    }
+    out
+}
