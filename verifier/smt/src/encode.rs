@@ -70,8 +70,11 @@ impl Law {
     pub fn explicit_kinds(self) -> &'static [&'static str] {
         match self {
             Law::CountRange => &["count-range"],
-            Law::Arrivals => &["deadlock", "over-arrival", "count-range"],
-            Law::TxBalance => &["deadlock", "over-arrival", "tx-range"],
+            // More arrivals than a phase expects complete it early and spill into the next
+            // phase; PTX sees those as arrivals on phase k+1 before any wait on phase k.
+            Law::Arrivals => &["deadlock", "over-arrival", "count-range", "missing-wait"],
+            // A phase nobody waits on with bytes still expected is pending when the CTA exits.
+            Law::TxBalance => &["deadlock", "over-arrival", "tx-range", "lifetime"],
             Law::TxRange => &["tx-range"],
             Law::Parity => &["stale-wait", "deadlock"],
             Law::WaitOrder => &["deadlock"],
@@ -553,27 +556,11 @@ impl<'a> Encoder<'a> {
             if waits.is_empty() {
                 continue;
             }
-            // A class that arrives on no barrier holds no phase back: if the phase after the one
-            // its wait names completes, the barrier can be two phases ahead when it waits.
-            if !c.sites.iter().any(|x| matches!(x.kind, SiteKind::Arrive { .. })) {
+            // Stale waits: the wait names phase n; if phase n+1 can complete while this thread
+            // has not passed the wait, the barrier can be two phases ahead when it waits.
+            if Self::arrivals_of(c, &g.name).is_empty() {
                 for w in &waits {
-                    self.reset();
-                    let (k, kd) = self.kvar(g);
-                    let ev = self.ev_k(c, w, &k);
-                    let n = self.named(c, w, &ev, &k)?;
-                    let next = n.clone().add(int(1));
-                    let (got, exp) = self.arrivals_expected(g, &k, &next)?;
-                    self.push_q(Query {
-                        goal: Goal::Violation(Law::Parity),
-                        group: g.name.clone(),
-                        what: format!(
-                            "{} waits on a phase of `{}` that the barrier can leave two phases behind: it arrives nowhere, so nothing holds the next phase back",
-                            c.label, g.name
-                        ),
-                        formula: B::and(vec![kd, ev.dom.clone(), ev.idx.clone().eq(k.clone()), n.clone().cmp(Cmp::Ge, int(0)), got.clone().cmp(Cmp::Gt, int(0)), got.clone().eq(exp)]),
-                        spans: vec![w.span],
-                        show: vec![("element".into(), k), ("phase named".into(), n), ("arrivals of the next phase".into(), got)],
-                    });
+                    self.stale(g, c, w)?;
                 }
             }
             let arrives = !Self::arrivals_of(c, &g.name).is_empty();
@@ -656,6 +643,102 @@ impl<'a> Encoder<'a> {
                 }
             }
         }
+        Ok(())
+    }
+
+    /// The query "phase n+1 completes without waiting for `w`", for a waiter that does not
+    /// arrive on `g`. Phase n+1 is held back by `w` when some arriving class makes its round-n+1
+    /// arrival after a wait (in the same loop iteration, before the arrival) that needs an arrival
+    /// of `c` made after `w`. Held-back chains through earlier iterations or more roles are not
+    /// credited: a refutation that misses one is caught by the explicit re-check (it then reads
+    /// unknown), never turned into a proof.
+    fn stale(&mut self, g: &GroupInfo, c: &Class, w: &Site) -> R<()> {
+        let s = self.s;
+        self.reset();
+        let (k, kd) = self.kvar(g);
+        let ew = self.ev_k(c, w, &k);
+        let n = self.named(c, w, &ew, &k)?;
+        let next = n.clone().add(int(1));
+        let (got, exp) = self.arrivals_expected(g, &k, &next)?;
+        // n may be -1 (a parity wait before phase 0, "already complete"): stale too once phase 0
+        // can complete before the wait runs.
+        let mut parts = vec![
+            kd,
+            ew.dom.clone(),
+            ew.idx.clone().eq(k.clone()),
+            n.clone().cmp(Cmp::Ge, int(-1)),
+            got.clone().cmp(Cmp::Gt, int(0)),
+            got.clone().eq(exp),
+        ];
+        let is_arr = |x: &Site| matches!(x.kind, SiteKind::Arrive { .. });
+        for c2 in s.classes.iter().filter(|c2| c2.label != c.label) {
+            let arr = Self::arrivals_of(c2, &g.name);
+            if arr.len() != 1 {
+                continue; // not credited with holding the phase back
+            }
+            let a = arr[0];
+            let v = self.total_visits(c2, &g.name, &k)?;
+            // c2 contributes to round n+1 only when it makes that many arrivals
+            let mut not_held = vec![v.cmp(Cmp::Le, next.clone())];
+            let ea = self.ev_k(c2, a, &k);
+            let va = self.visit(c2, a, &ea, &k, &|x| is_arr(x))?;
+            let mut witness = vec![ea.dom.clone(), ea.idx.clone().eq(k.clone()), va.eq(next.clone())];
+            let mut via = Vec::new();
+            for w2 in c2
+                .sites
+                .iter()
+                .filter(|x| x.seg == a.seg && x.pos < a.pos && matches!(x.kind, SiteKind::WaitParity { .. } | SiteKind::WaitToken { .. }))
+            {
+                let a1s: Vec<&Site> = c.sites.iter().filter(|x| is_arr(x) && x.group == w2.group).collect();
+                if a1s.is_empty() {
+                    continue;
+                }
+                let g2 = s.groups.iter().find(|x| x.name == w2.group).unwrap();
+                let (k2, kd2) = self.kvar(g2);
+                let ew2 = self.ev_k(c2, w2, &k2);
+                let same_iter = match (&ew2.iv, &ea.iv) {
+                    (Some(x), Some(y)) => x.clone().eq(y.clone()),
+                    _ => B::Const(true),
+                };
+                let m = self.named(c2, w2, &ew2, &k2)?;
+                let v1 = self.total_visits(c, &w2.group, &k2)?;
+                // not held via w2: w2 does not run there, names nothing, or the arrival of c it
+                // needs is not after `w`
+                let mut lost = Vec::new();
+                for a1 in &a1s {
+                    let ea1 = self.ev_k(c, a1, &k2);
+                    let va1 = self.visit(c, a1, &ea1, &k2, &|x| is_arr(x))?;
+                    lost.push(B::and(vec![
+                        ea1.dom.clone(),
+                        ea1.idx.clone().eq(k2.clone()),
+                        va1.eq(m.clone()),
+                        Self::before(c, a1, &ea1, w, &ew),
+                    ]));
+                }
+                via.push(B::and(vec![kd2, same_iter.clone(), ew2.idx.clone().eq(k2.clone())]));
+                let runs = B::and(vec![ew2.dom.clone(), same_iter]);
+                via.push(B::or(vec![
+                    runs.not(),
+                    m.clone().cmp(Cmp::Lt, int(0)),
+                    v1.cmp(Cmp::Le, m.clone()),
+                    B::or(lost),
+                ]));
+            }
+            witness.extend(via);
+            not_held.push(B::and(witness));
+            parts.push(B::or(not_held));
+        }
+        self.push_q(Query {
+            goal: Goal::Violation(Law::Parity),
+            group: g.name.clone(),
+            what: format!(
+                "{} waits on a phase of `{}` that the barrier can leave two phases behind: the next phase completes without waiting for it",
+                c.label, g.name
+            ),
+            formula: B::and(parts),
+            spans: vec![w.span],
+            show: vec![("element".into(), k), ("phase named".into(), n)],
+        });
         Ok(())
     }
 
