@@ -837,11 +837,11 @@ impl<'a> Encoder<'a> {
             }
             return Ok(());
         }
-        // top level: rounds are separated by the role's arrivals, in program order
-        let mut idx: Option<&T> = None;
+        // top level: rounds are separated by the role's arrivals on the element, in program
+        // order; elements are told apart by their (equal or constant) index terms
+        let mut idxs: Vec<T> = Vec::new();
         for s in c.sites.iter().filter(|s| s.group == g.name) {
-            let is_arrival_or_tx = matches!(s.kind, SiteKind::Arrive { .. }) || is_tx(s);
-            if !is_arrival_or_tx {
+            if !(matches!(s.kind, SiteKind::Arrive { .. }) || is_tx(s)) {
                 continue;
             }
             if let Some(l) = &c.segs[s.seg] {
@@ -852,63 +852,69 @@ impl<'a> Encoder<'a> {
                     );
                 }
             }
-            match idx {
-                None => idx = Some(&s.index),
-                Some(i) if *i != s.index => {
-                    return un(
-                        s.span,
-                        format!("arrivals and bytes on different elements of `{}` outside loops", g.name),
-                    )
-                }
-                _ => {}
-            }
             if matches!(s.kind, SiteKind::Arrive { .. }) && s.guard != B::Const(true) {
                 return un(s.span, "a conditional arrival on a barrier whose bytes are counted by phase");
             }
-        }
-        let idx = idx.cloned().unwrap_or(int(0));
-        let k = idx.clone();
-        let mut rounds: BTreeMap<usize, (T, T, Vec<Span>)> = BTreeMap::new();
-        for x in c.sites.iter().filter(|s| is_tx(s)) {
-            let before: Vec<&&Site> = arr.iter().filter(|a| a.pos < x.pos).collect();
-            let mut r = before.len();
-            if r >= 1 {
-                let last = before[r - 1].pos;
-                let waited = c.sites.iter().any(|w| {
-                    w.group == g.name
-                        && w.pos > last
-                        && w.pos < x.pos
-                        && matches!(w.kind, SiteKind::WaitParity { .. } | SiteKind::WaitToken { .. })
-                });
-                if !waited {
-                    r -= 1;
-                }
+            if !idxs.contains(&s.index) {
+                idxs.push(s.index.clone());
             }
-            let amount = match &c.segs[x.seg] {
-                None => T::ite(x.guard.clone(), signed(x, &BTreeMap::new()).0, int(0)),
-                Some(l) => {
-                    let (b, _) = signed(x, &BTreeMap::new());
-                    if b.mentions(&l.var) {
-                        return un(
-                            x.span,
-                            "a byte count that changes with the loop variable outside the arrival's iteration",
-                        );
+        }
+        if idxs.len() > 1 && idxs.iter().any(|i| i.as_int().is_none()) {
+            let sp = c.sites.iter().find(|s| is_tx(s)).unwrap().span;
+            return un(
+                sp,
+                format!(
+                    "arrivals and bytes on elements of `{}` that cannot be told apart outside loops",
+                    g.name
+                ),
+            );
+        }
+        for idx in idxs {
+            let k = idx.clone();
+            let on = |s: &Site| s.index == idx;
+            let mut rounds: BTreeMap<usize, (T, T, Vec<Span>)> = BTreeMap::new();
+            for x in c.sites.iter().filter(|s| is_tx(s) && on(s)) {
+                let before: Vec<&&Site> = arr.iter().filter(|a| a.pos < x.pos && on(a)).collect();
+                let mut r = before.len();
+                if r >= 1 {
+                    let last = before[r - 1].pos;
+                    let waited = c.sites.iter().any(|w| {
+                        w.group == g.name
+                            && on(w)
+                            && w.pos > last
+                            && w.pos < x.pos
+                            && matches!(w.kind, SiteKind::WaitParity { .. } | SiteKind::WaitToken { .. })
+                    });
+                    if !waited {
+                        r -= 1;
                     }
-                    self.count_site(c, x, &k, None)?.mul(b)
                 }
-            };
-            let e = rounds.entry(r).or_insert((int(0), int(0), vec![]));
-            if matches!(x.kind, SiteKind::Expect { .. }) {
-                e.0 = e.0.clone().add(amount);
-            } else {
-                e.1 = e.1.clone().add(amount);
+                let amount = match &c.segs[x.seg] {
+                    None => T::ite(x.guard.clone(), signed(x, &BTreeMap::new()).0, int(0)),
+                    Some(l) => {
+                        let (b, _) = signed(x, &BTreeMap::new());
+                        if b.mentions(&l.var) {
+                            return un(
+                                x.span,
+                                "a byte count that changes with the loop variable outside the arrival's iteration",
+                            );
+                        }
+                        self.count_site(c, x, &k, None)?.mul(b)
+                    }
+                };
+                let e = rounds.entry(r).or_insert((int(0), int(0), vec![]));
+                if matches!(x.kind, SiteKind::Expect { .. }) {
+                    e.0 = e.0.clone().add(amount);
+                } else {
+                    e.1 = e.1.clone().add(amount);
+                }
+                e.2.push(x.span);
             }
-            e.2.push(x.span);
-        }
-        self.reset();
-        for (r, (exp, land, spans)) in rounds {
-            let dom = vec![idx.clone().cmp(Cmp::Ge, int(0))];
-            self.push_tx(g, c, dom, k.clone(), int(r as i64), exp, land, spans);
+            self.reset();
+            for (r, (exp, land, spans)) in rounds {
+                let dom = vec![idx.clone().cmp(Cmp::Ge, int(0))];
+                self.push_tx(g, c, dom, k.clone(), int(r as i64), exp, land, spans);
+            }
         }
         Ok(())
     }

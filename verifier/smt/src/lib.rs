@@ -181,7 +181,19 @@ fn prove_in(program: &ast::Program, opts: &Options, session: &solver::Session) -
             for (i, (n, _, _)) in sizes.iter().enumerate() {
                 bind.insert(n.clone(), Binding::Fixed(combo[i]));
             }
-            let summary = match Builder::build(program, &bind) {
+            // Loops are encoded symbolically; what that cannot express (loop-carried locals, a
+            // loop under a condition, a return inside a loop) is unrolled when the bounds are
+            // known constants, and otherwise reported with the symbolic encoding's reason.
+            let summary = match Builder::build(program, &bind, false) {
+                Ok(s) => Ok(s),
+                Err(BuildError::Unsupported(u)) => match Builder::build(program, &bind, true) {
+                    Ok(s) => Ok(s),
+                    Err(BuildError::NeedConcrete(n, sp)) => Err(BuildError::NeedConcrete(n, sp)),
+                    Err(BuildError::Unsupported(_)) => Err(BuildError::Unsupported(u)),
+                },
+                Err(e) => Err(e),
+            };
+            let summary = match summary {
                 Ok(s) => s,
                 Err(BuildError::NeedConcrete(n, span)) => {
                     if enumerate.contains(&n) || !opts.ranges.iter().any(|r| r.name == n) {

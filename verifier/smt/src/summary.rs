@@ -37,6 +37,9 @@ impl From<Unsupported> for BuildError {
 
 type R<X> = Result<X, BuildError>;
 
+/// The most iterations an unrolled loop may have.
+pub const UNROLL: i64 = 64;
+
 #[derive(Clone, Debug)]
 pub enum SiteKind {
     Arrive {
@@ -115,6 +118,9 @@ pub enum Binding {
 }
 
 pub struct Builder {
+    /// Unroll loops with constant bounds (at most `UNROLL` iterations) instead of encoding them:
+    /// the fallback for loop-carried locals, loops under conditions and returns inside loops.
+    unroll: bool,
     params: HashMap<String, T>,
     roles: HashMap<String, T>,
     buffers: HashMap<String, T>,
@@ -142,8 +148,9 @@ struct Ctx {
 }
 
 impl Builder {
-    pub fn build(program: &ast::Program, bind: &BTreeMap<String, Binding>) -> R<Summary> {
+    pub fn build(program: &ast::Program, bind: &BTreeMap<String, Binding>, unroll: bool) -> R<Summary> {
         let mut b = Builder {
+            unroll,
             params: HashMap::new(),
             roles: HashMap::new(),
             buffers: HashMap::new(),
@@ -348,7 +355,17 @@ impl Builder {
                         format!("`{}` is a shared variable; its values depend on the interleaving", name.name),
                     )?;
                 }
-                let _ = value;
+                if cx.in_loop.is_none() {
+                    // straight-line code: the new value, where this statement runs
+                    if let (ast::Value::Expr(e), Some(Local::Term(old))) = (value, self.lookup(&name.name, cx)) {
+                        let new = self.expr(e, cx)?;
+                        let v = T::ite(B::and(cx.guard.clone()), new, old);
+                        if let Some(scope) = cx.locals.iter_mut().rev().find(|m| m.contains_key(&name.name)) {
+                            scope.insert(name.name.clone(), Local::Term(v));
+                        }
+                        return Ok(());
+                    }
+                }
                 return unsupported(
                     s.span,
                     format!(
@@ -358,6 +375,28 @@ impl Builder {
                 )?;
             }
             StmtKind::For { var: v, lo, hi, body } => {
+                if self.unroll && cx.in_loop.is_none() {
+                    let (l, h) = (self.expr(lo, cx)?, self.expr(hi, cx)?);
+                    match (l.as_int(), h.as_int()) {
+                        (Some(l), Some(h)) if h - l <= UNROLL => {
+                            for i in l..h {
+                                cx.locals.push(HashMap::from([(v.name.clone(), Local::Term(int(i)))]));
+                                self.block(body, cx)?;
+                                cx.locals.pop();
+                                if cx.dead {
+                                    break;
+                                }
+                            }
+                            return Ok(());
+                        }
+                        _ => {
+                            return unsupported(
+                                s.span,
+                                format!("a loop to unroll needs constant bounds and at most {UNROLL} iterations"),
+                            )?
+                        }
+                    }
+                }
                 if cx.in_loop.is_some() {
                     if block_has_barrier_ops(body) || block_returns(body) {
                         return unsupported(
@@ -396,6 +435,16 @@ impl Builder {
             }
             StmtKind::If { cond, then, els } => {
                 let c = self.cond(cond, cx)?;
+                // a condition known here (a thread's identity, an unrolled iteration): only one
+                // branch exists, and a `return` in it ends the thread
+                if let B::Const(v) = c {
+                    if v {
+                        self.block(then, cx)?;
+                    } else if let Some(e) = els {
+                        self.block(e, cx)?;
+                    }
+                    return Ok(());
+                }
                 let then_ret = block_returns_always(then);
                 let else_ret = els.as_ref().is_some_and(block_returns_always);
                 let base = cx.guard.len();
