@@ -673,59 +673,73 @@ impl<'a> Encoder<'a> {
         let is_arr = |x: &Site| matches!(x.kind, SiteKind::Arrive { .. });
         for c2 in s.classes.iter().filter(|c2| c2.label != c.label) {
             let arr = Self::arrivals_of(c2, &g.name);
-            if arr.len() != 1 {
-                continue; // not credited with holding the phase back
+            // One arrival site (in a loop or not), or several outside loops (unrolled code):
+            // otherwise c2 is not credited with holding the phase back.
+            let single = arr.len() == 1;
+            if !single && arr.iter().any(|a| c2.segs[a.seg].is_some()) {
+                continue;
             }
-            let a = arr[0];
             let v = self.total_visits(c2, &g.name, &k)?;
             // c2 contributes to round n+1 only when it makes that many arrivals
             let mut not_held = vec![v.cmp(Cmp::Le, next.clone())];
-            let ea = self.ev_k(c2, a, &k);
-            let va = self.visit(c2, a, &ea, &k, &|x| is_arr(x))?;
-            let mut witness = vec![ea.dom.clone(), ea.idx.clone().eq(k.clone()), va.eq(next.clone())];
-            let mut via = Vec::new();
-            for w2 in c2
-                .sites
-                .iter()
-                .filter(|x| x.seg == a.seg && x.pos < a.pos && matches!(x.kind, SiteKind::WaitParity { .. } | SiteKind::WaitToken { .. }))
-            {
-                let a1s: Vec<&Site> = c.sites.iter().filter(|x| is_arr(x) && x.group == w2.group).collect();
-                if a1s.is_empty() {
-                    continue;
-                }
-                let g2 = s.groups.iter().find(|x| x.name == w2.group).unwrap();
-                let (k2, kd2) = self.kvar(g2);
-                let ew2 = self.ev_k(c2, w2, &k2);
-                let same_iter = match (&ew2.iv, &ea.iv) {
-                    (Some(x), Some(y)) => x.clone().eq(y.clone()),
-                    _ => B::Const(true),
-                };
-                let m = self.named(c2, w2, &ew2, &k2)?;
-                let v1 = self.total_visits(c, &w2.group, &k2)?;
-                // not held via w2: w2 does not run there, names nothing, or the arrival of c it
-                // needs is not after `w`
-                let mut lost = Vec::new();
-                for a1 in &a1s {
-                    let ea1 = self.ev_k(c, a1, &k2);
-                    let va1 = self.visit(c, a1, &ea1, &k2, &|x| is_arr(x))?;
-                    lost.push(B::and(vec![
-                        ea1.dom.clone(),
-                        ea1.idx.clone().eq(k2.clone()),
-                        va1.eq(m.clone()),
-                        Self::before(c, a1, &ea1, w, &ew),
+            let mut per_site = Vec::new();
+            for a in arr.iter().copied() {
+                let ea = self.ev_k(c2, a, &k);
+                let va = self.visit(c2, a, &ea, &k, &|x| is_arr(x))?;
+                let va_copy = va.clone().eq(next.clone());
+                let mut witness = vec![ea.dom.clone(), ea.idx.clone().eq(k.clone()), va.eq(next.clone())];
+                let mut via = Vec::new();
+                for w2 in c2.sites.iter().filter(|x| {
+                    (x.seg == a.seg || !single)
+                        && x.pos < a.pos
+                        && matches!(x.kind, SiteKind::WaitParity { .. } | SiteKind::WaitToken { .. })
+                }) {
+                    let a1s: Vec<&Site> = c.sites.iter().filter(|x| is_arr(x) && x.group == w2.group).collect();
+                    if a1s.is_empty() {
+                        continue;
+                    }
+                    let g2 = s.groups.iter().find(|x| x.name == w2.group).unwrap();
+                    let (k2, kd2) = self.kvar(g2);
+                    let ew2 = self.ev_k(c2, w2, &k2);
+                    let same_iter = match (&ew2.iv, &ea.iv) {
+                        (Some(x), Some(y)) => x.clone().eq(y.clone()),
+                        _ => B::Const(true),
+                    };
+                    let m = self.named(c2, w2, &ew2, &k2)?;
+                    let v1 = self.total_visits(c, &w2.group, &k2)?;
+                    // not held via w2: w2 does not run there, names nothing, or the arrival of c it
+                    // needs is not after `w`
+                    let mut lost = Vec::new();
+                    for a1 in &a1s {
+                        let ea1 = self.ev_k(c, a1, &k2);
+                        let va1 = self.visit(c, a1, &ea1, &k2, &|x| is_arr(x))?;
+                        lost.push(B::and(vec![
+                            ea1.dom.clone(),
+                            ea1.idx.clone().eq(k2.clone()),
+                            va1.eq(m.clone()),
+                            Self::before(c, a1, &ea1, w, &ew),
+                        ]));
+                    }
+                    via.push(B::and(vec![kd2, same_iter.clone(), ew2.idx.clone().eq(k2.clone())]));
+                    let runs = B::and(vec![ew2.dom.clone(), same_iter]);
+                    via.push(B::or(vec![
+                        runs.not(),
+                        m.clone().cmp(Cmp::Lt, int(0)),
+                        v1.cmp(Cmp::Le, m.clone()),
+                        B::or(lost),
                     ]));
                 }
-                via.push(B::and(vec![kd2, same_iter.clone(), ew2.idx.clone().eq(k2.clone())]));
-                let runs = B::and(vec![ew2.dom.clone(), same_iter]);
-                via.push(B::or(vec![
-                    runs.not(),
-                    m.clone().cmp(Cmp::Lt, int(0)),
-                    v1.cmp(Cmp::Le, m.clone()),
-                    B::or(lost),
-                ]));
+                witness.extend(via);
+                if single {
+                    not_held.push(B::and(witness));
+                } else {
+                    let is_it = B::and(vec![ea.dom.clone(), ea.idx.clone().eq(k.clone()), va_copy]);
+                    per_site.push(B::or(vec![is_it.not(), B::and(witness)]));
+                }
             }
-            witness.extend(via);
-            not_held.push(B::and(witness));
+            if !single {
+                not_held.push(B::and(per_site));
+            }
             parts.push(B::or(not_held));
         }
         self.push_q(Query {

@@ -41,12 +41,30 @@ pub fn repair(spec: &Spec, ranges: &[Range]) -> Result<Vec<Fix>, String> {
         ..Options::default()
     };
     let before = prove(&spec.ast, &opts);
-    let focus: Vec<Span> = match &before.outcome {
+    let cx = match &before.outcome {
         Outcome::Proved => return Err("the counting laws already hold for these ranges".into()),
         Outcome::Unknown { reason, .. } => return Err(format!("prove cannot decide the laws for this spec: {reason}")),
-        Outcome::Refuted(cx) => cx.spans.clone(),
+        Outcome::Refuted(cx) => cx.clone(),
     };
+    let focus = cx.spans.clone();
     let mut edits = candidates(spec);
+    // Z3's own answer for a count mismatch: the arrivals the phase actually gets
+    if cx.law == crate::Law::Arrivals {
+        let get = |n: &str| cx.details.iter().find(|(l, _)| l == n).map(|(_, v)| *v);
+        if let (Some(got), Some(exp)) = (get("arrivals"), get("expected")) {
+            if let Some(b) = spec.ast.barriers().find(|b| b.name.name == cx.group) {
+                if got >= 1 {
+                    let old = text(&spec.source, b.count.span).to_string();
+                    edits.push(Edit {
+                        span: b.count.span,
+                        text: got.to_string(),
+                        size: (got - exp).abs(),
+                        what: format!("count of barrier {}: {old} -> {got} (the arrivals each phase gets)", b.name.name),
+                    });
+                }
+            }
+        }
+    }
     // nearest first: edits inside the statements the counterexample names
     let near = |e: &Edit| {
         focus.iter().any(|f| {
@@ -57,6 +75,7 @@ pub fn repair(spec: &Spec, ranges: &[Range]) -> Result<Vec<Fix>, String> {
     edits.sort_by_key(|e| (!near(e), e.size, e.span.start));
     edits.truncate(60);
     let mut fixes = Vec::new();
+    let mut seen: Vec<String> = Vec::new();
     for e in edits {
         let mut src = spec.source.clone();
         src.replace_range(e.span.start as usize..e.span.end as usize, &e.text);
@@ -64,6 +83,10 @@ pub fn repair(spec: &Spec, ranges: &[Range]) -> Result<Vec<Fix>, String> {
         if phasecheck_model::lang::check(&ast).is_err() {
             continue;
         }
+        if seen.contains(&src) {
+            continue;
+        }
+        seen.push(src.clone());
         let r = prove(&ast, &opts);
         if !matches!(r.outcome, Outcome::Proved) {
             continue;
@@ -178,7 +201,7 @@ fn candidates(spec: &Spec) -> Vec<Edit> {
             ast::Item::Barrier(b) => lit(&b.count, &format!("count of barrier {}", b.name.name), &mut out),
             ast::Item::Buffer(b) => lit(&b.bytes, &format!("bytes of buffer {}", b.name.name), &mut out),
             ast::Item::Role(r) => {
-                lit(&r.count, &format!("size of role {}", r.name.name), &mut out);
+                // a role's size is the instance too: shrinking it hides bugs, it fixes none
                 stmts(&r.body, src, &mut out, &mut lit);
             }
             _ => {}
@@ -195,8 +218,24 @@ fn stmts(b: &ast::Block, src: &str, out: &mut Vec<Edit>, lit: &mut Lit) {
             StmtKind::For { hi, body, .. } => {
                 let before = out.len();
                 lit(hi, "loop bound", out);
-                // a loop that no longer runs is no repair
-                let mut kept: Vec<Edit> = out.drain(before..).filter(|e| e.text != "0").collect();
+                // A loop bound changes only to agree with another loop's bound (a consumer that
+                // runs one round short of its producer); moving it anywhere else just shrinks
+                // the instance until the bug no longer shows.
+                let bounds = loop_bounds(src);
+                let here = text(src, hi.span).to_string();
+                let mut kept: Vec<Edit> = out
+                    .drain(before..)
+                    .filter(|e| {
+                        let mut t = here.clone();
+                        let a = (e.span.start - hi.span.start) as usize;
+                        let b = (e.span.end - hi.span.start) as usize;
+                        if b > t.len() {
+                            return false;
+                        }
+                        t.replace_range(a..b, &e.text);
+                        bounds.iter().any(|x| norm(x) == norm(&t))
+                    })
+                    .collect();
                 out.append(&mut kept);
                 stmts(body, src, out, lit);
             }
@@ -324,4 +363,23 @@ fn sizes_problem(p: &ast::Program, name: &str) -> bool {
     p.barriers().any(|b| b.len.as_ref().is_some_and(|l| mentions(l, name)))
         || p.buffers().any(|b| b.len.as_ref().is_some_and(|l| mentions(l, name)))
         || p.roles().any(|r| mentions(&r.count, name) || block(&r.body, name))
+}
+
+fn norm(s: &str) -> String {
+    s.chars().filter(|c| !c.is_whitespace()).collect()
+}
+
+/// The text of every `for` loop's upper bound in the source.
+fn loop_bounds(src: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for line in src.lines() {
+        let code = line.split("//").next().unwrap_or("");
+        if let Some(rest) = code.trim_start().strip_prefix("for ") {
+            if let Some((_, r)) = rest.split_once("..") {
+                let b = r.split('{').next().unwrap_or("").trim();
+                out.push(b.to_string());
+            }
+        }
+    }
+    out
 }
