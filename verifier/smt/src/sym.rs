@@ -51,6 +51,9 @@ pub fn var(n: &str) -> T {
     T::Var(n.to_string())
 }
 
+// Named like the std operators on purpose: these are simplifying constructors (they fold constants
+// as they build), and operator syntax would hide that they normalise.
+#[allow(clippy::should_implement_trait)]
 impl T {
     pub fn add(self, o: T) -> T {
         let v = match (self, o) {
@@ -324,6 +327,7 @@ impl T {
     }
 }
 
+#[allow(clippy::should_implement_trait)]
 impl B {
     pub fn and(v: Vec<B>) -> B {
         let mut out = Vec::new();
