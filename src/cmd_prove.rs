@@ -239,7 +239,7 @@ fn header(out: &mut String, spec: &load::Spec, rep: &ProveReport) {
             .join(" ")
     };
     let _ = writeln!(out, "ranges:   {ranges}; other parameters and roles at their declared values");
-    if !rep.enumerated.is_empty() {
+    if !rep.enumerated.is_empty() && rep.cases > 0 {
         let _ = writeln!(
             out,
             "cases:    {} take each value of their range in turn ({} cases)",

@@ -13,7 +13,7 @@
 use phasecheck_model::lang;
 use phasecheck_model::lower::lower;
 use phasecheck_model::step::Model;
-use phasecheck_smt::{prove, Options, Outcome, COUNTING_KINDS};
+use phasecheck_smt::{prove, Options, Outcome, Range, COUNTING_KINDS};
 use phasecheck_verifier::{check, CheckOptions, Verdict};
 use proptest::prelude::*;
 
@@ -139,6 +139,39 @@ fn agree(src: &str) -> Result<(), String> {
             ..Options::default()
         },
     );
+    // The same instance with ITERS and the consumer count as Z3 variables pinned by one-value
+    // ranges: the symbolic encoding must reach the same verdict and law.
+    let pinned = prove(
+        &ast,
+        &Options {
+            timeout_ms: 20_000,
+            ranges: vec![
+                Range {
+                    name: "ITERS".into(),
+                    lo: iters_of(src),
+                    hi: iters_of(src),
+                },
+                Range {
+                    name: "consumer".into(),
+                    lo: consumers_of(src),
+                    hi: consumers_of(src),
+                },
+            ],
+            ..Options::default()
+        },
+    );
+    let verdict = |o: &Outcome| match o {
+        Outcome::Proved => "proved".to_string(),
+        Outcome::Refuted(cx) => format!("refuted ({})", cx.law.name()),
+        Outcome::Unknown { reason, .. } => format!("unknown ({reason})"),
+    };
+    if verdict(&pinned.outcome) != verdict(&p.outcome) {
+        return Err(format!(
+            "prove answers {} at the declared values but {} with ITERS and consumer.count symbolic",
+            verdict(&p.outcome),
+            verdict(&pinned.outcome)
+        ));
+    }
     match p.outcome {
         Outcome::Proved if counting.is_empty() => Ok(()),
         Outcome::Proved => Err(format!(
@@ -250,4 +283,18 @@ fn corners_get_the_expected_verdicts() {
         }
         agree(&src).unwrap_or_else(|e| panic!("{e}\n{src}"));
     }
+}
+
+fn param_of(src: &str, prefix: &str) -> i64 {
+    src.lines()
+        .find_map(|l| l.strip_prefix(prefix))
+        .and_then(|v| v.trim().split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|v| v.parse().ok())
+        .expect("generated spec declares it")
+}
+fn iters_of(src: &str) -> i64 {
+    param_of(src, "param ITERS = ")
+}
+fn consumers_of(src: &str) -> i64 {
+    param_of(src, "role consumer[")
 }
