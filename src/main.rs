@@ -4,6 +4,7 @@
 //! 2 bad input, 3 a bound was hit before the search finished.
 
 mod cmd_gpu;
+mod cmd_prove;
 mod cmd_replay;
 mod load;
 mod report;
@@ -111,6 +112,10 @@ enum Command {
     /// Run protocols on the GPU and compare with the model.
     #[command(subcommand)]
     Gpu(cmd_gpu::GpuCommand),
+    /// Prove the counting laws with Z3 for every value in ranges (exit 0 proved, 1 refuted, 3 unknown).
+    Prove(cmd_prove::ProveArgs),
+    /// Propose the smallest one-constant change that makes the counting laws hold, as a diff.
+    Repair(cmd_prove::RepairArgs),
 }
 
 fn progress(p: &Progress) {
@@ -148,6 +153,8 @@ fn main() -> ExitCode {
         Command::Replay(a) => cmd_replay::run(a),
         Command::EmitCuda(a) => cmd_gpu::emit(a),
         Command::Gpu(c) => cmd_gpu::run(c),
+        Command::Prove(a) => cmd_prove::prove(a),
+        Command::Repair(a) => cmd_prove::repair(a),
         Command::Fmt { path } => match load::load(&path, &[]) {
             Ok(spec) => {
                 print!("{}", phasecheck_model::lang::pretty(&spec.ast));

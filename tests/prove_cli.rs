@@ -1,0 +1,117 @@
+//! `phasecheck prove` and `phasecheck repair` from the command line: verdicts and exit codes
+//! (0 proved, 1 refuted and confirmed, 2 bad input, 3 unknown), the report's coverage lines, and
+//! the acceptance benchmark's ranges on the guide's double buffer.
+
+use std::process::{Command, Output};
+
+fn run(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_phasecheck"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap()
+}
+
+fn text(o: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+#[test]
+fn double_buffer_proved_for_every_value_in_range() {
+    let o = run(&[
+        "prove",
+        "specs/guide/double_buffer.phase",
+        "--range",
+        "ITERS=0..=1000000",
+        "--range",
+        "STAGES=1..=8",
+        "--range",
+        "consumer=1..=1024",
+    ]);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{t}");
+    assert!(t.contains("verdict:  proved (8 cases"), "{t}");
+    for law in ["count-range", "arrivals", "tx-balance", "tx-range", "parity", "wait-order"] {
+        assert!(t.contains(&format!("  {law}")), "law {law} not listed:\n{t}");
+    }
+    assert!(t.contains("covers:") && t.contains("only the explicit search covers"), "{t}");
+}
+
+#[test]
+fn wrong_producer_start_phase_refuted_and_confirmed() {
+    let o = run(&["prove", "specs/field/fa_1317_barrier_O_parity_starts_at_0.phase"]);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(t.contains("violated: law"), "{t}");
+    assert!(t.contains("verdict:  refuted; the explicit search confirms it"), "{t}");
+    assert!(t.contains("violation[PC001] deadlock"), "the explicit report is shown:\n{t}");
+}
+
+#[test]
+fn refutation_picks_a_small_instance_from_the_range() {
+    let o = run(&[
+        "prove",
+        "specs/mistakes/consumer_wrong_parity.phase",
+        "--range",
+        "ITERS=1..=100000",
+        "--format",
+        "json",
+    ]);
+    let t = String::from_utf8_lossy(&o.stdout).to_string();
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    let v: serde_json::Value = serde_json::from_str(t.trim()).unwrap();
+    assert_eq!(v["verdict"], "refuted");
+    assert_eq!(v["law"], "parity");
+    let iters = v["assignment"].as_array().unwrap().iter().find(|a| a["name"] == "ITERS").unwrap()["value"]
+        .as_i64()
+        .unwrap();
+    assert!(iters <= 4, "Z3 minimizes the counterexample: ITERS={iters}");
+    assert!(v["explicit"]["kinds"].as_array().unwrap().iter().any(|k| k == "stale-wait"), "{t}");
+}
+
+#[test]
+fn outside_the_fragment_is_unknown_naming_the_line() {
+    let o = run(&["prove", "specs/guide/commit_after_syncwarp.phase"]);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(3), "{t}");
+    assert!(t.contains("verdict:  unknown: commit"), "{t}");
+    assert!(t.contains("specs/guide/commit_after_syncwarp.phase:"), "{t}");
+}
+
+#[test]
+fn bad_input_exits_2() {
+    let o = run(&["prove", "specs/guide/double_buffer.phase", "--range", "NOPE=1..=2"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("names no parameter or role"));
+    let o = run(&["prove", "tests/malformed/duplicate_barrier.phase"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("tests/malformed/duplicate_barrier.phase:") && text(&o).contains('^'),
+        "{}",
+        text(&o)
+    );
+}
+
+#[test]
+fn with_instance_runs_both_checkers() {
+    let o = run(&[
+        "prove",
+        "specs/guide/ring_k_stage.phase",
+        "--range",
+        "ITERS=0..=1000",
+        "--with-instance",
+    ]);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{t}");
+    assert!(t.contains("explicit search at the declared instance"), "{t}");
+    assert!(t.contains("combined: holds"), "{t}");
+}
+
+#[test]
+fn repair_prints_a_confirmed_diff() {
+    let o = run(&["repair", "specs/kinds/deadlock.phase"]);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{t}");
+    assert!(t.contains("repair 1 of"), "{t}");
+    assert!(t.contains("-  arrive_expect_tx(full, 256)\n+  arrive_expect_tx(full, 128)"), "{t}");
+}

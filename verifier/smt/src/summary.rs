@@ -1,0 +1,868 @@
+//! From the syntax tree to what the counting laws need: for each class of threads (a role whose
+//! threads all run the same code, or one thread of a role whose code reads its identity), the
+//! barrier operations it performs, each with the guard under which it runs, the loop it sits in
+//! and the barrier element it names, all as symbolic terms of the parameters and loop variables.
+//!
+//! Anything whose count cannot be written exactly in that form is refused with the statement's
+//! span and the reason, so that `prove` answers `unknown` rather than prove something else.
+
+use crate::sym::{int, var, Cmp, B, T};
+use phasecheck_model::lang::ast::{self, BinOp, ExprKind, OpKind, Span, StmtKind, UnOp};
+use std::collections::{BTreeMap, HashMap};
+
+/// Why a construct is outside the encodable fragment.
+#[derive(Clone, Debug)]
+pub struct Unsupported {
+    pub span: Span,
+    pub why: String,
+}
+
+fn unsupported<X>(span: Span, why: impl Into<String>) -> Result<X, Unsupported> {
+    Err(Unsupported { span, why: why.into() })
+}
+
+/// A ranged parameter that had to be given concrete values (a divisor, an array length, the size
+/// of a role whose threads differ): the caller enumerates its range and tries again.
+#[derive(Clone, Debug)]
+pub enum BuildError {
+    Unsupported(Unsupported),
+    NeedConcrete(String, Span),
+}
+
+impl From<Unsupported> for BuildError {
+    fn from(u: Unsupported) -> Self {
+        BuildError::Unsupported(u)
+    }
+}
+
+type R<X> = Result<X, BuildError>;
+
+/// The most iterations an unrolled loop may have.
+pub const UNROLL: i64 = 64;
+
+#[derive(Clone, Debug)]
+pub enum SiteKind {
+    Arrive {
+        n: T,
+        drop: bool,
+    },
+    /// Waits on the phase of the token made by the arrival site with this index (same iteration).
+    WaitToken {
+        arrive: usize,
+    },
+    WaitParity {
+        parity: T,
+    },
+    Expect {
+        bytes: T,
+    },
+    Land {
+        bytes: T,
+    },
+}
+
+#[derive(Clone, Debug)]
+pub struct Site {
+    pub span: Span,
+    /// Segment of the class body: a maximal run of top-level statements, or one loop.
+    pub seg: usize,
+    /// Position in program order within the class.
+    pub pos: usize,
+    pub guard: B,
+    pub group: String,
+    pub index: T,
+    pub kind: SiteKind,
+}
+
+#[derive(Clone, Debug)]
+pub struct Loop {
+    pub var: String,
+    pub lo: T,
+    pub hi: T,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug)]
+pub struct Class {
+    /// `producer` or `consumer#3`.
+    pub label: String,
+    /// How many threads run this code: a role count (possibly symbolic), or 1.
+    pub mult: T,
+    /// One entry per segment: `Some` for a loop.
+    pub segs: Vec<Option<Loop>>,
+    pub sites: Vec<Site>,
+}
+
+#[derive(Clone, Debug)]
+pub struct GroupInfo {
+    pub name: String,
+    pub len: i64,
+    pub count: T,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug)]
+pub struct Summary {
+    pub groups: Vec<GroupInfo>,
+    pub classes: Vec<Class>,
+    /// Symbolic variables (ranged params and role counts) with their ranges.
+    pub symbols: Vec<(String, i64, i64)>,
+}
+
+/// What each parameter or role count stands for in this build.
+#[derive(Clone, Debug)]
+pub enum Binding {
+    Fixed(i64),
+    /// Symbolic over this inclusive range.
+    Range(i64, i64),
+}
+
+pub struct Builder {
+    /// Unroll loops with constant bounds (at most `UNROLL` iterations) instead of encoding them:
+    /// the fallback for loop-carried locals, loops under conditions and returns inside loops.
+    unroll: bool,
+    params: HashMap<String, T>,
+    roles: HashMap<String, T>,
+    buffers: HashMap<String, T>,
+    groups: Vec<GroupInfo>,
+    vars: Vec<String>,
+}
+
+/// Locals: a term, or the token of an arrival site.
+#[derive(Clone)]
+enum Local {
+    Term(T),
+    Token(usize),
+}
+
+struct Ctx {
+    /// Some((tid, gtid, warp size)) for a per-thread class.
+    me: Option<(i64, i64, i64)>,
+    locals: Vec<HashMap<String, Local>>,
+    guard: Vec<B>,
+    seg: usize,
+    in_loop: Option<String>,
+    segs: Vec<Option<Loop>>,
+    sites: Vec<Site>,
+    dead: bool,
+}
+
+impl Builder {
+    pub fn build(program: &ast::Program, bind: &BTreeMap<String, Binding>, unroll: bool) -> R<Summary> {
+        let mut b = Builder {
+            unroll,
+            params: HashMap::new(),
+            roles: HashMap::new(),
+            buffers: HashMap::new(),
+            groups: Vec::new(),
+            vars: program.vars().map(|v| v.name.name.clone()).collect(),
+        };
+        let mut symbols = Vec::new();
+        for p in program.params() {
+            let t = match bind.get(&p.name.name) {
+                Some(Binding::Fixed(v)) => int(*v),
+                Some(Binding::Range(lo, hi)) => {
+                    symbols.push((p.name.name.clone(), *lo, *hi));
+                    var(&p.name.name)
+                }
+                None => b.decl_expr(&p.value)?,
+            };
+            b.params.insert(p.name.name.clone(), t);
+        }
+        for r in program.roles() {
+            let t = match bind.get(&r.name.name) {
+                Some(Binding::Fixed(v)) => int(*v),
+                Some(Binding::Range(lo, hi)) => {
+                    let n = format!("{}.count", r.name.name);
+                    symbols.push((n.clone(), *lo, *hi));
+                    var(&n)
+                }
+                None => b.decl_expr(&r.count)?,
+            };
+            b.roles.insert(r.name.name.clone(), t);
+        }
+        for buf in program.buffers() {
+            let bytes = b.decl_expr(&buf.bytes)?;
+            b.buffers.insert(buf.name.name.clone(), bytes);
+        }
+        for bar in program.barriers() {
+            if bar.manual_init {
+                return Err(Unsupported {
+                    span: bar.span,
+                    why: format!(
+                        "barrier `{}` is initialised by the program (manual_init): init and inval are modelled only by the explicit search",
+                        bar.name.name
+                    ),
+                }
+                .into());
+            }
+            if let Some(c) = &bar.completion {
+                return Err(Unsupported {
+                    span: c.span,
+                    why: "a completion function's effects are modelled only by the explicit search".into(),
+                }
+                .into());
+            }
+            let len = match &bar.len {
+                None => 1,
+                Some(e) => b.concrete(e)?,
+            };
+            let count = b.decl_expr(&bar.count)?;
+            b.groups.push(GroupInfo {
+                name: bar.name.name.clone(),
+                len,
+                count,
+                span: bar.span,
+            });
+        }
+        let warp_size = match program.warp_size() {
+            Some(e) => b.concrete(e)?,
+            None => 32,
+        };
+        let mut classes = Vec::new();
+        let mut gtid: Option<i64> = Some(0);
+        for r in program.roles() {
+            let count_t = b.roles[&r.name.name].clone();
+            if uses_identity(&r.body) {
+                let n = match count_t.as_int() {
+                    Some(n) => n,
+                    None => return Err(need_concrete_of(&count_t, r.count.span)),
+                };
+                let first = match gtid {
+                    Some(g) => g,
+                    None => {
+                        return unsupported(
+                            r.count.span,
+                            "the threads of this role read their identity, and an earlier role's size is symbolic",
+                        )?
+                    }
+                };
+                if n > 64 {
+                    return unsupported(
+                        r.count.span,
+                        format!(
+                            "role `{}` reads its thread identity and has {n} threads; prove handles at most 64 such threads",
+                            r.name.name
+                        ),
+                    )?;
+                }
+                for tid in 0..n {
+                    let (segs, sites) = b.role_body(r, Some((tid, first + tid, warp_size)))?;
+                    classes.push(Class {
+                        label: format!("{}#{tid}", r.name.name),
+                        mult: int(1),
+                        segs,
+                        sites,
+                    });
+                }
+            } else {
+                let (segs, sites) = b.role_body(r, None)?;
+                classes.push(Class {
+                    label: r.name.name.clone(),
+                    mult: count_t.clone(),
+                    segs,
+                    sites,
+                });
+            }
+            gtid = match (gtid, count_t.as_int()) {
+                (Some(g), Some(n)) => Some(g + n),
+                _ => None,
+            };
+        }
+        Ok(Summary {
+            groups: b.groups,
+            classes,
+            symbols,
+        })
+    }
+
+    /// An expression of a declaration: params, role counts, literals.
+    fn decl_expr(&self, e: &ast::Expr) -> R<T> {
+        let mut cx = Ctx {
+            me: None,
+            locals: vec![],
+            guard: vec![],
+            seg: 0,
+            in_loop: None,
+            segs: vec![],
+            sites: vec![],
+            dead: false,
+        };
+        self.expr(e, &mut cx)
+    }
+
+    fn concrete(&self, e: &ast::Expr) -> R<i64> {
+        let t = self.decl_expr(e)?;
+        match t.as_int() {
+            Some(v) => Ok(v),
+            None => Err(need_concrete_of(&t, e.span)),
+        }
+    }
+
+    fn role_body(&self, r: &ast::RoleDecl, me: Option<(i64, i64, i64)>) -> R<(Vec<Option<Loop>>, Vec<Site>)> {
+        let mut cx = Ctx {
+            me,
+            locals: vec![HashMap::new()],
+            guard: vec![],
+            seg: 0,
+            in_loop: None,
+            segs: vec![None],
+            sites: vec![],
+            dead: false,
+        };
+        self.block(&r.body, &mut cx)?;
+        Ok((cx.segs, cx.sites))
+    }
+
+    /// Flatten a block. Returns whether control cannot continue after it (it returned on every path).
+    fn block(&self, blk: &ast::Block, cx: &mut Ctx) -> R<()> {
+        cx.locals.push(HashMap::new());
+        for s in &blk.stmts {
+            if cx.dead {
+                break;
+            }
+            self.stmt(s, cx)?;
+        }
+        cx.locals.pop();
+        Ok(())
+    }
+
+    fn lookup(&self, name: &str, cx: &Ctx) -> Option<Local> {
+        cx.locals.iter().rev().find_map(|m| m.get(name).cloned())
+    }
+
+    fn stmt(&self, s: &ast::Stmt, cx: &mut Ctx) -> R<()> {
+        match &s.kind {
+            StmtKind::Let { name, value } => {
+                let v = match value {
+                    ast::Value::Expr(e) => Local::Term(self.expr(e, cx)?),
+                    ast::Value::Op(op) => match self.op(op, cx)? {
+                        Some(site) => Local::Token(site),
+                        None => {
+                            return unsupported(
+                                op.span,
+                                "the result of try_wait depends on the interleaving; only the explicit search models it",
+                            )?
+                        }
+                    },
+                };
+                cx.locals.last_mut().unwrap().insert(name.name.clone(), v);
+            }
+            StmtKind::Assign { name, value } => {
+                if self.vars.contains(&name.name) {
+                    return unsupported(
+                        s.span,
+                        format!("`{}` is a shared variable; its values depend on the interleaving", name.name),
+                    )?;
+                }
+                if cx.in_loop.is_none() {
+                    // straight-line code: the new value, where this statement runs
+                    if let (ast::Value::Expr(e), Some(Local::Term(old))) = (value, self.lookup(&name.name, cx)) {
+                        let new = self.expr(e, cx)?;
+                        let v = T::ite(B::and(cx.guard.clone()), new, old);
+                        if let Some(scope) = cx.locals.iter_mut().rev().find(|m| m.contains_key(&name.name)) {
+                            scope.insert(name.name.clone(), Local::Term(v));
+                        }
+                        return Ok(());
+                    }
+                }
+                return unsupported(
+                    s.span,
+                    format!(
+                        "local `{}` is reassigned; prove needs every local to be a closed form of the parameters and loop variables (write it as `let {} = ...` of the loop variable)",
+                        name.name, name.name
+                    ),
+                )?;
+            }
+            StmtKind::For { var: v, lo, hi, body } => {
+                if self.unroll && cx.in_loop.is_none() {
+                    let (l, h) = (self.expr(lo, cx)?, self.expr(hi, cx)?);
+                    match (l.as_int(), h.as_int()) {
+                        (Some(l), Some(h)) if h - l <= UNROLL => {
+                            for i in l..h {
+                                cx.locals.push(HashMap::from([(v.name.clone(), Local::Term(int(i)))]));
+                                self.block(body, cx)?;
+                                cx.locals.pop();
+                                if cx.dead {
+                                    break;
+                                }
+                            }
+                            return Ok(());
+                        }
+                        _ => {
+                            return unsupported(
+                                s.span,
+                                format!("a loop to unroll needs constant bounds and at most {UNROLL} iterations"),
+                            )?
+                        }
+                    }
+                }
+                if cx.in_loop.is_some() {
+                    if block_has_barrier_ops(body) || block_returns(body) {
+                        return unsupported(
+                            s.span,
+                            "a nested loop with barrier operations or a return: prove handles one loop level",
+                        )?;
+                    }
+                    return Ok(());
+                }
+                if !cx.guard.is_empty() {
+                    return unsupported(s.span, "a loop under a condition: prove handles loops at the top level of a role")?;
+                }
+                if block_returns(body) {
+                    return unsupported(
+                        s.span,
+                        "a `return` inside a loop: the iterations that run depend on the first one that returns",
+                    )?;
+                }
+                let lo_t = self.expr(lo, cx)?;
+                let hi_t = self.expr(hi, cx)?;
+                let name = format!("{}@{}", v.name, s.span.start);
+                cx.segs.push(Some(Loop {
+                    var: name.clone(),
+                    lo: lo_t,
+                    hi: hi_t,
+                    span: s.span,
+                }));
+                cx.seg = cx.segs.len() - 1;
+                cx.in_loop = Some(name.clone());
+                cx.locals.push(HashMap::from([(v.name.clone(), Local::Term(var(&name)))]));
+                self.block(body, cx)?;
+                cx.locals.pop();
+                cx.in_loop = None;
+                cx.segs.push(None);
+                cx.seg = cx.segs.len() - 1;
+            }
+            StmtKind::If { cond, then, els } => {
+                let c = self.cond(cond, cx)?;
+                // a condition known here (a thread's identity, an unrolled iteration): only one
+                // branch exists, and a `return` in it ends the thread
+                if let B::Const(v) = c {
+                    if v {
+                        self.block(then, cx)?;
+                    } else if let Some(e) = els {
+                        self.block(e, cx)?;
+                    }
+                    return Ok(());
+                }
+                let then_ret = block_returns_always(then);
+                let else_ret = els.as_ref().is_some_and(block_returns_always);
+                let base = cx.guard.len();
+                cx.guard.push(c.clone());
+                self.block(then, cx)?;
+                cx.dead = false;
+                cx.guard.truncate(base);
+                if let Some(e) = els {
+                    cx.guard.push(c.clone().not());
+                    self.block(e, cx)?;
+                    cx.dead = false;
+                    cx.guard.truncate(base);
+                }
+                if (then_ret || else_ret) && base != 0 {
+                    return unsupported(
+                        s.span,
+                        "a `return` under nested conditions: prove handles `if C { ...; return }` at the top level of a role",
+                    )?;
+                }
+                if (block_returns(then) && !then_ret) || els.as_ref().is_some_and(|e| block_returns(e) && !block_returns_always(e)) {
+                    return unsupported(s.span, "a `return` that only some paths of a branch reach")?;
+                }
+                match (then_ret, else_ret) {
+                    (true, true) => cx.dead = true,
+                    (true, false) => {
+                        if cx.in_loop.is_some() {
+                            return unsupported(s.span, "a `return` inside a loop")?;
+                        }
+                        cx.guard.push(c.not())
+                    }
+                    (false, true) => {
+                        if cx.in_loop.is_some() {
+                            return unsupported(s.span, "a `return` inside a loop")?;
+                        }
+                        cx.guard.push(c)
+                    }
+                    (false, false) => {}
+                }
+            }
+            StmtKind::Op(op) => {
+                self.op(op, cx)?;
+            }
+            StmtKind::Return => {
+                if cx.in_loop.is_some() {
+                    return unsupported(s.span, "a `return` inside a loop")?;
+                }
+                cx.dead = true;
+            }
+            StmtKind::Assert(_) | StmtKind::Work => {}
+            StmtKind::SyncWarp | StmtKind::SyncThreads => {}
+        }
+        Ok(())
+    }
+
+    fn place(&self, p: &ast::Place, cx: &mut Ctx) -> R<(String, T)> {
+        let idx = match &p.index {
+            Some(e) => self.expr(e, cx)?,
+            None => int(0),
+        };
+        Ok((p.name.name.clone(), idx))
+    }
+
+    fn push(&self, cx: &mut Ctx, span: Span, group: String, index: T, kind: SiteKind) -> usize {
+        let pos = cx.sites.len();
+        cx.sites.push(Site {
+            span,
+            seg: cx.seg,
+            pos,
+            guard: B::and(cx.guard.clone()),
+            group,
+            index,
+            kind,
+        });
+        pos
+    }
+
+    fn buffer_bytes(&self, buf: &ast::Place, bytes: &Option<ast::Expr>, cx: &mut Ctx) -> R<T> {
+        match bytes {
+            Some(e) => self.expr(e, cx),
+            None => Ok(self.buffers.get(&buf.name.name).cloned().unwrap_or(int(0))),
+        }
+    }
+
+    /// Record the sites of one operation; the arrival site's index when it yields a token.
+    fn op(&self, op: &ast::Op, cx: &mut Ctx) -> R<Option<usize>> {
+        let sp = op.span;
+        Ok(match &op.kind {
+            OpKind::Arrive { bar, n } => {
+                let (g, i) = self.place(bar, cx)?;
+                let n = match n {
+                    Some(e) => self.expr(e, cx)?,
+                    None => int(1),
+                };
+                Some(self.push(cx, sp, g, i, SiteKind::Arrive { n, drop: false }))
+            }
+            OpKind::ArriveExpectTx { bar, bytes } => {
+                let (g, i) = self.place(bar, cx)?;
+                let b = self.expr(bytes, cx)?;
+                self.push(cx, sp, g.clone(), i.clone(), SiteKind::Expect { bytes: b });
+                Some(self.push(cx, sp, g, i, SiteKind::Arrive { n: int(1), drop: false }))
+            }
+            OpKind::Wait { bar, token } => {
+                let (g, i) = self.place(bar, cx)?;
+                let arrive = match &token.kind {
+                    ExprKind::Name(n) => match self.lookup(n, cx) {
+                        Some(Local::Token(a)) => a,
+                        _ => return unsupported(token.span, "a token wait on a value that is not a token of this iteration")?,
+                    },
+                    _ => return unsupported(token.span, "a token wait on a computed value")?,
+                };
+                let a = &cx.sites[arrive];
+                if a.group != g || a.seg != cx.seg {
+                    return unsupported(sp, "a token from another barrier or another loop iteration")?;
+                }
+                self.push(cx, sp, g, i, SiteKind::WaitToken { arrive });
+                None
+            }
+            OpKind::WaitParity { bar, parity } => {
+                let (g, i) = self.place(bar, cx)?;
+                let p = self.expr(parity, cx)?;
+                self.push(cx, sp, g, i, SiteKind::WaitParity { parity: p });
+                None
+            }
+            OpKind::TryWait { .. } | OpKind::TryWaitParity { .. } => {
+                return unsupported(
+                    sp,
+                    "try_wait returns 0 or 1 depending on the interleaving; only the explicit search models it",
+                )?
+            }
+            OpKind::ArriveAndWait { bar } => {
+                let (g, i) = self.place(bar, cx)?;
+                let a = self.push(cx, sp, g.clone(), i.clone(), SiteKind::Arrive { n: int(1), drop: false });
+                self.push(cx, sp, g, i, SiteKind::WaitToken { arrive: a });
+                None
+            }
+            OpKind::ArriveAndDrop { bar } => {
+                if cx.in_loop.is_some() {
+                    return unsupported(sp, "arrive_and_drop inside a loop: prove handles a drop at the top level of a role")?;
+                }
+                let (g, i) = self.place(bar, cx)?;
+                self.push(cx, sp, g, i, SiteKind::Arrive { n: int(1), drop: true });
+                None
+            }
+            OpKind::ExpectTx { bar, bytes } => {
+                let (g, i) = self.place(bar, cx)?;
+                let b = self.expr(bytes, cx)?;
+                self.push(cx, sp, g, i, SiteKind::Expect { bytes: b });
+                None
+            }
+            OpKind::CompleteTx { bar, bytes } => {
+                let (g, i) = self.place(bar, cx)?;
+                let b = self.expr(bytes, cx)?;
+                self.push(cx, sp, g, i, SiteKind::Land { bytes: b });
+                None
+            }
+            OpKind::CopyAsync { buf, bar, bytes, .. } => {
+                let b = self.buffer_bytes(buf, bytes, cx)?;
+                let (g, i) = self.place(bar, cx)?;
+                self.push(cx, sp, g, i, SiteKind::Land { bytes: b });
+                None
+            }
+            OpKind::MemcpyAsync { buf, bar, bytes, .. } => {
+                let b = self.buffer_bytes(buf, bytes, cx)?;
+                let (g, i) = self.place(bar, cx)?;
+                self.push(cx, sp, g.clone(), i.clone(), SiteKind::Land { bytes: b.clone() });
+                self.push(cx, sp, g, i, SiteKind::Expect { bytes: b });
+                None
+            }
+            OpKind::Read { .. } | OpKind::Write { .. } => None,
+            OpKind::Init { .. } | OpKind::Inval { .. } => {
+                return unsupported(sp, "init and inval are modelled only by the explicit search")?
+            }
+            OpKind::Commit { .. } => {
+                return unsupported(
+                    sp,
+                    "commit makes one arrival per converged group of lanes; convergence is modelled only by the explicit search",
+                )?
+            }
+        })
+    }
+
+    fn cond(&self, e: &ast::Expr, cx: &mut Ctx) -> R<B> {
+        Ok(match &e.kind {
+            ExprKind::Binary(op, a, b) => match op {
+                BinOp::And => B::and(vec![self.cond(a, cx)?, self.cond(b, cx)?]),
+                BinOp::Or => B::or(vec![self.cond(a, cx)?, self.cond(b, cx)?]),
+                BinOp::Eq | BinOp::Ne | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge => {
+                    let c = match op {
+                        BinOp::Eq => Cmp::Eq,
+                        BinOp::Ne => Cmp::Ne,
+                        BinOp::Lt => Cmp::Lt,
+                        BinOp::Le => Cmp::Le,
+                        BinOp::Gt => Cmp::Gt,
+                        _ => Cmp::Ge,
+                    };
+                    self.expr(a, cx)?.cmp(c, self.expr(b, cx)?)
+                }
+                _ => self.expr(e, cx)?.cmp(Cmp::Ne, int(0)),
+            },
+            ExprKind::Unary(UnOp::Not, a) => self.cond(a, cx)?.not(),
+            _ => self.expr(e, cx)?.cmp(Cmp::Ne, int(0)),
+        })
+    }
+
+    fn expr(&self, e: &ast::Expr, cx: &mut Ctx) -> R<T> {
+        Ok(match &e.kind {
+            ExprKind::Int(v) => int(*v),
+            ExprKind::Name(n) => {
+                if let Some(l) = self.lookup(n, cx) {
+                    match l {
+                        Local::Term(t) => t,
+                        Local::Token(_) => return unsupported(e.span, "a token used as a number")?,
+                    }
+                } else if let Some(t) = self.params.get(n) {
+                    t.clone()
+                } else if self.vars.contains(n) {
+                    return unsupported(e.span, format!("`{n}` is a shared variable; its value depends on the interleaving"))?;
+                } else {
+                    let (tid, gtid, ws) = match cx.me {
+                        Some(m) => m,
+                        None => return unsupported(e.span, format!("`{n}` is not a parameter or a local known to prove"))?,
+                    };
+                    match n.as_str() {
+                        "tid" => int(tid),
+                        "gtid" => int(gtid),
+                        "lane" => int(gtid % ws),
+                        "warp" => int(gtid / ws),
+                        _ => return unsupported(e.span, format!("`{n}` is not a parameter or a local known to prove"))?,
+                    }
+                }
+            }
+            ExprKind::RoleCount(r) => match self.roles.get(r) {
+                Some(t) => t.clone(),
+                None => return unsupported(e.span, format!("`{r}.count` is not known here"))?,
+            },
+            ExprKind::Unary(UnOp::Neg, a) => self.expr(a, cx)?.neg(),
+            ExprKind::Unary(UnOp::Not, _) => T::ite(self.cond(e, cx)?, int(1), int(0)),
+            ExprKind::Binary(op, a, b) => {
+                let x = self.expr(a, cx)?;
+                match op {
+                    BinOp::Add => x.add(self.expr(b, cx)?),
+                    BinOp::Sub => x.sub(self.expr(b, cx)?),
+                    BinOp::Mul => x.mul(self.expr(b, cx)?),
+                    BinOp::Div | BinOp::Rem => {
+                        let y = self.expr(b, cx)?;
+                        let m = match y.as_int() {
+                            Some(m) => m,
+                            None => return Err(need_concrete_of(&y, b.span)),
+                        };
+                        if m <= 0 {
+                            return unsupported(b.span, format!("division by {m}: prove handles division by a positive constant"))?;
+                        }
+                        if let Some(v) = x.as_int() {
+                            return Ok(int(if *op == BinOp::Div { v / m } else { v % m }));
+                        }
+                        if m == 1 {
+                            return Ok(if *op == BinOp::Div { x } else { int(0) });
+                        }
+                        if *op == BinOp::Div {
+                            T::Div(Box::new(x), m)
+                        } else {
+                            T::Mod(Box::new(x), m)
+                        }
+                    }
+                    _ => T::ite(self.cond(e, cx)?, int(1), int(0)),
+                }
+            }
+        })
+    }
+}
+
+/// The error for a term that had to be a number: name the first ranged symbol in it, so that the
+/// caller enumerates that parameter.
+fn need_concrete_of(t: &T, span: Span) -> BuildError {
+    fn first(t: &T) -> Option<String> {
+        match t {
+            T::Var(n) => Some(n.clone()),
+            T::Int(_) => None,
+            T::Add(v) => v.iter().find_map(first),
+            T::Mul(a, b) => first(a).or_else(|| first(b)),
+            T::Div(a, _) | T::Mod(a, _) | T::FDiv(a, _) | T::FMod(a, _) => first(a),
+            T::Ite(_, a, b) => first(a).or_else(|| first(b)),
+        }
+    }
+    match first(t) {
+        Some(n) => BuildError::NeedConcrete(n.trim_end_matches(".count").to_string(), span),
+        None => BuildError::Unsupported(Unsupported {
+            span,
+            why: "this value must be a constant".into(),
+        }),
+    }
+}
+
+fn expr_uses_identity(e: &ast::Expr) -> bool {
+    match &e.kind {
+        ExprKind::Name(n) => matches!(n.as_str(), "tid" | "gtid" | "lane" | "warp"),
+        ExprKind::Int(_) | ExprKind::RoleCount(_) => false,
+        ExprKind::Unary(_, a) => expr_uses_identity(a),
+        ExprKind::Binary(_, a, b) => expr_uses_identity(a) || expr_uses_identity(b),
+    }
+}
+
+/// Whether any expression of the block names `tid`, `gtid`, `lane` or `warp` (then each thread
+/// is its own class). A local that shadows one of those names counts too: conservative.
+fn uses_identity(b: &ast::Block) -> bool {
+    let mut found = false;
+    visit_exprs(b, &mut |e| found |= expr_uses_identity(e));
+    found
+}
+
+fn visit_exprs(b: &ast::Block, f: &mut dyn FnMut(&ast::Expr)) {
+    fn place(p: &ast::Place, f: &mut dyn FnMut(&ast::Expr)) {
+        if let Some(i) = &p.index {
+            f(i)
+        }
+    }
+    fn op(o: &ast::Op, f: &mut dyn FnMut(&ast::Expr)) {
+        match &o.kind {
+            OpKind::Arrive { bar, n } => {
+                place(bar, f);
+                if let Some(n) = n {
+                    f(n)
+                }
+            }
+            OpKind::ArriveExpectTx { bar, bytes } | OpKind::ExpectTx { bar, bytes } | OpKind::CompleteTx { bar, bytes } => {
+                place(bar, f);
+                f(bytes)
+            }
+            OpKind::Wait { bar, token: e }
+            | OpKind::WaitParity { bar, parity: e }
+            | OpKind::TryWait { bar, token: e }
+            | OpKind::TryWaitParity { bar, parity: e } => {
+                place(bar, f);
+                f(e)
+            }
+            OpKind::ArriveAndWait { bar } | OpKind::ArriveAndDrop { bar } | OpKind::Inval { bar } | OpKind::Commit { bar } => place(bar, f),
+            OpKind::CopyAsync { buf, bar, bytes, version } | OpKind::MemcpyAsync { buf, bar, bytes, version } => {
+                place(buf, f);
+                place(bar, f);
+                if let Some(b) = bytes {
+                    f(b)
+                }
+                if let Some(v) = version {
+                    f(v)
+                }
+            }
+            OpKind::Read { buf, expect } => {
+                place(buf, f);
+                if let Some(e) = expect {
+                    f(e)
+                }
+            }
+            OpKind::Write { buf, version } => {
+                place(buf, f);
+                f(version)
+            }
+            OpKind::Init { bar, count } => {
+                place(bar, f);
+                if let Some(c) = count {
+                    f(c)
+                }
+            }
+        }
+    }
+    for s in &b.stmts {
+        match &s.kind {
+            StmtKind::Let { value, .. } | StmtKind::Assign { value, .. } => match value {
+                ast::Value::Expr(e) => f(e),
+                ast::Value::Op(o) => op(o, f),
+            },
+            StmtKind::For { lo, hi, body, .. } => {
+                f(lo);
+                f(hi);
+                visit_exprs(body, f)
+            }
+            StmtKind::If { cond, then, els } => {
+                f(cond);
+                visit_exprs(then, f);
+                if let Some(e) = els {
+                    visit_exprs(e, f)
+                }
+            }
+            StmtKind::Op(o) => op(o, f),
+            StmtKind::Assert(e) => f(e),
+            _ => {}
+        }
+    }
+}
+
+fn block_has_barrier_ops(b: &ast::Block) -> bool {
+    b.stmts.iter().any(|s| match &s.kind {
+        StmtKind::Op(o) => !matches!(o.kind, OpKind::Read { .. } | OpKind::Write { .. }),
+        StmtKind::Let {
+            value: ast::Value::Op(_), ..
+        }
+        | StmtKind::Assign {
+            value: ast::Value::Op(_), ..
+        } => true,
+        StmtKind::For { body, .. } => block_has_barrier_ops(body),
+        StmtKind::If { then, els, .. } => block_has_barrier_ops(then) || els.as_ref().is_some_and(block_has_barrier_ops),
+        _ => false,
+    })
+}
+
+fn block_returns(b: &ast::Block) -> bool {
+    b.stmts.iter().any(|s| match &s.kind {
+        StmtKind::Return => true,
+        StmtKind::For { body, .. } => block_returns(body),
+        StmtKind::If { then, els, .. } => block_returns(then) || els.as_ref().is_some_and(block_returns),
+        _ => false,
+    })
+}
+
+/// Every path through the block ends in `return`.
+fn block_returns_always(b: &ast::Block) -> bool {
+    b.stmts.iter().any(|s| match &s.kind {
+        StmtKind::Return => true,
+        StmtKind::If { then, els: Some(e), .. } => block_returns_always(then) && block_returns_always(e),
+        _ => false,
+    })
+}
