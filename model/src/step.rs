@@ -333,14 +333,14 @@ impl Model {
             }
         }
         for i in 0..s.copies.len() {
-            // Bytes land progressively, so when the tx-count would pass through zero mid-copy
-            // with every arrival in, the phase completes there: the whole copy cannot land at once.
+            // A copy's complete_tx may be applied in chunks or at once: when the tx-count would
+            // pass through zero mid-copy (an expect_tx that under-counts), the phase may complete
+            // there (a chunk) or never (the whole count at once, which the H200 did for a 256-byte
+            // copy: docs/hardware-notes.md). Both are allowed.
             let c = &s.copies[i];
             let b = &s.barriers[c.bar as usize];
             let partial = b.life == Life::Live && b.tx > 0 && b.tx < c.bytes && self.mutant != Some(Mutant::NoPartialLanding);
-            if !(partial && b.pending == 0) {
-                out.push(Action::Land(i as u16));
-            }
+            out.push(Action::Land(i as u16));
             if partial {
                 out.push(Action::LandPart(i as u16));
             }
