@@ -3,15 +3,22 @@
 //!
 //! Replay exit codes: 1 the trace reproduces its violation, 4 it diverges (the first step whose
 //! action, thread, observations or barrier changes differ is named), 2 unreadable or mismatched
-//! files (another schema version, a spec whose text changed, parameters that differ).
+//! files (another schema version, parameters that differ).
+//!
+//! When the spec's text is not the one the trace was recorded against, the replay is the fix
+//! loop (`verifier::fixloop`): the schedule is replayed against the edited spec as far as it
+//! applies, and the answer is "violation gone" (exit 0), "same violation" (exit 1) or "schedule
+//! no longer possible from step N" (exit 3: a bound stopped the exploration). `check --against`
+//! runs the same loop over a folder of traces.
 
 use crate::load::{self, Spec};
 use phasecheck_model::step::{Action, Model};
+use phasecheck_verifier::fixloop::{replay_edited, FixReport, FixVerdict};
 use phasecheck_verifier::minimize::minimize;
 use phasecheck_verifier::render;
 use phasecheck_verifier::trace::{replay, thread_ref, CopyRef, TraceStep};
 use phasecheck_verifier::tracefile::{self, actor, obs_text, RaisedBy, StepRec, TraceFile};
-use phasecheck_verifier::Report;
+use phasecheck_verifier::{CheckOptions, Report};
 use std::path::{Component, Path, PathBuf};
 use std::process::ExitCode;
 
@@ -267,8 +274,8 @@ pub fn run(a: ReplayArgs) -> ExitCode {
         Ok(s) => s,
         Err(e) => return fail2(format!("cannot read {}: {e}", spec_path.display())),
     };
-    if let Err(e) = t.check_source(&source) {
-        return fail2(format!("{}: {e}", a.trace.display()));
+    if tracefile::source_hash(&source) != t.spec.hash {
+        return run_edited(&a, &t, &spec_path, &source);
     }
     let params: Vec<(String, i64)> = t.params.iter().map(|(k, v)| (k.clone(), *v)).collect();
     let spec = match load::load(&spec_path, &params) {
@@ -357,4 +364,167 @@ pub fn run(a: ReplayArgs) -> ExitCode {
         }
     }
     ExitCode::from(1)
+}
+
+/// Bounds of the exploration that decides whether a stopped schedule can still reach its
+/// violation: generous for the specs of a design review, finite so that `check --against` over a
+/// folder of traces cannot run away.
+fn fix_options() -> CheckOptions {
+    CheckOptions {
+        max_states: Some(2_000_000),
+        max_seconds: Some(120.0),
+        ..Default::default()
+    }
+}
+
+/// The fix loop for one trace and a loaded (edited) spec. The exit code: 0 gone, 1 same, 3
+/// undecided.
+fn fix_exit(r: &FixReport) -> u8 {
+    match r.verdict {
+        FixVerdict::Gone => 0,
+        FixVerdict::Same { .. } => 1,
+        FixVerdict::Undecided => 3,
+    }
+}
+
+/// Notes on what the edited spec no longer shares with the trace: another protocol name,
+/// recorded parameters it does not declare.
+fn edit_notes(t: &TraceFile, spec: &Spec) -> Vec<String> {
+    let mut notes = Vec::new();
+    if spec.proto.name != t.spec.name {
+        notes.push(format!(
+            "the trace is of protocol {}; the edited spec is protocol {}",
+            t.spec.name, spec.proto.name
+        ));
+    }
+    let lacks: Vec<&str> = t
+        .params
+        .keys()
+        .filter(|k| !spec.proto.params.iter().any(|(n, _)| n == *k))
+        .map(|k| k.as_str())
+        .collect();
+    if !lacks.is_empty() {
+        notes.push(format!("the edited spec declares no {} (recorded in the trace)", lacks.join(", ")));
+    }
+    notes
+}
+
+/// `replay TRACE --spec EDITED` when EDITED is not the text the trace was recorded against.
+fn run_edited(a: &ReplayArgs, t: &TraceFile, spec_path: &Path, source: &str) -> ExitCode {
+    let params: Vec<(String, i64)> = t.params.iter().map(|(k, v)| (k.clone(), *v)).collect();
+    let spec = match load::load(spec_path, &params) {
+        Ok(s) => s,
+        Err(e) => {
+            eprint!("{e}");
+            return ExitCode::from(2);
+        }
+    };
+    println!(
+        "{} is not the text {} was recorded against ({} in the trace, {} now):\nreplaying the recorded schedule ({} of {}) against it as an edited spec",
+        spec_path.display(),
+        a.trace.display(),
+        t.spec.hash,
+        tracefile::source_hash(source),
+        t.violation.kind,
+        t.spec.name
+    );
+    for n in edit_notes(t, &spec) {
+        println!("note: {n}");
+    }
+    let model = Model::new(spec.proto.clone());
+    let r = replay_edited(&model, t, &fix_options());
+    println!("{}", r.describe(t.steps.len()));
+    if let (Some(out), FixVerdict::Same { trace, .. }) = (&a.html, &r.verdict) {
+        match tracefile::build(&model, source, &path_string(spec_path), r.kind, trace) {
+            Ok(tf) => {
+                let page = render::html(
+                    &[(tf, Some(source.to_string()))],
+                    &format!("phasecheck counterexample: {} {} (edited spec)", spec.proto.name, r.kind),
+                );
+                if let Err(e) = std::fs::write(out, page) {
+                    return fail2(format!("cannot write {}: {e}", out.display()));
+                }
+            }
+            Err(e) => return fail2(format!("cannot render the edited spec's trace: {e}")),
+        }
+    }
+    ExitCode::from(fix_exit(&r))
+}
+
+/// The trace files `dir` names: the file itself, or every `*.json` directly inside the folder.
+fn trace_files(dir: &Path) -> Result<Vec<PathBuf>, String> {
+    if dir.is_file() {
+        return Ok(vec![dir.to_path_buf()]);
+    }
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| format!("cannot read {}: {e}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    v.sort();
+    Ok(v)
+}
+
+/// `check SPEC... --against TRACE_DIR`: every stored counterexample of each spec's protocol
+/// (matched by protocol name), replayed against the spec as it is now. Exit 1 when any trace
+/// still reaches its violation, 3 when one could not be decided, 2 when no trace matches.
+pub fn check_against(specs: &[Spec], dir: &Path) -> ExitCode {
+    let files = match trace_files(dir) {
+        Ok(f) => f,
+        Err(e) => return fail2(e),
+    };
+    let mut traces = Vec::new();
+    for f in files {
+        let text = match std::fs::read_to_string(&f) {
+            Ok(t) => t,
+            Err(e) => return fail2(format!("cannot read {}: {e}", f.display())),
+        };
+        match TraceFile::from_json(&text) {
+            Ok(t) => traces.push((f, t)),
+            Err(e) => return fail2(format!("{}: {e}", f.display())),
+        }
+    }
+    let (mut worst, mut matched) = (0u8, 0usize);
+    for spec in specs {
+        let mine: Vec<&(PathBuf, TraceFile)> = traces.iter().filter(|(_, t)| t.spec.name == spec.proto.name).collect();
+        println!(
+            "== {} ({}): {} stored counterexample(s) in {}",
+            spec.proto.name,
+            spec.display,
+            mine.len(),
+            dir.display()
+        );
+        for (f, t) in mine {
+            matched += 1;
+            let params: Vec<(String, i64)> = t.params.iter().map(|(k, v)| (k.clone(), *v)).collect();
+            let this = match load::load(&spec.path, &params) {
+                Ok(s) => s,
+                Err(e) => {
+                    eprint!("{e}");
+                    return ExitCode::from(2);
+                }
+            };
+            let model = Model::new(this.proto.clone());
+            let r = replay_edited(&model, t, &fix_options());
+            let text = r.describe(t.steps.len());
+            let mut lines = text.lines();
+            println!("{}: {}", f.display(), lines.next().unwrap_or(""));
+            for l in lines.chain(edit_notes(t, &this).iter().map(|n| n.as_str())) {
+                println!("  {}", l.trim_start());
+            }
+            worst = match (worst, fix_exit(&r)) {
+                (1, _) | (_, 1) => 1,
+                (3, _) | (_, 3) => 3,
+                _ => 0,
+            };
+        }
+    }
+    if matched == 0 {
+        return fail2(format!(
+            "no trace in {} is of protocol {}; nothing to re-check",
+            dir.display(),
+            specs.iter().map(|s| s.proto.name.as_str()).collect::<Vec<_>>().join(", ")
+        ));
+    }
+    ExitCode::from(worst)
 }

@@ -70,6 +70,11 @@ enum Command {
         format: Format,
         #[command(flatten)]
         traces: cmd_replay::TraceOutputs,
+        /// Instead of searching, replay every stored counterexample of each protocol found in
+        /// TRACE_DIR (a folder of trace files, or one file) against the spec as it is now: the
+        /// fix loop. Exit 0 when every violation is gone, 1 when one remains.
+        #[arg(long, value_name = "TRACE_DIR", conflicts_with_all = ["trace_dir", "html", "swimlanes", "stop_at_first"])]
+        against: Option<PathBuf>,
     },
     /// Check protocols and compare what is found with each file's `expect` line.
     Test {
@@ -116,8 +121,19 @@ fn main() -> ExitCode {
         Command::Check {
             paths,
             search,
+            format: _,
+            traces: _,
+            against: Some(dir),
+        } => match load::load_all(&paths, &search.params) {
+            Ok(specs) => cmd_replay::check_against(&specs, &dir),
+            Err(e) => bad_input(&e),
+        },
+        Command::Check {
+            paths,
+            search,
             format,
             traces,
+            against: None,
         } => cmd_check(&paths, &search, format, &traces),
         Command::Test { paths, search } => cmd_test(&paths, &search),
         Command::Replay(a) => cmd_replay::run(a),

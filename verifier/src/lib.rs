@@ -4,7 +4,8 @@
 pub mod search;
 pub mod trace;
 
-pub use search::{check, Bound, CheckOptions, Found, Progress, Report, Stats, Verdict};
+pub use search::{check, check_from, Bound, CheckOptions, Found, Progress, Report, Stats, Verdict};
+pub mod fixloop;
 pub mod minimize;
 pub mod render;
 pub mod tracefile;

@@ -114,6 +114,15 @@ fn state_bytes(s: &State) -> usize {
 }
 
 pub fn check(model: &Model, opts: &CheckOptions) -> Report {
+    check_from(model, &[], opts)
+}
+
+/// The search restricted to the executions that begin with `prefix`: what the fix loop asks
+/// when a recorded schedule stops applying to an edited spec ("from where the schedule got to,
+/// can the violation still happen?"). Violations raised along the prefix are recorded too, and
+/// every trace returned starts with the prefix. A prefix action that is not enabled ends the
+/// search there (the caller replays the prefix first and knows it applies).
+pub fn check_from(model: &Model, prefix: &[Action], opts: &CheckOptions) -> Report {
     let start = Instant::now();
     let mut found: BTreeMap<ViolationKind, Found> = BTreeMap::new();
     let mut stats = Stats::default();
@@ -129,9 +138,25 @@ pub fn check(model: &Model, opts: &CheckOptions) -> Report {
 
     let init = model.init();
     record(&mut found, init.violations, &Vec::new);
-    let Some(s0) = init.next else {
+    let Some(mut s0) = init.next else {
         return finish(model, found, None, stats, start);
     };
+    let mut en = Vec::new();
+    for (k, &a) in prefix.iter().enumerate() {
+        en.clear();
+        model.actions(&s0, &mut en);
+        record(&mut found, model.state_violations(&s0, &en), &|| prefix[..k].to_vec());
+        if !en.contains(&a) {
+            return finish(model, found, None, stats, start);
+        }
+        let out = model.step(&s0, a);
+        stats.transitions += 1;
+        record(&mut found, out.violations, &|| prefix[..=k].to_vec());
+        match out.next {
+            Some(n) => s0 = n,
+            None => return finish(model, found, None, stats, start),
+        }
+    }
 
     // States are hashed whole at every insertion: a fast non-cryptographic hash pays.
     let mut seen: IndexSet<State, BuildHasherDefault<FxHasher>> = IndexSet::default();
@@ -147,6 +172,7 @@ pub fn check(model: &Model, opts: &CheckOptions) -> Report {
             p.push(a);
             i = pi as usize;
         }
+        p.extend(prefix.iter().rev());
         p.reverse();
         p
     };
