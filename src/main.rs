@@ -83,8 +83,19 @@ enum Command {
         #[command(flatten)]
         search: SearchArgs,
     },
-    /// Print a protocol in canonical form.
-    Fmt { path: PathBuf },
+    /// Print a protocol in canonical form, comments kept.
+    Fmt {
+        /// `.phase` files or folders (every `*.phase` below them).
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        /// Print nothing; exit 1 (naming each file and its first differing line) when a file
+        /// is not in canonical form. For CI.
+        #[arg(long, conflicts_with = "write")]
+        check: bool,
+        /// Rewrite each file in place.
+        #[arg(long)]
+        write: bool,
+    },
     /// Re-execute a recorded trace in the model, checking every observation.
     Replay(cmd_replay::ReplayArgs),
     /// Generate the CUDA kernel of a protocol.
@@ -139,17 +150,63 @@ fn main() -> ExitCode {
         Command::Replay(a) => cmd_replay::run(a),
         Command::EmitCuda(a) => cmd_gpu::emit(a),
         Command::Gpu(c) => cmd_gpu::run(c),
-        Command::Fmt { path } => match load::load(&path, &[]) {
-            Ok(spec) => {
-                print!("{}", phasecheck_model::lang::pretty(&spec.ast));
-                ExitCode::SUCCESS
-            }
-            Err(e) => {
-                eprint!("{e}");
-                ExitCode::from(2)
-            }
-        },
+        Command::Fmt { paths, check, write } => cmd_fmt(&paths, check, write),
     }
+}
+
+/// `phasecheck fmt`: canonical form with every comment kept. The result is verified before it
+/// is shown or written (it parses back to the same program and holds the same comments), so
+/// `--write` cannot lose anything.
+fn cmd_fmt(paths: &[PathBuf], check: bool, write: bool) -> ExitCode {
+    use phasecheck_model::lang;
+    let specs = match load::load_all(paths, &[]) {
+        Ok(s) => s,
+        Err(e) => return bad_input(&e),
+    };
+    let mut unformatted = 0;
+    for spec in &specs {
+        let text = lang::pretty_with_comments(&spec.ast, &spec.source);
+        let texts = |s: &str| -> Vec<String> { lang::comments::comments(s).into_iter().map(|c| c.text).collect() };
+        let same = lang::parse(&text).is_ok_and(|back| lang::same_program(&back, &spec.ast));
+        if !same || texts(&text) != texts(&spec.source) {
+            eprintln!(
+                "error: {}: formatting would change the program or its comments; the file is left as it is (please report this)",
+                spec.display
+            );
+            return ExitCode::from(2);
+        }
+        if check {
+            if text != spec.source {
+                unformatted += 1;
+                let n = text.lines().zip(spec.source.lines()).take_while(|(a, b)| a == b).count();
+                println!(
+                    "{}:{}: not in canonical form\n  - {}\n  + {}",
+                    spec.display,
+                    n + 1,
+                    spec.source.lines().nth(n).unwrap_or("(end of file)"),
+                    text.lines().nth(n).unwrap_or("(end of file)")
+                );
+            }
+        } else if write {
+            if text != spec.source {
+                if let Err(e) = std::fs::write(&spec.path, &text) {
+                    eprintln!("error: cannot write {}: {e}", spec.display);
+                    return ExitCode::from(2);
+                }
+                eprintln!("formatted {}", spec.display);
+            }
+        } else {
+            print!("{text}");
+        }
+    }
+    if check && unformatted > 0 {
+        println!(
+            "{unformatted} of {} file(s) not in canonical form (`phasecheck fmt --write` fixes them)",
+            specs.len()
+        );
+        return ExitCode::from(1);
+    }
+    ExitCode::SUCCESS
 }
 
 /// Bad input: the diagnostics, and exit status 2 with nothing checked.

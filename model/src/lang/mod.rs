@@ -2,6 +2,7 @@
 
 pub mod ast;
 pub mod check;
+pub mod comments;
 pub mod diag;
 pub mod lexer;
 pub mod parser;
@@ -10,4 +11,4 @@ pub mod pretty;
 pub use check::check;
 pub use diag::Diagnostic;
 pub use parser::parse;
-pub use pretty::{pretty, same_program};
+pub use pretty::{pretty, pretty_with_comments, same_program};
