@@ -5,6 +5,7 @@ pub mod search;
 pub mod trace;
 
 pub use search::{check, check_from, Bound, CheckOptions, Found, Progress, Report, Stats, Verdict};
+pub mod cause;
 pub mod fixloop;
 pub mod minimize;
 pub mod render;
