@@ -8,7 +8,7 @@ pub mod lexer;
 pub mod parser;
 pub mod pretty;
 
-pub use check::check;
+pub use check::{check, check_all};
 pub use diag::Diagnostic;
 pub use parser::parse;
 pub use pretty::{pretty, pretty_with_comments, same_program};
