@@ -13,12 +13,13 @@
 
 use crate::load::{self, Spec};
 use phasecheck_model::step::{Action, Model};
+use phasecheck_verifier::cause::{root_causes, Cause};
 use phasecheck_verifier::fixloop::{replay_edited, FixReport, FixVerdict};
 use phasecheck_verifier::minimize::minimize;
 use phasecheck_verifier::render;
 use phasecheck_verifier::trace::{replay, thread_ref, CopyRef, TraceStep};
 use phasecheck_verifier::tracefile::{self, actor, obs_text, RaisedBy, StepRec, TraceFile};
-use phasecheck_verifier::{CheckOptions, Report};
+use phasecheck_verifier::{CheckOptions, Found, Report};
 use std::path::{Component, Path, PathBuf};
 use std::process::ExitCode;
 
@@ -58,6 +59,43 @@ impl TraceOutputs {
 #[derive(Default)]
 pub struct Collected {
     traces: Vec<(TraceFile, Option<String>)>,
+    extras: Vec<render::Extras>,
+}
+
+/// What the HTML page shows beside a trace that only the model knows: the barriers' init
+/// counts (an array as `name[*]` when its elements agree) and the root cause.
+fn html_extras(model: &Model, cause: Option<&Cause>) -> render::Extras {
+    let mut counts: Vec<(String, i64)> = Vec::new();
+    let bars = &model.proto.barriers;
+    let mut i = 0;
+    while i < bars.len() {
+        let base = bars[i].name.split('[').next().unwrap_or("").to_string();
+        let mut j = i;
+        while j < bars.len() && bars[j].name.split('[').next() == Some(base.as_str()) && bars[j].name.contains('[') {
+            j += 1;
+        }
+        if j > i && bars[i..j].iter().all(|b| b.count == bars[i].count) {
+            counts.push((format!("{base}[*]"), bars[i].count));
+            i = j;
+        } else {
+            counts.push((bars[i].name.clone(), bars[i].count));
+            i += 1;
+        }
+    }
+    render::Extras {
+        init_counts: counts,
+        cause: cause.map(|c| (c.summary.clone(), c.facts())),
+    }
+}
+
+/// The root cause of one trace on its own (a replayed trace file has no run to group with).
+fn cause_of(model: &Model, source: &str, kind: phasecheck_model::ViolationKind, message: &str, actions: &[Action]) -> Option<Cause> {
+    let f = Found {
+        kind,
+        message: message.to_string(),
+        actions: actions.to_vec(),
+    };
+    root_causes(model, source, &[f]).0.into_iter().next()
 }
 
 /// Lexical relative path from folder `from` to `to` (both made absolute first).
@@ -101,7 +139,12 @@ pub fn after_check(spec: &Spec, model: &Model, report: &Report, o: &TraceOutputs
     if !o.any() {
         return Ok(());
     }
-    for v in &report.violations {
+    let (causes, of) = if o.html.is_some() {
+        root_causes(model, &spec.source, &report.violations)
+    } else {
+        (Vec::new(), Vec::new())
+    };
+    for (vi, v) in report.violations.iter().enumerate() {
         let actions = minimize(model, &v.actions, v.kind);
         let stored_path = match &o.trace_dir {
             Some(dir) => path_string(&relative_to(dir, &spec.path)),
@@ -123,6 +166,7 @@ pub fn after_check(spec: &Spec, model: &Model, report: &Report, o: &TraceOutputs
             let mut shown = t;
             shown.spec.path = spec.display.clone();
             acc.traces.push((shown, Some(spec.source.clone())));
+            acc.extras.push(html_extras(model, of.get(vi).map(|&c| &causes[c])));
         }
     }
     Ok(())
@@ -131,7 +175,7 @@ pub fn after_check(spec: &Spec, model: &Model, report: &Report, o: &TraceOutputs
 /// Write the HTML page of a `check` run, if asked for.
 pub fn finish_check(o: &TraceOutputs, acc: Collected) -> Result<(), String> {
     if let Some(out) = &o.html {
-        let page = render::html(&acc.traces, "phasecheck counterexamples");
+        let page = render::html_with(&acc.traces, "phasecheck counterexamples", &acc.extras);
         std::fs::write(out, page).map_err(|e| format!("error: cannot write {}: {e}", out.display()))?;
         eprintln!("wrote {} ({} counterexample(s))", out.display(), acc.traces.len());
     }
@@ -355,9 +399,11 @@ pub fn run(a: ReplayArgs) -> ExitCode {
         t.steps.len()
     );
     if let Some(out) = &a.html {
-        let page = render::html(
+        let cause = cause_of(&model, &source, kind, &t.violation.message, &actions);
+        let page = render::html_with(
             &[(shown, Some(source))],
             &format!("phasecheck counterexample: {} {}", t.spec.name, kind),
+            &[html_extras(&model, cause.as_ref())],
         );
         if let Err(e) = std::fs::write(out, page) {
             return fail2(format!("cannot write {}: {e}", out.display()));
@@ -437,9 +483,11 @@ fn run_edited(a: &ReplayArgs, t: &TraceFile, spec_path: &Path, source: &str) -> 
     if let (Some(out), FixVerdict::Same { trace, .. }) = (&a.html, &r.verdict) {
         match tracefile::build(&model, source, &path_string(spec_path), r.kind, trace) {
             Ok(tf) => {
-                let page = render::html(
+                let cause = cause_of(&model, source, r.kind, &tf.violation.message, trace);
+                let page = render::html_with(
                     &[(tf, Some(source.to_string()))],
                     &format!("phasecheck counterexample: {} {} (edited spec)", spec.proto.name, r.kind),
+                    &[html_extras(&model, cause.as_ref())],
                 );
                 if let Err(e) = std::fs::write(out, page) {
                     return fail2(format!("cannot write {}: {e}", out.display()));
