@@ -7,6 +7,7 @@ mod cmd_gpu;
 mod cmd_replay;
 mod load;
 mod report;
+mod shrink;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use phasecheck_model::step::Model;
@@ -82,6 +83,9 @@ enum Command {
         paths: Vec<PathBuf>,
         #[command(flatten)]
         search: SearchArgs,
+        /// The full table: every kind expected and found, in columns as wide as they need.
+        #[arg(long)]
+        verbose: bool,
     },
     /// Print a protocol in canonical form, comments kept.
     Fmt {
@@ -146,7 +150,7 @@ fn main() -> ExitCode {
             traces,
             against: None,
         } => cmd_check(&paths, &search, format, &traces),
-        Command::Test { paths, search } => cmd_test(&paths, &search),
+        Command::Test { paths, search, verbose } => cmd_test(&paths, &search, verbose),
         Command::Replay(a) => cmd_replay::run(a),
         Command::EmitCuda(a) => cmd_gpu::emit(a),
         Command::Gpu(c) => cmd_gpu::run(c),
@@ -228,9 +232,28 @@ fn cmd_check(paths: &[PathBuf], a: &SearchArgs, format: Format, traces: &cmd_rep
         let r = check(&model, &opts);
         violated |= r.verdict == Verdict::Violated;
         incomplete |= r.verdict == Verdict::Incomplete;
+        // A search cut short says what to shrink (a few small trial searches).
+        let hint = (r.verdict == Verdict::Incomplete).then(|| {
+            let budget = (r.stats.states / 4).clamp(1_000, 200_000);
+            shrink::suggest(&spec, &a.params, budget)
+        });
         match format {
-            Format::Text => println!("{}", report::render_text(&spec, &model, &r)),
-            Format::Json => println!("{}", report::render_json(&spec, &model, &r)),
+            Format::Text => {
+                println!("{}", report::render_text(&spec, &model, &r));
+                if let Some(h) = &hint {
+                    println!("{}\n", shrink::describe(h));
+                }
+            }
+            Format::Json => {
+                let mut v = report::render_json(&spec, &model, &r);
+                if let Some(h) = &hint {
+                    v["shrink"] = serde_json::json!(h
+                        .iter()
+                        .map(|c| serde_json::json!({"what": c.what, "from": c.from, "to": c.to, "finished_in": c.finished_in, "depth": c.depth}))
+                        .collect::<Vec<_>>());
+                }
+                println!("{v}");
+            }
         }
         if let Err(e) = cmd_replay::after_check(&spec, &model, &r, traces, &mut collected) {
             eprintln!("{e}");
@@ -250,7 +273,7 @@ fn cmd_check(paths: &[PathBuf], a: &SearchArgs, format: Format, traces: &cmd_rep
     })
 }
 
-fn cmd_test(paths: &[PathBuf], a: &SearchArgs) -> ExitCode {
+fn cmd_test(paths: &[PathBuf], a: &SearchArgs, verbose: bool) -> ExitCode {
     let specs = match load::load_all(paths, &a.params) {
         Ok(s) => s,
         Err(e) => return bad_input(&e),
@@ -284,12 +307,16 @@ fn cmd_test(paths: &[PathBuf], a: &SearchArgs) -> ExitCode {
         }
         rows.push((spec.display.clone(), expected, got, ok, r.stats.states, r.stats.seconds));
     }
-    let w0 = rows.iter().map(|r| r.0.len()).max().unwrap_or(4).max(4);
-    let w1 = rows.iter().map(|r| r.1.len()).max().unwrap_or(6).max(6);
-    let w2 = rows.iter().map(|r| r.2.len()).max().unwrap_or(5).max(5);
-    println!("{:<w0$}  {:<w1$}  {:<w2$}  {:>9}  result", "spec", "expect", "found", "states");
-    for (f, e, g, ok, states, _) in &rows {
-        println!("{f:<w0$}  {e:<w1$}  {g:<w2$}  {states:>9}  {}", if *ok { "ok" } else { "MISMATCH" });
+    if verbose {
+        let w0 = rows.iter().map(|r| r.0.len()).max().unwrap_or(4).max(4);
+        let w1 = rows.iter().map(|r| r.1.len()).max().unwrap_or(6).max(6);
+        let w2 = rows.iter().map(|r| r.2.len()).max().unwrap_or(5).max(5);
+        println!("{:<w0$}  {:<w1$}  {:<w2$}  {:>9}  result", "spec", "expect", "found", "states");
+        for (f, e, g, ok, states, _) in &rows {
+            println!("{f:<w0$}  {e:<w1$}  {g:<w2$}  {states:>9}  {}", if *ok { "ok" } else { "MISMATCH" });
+        }
+    } else {
+        print_test_table(&rows);
     }
     let total: f64 = rows.iter().map(|r| r.5).sum();
     println!(
@@ -300,4 +327,49 @@ fn cmd_test(paths: &[PathBuf], a: &SearchArgs) -> ExitCode {
         total
     );
     ExitCode::from(if failures == 0 { 0 } else { 1 })
+}
+
+/// The width `phasecheck test` keeps to without `--verbose`.
+const TEST_WIDTH: usize = 100;
+
+/// `s` cut to `w` characters, with `…` where it was cut (at the start when `from_left`, so that a
+/// path keeps its file name).
+fn clip_to(s: &str, w: usize, from_left: bool) -> String {
+    let n = s.chars().count();
+    if n <= w {
+        return s.to_string();
+    }
+    let keep = w.saturating_sub(1);
+    if from_left {
+        format!("…{}", s.chars().skip(n - keep).collect::<String>())
+    } else {
+        format!("{}…", s.chars().take(keep).collect::<String>())
+    }
+}
+
+/// The `test` table within `TEST_WIDTH` columns: result, states, spec and, per row, what was
+/// found in a few words — a matching row says how many kinds, a mismatch says what differs.
+/// `--verbose` prints every kind in full.
+fn print_test_table(rows: &[(String, String, String, bool, usize, f64)]) {
+    let spec_w = rows.iter().map(|r| r.0.chars().count()).max().unwrap_or(4).clamp(4, 52);
+    println!("{:<8}  {:>8}  {:<spec_w$}  found", "result", "states", "spec");
+    for (f, e, g, ok, states, _) in rows {
+        let found = if *ok {
+            match g.split(", ").count() {
+                _ if g == "holds" => "holds".to_string(),
+                1 => g.clone(),
+                n if g.split(", ").count() == e.split(", ").count() => format!("{n} kinds, as expected"),
+                n => format!("{n} of the {} expected kinds", e.split(", ").count()),
+            }
+        } else {
+            format!("{g} (expected {e})")
+        };
+        let line = format!(
+            "{:<8}  {:>8}  {:<spec_w$}  {found}",
+            if *ok { "ok" } else { "MISMATCH" },
+            states,
+            clip_to(f, spec_w, true)
+        );
+        println!("{}", clip_to(&line, TEST_WIDTH, false));
+    }
 }
