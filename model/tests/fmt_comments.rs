@@ -96,6 +96,15 @@ role t[1] { // one thread
 }
 
 #[test]
+fn odd_places_keep_every_comment_once() {
+    let src = "protocol p\nbarrier b count 1\nrole t[1] {\n  for i in 0..2 {}   // empty loop\n  if tid == 0 { work } else { work } // both\n  arrive(b) /* a\n  b */ wait_parity(b, 0)\n  let x = (1 +\n    2) // split\n}\n";
+    let out = fmt(src);
+    assert_eq!(texts(&out), texts(src), "{out}");
+    assert!(same_program(&parse(&out).unwrap(), &parse(src).unwrap()), "{out}");
+    assert_eq!(fmt(&out), out);
+}
+
+#[test]
 fn an_empty_block_keeps_its_comment() {
     let src = "protocol p\nbarrier b count 1\nrole t[1] {\n  // nothing yet\n}\ncompletion c {}\n";
     let out = fmt(src);

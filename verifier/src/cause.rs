@@ -191,6 +191,38 @@ fn divergence(
     let mut phase_now: BTreeMap<u16, i64> = BTreeMap::new();
     // Per thread and barrier: the phase of its latest arrival.
     let mut arrived_on: BTreeMap<(usize, u16), i64> = BTreeMap::new();
+    // For a race: the latest earlier write or copy issue into the same buffer by someone else,
+    // which is the other half of the race and often the actual mistake (an overwrite before
+    // the slot was released).
+    let other_access = |i: usize, s: &crate::trace::TraceStep| -> String {
+        let bufs: Vec<u16> = s
+            .obs
+            .iter()
+            .filter_map(|o| match o {
+                Obs::Read { buf, .. } | Obs::Wrote { buf, .. } | Obs::CopyIssued { buf, .. } => Some(*buf),
+                _ => None,
+            })
+            .collect();
+        for (k, e) in r.steps[..i].iter().enumerate().rev() {
+            if e.action == s.action {
+                continue;
+            }
+            let hit = e.obs.iter().any(|o| match o {
+                Obs::Wrote { buf, .. } | Obs::CopyIssued { buf, .. } => bufs.contains(buf),
+                _ => false,
+            });
+            if let (true, Action::Thread(t)) = (hit, e.action) {
+                return format!(
+                    " (the other access: {}'s `{}` at line {}, step {})",
+                    p.thread_label(t as usize),
+                    statement_text(source, e.span),
+                    line(e.span),
+                    k + 1
+                );
+            }
+        }
+        String::new()
+    };
     let first_violation = |i: usize, s: &crate::trace::TraceStep, v: &phasecheck_model::step::Violation| {
         let (bar, phase) = s
             .obs
@@ -207,11 +239,16 @@ fn divergence(
             mismatch: None,
             raised: Some(v.kind),
             what: format!(
-                "{} at line {} `{}`: {}",
+                "{} at line {} `{}`: {}{}",
                 v.kind,
                 line(s.span),
                 statement_text(source, s.span),
-                v.message
+                v.message,
+                if v.kind == ViolationKind::DataRace {
+                    other_access(i, s)
+                } else {
+                    String::new()
+                }
             ),
         }
     };

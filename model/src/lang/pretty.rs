@@ -211,7 +211,7 @@ fn item_to(out: &mut String, item: &Item, c: &mut Comments) {
 /// newline after it. Comments inside the braces stay inside.
 fn block_to(out: &mut String, b: &Block, indent: usize, c: &mut Comments) {
     let close = b.span.end.saturating_sub(1);
-    if b.stmts.is_empty() && !c.any_before(close) {
+    if b.stmts.is_empty() && !c.any_before(close) && c.after_open.is_none() {
         out.push_str("{}");
         return;
     }
