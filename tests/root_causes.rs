@@ -48,3 +48,28 @@ fn every_buggy_library_spec_names_its_root_cause() {
     assert!(buggy >= 31, "only {buggy} buggy specs");
     insta::assert_snapshot!("library_root_causes", out);
 }
+
+/// The JSON report carries the finding: a `cause` object on each violation, and the `causes`
+/// list with the barrier facts as fields.
+#[test]
+fn json_cause_objects() {
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_phasecheck"))
+        .args(["check", "specs/mistakes/consumer_wrong_parity.phase", "--format", "json"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let causes = v["causes"].as_array().unwrap();
+    assert_eq!(causes.len(), 1, "{v}");
+    let c = &causes[0];
+    assert_eq!(c["rule"], "wrong-parity");
+    assert_eq!(c["barrier"], "full[0]");
+    assert_eq!(c["init_count"], 1);
+    assert_eq!(c["line"], 30);
+    assert_eq!(c["mismatch"]["expected"], 1);
+    assert_eq!(c["mismatch"]["actual"], 0);
+    assert_eq!(c["explains"].as_array().unwrap().len(), 6);
+    for viol in v["violations"].as_array().unwrap() {
+        assert_eq!(viol["cause"]["id"], 1, "{viol}");
+    }
+}
