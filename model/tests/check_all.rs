@@ -33,3 +33,27 @@ fn at_most_max_errors() {
     src.push_str("}\n");
     assert_eq!(check_all(&parse(&src).unwrap()).len(), phasecheck_model::lang::check::MAX_ERRORS);
 }
+
+/// Syntax errors inside bodies are all reported: the rest of the failed statement is skipped and
+/// parsing resumes at the next one, also inside nested blocks; `parse` is the first of them.
+#[test]
+fn every_syntax_error_of_the_bodies() {
+    use phasecheck_model::lang::parse_all;
+    let src = "protocol syn\nbarrier full count 1\nrole p[1] {\n  arrive(full))\n  wait_parity(full 0)\n  if x { arrive(full) ) }\n  work\n}\nrole q[1] { let = 3 }\n";
+    let errs = parse_all(src).unwrap_err();
+    let lines: Vec<usize> = errs
+        .iter()
+        .map(|d| src[..d.span.start as usize].matches('\n').count() + 1)
+        .collect();
+    assert_eq!(lines, [4, 5, 6, 9]);
+    assert!(errs.iter().all(|d| d.code == "E005"));
+    assert_eq!(parse(src).unwrap_err().span, errs[0].span);
+    // A clean file still parses, and an error outside any body stays alone.
+    assert!(parse_all("protocol ok\nrole r[1] { work }\n").is_ok());
+    assert_eq!(
+        parse_all("protocol p\nbarrier b count\nrole r[1] { arrive(b)) }\n")
+            .unwrap_err()
+            .len(),
+        1
+    );
+}

@@ -10,5 +10,5 @@ pub mod pretty;
 
 pub use check::{check, check_all};
 pub use diag::Diagnostic;
-pub use parser::parse;
+pub use parser::{parse, parse_all};
 pub use pretty::{pretty, pretty_with_comments, same_program};
