@@ -6,13 +6,15 @@
 //! consequences. Each violation's trace is replayed and scanned for its *first divergence*: the
 //! earliest step where a barrier does something a correct run of the same code would not.
 //!
-//! - **count mismatch**: two threads of one role execute the same arrival for the same round
-//!   (their k-th execution of that statement on that barrier) and land in different phases, so
-//!   the barrier's count is not the number of arrivals per round;
+//! - **count mismatch**: more threads of one role arrive at one statement than the barrier's
+//!   count, so a phase completes before the rest of the round has arrived (seen at that
+//!   completion), or two threads' arrivals of the same round (their k-th execution of the
+//!   statement) fall in different phases;
 //! - **wrong parity**: a wait returns for a phase its thread had already waited for (the parity it
 //!   names is that of a consumed phase, not of the next one);
 //! - **tx mismatch**: a copy lands only in part because the phase announced fewer bytes than
-//!   the copy brings, so the phase completes mid-copy;
+//!   the copy brings, so the phase completes mid-copy; or a thread announces bytes after its own
+//!   arrival's phase already completed and then waits on that phase as if they were in it;
 //! - otherwise the first violation the trace raises (the step and its message), or, for a
 //!   violation of the final state such as a deadlock, the model's explanation of that state.
 //!
@@ -186,7 +188,6 @@ fn divergence(
     };
     // Per thread and barrier: the latest phase it saw complete, and the step where it did.
     let mut consumed: BTreeMap<(usize, u16), (i64, usize)> = BTreeMap::new();
-    // Per barrier: the tx-count before the current step (from the recorded changes).
     // Per barrier: the phase it is in (from the completions seen so far).
     let mut phase_now: BTreeMap<u16, i64> = BTreeMap::new();
     // Per thread and barrier: the phase of its latest arrival.
