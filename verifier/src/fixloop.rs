@@ -73,14 +73,17 @@ fn map_action(model: &Model, t: &TraceFile, i: usize, s: &State) -> Result<Actio
         }
         Action::Land(_) | Action::LandPart(_) => {
             let c = rec.copy.as_ref().ok_or("the trace's landing names no copy")?;
+            let same = |x: &phasecheck_model::state::CopyInFlight| {
+                p.buffers[x.buf as usize].name == c.buffer
+                    && p.barriers[x.bar as usize].name == c.barrier
+                    && p.thread_label(x.issuer as usize) == c.issuer
+            };
+            // The same copy by version when the edit kept it, else the oldest of that kind.
             let k = s
                 .copies
                 .iter()
-                .position(|x| {
-                    p.buffers[x.buf as usize].name == c.buffer
-                        && p.barriers[x.bar as usize].name == c.barrier
-                        && p.thread_label(x.issuer as usize) == c.issuer
-                })
+                .position(|x| same(x) && x.version == c.version)
+                .or_else(|| s.copies.iter().position(same))
                 .ok_or_else(|| format!("no copy into {} on {} from {} is in flight", c.buffer, c.barrier, c.issuer))?;
             Ok(match rec.action {
                 Action::Land(_) => Action::Land(k as u16),
