@@ -3,15 +3,23 @@
 //!
 //! Replay exit codes: 1 the trace reproduces its violation, 4 it diverges (the first step whose
 //! action, thread, observations or barrier changes differ is named), 2 unreadable or mismatched
-//! files (another schema version, a spec whose text changed, parameters that differ).
+//! files (another schema version, parameters that differ).
+//!
+//! When the spec's text is not the one the trace was recorded against, the replay is the fix
+//! loop (`verifier::fixloop`): the schedule is replayed against the edited spec as far as it
+//! applies, and the answer is "violation gone" (exit 0), "same violation" (exit 1) or "schedule
+//! no longer possible from step N" (exit 3: a bound stopped the exploration). `check --against`
+//! runs the same loop over a folder of traces.
 
 use crate::load::{self, Spec};
 use phasecheck_model::step::{Action, Model};
+use phasecheck_verifier::cause::{root_causes, Cause};
+use phasecheck_verifier::fixloop::{replay_edited, FixReport, FixVerdict};
 use phasecheck_verifier::minimize::minimize;
 use phasecheck_verifier::render;
 use phasecheck_verifier::trace::{replay, thread_ref, CopyRef, TraceStep};
 use phasecheck_verifier::tracefile::{self, actor, obs_text, RaisedBy, StepRec, TraceFile};
-use phasecheck_verifier::Report;
+use phasecheck_verifier::{CheckOptions, Found, Report};
 use std::path::{Component, Path, PathBuf};
 use std::process::ExitCode;
 
@@ -51,6 +59,43 @@ impl TraceOutputs {
 #[derive(Default)]
 pub struct Collected {
     traces: Vec<(TraceFile, Option<String>)>,
+    extras: Vec<render::Extras>,
+}
+
+/// What the HTML page shows beside a trace that only the model knows: the barriers' init
+/// counts (an array as `name[*]` when its elements agree) and the root cause.
+fn html_extras(model: &Model, cause: Option<&Cause>) -> render::Extras {
+    let mut counts: Vec<(String, i64)> = Vec::new();
+    let bars = &model.proto.barriers;
+    let mut i = 0;
+    while i < bars.len() {
+        let base = bars[i].name.split('[').next().unwrap_or("").to_string();
+        let mut j = i;
+        while j < bars.len() && bars[j].name.split('[').next() == Some(base.as_str()) && bars[j].name.contains('[') {
+            j += 1;
+        }
+        if j > i && bars[i..j].iter().all(|b| b.count == bars[i].count) {
+            counts.push((format!("{base}[*]"), bars[i].count));
+            i = j;
+        } else {
+            counts.push((bars[i].name.clone(), bars[i].count));
+            i += 1;
+        }
+    }
+    render::Extras {
+        init_counts: counts,
+        cause: cause.map(|c| (c.summary.clone(), c.facts())),
+    }
+}
+
+/// The root cause of one trace on its own (a replayed trace file has no run to group with).
+fn cause_of(model: &Model, source: &str, kind: phasecheck_model::ViolationKind, message: &str, actions: &[Action]) -> Option<Cause> {
+    let f = Found {
+        kind,
+        message: message.to_string(),
+        actions: actions.to_vec(),
+    };
+    root_causes(model, source, &[f]).0.into_iter().next()
 }
 
 /// Lexical relative path from folder `from` to `to` (both made absolute first).
@@ -94,7 +139,12 @@ pub fn after_check(spec: &Spec, model: &Model, report: &Report, o: &TraceOutputs
     if !o.any() {
         return Ok(());
     }
-    for v in &report.violations {
+    let (causes, of) = if o.html.is_some() {
+        root_causes(model, &spec.source, &report.violations)
+    } else {
+        (Vec::new(), Vec::new())
+    };
+    for (vi, v) in report.violations.iter().enumerate() {
         let actions = minimize(model, &v.actions, v.kind);
         let stored_path = match &o.trace_dir {
             Some(dir) => path_string(&relative_to(dir, &spec.path)),
@@ -116,6 +166,7 @@ pub fn after_check(spec: &Spec, model: &Model, report: &Report, o: &TraceOutputs
             let mut shown = t;
             shown.spec.path = spec.display.clone();
             acc.traces.push((shown, Some(spec.source.clone())));
+            acc.extras.push(html_extras(model, of.get(vi).map(|&c| &causes[c])));
         }
     }
     Ok(())
@@ -124,7 +175,7 @@ pub fn after_check(spec: &Spec, model: &Model, report: &Report, o: &TraceOutputs
 /// Write the HTML page of a `check` run, if asked for.
 pub fn finish_check(o: &TraceOutputs, acc: Collected) -> Result<(), String> {
     if let Some(out) = &o.html {
-        let page = render::html(&acc.traces, "phasecheck counterexamples");
+        let page = render::html_with(&acc.traces, "phasecheck counterexamples", &acc.extras);
         std::fs::write(out, page).map_err(|e| format!("error: cannot write {}: {e}", out.display()))?;
         eprintln!("wrote {} ({} counterexample(s))", out.display(), acc.traces.len());
     }
@@ -267,8 +318,8 @@ pub fn run(a: ReplayArgs) -> ExitCode {
         Ok(s) => s,
         Err(e) => return fail2(format!("cannot read {}: {e}", spec_path.display())),
     };
-    if let Err(e) = t.check_source(&source) {
-        return fail2(format!("{}: {e}", a.trace.display()));
+    if tracefile::source_hash(&source) != t.spec.hash {
+        return run_edited(&a, &t, &spec_path, &source);
     }
     let params: Vec<(String, i64)> = t.params.iter().map(|(k, v)| (k.clone(), *v)).collect();
     let spec = match load::load(&spec_path, &params) {
@@ -348,13 +399,180 @@ pub fn run(a: ReplayArgs) -> ExitCode {
         t.steps.len()
     );
     if let Some(out) = &a.html {
-        let page = render::html(
+        let cause = cause_of(&model, &source, kind, &t.violation.message, &actions);
+        let page = render::html_with(
             &[(shown, Some(source))],
             &format!("phasecheck counterexample: {} {}", t.spec.name, kind),
+            &[html_extras(&model, cause.as_ref())],
         );
         if let Err(e) = std::fs::write(out, page) {
             return fail2(format!("cannot write {}: {e}", out.display()));
         }
     }
     ExitCode::from(1)
+}
+
+/// Bounds of the exploration that decides whether a stopped schedule can still reach its
+/// violation: generous for the specs of a design review, finite so that `check --against` over a
+/// folder of traces cannot run away.
+fn fix_options() -> CheckOptions {
+    CheckOptions {
+        max_states: Some(2_000_000),
+        max_seconds: Some(120.0),
+        ..Default::default()
+    }
+}
+
+/// The fix loop for one trace and a loaded (edited) spec. The exit code: 0 gone, 1 same, 3
+/// undecided.
+fn fix_exit(r: &FixReport) -> u8 {
+    match r.verdict {
+        FixVerdict::Gone => 0,
+        FixVerdict::Same { .. } => 1,
+        FixVerdict::Undecided => 3,
+    }
+}
+
+/// Notes on what the edited spec no longer shares with the trace: another protocol name,
+/// recorded parameters it does not declare.
+fn edit_notes(t: &TraceFile, spec: &Spec) -> Vec<String> {
+    let mut notes = Vec::new();
+    if spec.proto.name != t.spec.name {
+        notes.push(format!(
+            "the trace is of protocol {}; the edited spec is protocol {}",
+            t.spec.name, spec.proto.name
+        ));
+    }
+    let lacks: Vec<&str> = t
+        .params
+        .keys()
+        .filter(|k| !spec.proto.params.iter().any(|(n, _)| n == *k))
+        .map(|k| k.as_str())
+        .collect();
+    if !lacks.is_empty() {
+        notes.push(format!("the edited spec declares no {} (recorded in the trace)", lacks.join(", ")));
+    }
+    notes
+}
+
+/// `replay TRACE --spec EDITED` when EDITED is not the text the trace was recorded against.
+fn run_edited(a: &ReplayArgs, t: &TraceFile, spec_path: &Path, source: &str) -> ExitCode {
+    let params: Vec<(String, i64)> = t.params.iter().map(|(k, v)| (k.clone(), *v)).collect();
+    let spec = match load::load(spec_path, &params) {
+        Ok(s) => s,
+        Err(e) => {
+            eprint!("{e}");
+            return ExitCode::from(2);
+        }
+    };
+    println!(
+        "{} is not the text {} was recorded against ({} in the trace, {} now):\nreplaying the recorded schedule ({} of {}) against it as an edited spec",
+        spec_path.display(),
+        a.trace.display(),
+        t.spec.hash,
+        tracefile::source_hash(source),
+        t.violation.kind,
+        t.spec.name
+    );
+    for n in edit_notes(t, &spec) {
+        println!("note: {n}");
+    }
+    let model = Model::new(spec.proto.clone());
+    let r = replay_edited(&model, t, &fix_options());
+    println!("{}", r.describe(t.steps.len()));
+    if let (Some(out), FixVerdict::Same { trace, .. }) = (&a.html, &r.verdict) {
+        match tracefile::build(&model, source, &path_string(spec_path), r.kind, trace) {
+            Ok(tf) => {
+                let cause = cause_of(&model, source, r.kind, &tf.violation.message, trace);
+                let page = render::html_with(
+                    &[(tf, Some(source.to_string()))],
+                    &format!("phasecheck counterexample: {} {} (edited spec)", spec.proto.name, r.kind),
+                    &[html_extras(&model, cause.as_ref())],
+                );
+                if let Err(e) = std::fs::write(out, page) {
+                    return fail2(format!("cannot write {}: {e}", out.display()));
+                }
+            }
+            Err(e) => return fail2(format!("cannot render the edited spec's trace: {e}")),
+        }
+    }
+    ExitCode::from(fix_exit(&r))
+}
+
+/// The trace files `dir` names: the file itself, or every `*.json` directly inside the folder.
+fn trace_files(dir: &Path) -> Result<Vec<PathBuf>, String> {
+    if dir.is_file() {
+        return Ok(vec![dir.to_path_buf()]);
+    }
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| format!("cannot read {}: {e}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    v.sort();
+    Ok(v)
+}
+
+/// `check SPEC... --against TRACE_DIR`: every stored counterexample of each spec's protocol
+/// (matched by protocol name), replayed against the spec as it is now. Exit 1 when any trace
+/// still reaches its violation, 3 when one could not be decided, 2 when no trace matches.
+pub fn check_against(specs: &[Spec], dir: &Path) -> ExitCode {
+    let files = match trace_files(dir) {
+        Ok(f) => f,
+        Err(e) => return fail2(e),
+    };
+    let mut traces = Vec::new();
+    for f in files {
+        let text = match std::fs::read_to_string(&f) {
+            Ok(t) => t,
+            Err(e) => return fail2(format!("cannot read {}: {e}", f.display())),
+        };
+        match TraceFile::from_json(&text) {
+            Ok(t) => traces.push((f, t)),
+            Err(e) => return fail2(format!("{}: {e}", f.display())),
+        }
+    }
+    let (mut worst, mut matched) = (0u8, 0usize);
+    for spec in specs {
+        let mine: Vec<&(PathBuf, TraceFile)> = traces.iter().filter(|(_, t)| t.spec.name == spec.proto.name).collect();
+        println!(
+            "== {} ({}): {} stored counterexample(s) in {}",
+            spec.proto.name,
+            spec.display,
+            mine.len(),
+            dir.display()
+        );
+        for (f, t) in mine {
+            matched += 1;
+            let params: Vec<(String, i64)> = t.params.iter().map(|(k, v)| (k.clone(), *v)).collect();
+            let this = match load::load(&spec.path, &params) {
+                Ok(s) => s,
+                Err(e) => {
+                    eprint!("{e}");
+                    return ExitCode::from(2);
+                }
+            };
+            let model = Model::new(this.proto.clone());
+            let r = replay_edited(&model, t, &fix_options());
+            let text = r.describe(t.steps.len());
+            let mut lines = text.lines();
+            println!("{}: {}", f.display(), lines.next().unwrap_or(""));
+            for l in lines.chain(edit_notes(t, &this).iter().map(|n| n.as_str())) {
+                println!("  {}", l.trim_start());
+            }
+            worst = match (worst, fix_exit(&r)) {
+                (1, _) | (_, 1) => 1,
+                (3, _) | (_, 3) => 3,
+                _ => 0,
+            };
+        }
+    }
+    if matched == 0 {
+        return fail2(format!(
+            "no trace in {} is of protocol {}; nothing to re-check",
+            dir.display(),
+            specs.iter().map(|s| s.proto.name.as_str()).collect::<Vec<_>>().join(", ")
+        ));
+    }
+    ExitCode::from(worst)
 }

@@ -8,6 +8,7 @@ mod cmd_prove;
 mod cmd_replay;
 mod load;
 mod report;
+mod shrink;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use phasecheck_model::step::Model;
@@ -91,6 +92,11 @@ enum Command {
         format: Format,
         #[command(flatten)]
         traces: cmd_replay::TraceOutputs,
+        /// Instead of searching, replay every stored counterexample of each protocol found in
+        /// TRACE_DIR (a folder of trace files, or one file) against the spec as it is now: the
+        /// fix loop. Exit 0 when every violation is gone, 1 when one remains.
+        #[arg(long, value_name = "TRACE_DIR", conflicts_with_all = ["trace_dir", "html", "swimlanes", "stop_at_first"])]
+        against: Option<PathBuf>,
     },
     /// Check protocols and compare what is found with each file's `expect` line.
     Test {
@@ -102,9 +108,23 @@ enum Command {
         /// default asks for exactly the listed kinds).
         #[arg(long)]
         subset: bool,
+        /// The full table: every kind expected and found, in columns as wide as they need.
+        #[arg(long)]
+        verbose: bool,
     },
-    /// Print a protocol in canonical form.
-    Fmt { path: PathBuf },
+    /// Print a protocol in canonical form, comments kept.
+    Fmt {
+        /// `.phase` files or folders (every `*.phase` below them).
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        /// Print nothing; exit 1 (naming each file and its first differing line) when a file
+        /// is not in canonical form. For CI.
+        #[arg(long, conflicts_with = "write")]
+        check: bool,
+        /// Rewrite each file in place.
+        #[arg(long)]
+        write: bool,
+    },
     /// Re-execute a recorded trace in the model, checking every observation.
     Replay(cmd_replay::ReplayArgs),
     /// Generate the CUDA kernel of a protocol.
@@ -146,26 +166,88 @@ fn main() -> ExitCode {
         Command::Check {
             paths,
             search,
+            format: _,
+            traces: _,
+            against: Some(dir),
+        } => match load::load_all(&paths, &search.params) {
+            Ok(specs) => cmd_replay::check_against(&specs, &dir),
+            Err(e) => bad_input(&e),
+        },
+        Command::Check {
+            paths,
+            search,
             format,
             traces,
+            against: None,
         } => cmd_check(&paths, &search, format, &traces),
-        Command::Test { paths, search, subset } => cmd_test(&paths, &search, subset),
+        Command::Test {
+            paths,
+            search,
+            subset,
+            verbose,
+        } => cmd_test(&paths, &search, subset, verbose),
         Command::Replay(a) => cmd_replay::run(a),
         Command::EmitCuda(a) => cmd_gpu::emit(a),
         Command::Gpu(c) => cmd_gpu::run(c),
         Command::Prove(a) => cmd_prove::prove(a),
         Command::Repair(a) => cmd_prove::repair(a),
-        Command::Fmt { path } => match load::load(&path, &[]) {
-            Ok(spec) => {
-                print!("{}", phasecheck_model::lang::pretty(&spec.ast));
-                ExitCode::SUCCESS
-            }
-            Err(e) => {
-                eprint!("{e}");
-                ExitCode::from(2)
-            }
-        },
+        Command::Fmt { paths, check, write } => cmd_fmt(&paths, check, write),
     }
+}
+
+/// `phasecheck fmt`: canonical form with every comment kept. The result is verified before it
+/// is shown or written (it parses back to the same program and holds the same comments), so
+/// `--write` cannot lose anything.
+fn cmd_fmt(paths: &[PathBuf], check: bool, write: bool) -> ExitCode {
+    use phasecheck_model::lang;
+    let specs = match load::load_all(paths, &[]) {
+        Ok(s) => s,
+        Err(e) => return bad_input(&e),
+    };
+    let mut unformatted = 0;
+    for spec in &specs {
+        let text = lang::pretty_with_comments(&spec.ast, &spec.source);
+        let texts = |s: &str| -> Vec<String> { lang::comments::comments(s).into_iter().map(|c| c.text).collect() };
+        let same = lang::parse(&text).is_ok_and(|back| lang::same_program(&back, &spec.ast));
+        if !same || texts(&text) != texts(&spec.source) {
+            eprintln!(
+                "error: {}: formatting would change the program or its comments; the file is left as it is (please report this)",
+                spec.display
+            );
+            return ExitCode::from(2);
+        }
+        if check {
+            if text != spec.source {
+                unformatted += 1;
+                let n = text.lines().zip(spec.source.lines()).take_while(|(a, b)| a == b).count();
+                println!(
+                    "{}:{}: not in canonical form\n  - {}\n  + {}",
+                    spec.display,
+                    n + 1,
+                    spec.source.lines().nth(n).unwrap_or("(end of file)"),
+                    text.lines().nth(n).unwrap_or("(end of file)")
+                );
+            }
+        } else if write {
+            if text != spec.source {
+                if let Err(e) = std::fs::write(&spec.path, &text) {
+                    eprintln!("error: cannot write {}: {e}", spec.display);
+                    return ExitCode::from(2);
+                }
+                eprintln!("formatted {}", spec.display);
+            }
+        } else {
+            print!("{text}");
+        }
+    }
+    if check && unformatted > 0 {
+        println!(
+            "{unformatted} of {} file(s) not in canonical form (`phasecheck fmt --write` fixes them)",
+            specs.len()
+        );
+        return ExitCode::from(1);
+    }
+    ExitCode::SUCCESS
 }
 
 /// Bad input: the diagnostics, and exit status 2 with nothing checked.
@@ -191,9 +273,28 @@ fn cmd_check(paths: &[PathBuf], a: &SearchArgs, format: Format, traces: &cmd_rep
             internal = true;
             eprintln!("{}: {}", spec.display, i.describe());
         }
+        // A search cut short says what to shrink (a few small trial searches).
+        let hint = (r.verdict == Verdict::Incomplete).then(|| {
+            let budget = (r.stats.states / 4).clamp(1_000, 200_000);
+            shrink::suggest(&spec, &a.params, budget)
+        });
         match format {
-            Format::Text => println!("{}", report::render_text(&spec, &model, &r)),
-            Format::Json => println!("{}", report::render_json(&spec, &model, &r)),
+            Format::Text => {
+                println!("{}", report::render_text(&spec, &model, &r));
+                if let Some(h) = &hint {
+                    println!("{}\n", shrink::describe(h));
+                }
+            }
+            Format::Json => {
+                let mut v = report::render_json(&spec, &model, &r);
+                if let Some(h) = &hint {
+                    v["shrink"] = serde_json::json!(h
+                        .iter()
+                        .map(|c| serde_json::json!({"what": c.what, "from": c.from, "to": c.to, "finished_in": c.finished_in, "depth": c.depth}))
+                        .collect::<Vec<_>>());
+                }
+                println!("{v}");
+            }
         }
         if let Err(e) = cmd_replay::after_check(&spec, &model, &r, traces, &mut collected) {
             eprintln!("{e}");
@@ -215,7 +316,7 @@ fn cmd_check(paths: &[PathBuf], a: &SearchArgs, format: Format, traces: &cmd_rep
     })
 }
 
-fn cmd_test(paths: &[PathBuf], a: &SearchArgs, subset: bool) -> ExitCode {
+fn cmd_test(paths: &[PathBuf], a: &SearchArgs, subset: bool, verbose: bool) -> ExitCode {
     let specs = match load::load_all(paths, &a.params) {
         Ok(s) => s,
         Err(e) => return bad_input(&e),
@@ -259,12 +360,16 @@ fn cmd_test(paths: &[PathBuf], a: &SearchArgs, subset: bool) -> ExitCode {
         }
         rows.push((spec.display.clone(), expected, got, ok, r.stats.states, r.stats.seconds));
     }
-    let w0 = rows.iter().map(|r| r.0.len()).max().unwrap_or(4).max(4);
-    let w1 = rows.iter().map(|r| r.1.len()).max().unwrap_or(6).max(6);
-    let w2 = rows.iter().map(|r| r.2.len()).max().unwrap_or(5).max(5);
-    println!("{:<w0$}  {:<w1$}  {:<w2$}  {:>9}  result", "spec", "expect", "found", "states");
-    for (f, e, g, ok, states, _) in &rows {
-        println!("{f:<w0$}  {e:<w1$}  {g:<w2$}  {states:>9}  {}", if *ok { "ok" } else { "MISMATCH" });
+    if verbose {
+        let w0 = rows.iter().map(|r| r.0.len()).max().unwrap_or(4).max(4);
+        let w1 = rows.iter().map(|r| r.1.len()).max().unwrap_or(6).max(6);
+        let w2 = rows.iter().map(|r| r.2.len()).max().unwrap_or(5).max(5);
+        println!("{:<w0$}  {:<w1$}  {:<w2$}  {:>9}  result", "spec", "expect", "found", "states");
+        for (f, e, g, ok, states, _) in &rows {
+            println!("{f:<w0$}  {e:<w1$}  {g:<w2$}  {states:>9}  {}", if *ok { "ok" } else { "MISMATCH" });
+        }
+    } else {
+        print_test_table(&rows);
     }
     let total: f64 = rows.iter().map(|r| r.5).sum();
     println!(
@@ -281,4 +386,49 @@ fn cmd_test(paths: &[PathBuf], a: &SearchArgs, subset: bool) -> ExitCode {
     } else {
         1
     })
+}
+
+/// The width `phasecheck test` keeps to without `--verbose`.
+const TEST_WIDTH: usize = 100;
+
+/// `s` cut to `w` characters, with `…` where it was cut (at the start when `from_left`, so that a
+/// path keeps its file name).
+fn clip_to(s: &str, w: usize, from_left: bool) -> String {
+    let n = s.chars().count();
+    if n <= w {
+        return s.to_string();
+    }
+    let keep = w.saturating_sub(1);
+    if from_left {
+        format!("…{}", s.chars().skip(n - keep).collect::<String>())
+    } else {
+        format!("{}…", s.chars().take(keep).collect::<String>())
+    }
+}
+
+/// The `test` table within `TEST_WIDTH` columns: result, states, spec and, per row, what was
+/// found in a few words — a matching row says how many kinds, a mismatch says what differs.
+/// `--verbose` prints every kind in full.
+fn print_test_table(rows: &[(String, String, String, bool, usize, f64)]) {
+    let spec_w = rows.iter().map(|r| r.0.chars().count()).max().unwrap_or(4).clamp(4, 52);
+    println!("{:<8}  {:>8}  {:<spec_w$}  found", "result", "states", "spec");
+    for (f, e, g, ok, states, _) in rows {
+        let found = if *ok {
+            match g.split(", ").count() {
+                _ if g == "holds" => "holds".to_string(),
+                1 => g.clone(),
+                n if g.split(", ").count() == e.split(", ").count() => format!("{n} kinds, as expected"),
+                n => format!("{n} of the {} expected kinds", e.split(", ").count()),
+            }
+        } else {
+            format!("{g} (expected {e})")
+        };
+        let line = format!(
+            "{:<8}  {:>8}  {:<spec_w$}  {found}",
+            if *ok { "ok" } else { "MISMATCH" },
+            states,
+            clip_to(f, spec_w, true)
+        );
+        println!("{}", clip_to(&line, TEST_WIDTH, false));
+    }
 }

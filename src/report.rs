@@ -4,6 +4,7 @@ use crate::load::Spec;
 use phasecheck_model::lang::diag::line_col;
 use phasecheck_model::step::Model;
 use phasecheck_model::ViolationKind;
+use phasecheck_verifier::cause::{root_causes, Cause};
 use phasecheck_verifier::trace::{describe_obs, replay, TraceStep};
 use phasecheck_verifier::tracefile;
 use phasecheck_verifier::{Report, Verdict};
@@ -105,6 +106,11 @@ pub fn render_text(spec: &Spec, model: &Model, report: &Report) -> String {
         }
         let _ = writeln!(out);
     }
+    if !report.violations.is_empty() {
+        let (causes, _) = root_causes(model, &spec.source, &report.violations);
+        out.push_str(&causes_text(&causes));
+        let _ = writeln!(out);
+    }
     let verdict = match report.verdict {
         Verdict::Holds => "holds".to_string(),
         Verdict::Violated => format!(
@@ -148,16 +154,59 @@ fn step_json(spec: &Spec, model: &Model, i: usize, s: &TraceStep) -> Value {
     })
 }
 
+/// The root causes of a violated check, numbered, each with its barrier facts and the kinds it
+/// explains ("root cause:" alone when there is one).
+pub fn causes_text(causes: &[Cause]) -> String {
+    let mut out = String::new();
+    for c in causes {
+        let head = if causes.len() == 1 {
+            "root cause: ".to_string()
+        } else {
+            format!("root cause {}/{}: ", c.id, causes.len())
+        };
+        let _ = writeln!(out, "{head}{}", c.summary);
+        let facts = c.facts();
+        if !facts.is_empty() {
+            let _ = writeln!(out, "  {facts}");
+        }
+        let _ = writeln!(
+            out,
+            "  explains: {}",
+            c.violations.iter().map(|k| k.name()).collect::<Vec<_>>().join(", ")
+        );
+    }
+    out
+}
+
+pub fn cause_json(c: &Cause) -> Value {
+    json!({
+        "id": c.id,
+        "rule": c.rule,
+        "summary": c.summary,
+        "barrier": c.barrier,
+        "phase": c.phase,
+        "init_count": c.init_count,
+        "arrived": c.arrived,
+        "mismatch": c.mismatch,
+        "step": c.step,
+        "line": c.line,
+        "statement": c.statement,
+        "explains": c.violations.iter().map(|k| k.name()).collect::<Vec<_>>(),
+    })
+}
+
 pub fn render_json(spec: &Spec, model: &Model, report: &Report) -> Value {
+    let (causes, of) = root_causes(model, &spec.source, &report.violations);
     let violations: Vec<Value> = report
         .violations
         .iter()
-        .map(|v| {
+        .zip(&of)
+        .map(|(v, &c)| {
             let trace: Vec<Value> = match replay(model, &v.actions) {
                 Ok(r) => r.steps.iter().enumerate().map(|(i, s)| step_json(spec, model, i, s)).collect(),
                 Err(_) => Vec::new(),
             };
-            json!({"kind": v.kind.name(), "code": v.kind.code(), "message": v.message, "trace": trace})
+            json!({"kind": v.kind.name(), "code": v.kind.code(), "message": v.message, "cause": cause_json(&causes[c]), "trace": trace})
         })
         .collect();
     let params: serde_json::Map<String, Value> = spec.proto.params.iter().map(|(n, v)| (n.clone(), json!(v))).collect();
@@ -169,6 +218,7 @@ pub fn render_json(spec: &Spec, model: &Model, report: &Report) -> Value {
         "verdict": verdict_name(report.verdict),
         "bound": report.bound.map(|b| b.describe()),
         "violations": violations,
+        "causes": causes.iter().map(cause_json).collect::<Vec<_>>(),
         "stats": {"states": s.states, "transitions": s.transitions, "depth": s.depth, "seconds": s.seconds},
     })
 }

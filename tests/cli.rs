@@ -235,7 +235,8 @@ fn text_reports_of_reviewed_specs() {
 #[test]
 fn the_readme_worked_example_is_what_the_tool_prints() {
     let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
-    let start = readme.find("(exit status 1):\n\n```\n").expect("README has the worked example") + "(exit status 1):\n\n```\n".len();
+    let open = "(exit status 1):\n\n```text\n";
+    let start = readme.find(open).expect("README has the worked example") + open.len();
     let block = &readme[start..start + readme[start..].find("```").unwrap()];
     let o = phasecheck(&["check", "specs/mistakes/consumer_wrong_parity.phase", "--stop-at-first"]);
     assert_eq!(code(&o), 1);

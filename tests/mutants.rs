@@ -13,6 +13,7 @@ fn run(m: Mutant, self_check: bool) -> (i32, Vec<String>) {
     let mut args = vec![
         "test",
         "specs/",
+        "--verbose",
         "--mutant",
         m.name(),
         "--max-seconds",

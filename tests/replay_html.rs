@@ -89,4 +89,46 @@ fn wrong_parity_report_loads_in_headless_chromium_and_shows_every_lane() {
         "a producer lane in every timeline"
     );
     assert_eq!(dom.matches("class=\"lane\" data-lane=\"consumer#0\"").count(), sections);
+    // Each timeline has a jump link, and the script scrolled the step violations into view.
+    assert_eq!(dom.matches("<a class=\"jump\"").count(), sections);
+    assert!(
+        dom.matches("data-jumped=\"1\"").count() >= 1,
+        "no timeline was scrolled to its violation"
+    );
+}
+
+/// Without a browser: the page carries the root cause, a legend of init counts, jump links, and
+/// folds threads that never step into one lane.
+#[test]
+fn report_folds_idle_threads_and_shows_counts_and_cause() {
+    let dir = std::env::temp_dir().join(format!("phasecheck-html-fold-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let spec = dir.join("idle.phase");
+    std::fs::write(
+        &spec,
+        "protocol idle_threads\nbarrier flag count 1\nbarrier pair[2] count 2\nrole p[1] {\n  arrive(flag)\n  arrive(flag)\n}\nrole idle[4] { work }\n",
+    )
+    .unwrap();
+    let html = dir.join("r.html");
+    let out = Command::new(BIN).arg("check").arg(&spec).arg("--html").arg(&html).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        page.contains(r#"class="lane idle" data-lane="idle: idle#0 … idle#3 (4)""#),
+        "{page}"
+    );
+    assert!(!page.contains(r#"data-lane="idle#0""#));
+    assert!(page.contains(r#"data-lane="p#0""#));
+    assert!(
+        page.contains("<b>flag</b> count 1") && page.contains("<b>pair[*]</b> count 2"),
+        "legend of init counts"
+    );
+    assert!(
+        page.contains("<b>root cause</b>: missing-wait at line 6 `arrive(flag)`"),
+        "the root cause"
+    );
+    assert!(
+        page.contains(r##"<a class="jump" href="#t0-s2""##),
+        "jump link to the violating step"
+    );
 }

@@ -128,7 +128,7 @@ fn tables_past_16_bits_are_rejected_at_lowering_instead_of_wrapping() {
 
 #[test]
 fn a_broken_model_rule_is_an_internal_error_exit_5_and_test_goes_on_with_the_other_files() {
-    let o = phasecheck(&["test", "specs/soundness/", "--mutant", "wait-always-ready"]);
+    let o = phasecheck(&["test", "specs/soundness/", "--verbose", "--mutant", "wait-always-ready"]);
     let out = text(&o.stdout);
     assert_eq!(code(&o), 5, "{out}");
     assert!(out.contains("INTERNAL ERROR [R-WAIT]"), "{out}");

@@ -21,8 +21,22 @@ pub fn load(path: &Path, overrides: &[(String, i64)]) -> Result<Spec, String> {
     let display = path.display().to_string();
     let source = std::fs::read_to_string(path).map_err(|e| format!("error: cannot read {display}: {e}\n"))?;
     let render = |d: Diagnostic| d.render(&display, &source);
-    let ast = lang::parse(&source).map_err(render)?;
-    lang::check(&ast).map_err(render)?;
+    // Every problem at once (rustc-style), so that one round of edits fixes them all: the
+    // syntax errors of the bodies, else every static problem.
+    let checked = match lang::parse_all(&source) {
+        Ok(ast) => match lang::check_all(&ast) {
+            problems if problems.is_empty() => Ok(ast),
+            problems => Err(problems),
+        },
+        Err(errors) => Err(errors),
+    };
+    let ast = checked.map_err(|problems| {
+        let mut out = problems.iter().map(|d| d.render(&display, &source)).collect::<Vec<_>>().join("\n");
+        if problems.len() > 1 {
+            out.push_str(&format!("\nerror: {display}: {} problems; nothing was checked\n", problems.len()));
+        }
+        out
+    })?;
     let mine: Vec<(String, i64)> = overrides
         .iter()
         .filter(|(n, _)| ast.params().any(|p| &p.name.name == n))

@@ -5,7 +5,9 @@ pub mod explain;
 pub mod search;
 pub mod trace;
 
-pub use search::{check, Bound, CheckOptions, Found, Internal, Progress, Report, Stats, Verdict};
+pub use search::{check, check_from, Bound, CheckOptions, Found, Internal, Progress, Report, Stats, Verdict};
+pub mod cause;
+pub mod fixloop;
 pub mod minimize;
 pub mod render;
 pub mod tracefile;

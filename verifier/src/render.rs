@@ -38,6 +38,39 @@ fn lanes(t: &TraceFile) -> (Vec<String>, bool) {
     (threads.into_iter().map(|(_, l)| l).collect(), copies)
 }
 
+/// The HTML timeline's lanes: `lanes`, with each run of threads that never step (and are not
+/// blocked at the end) folded into one lane named `idle: ...`, so that the threads that matter
+/// stay on screen in a wide CTA.
+fn fold_idle(t: &TraceFile, names: Vec<String>) -> Vec<String> {
+    let active = |n: &str| {
+        t.steps.iter().any(|s| s.thread.is_some() && actor(s) == n)
+            || t.violation
+                .stuck
+                .iter()
+                .any(|st| format!("{}#{}", st.thread.role, st.thread.tid) == n)
+    };
+    let mut out: Vec<String> = Vec::new();
+    let mut run: Vec<String> = Vec::new();
+    let flush = |run: &mut Vec<String>, out: &mut Vec<String>| {
+        match run.len() {
+            0 => {}
+            1..=3 => out.push(format!("idle: {}", run.join(", "))),
+            n => out.push(format!("idle: {} … {} ({n})", run[0], run[n - 1])),
+        }
+        run.clear();
+    };
+    for n in names {
+        if active(&n) {
+            flush(&mut run, &mut out);
+            out.push(n);
+        } else {
+            run.push(n);
+        }
+    }
+    flush(&mut run, &mut out);
+    out
+}
+
 fn lane_of(s: &StepRec, names: &[String]) -> usize {
     match &s.thread {
         Some(_) => names.iter().position(|n| *n == actor(s)).unwrap_or(0),
@@ -260,6 +293,10 @@ tr.viol td{background:#ffe3e1} tr.hl td{background:#fff7c2}
 .scroll{overflow-x:auto;max-width:100%}
 .legend{font-size:12px;color:#445;margin:6px 0}
 .legend span{margin-right:14px}
+.cause{background:#eef5ff;border-left:4px solid #2f6fdf;padding:8px 12px;font-size:14px;margin:8px 0}
+.jump{display:inline-block;font-size:13px;margin:4px 0 6px;padding:3px 10px;border:1px solid #d9363e;border-radius:4px;color:#d9363e;text-decoration:none}
+.index{font-size:13px;margin:6px 0} .index a{margin-left:10px}
+.lane.idle .lane-label{fill:#8a93a3;font-weight:400;font-style:italic}
 #tip{position:fixed;display:none;background:#1d2330;color:#fff;font-size:12px;padding:6px 8px;border-radius:4px;pointer-events:none;max-width:520px;white-space:pre-wrap;font-family:ui-monospace,monospace}
 "#;
 
@@ -276,6 +313,22 @@ const JS: &str = r#"
       tip.style.display='none';
       var row=document.getElementById(m.getAttribute('data-row'));if(row)row.classList.remove('hl');
     });
+  });
+  // Open each timeline at its violation (a long trace puts it far off to the right), and let
+  // the jump link do the same after the reader has scrolled away.
+  function reveal(idx){
+    var box=document.getElementById('scroll-'+idx);if(!box)return;
+    var step=box.getAttribute('data-violation');
+    var svg=document.getElementById('timeline-'+idx);
+    var mark=svg&&(svg.querySelector('.mark[data-step="'+step+'"]')||svg.querySelector('.mark.stuck'));
+    if(!mark)return;
+    var r=mark.getBoundingClientRect(),b=box.getBoundingClientRect();
+    box.scrollLeft+=r.left-b.left-box.clientWidth/2;
+    box.setAttribute('data-jumped','1');
+  }
+  document.querySelectorAll('.scroll[data-violation]').forEach(function(b){reveal(b.id.slice(7));});
+  document.querySelectorAll('a.jump').forEach(function(a){
+    a.addEventListener('click',function(){reveal(a.getAttribute('data-idx'));});
   });
   document.body.setAttribute('data-ready', String(document.querySelectorAll('svg.timeline').length));
 })();
@@ -310,6 +363,7 @@ fn mark_color(o: Option<&Obs>) -> &'static str {
 fn section(out: &mut String, idx: usize, t: &TraceFile) {
     let v = &t.violation;
     let (names, copies) = lanes(t);
+    let names = fold_idle(t, names);
     let mut lane_names = names.clone();
     if copies {
         lane_names.push("copies".into());
@@ -351,9 +405,10 @@ fn section(out: &mut String, idx: usize, t: &TraceFile) {
     for (i, name) in lane_names.iter().enumerate() {
         let y = top + lh * i as f64 + lh / 2.0;
         let fill = if i % 2 == 0 { "#f6f8fb" } else { "#ffffff" };
+        let cls = if name.starts_with("idle: ") { "lane idle" } else { "lane" };
         let _ = writeln!(
             out,
-            r##"<g class="lane" data-lane="{}"><rect x="0" y="{:.1}" width="{width:.0}" height="{lh:.1}" fill="{fill}"/><text class="lane-label" x="10" y="{:.1}">{}</text><line x1="{left:.1}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#c9d0db" stroke-dasharray="4 3"/></g>"##,
+            r##"<g class="{cls}" data-lane="{}"><rect x="0" y="{:.1}" width="{width:.0}" height="{lh:.1}" fill="{fill}"/><text class="lane-label" x="10" y="{:.1}">{}</text><line x1="{left:.1}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#c9d0db" stroke-dasharray="4 3"/></g>"##,
             esc(name),
             y - lh / 2.0,
             y + 4.0,
@@ -487,8 +542,26 @@ fn section(out: &mut String, idx: usize, t: &TraceFile) {
     let _ = writeln!(out, "</svg>");
 }
 
+/// What the trace file does not hold but the model knows, for the HTML page: the barriers'
+/// init counts (for the legend) and the trace's root cause.
+#[derive(Clone, Debug, Default)]
+pub struct Extras {
+    /// `(barrier, count)` in declaration order; arrays as `name[*]` when every element has the
+    /// same count.
+    pub init_counts: Vec<(String, i64)>,
+    /// The root cause, one line, and its barrier facts.
+    pub cause: Option<(String, String)>,
+}
+
 /// A self-contained HTML page (inline CSS and JS, no network) with one timeline per trace.
 pub fn html(traces: &[(TraceFile, Option<String>)], title: &str) -> String {
+    html_with(traces, title, &[])
+}
+
+/// `html` with, per trace, what only the model knows (`extras[i]` for `traces[i]`; missing
+/// entries show nothing): a legend of the barriers' init counts and the root cause. Every
+/// timeline opens scrolled to its violation, and a link jumps back to it.
+pub fn html_with(traces: &[(TraceFile, Option<String>)], title: &str, extras: &[Extras]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -500,8 +573,21 @@ pub fn html(traces: &[(TraceFile, Option<String>)], title: &str) -> String {
         out,
         r##"<div class="legend"><span style="color:#2f6fdf">● arrive</span><span style="color:#1f9d55">■ wait</span><span style="color:#c26a00">▲ copy issue / landing</span><span style="color:#7a4fd0">◆ read / write</span><span style="color:#d9363e">◯ violation</span><span>bands: barrier phases (blue even, orange odd parity)</span></div>"##
     );
+    if traces.len() > 1 {
+        out.push_str("<nav class=\"index\">counterexamples:");
+        for (idx, (t, _)) in traces.iter().enumerate() {
+            let _ = write!(
+                out,
+                r##" <a href="#trace-{idx}">{} {}</a>"##,
+                esc(&t.spec.name),
+                esc(t.violation.kind.name())
+            );
+        }
+        out.push_str("</nav>\n");
+    }
     for (idx, (t, source)) in traces.iter().enumerate() {
         let v = &t.violation;
+        let ex = extras.get(idx).cloned().unwrap_or_default();
         let _ = writeln!(
             out,
             r#"<section class="trace" id="trace-{idx}"><h2>{} — {} [{}]</h2>"#,
@@ -509,6 +595,26 @@ pub fn html(traces: &[(TraceFile, Option<String>)], title: &str) -> String {
             esc(v.kind.name()),
             esc(&v.code)
         );
+        if !ex.init_counts.is_empty() {
+            let items: Vec<String> = ex
+                .init_counts
+                .iter()
+                .map(|(b, c)| format!("<span><b>{}</b> count {c}</span>", esc(b)))
+                .collect();
+            let _ = writeln!(out, r#"<div class="legend counts">barriers (init count): {}</div>"#, items.join(""));
+        }
+        if let Some((summary, facts)) = &ex.cause {
+            let _ = writeln!(
+                out,
+                r#"<div class="cause"><b>root cause</b>: {}{}</div>"#,
+                esc(summary),
+                if facts.is_empty() {
+                    String::new()
+                } else {
+                    format!("<br><small>{}</small>", esc(facts))
+                }
+            );
+        }
         let _ = writeln!(
             out,
             r#"<div class="meta">{} · {} step(s) · params {}</div>"#,
@@ -528,7 +634,20 @@ pub fn html(traces: &[(TraceFile, Option<String>)], title: &str) -> String {
             esc(&at),
             esc(&v.message)
         );
-        out.push_str("<div class=\"scroll\">");
+        let (target, at_step) = match t.violating_step() {
+            Some(n) => (format!("t{idx}-s{n}"), n),
+            None => (format!("t{idx}-end"), t.steps.len() + 1),
+        };
+        let _ = writeln!(
+            out,
+            r##"<a class="jump" href="#{target}" data-idx="{idx}" data-step="{at_step}">jump to the violation ({})</a>"##,
+            if at_step > t.steps.len() {
+                "after the last step".to_string()
+            } else {
+                format!("step {at_step}")
+            }
+        );
+        let _ = write!(out, r#"<div class="scroll" id="scroll-{idx}" data-violation="{at_step}">"#);
         section(&mut out, idx, t);
         out.push_str("</div>");
         let _ = writeln!(

@@ -128,8 +128,17 @@ impl Internal {
 /// Check a model. A panic anywhere in the model or the search is caught and reported as an
 /// internal error of this one protocol, so a folder's other protocols keep their verdicts.
 pub fn check(model: &Model, opts: &CheckOptions) -> Report {
+    check_from(model, &[], opts)
+}
+
+/// The search restricted to the executions that begin with `prefix`: what the fix loop asks
+/// when a recorded schedule stops applying to an edited spec ("from where the schedule got to,
+/// can the violation still happen?"). Violations raised along the prefix are recorded too, and
+/// every trace returned starts with the prefix. A prefix action that is not enabled ends the
+/// search there (the caller replays the prefix first and knows it applies).
+pub fn check_from(model: &Model, prefix: &[Action], opts: &CheckOptions) -> Report {
     let start = Instant::now();
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check_unguarded(model, opts))) {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check_from_unguarded(model, prefix, opts))) {
         Ok(r) => r,
         Err(payload) => {
             let what = payload
@@ -171,7 +180,7 @@ fn state_bytes(s: &State) -> usize {
         / 2
 }
 
-fn check_unguarded(model: &Model, opts: &CheckOptions) -> Report {
+fn check_from_unguarded(model: &Model, prefix: &[Action], opts: &CheckOptions) -> Report {
     let start = Instant::now();
     let mut internal: Option<Internal> = None;
     let mut found: BTreeMap<ViolationKind, Found> = BTreeMap::new();
@@ -196,9 +205,33 @@ fn check_unguarded(model: &Model, opts: &CheckOptions) -> Report {
         return finish(model, found, None, stats, start, Some(i));
     }
     record(&mut found, init.violations, &Vec::new);
-    let Some(s0) = init.next else {
+    let Some(mut s0) = init.next else {
         return finish(model, found, None, stats, start, None);
     };
+    let mut en = Vec::new();
+    for (k, &a) in prefix.iter().enumerate() {
+        en.clear();
+        model.actions(&s0, &mut en);
+        record(&mut found, model.state_violations(&s0, &en), &|| prefix[..k].to_vec());
+        if !en.contains(&a) {
+            return finish(model, found, None, stats, start, None);
+        }
+        let out = model.step(&s0, a);
+        stats.transitions += 1;
+        if let Some(e) = out.internal {
+            let i = Internal {
+                rule: e.rule.to_string(),
+                message: e.message,
+                actions: prefix[..=k].to_vec(),
+            };
+            return finish(model, found, None, stats, start, Some(i));
+        }
+        record(&mut found, out.violations, &|| prefix[..=k].to_vec());
+        match out.next {
+            Some(n) => s0 = n,
+            None => return finish(model, found, None, stats, start, None),
+        }
+    }
 
     // States are hashed whole at every insertion: a fast non-cryptographic hash pays.
     let mut seen: IndexSet<State, BuildHasherDefault<FxHasher>> = IndexSet::default();
@@ -214,6 +247,7 @@ fn check_unguarded(model: &Model, opts: &CheckOptions) -> Report {
             p.push(a);
             i = pi as usize;
         }
+        p.extend(prefix.iter().rev());
         p.reverse();
         p
     };

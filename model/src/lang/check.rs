@@ -1,5 +1,7 @@
 //! Static checks that do not depend on parameter values: names, kinds of names, scoping,
-//! indexing, and what a completion function may do. The first problem is returned.
+//! indexing, and what a completion function may do. `check` returns the first problem;
+//! `check_all` goes on after each one (at the next declaration, or the next statement of a
+//! body) and returns up to `MAX_ERRORS`, so that a user fixes a file in one round.
 
 use super::ast::*;
 use super::diag::Diagnostic;
@@ -85,30 +87,50 @@ fn err(code: &'static str, span: Span, msg: impl Into<String>) -> Diagnostic {
     Diagnostic::new(code, span, msg)
 }
 
-/// Checks a parsed program; see docs/errors.md for the codes.
+/// Checks a parsed program; see docs/errors.md for the codes. The first problem, in source
+/// order.
 pub fn check(p: &Program) -> Result<(), Diagnostic> {
+    match check_all(p).into_iter().next() {
+        Some(d) => Err(d),
+        None => Ok(()),
+    }
+}
+
+/// How many problems `check_all` reports at most: past that, later ones are mostly echoes of
+/// earlier ones.
+pub const MAX_ERRORS: usize = 20;
+
+/// Every problem of a parsed program (up to `MAX_ERRORS`), in source order. After a problem
+/// the check resumes at the next declaration or statement; a `let` whose statement failed is
+/// still declared, so that its uses do not add "not declared" echoes. Problems with the
+/// declarations themselves (a name declared twice) stop the check: what follows would be
+/// checked against the wrong names.
+pub fn check_all(p: &Program) -> Vec<Diagnostic> {
     let mut c = Checker {
         globals: HashMap::new(),
         order: Vec::new(),
         scopes: Vec::new(),
         ctx: Ctx::Role,
+        errors: Vec::new(),
     };
-    c.collect(p)?;
+    if let Err(d) = c.collect(p) {
+        return vec![d];
+    }
     for item in &p.items {
-        c.item(item)?;
+        let depth = c.scopes.len();
+        if let Err(d) = c.item(item) {
+            c.errors.push(d);
+            c.scopes.truncate(depth);
+        }
     }
-    c.cycles(p)?;
-    if p.roles().next().is_none() {
-        return Err(err(
-            "E031",
-            p.name.span,
-            format!(
-                "`protocol {}` declares no role; add at least one, like `role worker[1] {{ work }}`",
-                p.name.name
-            ),
-        ));
+    if let Err(d) = c.cycles(p) {
+        c.errors.push(d);
     }
-    Ok(())
+    if let Err(d) = c.roles_present(p) {
+        c.errors.push(d);
+    }
+    c.errors.truncate(MAX_ERRORS);
+    c.errors
 }
 
 struct Checker {
@@ -117,9 +139,25 @@ struct Checker {
     order: Vec<String>,
     scopes: Vec<Vec<(String, Local)>>,
     ctx: Ctx,
+    /// Problems found so far (the check goes on after each).
+    errors: Vec<Diagnostic>,
 }
 
 impl Checker {
+    fn roles_present(&self, p: &Program) -> Result<(), Diagnostic> {
+        if p.roles().next().is_none() {
+            return Err(err(
+                "E031",
+                p.name.span,
+                format!(
+                    "`protocol {}` declares no role; add at least one, like `role worker[1] {{ work }}`",
+                    p.name.name
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     fn collect(&mut self, p: &Program) -> Result<(), Diagnostic> {
         for item in &p.items {
             let (name, g) = match item {
@@ -300,7 +338,14 @@ impl Checker {
     fn block(&mut self, b: &Block) -> Result<(), Diagnostic> {
         self.scopes.push(Vec::new());
         for s in &b.stmts {
-            self.stmt(s)?;
+            let depth = self.scopes.len();
+            if let Err(d) = self.stmt(s) {
+                self.errors.push(d);
+                self.scopes.truncate(depth);
+                if let StmtKind::Let { name, .. } = &s.kind {
+                    let _ = self.declare(name, Local::Let);
+                }
+            }
         }
         self.scopes.pop();
         Ok(())

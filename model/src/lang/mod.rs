@@ -2,12 +2,13 @@
 
 pub mod ast;
 pub mod check;
+pub mod comments;
 pub mod diag;
 pub mod lexer;
 pub mod parser;
 pub mod pretty;
 
-pub use check::check;
+pub use check::{check, check_all};
 pub use diag::Diagnostic;
-pub use parser::parse;
-pub use pretty::{pretty, same_program};
+pub use parser::{parse, parse_all};
+pub use pretty::{pretty, pretty_with_comments, same_program};

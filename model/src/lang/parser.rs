@@ -68,8 +68,36 @@ const MAX_DEPTH: usize = 200;
 
 /// Parses a whole `.phase` file. The first error is returned.
 pub fn parse(source: &str) -> Result<Program, Diagnostic> {
-    let toks = lex(source)?;
-    Parser { toks, pos: 0, depth: 0 }.program()
+    parse_all(source).map_err(|mut v| v.remove(0))
+}
+
+/// At most this many syntax errors are reported from one file.
+pub const MAX_SYNTAX_ERRORS: usize = 20;
+
+/// Like `parse`, but a syntax error inside a body does not end the parse: it is recorded, the
+/// rest of that statement is skipped (to the next newline or `;` outside brackets and braces),
+/// and parsing resumes with the next statement, so that every such error of a file is reported
+/// at once (up to `MAX_SYNTAX_ERRORS`, in source order). An error in the header or between
+/// declarations still ends the parse.
+pub fn parse_all(source: &str) -> Result<Program, Vec<Diagnostic>> {
+    let toks = lex(source).map_err(|d| vec![d])?;
+    let mut p = Parser {
+        toks,
+        pos: 0,
+        depth: 0,
+        errors: Vec::new(),
+    };
+    let r = p.program();
+    let mut errors = std::mem::take(&mut p.errors);
+    match r {
+        Ok(prog) if errors.is_empty() => Ok(prog),
+        Ok(_) => Err(errors),
+        Err(d) => {
+            errors.push(d);
+            errors.truncate(MAX_SYNTAX_ERRORS);
+            Err(errors)
+        }
+    }
 }
 
 type PResult<T> = Result<T, Diagnostic>;
@@ -78,6 +106,8 @@ struct Parser {
     toks: Vec<Token>,
     pos: usize,
     depth: usize,
+    /// Statement errors recovered from (see `parse_all`).
+    errors: Vec<Diagnostic>,
 }
 
 fn err(code: &'static str, span: Span, msg: impl Into<String>) -> Diagnostic {
@@ -272,6 +302,26 @@ impl Parser {
         self.depth -= 1;
     }
 
+    /// Error recovery: from the start of a failed statement (token `from`), skip to the next
+    /// newline or `;` outside brackets and braces, or to the `}` that closes the current block.
+    /// The block loop never starts a statement at a newline, `;`, `}` or the end, so the token at
+    /// `from` is passed over and recovery always makes progress.
+    fn skip_statement(&mut self, from: usize) {
+        self.pos = self.pos.max(from);
+        let mut braces = 0usize;
+        loop {
+            match self.peek() {
+                Tok::Eof => return,
+                Tok::Newline | Tok::Semi if braces == 0 && self.pos > from => return,
+                Tok::LBrace => braces += 1,
+                Tok::RBrace if braces == 0 => return,
+                Tok::RBrace => braces -= 1,
+                _ => {}
+            }
+            self.bump();
+        }
+    }
+
     /// After a statement or declaration: a newline, `;`, or (in a block) `}` must follow.
     fn end_of_statement(&mut self, in_block: bool) -> PResult<()> {
         match self.peek() {
@@ -291,7 +341,7 @@ impl Parser {
 
     // ----- items -----
 
-    fn program(mut self) -> PResult<Program> {
+    fn program(&mut self) -> PResult<Program> {
         self.skip_terms();
         if !self.is_word("protocol") {
             return Err(err(
@@ -594,8 +644,16 @@ impl Parser {
                 }
                 _ => {}
             }
-            stmts.push(self.stmt()?);
-            self.end_of_statement(true)?;
+            let (at, depth) = (self.pos, self.depth);
+            match self.stmt().and_then(|st| self.end_of_statement(true).map(|_| st)) {
+                Ok(st) => stmts.push(st),
+                Err(d) if self.errors.len() < MAX_SYNTAX_ERRORS => {
+                    self.errors.push(d);
+                    self.depth = depth;
+                    self.skip_statement(at);
+                }
+                Err(d) => return Err(d),
+            }
         }
         self.bump();
         self.leave();

@@ -7,14 +7,124 @@ use std::fmt::Write as _;
 
 /// Formats `p` canonically.
 pub fn pretty(p: &Program) -> String {
+    print_program(p, &mut Comments::none())
+}
+
+/// Formats `p` canonically and keeps the comments of `source` (the text `p` was parsed from),
+/// each next to the declaration or statement it was written beside: a comment on its own line
+/// goes before the next one, a comment after code on the same line stays after that code, and a
+/// comment before a closing brace stays at the end of its block. `phasecheck fmt` uses this, so
+/// that a spec can be reformatted in place; the output is a fixed point (formatting it again
+/// gives it back).
+pub fn pretty_with_comments(p: &Program, source: &str) -> String {
+    let mut c = Comments {
+        list: super::comments::comments(source),
+        next: 0,
+        src: source,
+        after_open: None,
+    };
+    print_program(p, &mut c)
+}
+
+/// The comments not yet printed, in source order.
+struct Comments<'a> {
+    list: Vec<super::comments::Comment>,
+    next: usize,
+    src: &'a str,
+    /// A comment that trailed a one-line `for`/`if`, to be printed after the opening brace of
+    /// the statement's first block (the line it describes) rather than after the closing one.
+    after_open: Option<usize>,
+}
+
+impl Comments<'_> {
+    fn none() -> Comments<'static> {
+        Comments {
+            list: Vec::new(),
+            next: 0,
+            src: "",
+            after_open: None,
+        }
+    }
+
+    /// Prints, each on its own line at `indent`, every comment that starts before byte `pos`.
+    /// `out` is at the start of a line.
+    fn leading(&mut self, out: &mut String, pos: u32, indent: usize) {
+        while let Some(c) = self.list.get(self.next) {
+            if c.span.start >= pos {
+                break;
+            }
+            let fresh_block = out.is_empty() || out.ends_with("{\n") || out.ends_with("\n\n");
+            if c.blank_before && !fresh_block {
+                out.push('\n');
+            }
+            out.push_str(&"  ".repeat(indent));
+            out.push_str(&c.text);
+            out.push('\n');
+            self.next += 1;
+        }
+    }
+
+    /// Prints the comments that follow byte `end` on the same source line with only whitespace
+    /// in between, after what was just printed, keeping the whitespace that separated them.
+    fn trailing(&mut self, out: &mut String, end: u32) {
+        while let Some(c) = self.list.get(self.next) {
+            let Some(gap) = self.src.get(end as usize..c.span.start as usize) else {
+                break;
+            };
+            if c.span.start < end || !gap.chars().all(|ch| ch == ' ' || ch == '\t') {
+                break;
+            }
+            out.push_str(if gap.is_empty() { " " } else { gap });
+            out.push_str(&c.text);
+            self.next += 1;
+            return;
+        }
+    }
+
+    /// For a `for`/`if` written on one line followed by a comment, remembers that comment for
+    /// the statement's opening brace.
+    fn hoist_one_line_trailer(&mut self, s: &Stmt) {
+        if !matches!(s.kind, StmtKind::For { .. } | StmtKind::If { .. }) {
+            return;
+        }
+        let (Some(c), Some(text)) = (self.list.get(self.next), self.src.get(s.span.start as usize..s.span.end as usize)) else {
+            return;
+        };
+        let gap = self.src.get(s.span.end as usize..c.span.start as usize).unwrap_or("\n");
+        if !text.contains('\n') && !gap.is_empty() && gap.chars().all(|ch| ch == ' ' || ch == '\t') {
+            self.after_open = Some(self.next);
+        }
+    }
+
+    /// Whether a comment not yet printed starts before byte `pos`.
+    fn any_before(&self, pos: u32) -> bool {
+        self.list.get(self.next).is_some_and(|c| c.span.start < pos)
+    }
+}
+
+fn print_program(p: &Program, c: &mut Comments) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "protocol {}", p.name.name);
+    c.leading(&mut out, p.name.span.start, 0);
+    let _ = write!(out, "protocol {}", p.name.name);
+    c.trailing(&mut out, p.name.span.end);
+    out.push('\n');
     match &p.expect {
         None => {}
-        Some(Expect::Holds(_)) => out.push_str("expect holds\n"),
-        Some(Expect::Kinds(ks)) => {
-            let names: Vec<&str> = ks.iter().map(|(k, _)| k.name()).collect();
-            let _ = writeln!(out, "expect {}", names.join(", "));
+        Some(e) => {
+            let (start, end) = match e {
+                Expect::Holds(sp) => (sp.start, sp.end),
+                Expect::Kinds(ks) => (ks.first().map(|k| k.1.start).unwrap_or(0), ks.last().map(|k| k.1.end).unwrap_or(0)),
+            };
+            c.leading(&mut out, start, 0);
+            match e {
+                Expect::Holds(_) => out.push_str("expect holds"),
+                Expect::Kinds(ks) => {
+                    let names: Vec<&str> = ks.iter().map(|(k, _)| k.name()).collect();
+                    let _ = write!(out, "expect {}", names.join(", "));
+                }
+            }
+            c.trailing(&mut out, end);
+            out.push('\n');
         }
     }
     let mut prev: Option<&Item> = None;
@@ -27,10 +137,28 @@ pub fn pretty(p: &Program) -> String {
         if blank {
             out.push('\n');
         }
-        item_to(&mut out, item);
+        let (start, end) = item_span(item);
+        c.leading(&mut out, start, 0);
+        item_to(&mut out, item, c);
+        c.trailing(&mut out, end);
+        out.push('\n');
         prev = Some(item);
     }
+    c.leading(&mut out, u32::MAX, 0);
     out
+}
+
+/// Where an item starts (its name: the keyword before it carries no comment) and ends.
+fn item_span(item: &Item) -> (u32, u32) {
+    match item {
+        Item::Param(d) => (d.name.span.start, d.value.span.end),
+        Item::WarpSize(e) => (e.span.start, e.span.end),
+        Item::Barrier(d) => (d.name.span.start, d.span.end),
+        Item::Buffer(d) => (d.name.span.start, d.span.end),
+        Item::Var(d) => (d.name.span.start, d.init.span.end),
+        Item::Completion(d) => (d.name.span.start, d.body.span.end),
+        Item::Role(d) => (d.name.span.start, d.body.span.end),
+    }
 }
 
 fn has_body(i: &Item) -> bool {
@@ -44,13 +172,14 @@ fn len_suffix(len: &Option<Expr>) -> String {
     }
 }
 
-fn item_to(out: &mut String, item: &Item) {
+/// Writes one declaration, without the newline after it.
+fn item_to(out: &mut String, item: &Item, c: &mut Comments) {
     match item {
         Item::Param(d) => {
-            let _ = writeln!(out, "param {} = {}", d.name.name, expr(&d.value));
+            let _ = write!(out, "param {} = {}", d.name.name, expr(&d.value));
         }
         Item::WarpSize(e) => {
-            let _ = writeln!(out, "warp_size {}", expr(e));
+            let _ = write!(out, "warp_size {}", expr(e));
         }
         Item::Barrier(d) => {
             let _ = write!(out, "barrier {}{} count {}", d.name.name, len_suffix(&d.len), expr(&d.count));
@@ -60,45 +189,57 @@ fn item_to(out: &mut String, item: &Item) {
             if d.manual_init {
                 out.push_str(" manual_init");
             }
-            out.push('\n');
         }
         Item::Buffer(d) => {
-            let _ = writeln!(out, "buffer {}{} bytes {}", d.name.name, len_suffix(&d.len), expr(&d.bytes));
+            let _ = write!(out, "buffer {}{} bytes {}", d.name.name, len_suffix(&d.len), expr(&d.bytes));
         }
         Item::Var(d) => {
-            let _ = writeln!(out, "var {} = {}", d.name.name, expr(&d.init));
+            let _ = write!(out, "var {} = {}", d.name.name, expr(&d.init));
         }
         Item::Completion(d) => {
             let _ = write!(out, "completion {} ", d.name.name);
-            block_to(out, &d.body, 0);
-            out.push('\n');
+            block_to(out, &d.body, 0, c);
         }
         Item::Role(d) => {
             let _ = write!(out, "role {}[{}] ", d.name.name, expr(&d.count));
-            block_to(out, &d.body, 0);
-            out.push('\n');
+            block_to(out, &d.body, 0, c);
         }
     }
 }
 
 /// Writes `{ ... }` whose statements sit at `indent + 1`; the closing brace at `indent`, with no
-/// newline after it.
-fn block_to(out: &mut String, b: &Block, indent: usize) {
-    if b.stmts.is_empty() {
+/// newline after it. Comments inside the braces stay inside.
+fn block_to(out: &mut String, b: &Block, indent: usize, c: &mut Comments) {
+    let close = b.span.end.saturating_sub(1);
+    if b.stmts.is_empty() && !c.any_before(close) && c.after_open.is_none() {
         out.push_str("{}");
         return;
     }
-    out.push_str("{\n");
+    out.push('{');
+    match c.after_open.take() {
+        Some(k) => {
+            out.push(' ');
+            out.push_str(&c.list[k].text);
+            c.next = k + 1;
+        }
+        // A comment right after the opening brace stays on its line.
+        None => c.trailing(out, b.span.start + 1),
+    }
+    out.push('\n');
     for s in &b.stmts {
+        c.leading(out, s.span.start, indent + 1);
         out.push_str(&"  ".repeat(indent + 1));
-        stmt_to(out, s, indent + 1);
+        c.hoist_one_line_trailer(s);
+        stmt_to(out, s, indent + 1, c);
+        c.trailing(out, s.span.end);
         out.push('\n');
     }
+    c.leading(out, close, indent + 1);
     out.push_str(&"  ".repeat(indent));
     out.push('}');
 }
 
-fn stmt_to(out: &mut String, s: &Stmt, indent: usize) {
+fn stmt_to(out: &mut String, s: &Stmt, indent: usize, c: &mut Comments) {
     match &s.kind {
         StmtKind::Let { name, value } => {
             let _ = write!(out, "let {} = {}", name.name, value_str(value));
@@ -108,9 +249,9 @@ fn stmt_to(out: &mut String, s: &Stmt, indent: usize) {
         }
         StmtKind::For { var, lo, hi, body } => {
             let _ = write!(out, "for {} in {}..{} ", var.name, expr(lo), expr(hi));
-            block_to(out, body, indent);
+            block_to(out, body, indent, c);
         }
-        StmtKind::If { .. } => if_to(out, s, indent),
+        StmtKind::If { .. } => if_to(out, s, indent, c),
         StmtKind::Op(op) => out.push_str(&op_str(op)),
         StmtKind::Assert(e) => {
             let _ = write!(out, "assert {}", expr(e));
@@ -122,17 +263,17 @@ fn stmt_to(out: &mut String, s: &Stmt, indent: usize) {
     }
 }
 
-fn if_to(out: &mut String, s: &Stmt, indent: usize) {
+fn if_to(out: &mut String, s: &Stmt, indent: usize, c: &mut Comments) {
     let StmtKind::If { cond, then, els } = &s.kind else {
         unreachable!("if_to on an if")
     };
     let _ = write!(out, "if {} ", expr(cond));
-    block_to(out, then, indent);
+    block_to(out, then, indent, c);
     if let Some(e) = els {
         out.push_str(" else ");
         match e.stmts.as_slice() {
-            [inner] if matches!(inner.kind, StmtKind::If { .. }) => if_to(out, inner, indent),
-            _ => block_to(out, e, indent),
+            [inner] if matches!(inner.kind, StmtKind::If { .. }) && !c.any_before(inner.span.start) => if_to(out, inner, indent, c),
+            _ => block_to(out, e, indent, c),
         }
     }
 }

@@ -1,0 +1,739 @@
+//! Root causes: the violations of one run grouped by where their executions first went wrong.
+//!
+//! One bug usually shows as several kinds — an empty barrier with count 1 and two consumers
+//! gives a missing wait, a data race, a stale read, a stale wait and a deadlock — and a kernel
+//! engineer wants the one mistake, with the numbers that disagree, and the kinds as its
+//! consequences. Each violation's trace is replayed and scanned for its *first divergence*: the
+//! earliest step where a barrier does something a correct run of the same code would not.
+//!
+//! - **count mismatch**: more threads of one role arrive at one statement than the barrier's
+//!   count, so a phase completes before the rest of the round has arrived (seen at that
+//!   completion), or two threads' arrivals of the same round (their k-th execution of the
+//!   statement) fall in different phases;
+//! - **wrong parity**: a wait returns for a phase its thread had already waited for (the parity it
+//!   names is that of a consumed phase, not of the next one);
+//! - **tx mismatch**: a copy lands only in part because the phase announced fewer bytes than
+//!   the copy brings, so the phase completes mid-copy; or a thread announces bytes after its own
+//!   arrival's phase already completed and then waits on that phase as if they were in it;
+//! - otherwise the first violation the trace raises (the step and its message), or, for a
+//!   violation of the final state such as a deadlock, the model's explanation of that state.
+//!
+//! Violations whose divergence is the same rule at the same statement on the same declared
+//! barrier are one finding. Each finding names the barrier's init count, who arrived in the
+//! phase that went wrong, and the two numbers that disagree.
+
+use crate::search::Found;
+use crate::trace::{replay, Replayed};
+use crate::tracefile::statement_text;
+use phasecheck_model::lang::ast::Span;
+use phasecheck_model::lang::diag::line_col;
+use phasecheck_model::state::Status;
+use phasecheck_model::step::{Action, Model, Obs};
+use phasecheck_model::ViolationKind;
+use std::collections::BTreeMap;
+
+/// Which rule found the divergence.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Rule {
+    CountMismatch,
+    WrongParity,
+    TxMismatch,
+    /// The first violation raised along the trace is its own root cause.
+    FirstViolation,
+    /// A violation of the final state (deadlock, a blocked stale wait, exit under a copy).
+    FinalState,
+}
+
+impl Rule {
+    pub fn name(self) -> &'static str {
+        match self {
+            Rule::CountMismatch => "count mismatch",
+            Rule::WrongParity => "wrong parity",
+            Rule::TxMismatch => "tx mismatch",
+            Rule::FirstViolation => "first violation",
+            Rule::FinalState => "final state",
+        }
+    }
+}
+
+/// Two numbers that should agree and do not.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Mismatch {
+    /// What the numbers count, e.g. "arrivals per phase vs arrivals per round".
+    pub what: String,
+    pub expected: i64,
+    pub actual: i64,
+}
+
+/// One root cause and the violations it explains.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Cause {
+    /// 1-based, in the order of the report's violations.
+    pub id: usize,
+    pub rule: Rule,
+    /// One line, naming the mistake and the numbers.
+    pub summary: String,
+    /// The barrier (element) and phase that went wrong, when the divergence is on a barrier.
+    pub barrier: Option<String>,
+    pub phase: Option<i64>,
+    /// The barrier's count from its declaration (`init(B)` uses it too).
+    pub init_count: Option<i64>,
+    /// Who arrived in that phase along the first member's trace (`role#tid`, in step order).
+    pub arrived: Vec<String>,
+    pub mismatch: Option<Mismatch>,
+    /// Where: the 1-based step of the first member's trace, and the statement.
+    pub step: usize,
+    pub line: usize,
+    pub statement: String,
+    /// The violation kinds this cause explains, in report order.
+    pub violations: Vec<ViolationKind>,
+    /// How specific the rule is (lower: more); the most specific member describes a group.
+    #[serde(skip)]
+    rank: u8,
+}
+
+/// A primary violation (a mistake in itself: entanglement, uninitialized, ...) is the most
+/// specific; then the patterns; then a consequence raised at a step; then a final state.
+fn rank(d: &Divergence, first: Option<ViolationKind>) -> u8 {
+    match d.rule {
+        Rule::FirstViolation if first.is_some_and(|k| PRIMARY.contains(&k)) => 0,
+        Rule::CountMismatch => 1,
+        Rule::WrongParity => 2,
+        Rule::TxMismatch => 3,
+        Rule::FirstViolation => 4,
+        Rule::FinalState => 5,
+    }
+}
+
+/// A divergence found in one trace, before grouping.
+struct Divergence {
+    rule: Rule,
+    /// 0-based step index (the trace length for a final-state cause).
+    step: usize,
+    span: Option<Span>,
+    bar: Option<u16>,
+    phase: Option<i64>,
+    mismatch: Option<Mismatch>,
+    /// The summary without the barrier facts.
+    what: String,
+    /// For `Rule::FirstViolation`: the kind raised.
+    raised: Option<ViolationKind>,
+}
+
+/// Kinds that are the mistake itself rather than a consequence of an earlier one.
+const PRIMARY: [ViolationKind; 7] = [
+    ViolationKind::Entanglement,
+    ViolationKind::Uninitialized,
+    ViolationKind::CountRange,
+    ViolationKind::TxRange,
+    ViolationKind::OverArrival,
+    ViolationKind::CompletionMisuse,
+    ViolationKind::Assertion,
+];
+
+fn bar_of(o: &Obs) -> Option<(u16, i64)> {
+    match o {
+        Obs::Arrived { bar, phase, .. } | Obs::Waited { bar, phase } | Obs::TryWait { bar, phase, .. } => Some((*bar, *phase)),
+        Obs::PhaseCompleted { bar, phase, .. } => Some((*bar, *phase)),
+        Obs::CopyIssued { bar, .. } | Obs::Landed { bar, .. } | Obs::LandedPart { bar, .. } | Obs::CommitJoined { bar, .. } => {
+            Some((*bar, -1))
+        }
+        _ => None,
+    }
+}
+
+/// The first divergence of one replayed trace that reaches `kind` with `message`.
+/// Per arrival statement: the threads that arrive there in any of `traces` — every violation
+/// trace of the run, so that a trace cut short before a peer's arrival still knows the peer
+/// arrives there too.
+fn arrivers_of(traces: &[Replayed]) -> BTreeMap<u32, Vec<usize>> {
+    let mut m: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
+    for r in traces {
+        for s in &r.steps {
+            if let Action::Thread(t) = s.action {
+                if s.obs.iter().any(|o| matches!(o, Obs::Arrived { .. })) {
+                    let v = m.entry(s.span.start).or_default();
+                    if !v.contains(&(t as usize)) {
+                        v.push(t as usize);
+                    }
+                }
+            }
+        }
+    }
+    m
+}
+
+/// The first divergence of one replayed trace that reaches `kind` with `message`.
+fn divergence(
+    model: &Model,
+    source: &str,
+    r: &Replayed,
+    arrivers: &BTreeMap<u32, Vec<usize>>,
+    kind: ViolationKind,
+    message: &str,
+) -> Divergence {
+    let p = &model.proto;
+    let line = |span: Span| line_col(source, span.start as usize).0;
+    // (statement, barrier, k) -> (thread, phase) of the first thread's k-th arrival there.
+    let mut round: BTreeMap<(u32, u16, usize), (usize, i64)> = BTreeMap::new();
+    let mut executions: BTreeMap<(usize, u32, u16), usize> = BTreeMap::new();
+    // How many threads of `t`'s role arrive at statement `at`.
+    let per_round = |at: u32, t: usize| -> i64 {
+        let role = p.threads[t].role;
+        arrivers
+            .get(&at)
+            .map(|v| v.iter().filter(|&&u| p.threads[u].role == role).count())
+            .unwrap_or(1) as i64
+    };
+    // Per thread and barrier: the latest phase it saw complete, and the step where it did.
+    let mut consumed: BTreeMap<(usize, u16), (i64, usize)> = BTreeMap::new();
+    // Per barrier: the phase it is in (from the completions seen so far).
+    let mut phase_now: BTreeMap<u16, i64> = BTreeMap::new();
+    // Per thread and barrier: the phase of its latest arrival.
+    let mut arrived_on: BTreeMap<(usize, u16), i64> = BTreeMap::new();
+    // For a race: the latest earlier write or copy issue into the same buffer by someone else,
+    // which is the other half of the race and often the actual mistake (an overwrite before
+    // the slot was released).
+    let other_access = |i: usize, s: &crate::trace::TraceStep| -> String {
+        let bufs: Vec<u16> = s
+            .obs
+            .iter()
+            .filter_map(|o| match o {
+                Obs::Read { buf, .. } | Obs::Wrote { buf, .. } | Obs::CopyIssued { buf, .. } => Some(*buf),
+                _ => None,
+            })
+            .collect();
+        for (k, e) in r.steps[..i].iter().enumerate().rev() {
+            if e.action == s.action {
+                continue;
+            }
+            let hit = e.obs.iter().any(|o| match o {
+                Obs::Wrote { buf, .. } | Obs::CopyIssued { buf, .. } => bufs.contains(buf),
+                _ => false,
+            });
+            if let (true, Action::Thread(t)) = (hit, e.action) {
+                return format!(
+                    " (the other access: {}'s `{}` at line {}, step {})",
+                    p.thread_label(t as usize),
+                    statement_text(source, e.span),
+                    line(e.span),
+                    k + 1
+                );
+            }
+        }
+        String::new()
+    };
+    let first_violation = |i: usize, s: &crate::trace::TraceStep, v: &phasecheck_model::step::Violation| {
+        let (bar, phase) = s
+            .obs
+            .iter()
+            .find_map(bar_of)
+            .map(|(b, ph)| (Some(b), Some(ph).filter(|p| *p >= 0)))
+            .unwrap_or((None, None));
+        Divergence {
+            rule: Rule::FirstViolation,
+            step: i,
+            span: Some(s.span),
+            bar,
+            phase,
+            mismatch: None,
+            raised: Some(v.kind),
+            what: format!(
+                "{} at line {} `{}`: {}{}",
+                v.kind,
+                line(s.span),
+                statement_text(source, s.span),
+                v.message,
+                if v.kind == ViolationKind::DataRace {
+                    other_access(i, s)
+                } else {
+                    String::new()
+                }
+            ),
+        }
+    };
+    // Per thread and barrier: bytes it announced after its latest arrival's phase had already
+    // completed (step, bytes, that phase). Harmless when they are for its next arrival; the
+    // mistake when it then waits on the completed phase as if they were in it.
+    let mut late: BTreeMap<(usize, u16), (usize, i64, i64)> = BTreeMap::new();
+    for (i, s) in r.steps.iter().enumerate() {
+        let thread = match s.action {
+            Action::Thread(t) => Some(t as usize),
+            _ => None,
+        };
+        if let Some(t) = thread {
+            for c in &s.changes {
+                let Some(b) = p.barriers.iter().position(|x| x.name == c.barrier) else {
+                    continue;
+                };
+                let b = b as u16;
+                for f in &c.fields {
+                    let (Ok(before), Ok(after)) = (f.before.parse::<i64>(), f.after.parse::<i64>()) else {
+                        continue;
+                    };
+                    if f.field != "tx" || after <= before {
+                        continue;
+                    }
+                    if let Some(&ph) = arrived_on.get(&(t, b)) {
+                        let waited = consumed.get(&(t, b)).map(|c| c.0);
+                        if phase_now.get(&b).copied().unwrap_or(0) > ph && waited.is_none_or(|w| w < ph) {
+                            late.entry((t, b)).or_insert((i, after - before, ph));
+                        }
+                    }
+                }
+            }
+        }
+        // Kinds that are mistakes in themselves explain their step better than any pattern.
+        if let Some(v) = s.violations.iter().find(|v| PRIMARY.contains(&v.kind)) {
+            return first_violation(i, s, v);
+        }
+        for o in &s.obs {
+            match (o, thread) {
+                (Obs::Arrived { bar, phase, .. }, Some(t)) => {
+                    arrived_on.insert((t, *bar), *phase);
+                    late.remove(&(t, *bar));
+                    let k = executions.entry((t, s.span.start, *bar)).or_insert(0);
+                    let key = (s.span.start, *bar, *k);
+                    *k += 1;
+                    match round.get(&key) {
+                        None => {
+                            round.insert(key, (t, *phase));
+                        }
+                        Some(&(first, ph)) if ph != *phase && p.threads[first].role == p.threads[t].role && first != t => {
+                            let role = &p.roles[p.threads[t].role as usize];
+                            let seen = per_round(s.span.start, t).max(2);
+                            let per_round = if seen >= role.count as i64 {
+                                format!("{} threads of role {} arrive", role.count, role.name)
+                            } else {
+                                format!("at least {seen} threads of role {} arrive", role.name)
+                            };
+                            let count = p.barriers[*bar as usize].count;
+                            let n = seen;
+                            return Divergence {
+                                raised: None,
+                                rule: Rule::CountMismatch,
+                                step: i,
+                                span: Some(s.span),
+                                bar: Some(*bar),
+                                phase: Some(ph),
+                                mismatch: Some(Mismatch {
+                                    what: "arrivals per phase (count) vs arrivals per round".into(),
+                                    expected: count,
+                                    actual: n,
+                                }),
+                                what: format!(
+                                    "{per_round} per round at line {} `{}` on a count-{count} barrier: round {}'s arrivals by {} and {} fall in phases {ph} and {phase} of {}",
+                                    line(s.span),
+                                    statement_text(source, s.span),
+                                    key.2,
+                                    p.thread_label(first),
+                                    p.thread_label(t),
+                                    p.barriers[*bar as usize].name
+                                ),
+                            };
+                        }
+                        Some(_) => {}
+                    }
+                    let n = per_round(s.span.start, t);
+                    let count = p.barriers[*bar as usize].count;
+                    let completes = s
+                        .obs
+                        .iter()
+                        .any(|o| matches!(o, Obs::PhaseCompleted { bar: b, phase: ph, .. } if b == bar && ph == phase));
+                    if completes && n > count {
+                        let role = &p.roles[p.threads[t].role as usize];
+                        return Divergence {
+                            raised: None,
+                            rule: Rule::CountMismatch,
+                            step: i,
+                            span: Some(s.span),
+                            bar: Some(*bar),
+                            phase: Some(*phase),
+                            mismatch: Some(Mismatch {
+                                what: "arrivals per phase (count) vs arrivals per round".into(),
+                                expected: count,
+                                actual: n,
+                            }),
+                            what: format!(
+                                "{n} threads of role {} arrive per round at line {} `{}` on a count-{count} barrier: phase {phase} of {} completes at {}'s arrival, before the rest of round {} has arrived",
+                                role.name,
+                                line(s.span),
+                                statement_text(source, s.span),
+                                p.barriers[*bar as usize].name,
+                                p.thread_label(t),
+                                key.2
+                            ),
+                        };
+                    }
+                }
+                (Obs::Waited { bar, phase } | Obs::TryWait { bar, phase, result: true }, Some(t)) => {
+                    if let Some(&(at, bytes, ph)) = late.get(&(t, *bar)) {
+                        if ph == *phase {
+                            let st = &r.steps[at];
+                            return Divergence {
+                                raised: None,
+                                rule: Rule::TxMismatch,
+                                step: at,
+                                span: Some(st.span),
+                                bar: Some(*bar),
+                                phase: Some(ph),
+                                mismatch: Some(Mismatch {
+                                    what: format!("bytes phase {ph} expected vs bytes meant for it"),
+                                    expected: 0,
+                                    actual: bytes,
+                                }),
+                                what: format!(
+                                    "{} announces {bytes} bytes on {} at line {} `{}` after its own arrival on phase {ph}, which completes without them; the bytes count toward phase {}, yet it waits on phase {ph} (step {})",
+                                    p.thread_label(t),
+                                    p.barriers[*bar as usize].name,
+                                    line(st.span),
+                                    statement_text(source, st.span),
+                                    ph + 1,
+                                    i + 1
+                                ),
+                            };
+                        }
+                    }
+                    if let Some(&(last, at)) = consumed.get(&(t, *bar)) {
+                        if *phase <= last {
+                            let meant = last + 1;
+                            return Divergence {
+                                raised: None,
+                                rule: Rule::WrongParity,
+                                step: i,
+                                span: Some(s.span),
+                                bar: Some(*bar),
+                                phase: Some(*phase),
+                                mismatch: Some(Mismatch {
+                                    what: "parity meant vs parity named".into(),
+                                    expected: meant.rem_euclid(2),
+                                    actual: phase.rem_euclid(2),
+                                }),
+                                what: format!(
+                                    "{}'s wait at line {} `{}` names parity {}, i.e. phase {phase} of {}, which it already waited for at step {}; the next phase, {meant}, has parity {}",
+                                    p.thread_label(t),
+                                    line(s.span),
+                                    statement_text(source, s.span),
+                                    phase.rem_euclid(2),
+                                    p.barriers[*bar as usize].name,
+                                    at + 1,
+                                    meant.rem_euclid(2)
+                                ),
+                            };
+                        }
+                    }
+                    let e = consumed.entry((t, *bar)).or_insert((*phase, i));
+                    if *phase > e.0 {
+                        *e = (*phase, i);
+                    }
+                }
+                (Obs::PhaseCompleted { bar, phase, .. }, _) => {
+                    phase_now.insert(*bar, phase + 1);
+                }
+                (Obs::LandedPart { buf, bar, bytes }, None) => {
+                    let full = s.copy.as_ref().map(|c| c.bytes).unwrap_or(*bytes);
+                    return Divergence {
+                        raised: None,
+                        rule: Rule::TxMismatch,
+                        step: i,
+                        span: Some(s.span),
+                        bar: Some(*bar),
+                        phase: s.obs.iter().find_map(|o| match o {
+                            Obs::PhaseCompleted { phase, .. } => Some(*phase),
+                            _ => None,
+                        }),
+                        mismatch: Some(Mismatch {
+                            what: "bytes expected by the phase vs bytes the copy brings".into(),
+                            expected: *bytes,
+                            actual: full,
+                        }),
+                        what: format!(
+                            "the phase of {} announced {bytes} bytes but the copy into {} (line {} `{}`) brings {full}: the phase completes mid-copy",
+                            p.barriers[*bar as usize].name,
+                            p.buffers[*buf as usize].name,
+                            line(s.span),
+                            statement_text(source, s.span)
+                        ),
+                    };
+                }
+                _ => {}
+            }
+        }
+        if let Some(v) = s.violations.iter().find(|v| v.kind == kind).or(s.violations.first()) {
+            return first_violation(i, s, v);
+        }
+    }
+    if let Some(v) = r.init_violations.first() {
+        return Divergence {
+            raised: None,
+            rule: Rule::FirstViolation,
+            step: 0,
+            span: None,
+            bar: None,
+            phase: None,
+            mismatch: None,
+            what: format!("{} in the initial state: {}", v.kind, v.message),
+        };
+    }
+    final_state(model, source, r, kind, message)
+}
+
+/// A violation of the final state: where the first blocked thread stands, and the model's
+/// explanation cut to that thread (the others are counted, not listed, to keep one line).
+fn final_state(model: &Model, source: &str, r: &Replayed, kind: ViolationKind, message: &str) -> Divergence {
+    let p = &model.proto;
+    let mut span = None;
+    let mut bar = None;
+    let mut phase = None;
+    let mut mismatch = None;
+    if let Some(last) = &r.last {
+        let mut en = Vec::new();
+        model.actions(last, &mut en);
+        span = (0..last.threads.len())
+            .find(|&t| last.threads[t].status != Status::Done && !en.contains(&Action::Thread(t as u16)))
+            .and_then(|t| p.code_of(t).instrs.get(last.threads[t].pc as usize))
+            .map(|i| i.span);
+    }
+    // A deadlock's explanation is one clause per blocked thread.
+    let clauses: Vec<&str> = if kind == ViolationKind::Deadlock {
+        top_level_clauses(message)
+    } else {
+        vec![message]
+    };
+    let first = clauses[0];
+    // The barrier the first clause is about: the longest declared name it mentions as
+    // "... of NAME".
+    if let Some(b) = (0..p.barriers.len())
+        .filter(|&b| {
+            let n = &p.barriers[b].name;
+            first.contains(&format!(" of {n} ")) || first.ends_with(&format!(" of {n}"))
+        })
+        .max_by_key(|&b| p.barriers[b].name.len())
+    {
+        bar = Some(b as u16);
+        if let Some(last) = &r.last {
+            let st = &last.barriers[b];
+            phase = Some(st.phase);
+            if st.pending > 0 && kind == ViolationKind::Deadlock {
+                mismatch = Some(Mismatch {
+                    what: format!("arrivals phase {} expects vs arrivals made", st.phase),
+                    expected: st.expected,
+                    actual: st.expected - st.pending,
+                });
+            } else if st.tx != 0 && kind == ViolationKind::Deadlock {
+                mismatch = Some(Mismatch {
+                    what: format!("bytes phase {} expects vs bytes landed", st.phase),
+                    expected: st.tx.max(0) + landed_in(r, b as u16, st.phase),
+                    actual: landed_in(r, b as u16, st.phase),
+                });
+            }
+        }
+    }
+    let more = clauses.len() - 1;
+    let head = match span {
+        Some(sp) => format!(
+            "{kind} at line {} `{}`",
+            line_col(source, sp.start as usize).0,
+            statement_text(source, sp)
+        ),
+        None => kind.to_string(),
+    };
+    let what = if more == 0 {
+        format!("{head}: {first}")
+    } else {
+        // Who each other clause is about: the labels before its verb.
+        let others: Vec<&str> = clauses[1..].iter().map(|c| c.split(" wait").next().unwrap_or(c).trim()).collect();
+        format!("{head}: {first} (and {more} more: {})", others.join(", "))
+    };
+    Divergence {
+        raised: None,
+        rule: Rule::FinalState,
+        step: r.steps.len(),
+        span,
+        bar,
+        phase,
+        mismatch,
+        what,
+    }
+}
+
+/// Bytes that landed on barrier `b` while it was in phase `ph`, along the trace.
+fn landed_in(r: &Replayed, b: u16, ph: i64) -> i64 {
+    let mut now = 0;
+    let mut sum = 0;
+    for s in &r.steps {
+        for o in &s.obs {
+            match o {
+                Obs::Landed { bar, bytes, .. } | Obs::LandedPart { bar, bytes, .. } if *bar == b && now == ph => sum += bytes,
+                Obs::PhaseCompleted { bar, phase, .. } if *bar == b => now = phase + 1,
+                _ => {}
+            }
+        }
+    }
+    sum
+}
+
+/// Group `violations` (a check's findings, with their traces) by first divergence. Returns the
+/// causes and, for each violation, the index of its cause.
+pub fn root_causes(model: &Model, source: &str, violations: &[Found]) -> (Vec<Cause>, Vec<usize>) {
+    let p = &model.proto;
+    let mut causes: Vec<Cause> = Vec::new();
+    // The statement where the execution first went wrong (for a cause without one, such as a
+    // violation of the initial state or an exit under a copy: the kind) -> cause index.
+    let mut keys: Vec<(Option<u32>, Option<ViolationKind>)> = Vec::new();
+    let mut of = Vec::new();
+    let replays: Vec<Option<Replayed>> = violations.iter().map(|f| replay(model, &f.actions).ok()).collect();
+    let arrivers = arrivers_of(&replays.iter().flatten().cloned().collect::<Vec<_>>());
+    for (f, r) in violations.iter().zip(replays) {
+        let Some(r) = r else {
+            // A trace that does not replay is its own cause (it cannot happen for traces the
+            // search returned; kept total rather than panicking in a report).
+            causes.push(Cause {
+                id: causes.len() + 1,
+                rule: Rule::FinalState,
+                summary: format!("{}: {}", f.kind, f.message),
+                barrier: None,
+                phase: None,
+                init_count: None,
+                arrived: Vec::new(),
+                mismatch: None,
+                step: f.actions.len(),
+                line: 0,
+                statement: String::new(),
+                violations: vec![f.kind],
+                rank: 6,
+            });
+            keys.push((None, Some(f.kind)));
+            of.push(causes.len() - 1);
+            continue;
+        };
+        let d = divergence(model, source, &r, &arrivers, f.kind, &f.message);
+        // Same instruction, same cause: whatever kind each trace ends in, and whichever rule
+        // saw it (a wrong parity that returns early and the same wait blocking on an aliased
+        // phase are one mistake).
+        let key = match d.span {
+            Some(sp) => (Some(sp.start), None),
+            None => (None, Some(f.kind)),
+        };
+        let found = keys.iter().position(|x| *x == key);
+        if let Some(k) = found {
+            of.push(k);
+            causes[k].violations.push(f.kind);
+            // The most specific rule describes the group (a wrong parity explains the deadlock
+            // on the same wait better than the deadlock's own message).
+            if rank(&d, d.raised) >= causes[k].rank {
+                continue;
+            }
+        }
+        let arrived: Vec<String> = match (d.bar, d.phase) {
+            (Some(b), Some(ph)) => {
+                let mut v = Vec::new();
+                for s in r.steps.iter().take(d.step + 1) {
+                    if let Action::Thread(t) = s.action {
+                        for o in &s.obs {
+                            if matches!(o, Obs::Arrived { bar, phase, .. } if *bar == b && *phase == ph) {
+                                let who = p.thread_label(t as usize);
+                                if !v.contains(&who) {
+                                    v.push(who);
+                                }
+                            }
+                        }
+                    }
+                }
+                v
+            }
+            _ => Vec::new(),
+        };
+        let init_count = d.bar.map(|b| p.barriers[b as usize].count);
+        let mut summary = format!("{}: {}", d.rule.name(), d.what);
+        if d.rule == Rule::FirstViolation || d.rule == Rule::FinalState {
+            summary = d.what.clone();
+        }
+        let (line, statement) = match d.span {
+            Some(s) => (line_col(source, s.start as usize).0, statement_text(source, s)),
+            None => (0, String::new()),
+        };
+        let this_rank = rank(&d, d.raised);
+        let cause = Cause {
+            id: 0,
+            rule: d.rule,
+            summary,
+            barrier: d.bar.map(|b| p.barriers[b as usize].name.clone()),
+            phase: d.phase,
+            init_count,
+            arrived,
+            mismatch: d.mismatch,
+            step: (d.step + 1).min(r.steps.len().max(1)),
+            line,
+            statement,
+            violations: vec![f.kind],
+            rank: this_rank,
+        };
+        match found {
+            Some(k) => {
+                let kinds = std::mem::take(&mut causes[k].violations);
+                causes[k] = Cause {
+                    id: k + 1,
+                    violations: kinds,
+                    ..cause
+                };
+            }
+            None => {
+                causes.push(Cause {
+                    id: causes.len() + 1,
+                    ..cause
+                });
+                keys.push(key);
+                of.push(causes.len() - 1);
+            }
+        }
+    }
+    (causes, of)
+}
+
+impl Cause {
+    /// The barrier facts of the finding in one line: init count, who arrived in the phase that
+    /// went wrong, the numbers that disagree. Empty when the divergence is not on a barrier.
+    pub fn facts(&self) -> String {
+        let mut parts = Vec::new();
+        if let (Some(b), Some(c)) = (&self.barrier, self.init_count) {
+            parts.push(format!("{b}: init count {c}"));
+        }
+        if let (Some(b), Some(ph)) = (&self.barrier, self.phase) {
+            if self.arrived.is_empty() {
+                parts.push(format!("nobody arrived in phase {ph} of {b}"));
+            } else {
+                parts.push(format!("arrived in phase {ph}: {}", self.arrived.join(", ")));
+            }
+        }
+        if let Some(m) = &self.mismatch {
+            parts.push(format!("{}: {} vs {}", m.what, m.expected, m.actual));
+        }
+        parts.join("; ")
+    }
+}
+
+/// The clauses of a deadlock explanation: split at `; ` outside parentheses (a clause's own
+/// advice may hold `; ` inside its parentheses).
+fn top_level_clauses(m: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let (mut depth, mut start) = (0i32, 0usize);
+    let bytes = m.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'(' => depth += 1,
+            b')' => depth -= 1,
+            b';' if depth == 0 && bytes.get(i + 1) == Some(&b' ') => {
+                out.push(&m[start..i]);
+                start = i + 2;
+                i += 1;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    out.push(&m[start..]);
+    out
+}
