@@ -1,0 +1,166 @@
+//! The loom models: eight small protocols (`specs/*.phase` of this crate) run by the reference
+//! runtime under loom, which explores their interleavings under the C11 memory model.
+//!
+//! On every execution loom explores, the run must:
+//! * stop on no undefined behaviour and end with every thread finished (a lost wake-up is a
+//!   deadlock loom itself reports; a thread that cannot finish fails the outcome check);
+//! * keep the barrier's laws, checked by its audit log: each phase completes with exactly the
+//!   arrivals it expected and runs its completion step exactly once before it advances; a wait
+//!   returns only after the phase it named completed; a drop lowers the expected count of later
+//!   phases only (phase p starts with the initial count minus the drops made on phases before p);
+//! * touch buffers and vars only when ordered by happens-before (they are loom `UnsafeCell`s:
+//!   loom panics on an unordered access, so a barrier that fails to publish is caught).
+//!
+//! And over all executions, the set of outcomes loom reaches must EQUAL the set the model allows
+//! for the same spec (`phasecheck_gpu::outcome::allowed_outcomes`): every outcome loom finds is
+//! allowed, and every allowed outcome is reached.
+//!
+//! Run with `RUSTFLAGS="--cfg loom" cargo test --release --workspace loom`. The preemption bound
+//! (default 2, `LOOM_MAX_PREEMPTIONS` overrides) keeps the suite within minutes on two cores.
+#![cfg(loom)]
+
+use phasecheck_gpu::outcome::{allowed_outcomes, Outcome};
+use phasecheck_model::ir::Protocol;
+use phasecheck_model::step::Model;
+use phasecheck_runtime::{run, Fault, Options};
+use std::collections::BTreeSet;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+fn load(name: &str) -> Protocol {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("specs").join(format!("{name}.phase"));
+    phasecheck_model::spec::load(&path, &[]).unwrap_or_else(|e| panic!("{e}")).proto
+}
+
+fn bound() -> usize {
+    std::env::var("LOOM_MAX_PREEMPTIONS").ok().and_then(|v| v.parse().ok()).unwrap_or(2)
+}
+
+/// The laws checked at the end of each execution, from the barriers' audit logs.
+fn check_laws(r: &phasecheck_runtime::RunResult) {
+    assert!(r.ub.is_none(), "undefined behaviour: {:?}", r.ub);
+    assert!(r.broken.is_empty(), "laws broken: {:?}", r.broken);
+    assert!(r.stale_reads.is_empty(), "stale reads: {:?}", r.stale_reads);
+    assert!(
+        r.outcome.threads.iter().all(|t| t.finished),
+        "a thread did not finish: {}",
+        r.outcome
+    );
+}
+
+/// Explore `spec` under loom; return the outcomes reached and the executions explored.
+fn explore(name: &str, fault: Fault) -> (BTreeSet<Outcome>, usize) {
+    let proto = Arc::new(load(name));
+    let seen = Arc::new(Mutex::new(BTreeSet::new()));
+    let runs = Arc::new(Mutex::new(0usize));
+    let mut b = loom::model::Builder::new();
+    b.preemption_bound = Some(bound());
+    let (p, s, n) = (proto.clone(), seen.clone(), runs.clone());
+    b.check(move || {
+        let opts = Options {
+            fault,
+            ..Options::default()
+        };
+        let r = run(&p, &opts).expect("supported");
+        check_laws(&r);
+        s.lock().unwrap().insert(r.outcome);
+        *n.lock().unwrap() += 1;
+    });
+    let out = seen.lock().unwrap().clone();
+    let n = *runs.lock().unwrap();
+    (out, n)
+}
+
+/// The whole check for one model: loom's outcome set equals the model's allowed set.
+fn model_equals_loom(name: &str) {
+    let t = Instant::now();
+    let proto = load(name);
+    let allowed = allowed_outcomes(&Model::new(proto.clone()), 1_000_000);
+    assert!(allowed.is_complete(), "{name}: the model's enumeration did not finish");
+    assert!(
+        allowed.undefined().next().is_none(),
+        "{name}: the model allows undefined behaviour:\n{allowed}"
+    );
+    let model: BTreeSet<Outcome> = allowed.iter().cloned().collect();
+    let (reached, executions) = explore(name, Fault::None);
+    let extra: Vec<String> = reached.difference(&model).map(|o| o.to_string()).collect();
+    let missing: Vec<String> = model.difference(&reached).map(|o| o.to_string()).collect();
+    eprintln!(
+        "loom model {name}: {executions} executions, {} outcome(s), preemption bound {}, {:.1} s",
+        reached.len(),
+        bound(),
+        t.elapsed().as_secs_f64()
+    );
+    assert!(
+        extra.is_empty() && missing.is_empty(),
+        "{name}: loom and the model disagree\n  reached by loom, not allowed by the model: {extra:?}\n  allowed by the model, not reached by loom: {missing:?}"
+    );
+}
+
+#[test]
+fn loom_double_buffer() {
+    model_equals_loom("double_buffer");
+}
+
+#[test]
+fn loom_parity_ring() {
+    model_equals_loom("parity_ring");
+}
+
+#[test]
+fn loom_drop_on_exit() {
+    model_equals_loom("drop_on_exit");
+}
+
+#[test]
+fn loom_completion_rotate() {
+    model_equals_loom("completion_rotate");
+}
+
+#[test]
+fn loom_split_arrive_wait() {
+    model_equals_loom("split_arrive_wait");
+}
+
+#[test]
+fn loom_tx_transient_negative() {
+    model_equals_loom("tx_transient_negative");
+}
+
+#[test]
+fn loom_try_wait_polling() {
+    model_equals_loom("try_wait_polling");
+}
+
+#[test]
+fn loom_token_wait() {
+    model_equals_loom("token_wait");
+}
+
+/// Runs a faulty runtime under loom and returns the failure message; panics if loom (with the
+/// laws above) finds nothing wrong.
+fn caught(name: &str, fault: Fault) -> String {
+    let r = catch_unwind(AssertUnwindSafe(|| explore(name, fault)));
+    match r {
+        Ok((reached, n)) => panic!("{fault:?} went unnoticed on {name}: {n} executions, outcomes {reached:?}"),
+        Err(e) => e
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_default(),
+    }
+}
+
+#[test]
+fn loom_catches_phase_flip_before_completion() {
+    let msg = caught("completion_rotate", Fault::FlipBeforeCompletion);
+    eprintln!("flip-before-completion caught: {msg}");
+}
+
+#[test]
+fn loom_catches_relaxed_arrive() {
+    let msg = caught("split_arrive_wait", Fault::RelaxedArrive);
+    eprintln!("relaxed arrive caught: {msg}");
+}
