@@ -5,6 +5,7 @@
 
 mod cmd_gpu;
 mod cmd_replay;
+mod cmd_run;
 mod load;
 mod report;
 
@@ -87,6 +88,8 @@ enum Command {
     /// Run protocols on the GPU and compare with the model.
     #[command(subcommand)]
     Gpu(cmd_gpu::GpuCommand),
+    /// Run a protocol on CPU threads (reference runtime) and compare with the model.
+    Run(cmd_run::RunArgs),
 }
 
 fn progress(p: &Progress) {
@@ -123,6 +126,7 @@ fn main() -> ExitCode {
         Command::Replay(a) => cmd_replay::run(a),
         Command::EmitCuda(a) => cmd_gpu::emit(a),
         Command::Gpu(c) => cmd_gpu::run(c),
+        Command::Run(a) => cmd_run::run(a),
         Command::Fmt { path } => match load::load(&path, &[]) {
             Ok(spec) => {
                 print!("{}", phasecheck_model::lang::pretty(&spec.ast));

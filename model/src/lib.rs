@@ -15,3 +15,7 @@ pub mod lower;
 pub mod spec;
 pub mod state;
 pub mod step;
+
+pub mod api;
+#[cfg(feature = "proptest")]
+pub mod strategies;

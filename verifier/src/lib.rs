@@ -5,6 +5,7 @@ pub mod search;
 pub mod trace;
 
 pub use search::{check, Bound, CheckOptions, Found, Progress, Report, Stats, Verdict};
+pub mod api;
 pub mod minimize;
 pub mod render;
 pub mod tracefile;

@@ -17,7 +17,7 @@
 //! evaluation, the default copy version, which statements are recorded in an outcome).
 
 use crate::barrier::{Barrier, Bound, Fault, Ub, WaitError};
-use crate::sync::{lock, spin_hint, thread, Arc, AtomicBool, AtomicI64, AtomicUsize, Condvar, Mutex, Slot};
+use crate::sync::{lock, spin_hint, thread, Arc, Condvar, Mutex, Slot};
 use phasecheck_gpu::outcome::{recorded, Outcome, Recorded, ThreadOutcome};
 use phasecheck_model::ir::{Code, IExpr, IOp, InstrKind, Protocol, Ref, ThreadInfo, WaitTarget, MAX_COUNT};
 use phasecheck_model::lower::{apply_binary, apply_unary};
@@ -159,7 +159,7 @@ pub fn run(proto: &Protocol, opts: &Options) -> Result<RunResult, Unsupported> {
         joined.extend(handles.into_iter().map(|h| h.join()));
     }
     // Copy threads hold a pointer to the world: join them all before anything may unwind.
-    let copies: Vec<_> = std::mem::take(&mut *lock(&world.copy_threads));
+    let copies: Vec<_> = std::mem::take(&mut *world.copy_threads.lock().unwrap_or_else(|p| p.into_inner()));
     let copies_ok = copies.into_iter().map(|h| h.join().is_ok()).all(|ok| ok);
     // A copy whose last bytes started landing after every thread had exited lands in released
     // shared memory. (Sequence numbers, not a count of copies in flight read at the end: the
@@ -306,10 +306,15 @@ struct World {
     opts: Options,
     barriers: Vec<Barrier>,
     buffers: Vec<Slot>,
-    /// Writes and copy issues per buffer: the default version of the next copy.
-    writes: Vec<AtomicI64>,
+    /// Writes and copy issues per buffer: the default version of the next copy (bookkeeping, as
+    /// `inflight`).
+    writes: Vec<std::sync::atomic::AtomicI64>,
     vars: Vec<Slot>,
-    inflight: AtomicUsize,
+    /// Copies issued and not landed. This and the other plain `std` atomics and mutexes of the
+    /// world are bookkeeping outside the protocol's memory: under loom they are not modelled
+    /// (loom runs one thread at a time, so they read as sequentially consistent), which keeps
+    /// them from multiplying the interleavings loom explores.
+    inflight: std::sync::atomic::AtomicUsize,
     /// Unfinished protocol threads, threads blocked in a wait, and a counter of every step taken
     /// (the quiescence test of `Options::quiet`). Bookkeeping outside the modelled memory.
     alive: std::sync::atomic::AtomicUsize,
@@ -321,14 +326,18 @@ struct World {
     exit_seq: std::sync::atomic::AtomicU64,
     landed_seqs: std::sync::Mutex<Vec<u64>>,
     unlanded: std::sync::atomic::AtomicUsize,
-    abort: AtomicBool,
+    abort: std::sync::atomic::AtomicBool,
     ub: std::sync::Mutex<Option<Ub>>,
     completion_runs: Vec<std::sync::atomic::AtomicU64>,
     stale_reads: std::sync::Mutex<Vec<String>>,
     diverged: std::sync::Mutex<Vec<String>>,
-    cta: ExecBarrier,
+    /// `syncthreads` / `syncwarp` (absent when the protocol has none: their bookkeeping at thread
+    /// exit would only add interleavings).
+    cta: Option<ExecBarrier>,
     warps: Vec<ExecBarrier>,
-    copy_threads: Mutex<Vec<thread::JoinHandle<()>>>,
+    /// Threads blocked at an execution barrier (they never time out; see `blocking`).
+    blocked_exec: std::sync::atomic::AtomicUsize,
+    copy_threads: std::sync::Mutex<Vec<thread::JoinHandle<()>>>,
     /// Directed runs: index of the action whose turn it is, and the copies in flight.
     turn: Mutex<(usize, Vec<Copy>)>,
     turn_cv: Condvar,
@@ -351,14 +360,24 @@ impl World {
             barriers.push(Barrier::new(b.name.clone(), (!b.manual_init).then_some(b.count), opts.fault)?);
         }
         let nwarps = proto.threads.iter().map(|t| t.warp as usize + 1).max().unwrap_or(0);
-        let warps = (0..nwarps)
-            .map(|w| ExecBarrier::new(proto.threads.iter().filter(|t| t.warp as usize == w).count()))
-            .collect();
+        let uses_sync = proto.roles.iter().any(|r| {
+            r.code
+                .instrs
+                .iter()
+                .any(|i| matches!(i.kind, InstrKind::SyncThreads | InstrKind::SyncWarp))
+        });
+        let warps = if uses_sync {
+            (0..nwarps)
+                .map(|w| ExecBarrier::new(proto.threads.iter().filter(|t| t.warp as usize == w).count()))
+                .collect()
+        } else {
+            Vec::new()
+        };
         Ok(World {
             buffers: proto.buffers.iter().map(|_| Slot::new(0)).collect(),
-            writes: proto.buffers.iter().map(|_| AtomicI64::new(0)).collect(),
+            writes: proto.buffers.iter().map(|_| std::sync::atomic::AtomicI64::new(0)).collect(),
             vars: proto.vars.iter().map(|v| Slot::new(v.init)).collect(),
-            inflight: AtomicUsize::new(0),
+            inflight: std::sync::atomic::AtomicUsize::new(0),
             alive: std::sync::atomic::AtomicUsize::new(proto.threads.len()),
             blocked: std::sync::atomic::AtomicUsize::new(0),
             progress: std::sync::atomic::AtomicU64::new(0),
@@ -366,14 +385,15 @@ impl World {
             exit_seq: std::sync::atomic::AtomicU64::new(u64::MAX),
             landed_seqs: std::sync::Mutex::new(vec![]),
             unlanded: std::sync::atomic::AtomicUsize::new(0),
-            abort: AtomicBool::new(false),
+            abort: std::sync::atomic::AtomicBool::new(false),
             ub: std::sync::Mutex::new(None),
             completion_runs: proto.barriers.iter().map(|_| std::sync::atomic::AtomicU64::new(0)).collect(),
             stale_reads: std::sync::Mutex::new(vec![]),
             diverged: std::sync::Mutex::new(vec![]),
-            cta: ExecBarrier::new(proto.threads.len()),
+            cta: uses_sync.then(|| ExecBarrier::new(proto.threads.len())),
+            blocked_exec: std::sync::atomic::AtomicUsize::new(0),
             warps,
-            copy_threads: Mutex::new(vec![]),
+            copy_threads: std::sync::Mutex::new(vec![]),
             turn: Mutex::new((0, vec![])),
             turn_cv: Condvar::new(),
             barriers,
@@ -417,20 +437,32 @@ impl World {
         })
     }
 
-    /// A bound for a blocking wait of a protocol thread: it also gives up (the thread hangs) once
-    /// the CTA has been quiet for `Options::quiet` (see there).
-    fn blocking<R>(&self, f: impl FnOnce(&Bound) -> Result<R, WaitError>) -> Result<R, WaitError> {
+    /// A bound for a blocking wait of a protocol thread. It also gives up once the CTA has been
+    /// quiet for `Options::quiet`, following the model's timeout rule (gpu-conformance's
+    /// outcome module): a thread blocked at a barrier wait times out (hangs) when every unfinished
+    /// thread is blocked and no copy is in flight; a thread at `syncthreads`/`syncwarp` never
+    /// times out (the hardware's execution barriers have no timeout), it gives up only when
+    /// nothing is left that could release it: every unfinished thread is at an execution barrier.
+    fn blocking<R>(&self, exec: bool, f: impl FnOnce(&Bound) -> Result<R, WaitError>) -> Result<R, WaitError> {
         if cfg!(loom) || self.directed().is_some() {
             return self.with_bound(f);
         }
         self.blocked.fetch_add(1, SeqCst);
+        if exec {
+            self.blocked_exec.fetch_add(1, SeqCst);
+        }
         let last = std::cell::Cell::new((u64::MAX, Instant::now()));
         let hung = std::cell::Cell::new(false);
         let give_up = || {
             if self.cancelled() {
                 return true;
             }
-            let quiet = self.blocked.load(SeqCst) >= self.alive.load(SeqCst) && self.inflight.load(SeqCst) == 0;
+            let alive = self.alive.load(SeqCst);
+            let quiet = if exec {
+                self.blocked_exec.load(SeqCst) >= alive
+            } else {
+                self.blocked.load(SeqCst) >= alive
+            } && self.inflight.load(SeqCst) == 0;
             let p = self.progress.load(SeqCst);
             let (seen, since) = last.get();
             if !quiet || p != seen {
@@ -449,6 +481,9 @@ impl World {
             cancelled: &give_up,
         });
         self.blocked.fetch_sub(1, SeqCst);
+        if exec {
+            self.blocked_exec.fetch_sub(1, SeqCst);
+        }
         match r {
             Err(WaitError::Cancelled) if hung.get() => Err(WaitError::TimedOut),
             r => r,
@@ -565,8 +600,10 @@ impl World {
             Err(Stop::Ub(u)) => self.fail(u),
             Err(Stop::Hung) | Err(Stop::Cancelled) => {}
         }
-        self.cta.leave();
-        self.warps[me.warp as usize].leave();
+        if let Some(cta) = &self.cta {
+            cta.leave();
+            self.warps[me.warp as usize].leave();
+        }
         if self.alive.fetch_sub(1, SeqCst) == 1 {
             self.exit_seq.store(self.seq.fetch_add(1, SeqCst), SeqCst);
         }
@@ -639,11 +676,11 @@ impl World {
                         )));
                     };
                     let eb = if matches!(instr.kind, InstrKind::SyncThreads) {
-                        &self.cta
+                        self.cta.as_ref().expect("created when the protocol syncs")
                     } else {
                         &self.warps[me.warp as usize]
                     };
-                    if let Err(e) = self.blocking(|b| eb.arrive_and_wait(b)) {
+                    if let Err(e) = self.blocking(true, |b| eb.arrive_and_wait(b)) {
                         break Err(e.into());
                     }
                 }
@@ -805,7 +842,7 @@ impl World {
                     if ctx.completing.is_some() {
                         return Err(Stop::Ub(Ub::new(ViolationKind::CompletionMisuse, "a completion function waits")));
                     }
-                    self.blocking(|bd| self.barriers[b].wait_parity(parity, bd))?;
+                    self.blocking(false, |bd| self.barriers[b].wait_parity(parity, bd))?;
                     Ok(None)
                 }
             }
@@ -926,7 +963,7 @@ impl World {
             }
             w.land_copy(c);
         });
-        lock(&self.copy_threads).push(h);
+        self.copy_threads.lock().unwrap_or_else(|p| p.into_inner()).push(h);
     }
 
     /// A free-running copy lands: the data first, then its bytes on the barrier (a release).
