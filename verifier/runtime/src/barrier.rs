@@ -343,7 +343,8 @@ impl Barrier {
         Ok(())
     }
 
-    fn live(&self, what: &str) -> Result<(), Ub> {
+    /// Undefined behaviour (uninitialized) unless the barrier is live: before `what` touches it.
+    pub fn live(&self, what: &str) -> Result<(), Ub> {
         match self.life.load(Acquire) {
             LIVE => Ok(()),
             UNINIT => Err(Ub::new(

@@ -873,10 +873,7 @@ impl World {
                     Some(e) => self.eval(e, ctx)?,
                     None => self.writes[d].load(Relaxed),
                 };
-                self.barriers[b].try_wait_parity(0).map(|_| ()).map_err(|mut u| {
-                    u.message = format!("copy_async: {}", u.message);
-                    u
-                })?;
+                self.barriers[b].live("copy_async")?;
                 if !(0..=MAX_COUNT).contains(&bytes) {
                     return Err(Stop::Ub(Ub::new(
                         ViolationKind::TxRange,
