@@ -449,12 +449,20 @@ impl Barrier {
             self.expected.fetch_sub(n as u32, Relaxed);
         }
         let publish = self.fault != Fault::RelaxedArrive;
-        let (old, new) = self.update(publish, bound, |old| {
-            let new = self.counts(old, n, expect_tx.unwrap_or(0), what)?;
-            // The faulty variant does not publish; the phase change still releases what the
-            // completing thread saw, so only the other arrivals' writes go missing.
-            Ok(new)
-        })?;
+        // The faulty variant does not publish; the phase change still releases what the
+        // completing thread saw, so only the other arrivals' writes go missing.
+        let updated = self.update(publish, bound, |old| self.counts(old, n, expect_tx.unwrap_or(0), what));
+        let (old, new) = match updated {
+            Ok(x) => x,
+            Err(e) => {
+                if drop {
+                    // The arrival was refused (undefined behaviour, or the run was cancelled):
+                    // take the drop back so the barrier stays as it was.
+                    self.expected.fetch_add(n as u32, Relaxed);
+                }
+                return Err(e);
+            }
+        };
         self.log(|a| {
             *Audit::phase_mut(&mut a.arrivals, old.phase) += n;
             if drop {

@@ -105,3 +105,16 @@ fn the_audit_sees_a_phase_advanced_before_its_completion_ran() {
     let laws = b.audit().laws("b");
     assert!(laws.iter().any(|l| l.contains("advanced after 0 completion step")), "{laws:?}");
 }
+
+#[test]
+fn a_drop_whose_arrival_is_refused_leaves_the_expected_count_alone() {
+    // Found by the differential suite: the drop was applied before the over-arrival was refused.
+    let b = Barrier::new("b", Some(2), Fault::None).unwrap();
+    b.arrive(2, Some(16), false, &mut none(), &unbounded()).unwrap(); // all in, 16 bytes pending
+    assert_eq!(kind(b.arrive(1, None, true, &mut none(), &unbounded())), K::OverArrival);
+    b.complete_tx(16, &mut none(), &unbounded()).unwrap();
+    assert_eq!(b.phase(), 1);
+    assert!(b.audit().laws("b").is_empty(), "{:?}", b.audit().laws("b"));
+    b.arrive(1, None, false, &mut none(), &unbounded()).unwrap();
+    assert_eq!(b.phase(), 1, "phase 1 still expects two arrivals");
+}

@@ -16,7 +16,9 @@ use proptest::prelude::*;
 use std::time::Duration;
 
 /// Bounds the model's outcome enumeration per case; a case past it is skipped (not failed).
-const LIMIT: usize = 50_000;
+const LIMIT: usize = 20_000;
+/// The same for the fmt law's outcome comparison (it enumerates twice).
+const FMT_LIMIT: usize = 5_000;
 
 fn cases() -> u32 {
     std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(256)
@@ -118,9 +120,12 @@ proptest! {
         prop_assert!(same_program(&spec.ast, &again), "fmt changed the program:\n{}\n---\n{}", spec.source, text);
         prop_assert_eq!(pretty(&again), text.clone(), "fmt is not a fixed point");
         let p2 = lower(&again, &[]).map_err(|d| TestCaseError::fail(d.render("fmt", &text)))?;
-        let a = allowed_outcomes(&Model::new(spec.proto.clone()), LIMIT);
-        let b = allowed_outcomes(&Model::new(p2), LIMIT);
-        prop_assume!(a.is_complete() && b.is_complete());
-        prop_assert_eq!(a, b, "fmt changed the allowed outcomes\n{}", text);
+        // The meaning check is the costly half: it runs where the enumeration stays small (most
+        // cases); the syntactic laws above run on every case.
+        let a = allowed_outcomes(&Model::new(spec.proto.clone()), FMT_LIMIT);
+        if a.is_complete() {
+            let b = allowed_outcomes(&Model::new(p2), FMT_LIMIT);
+            prop_assert_eq!(a, b, "fmt changed the allowed outcomes\n{}", text);
+        }
     }
 }
