@@ -6,6 +6,7 @@
 mod cmd_gpu;
 mod cmd_prove;
 mod cmd_replay;
+mod cmd_run;
 mod load;
 mod report;
 mod shrink;
@@ -136,6 +137,8 @@ enum Command {
     Prove(cmd_prove::ProveArgs),
     /// Propose the smallest one-constant change that makes the counting laws hold, as a diff.
     Repair(cmd_prove::RepairArgs),
+    /// Run a protocol on CPU threads (reference runtime) and compare with the model.
+    Run(cmd_run::RunArgs),
 }
 
 fn progress(p: &Progress) {
@@ -191,6 +194,7 @@ fn main() -> ExitCode {
         Command::Gpu(c) => cmd_gpu::run(c),
         Command::Prove(a) => cmd_prove::prove(a),
         Command::Repair(a) => cmd_prove::repair(a),
+        Command::Run(a) => cmd_run::run(a),
         Command::Fmt { paths, check, write } => cmd_fmt(&paths, check, write),
     }
 }

@@ -16,3 +16,7 @@ pub mod selfcheck;
 pub mod spec;
 pub mod state;
 pub mod step;
+
+pub mod api;
+#[cfg(feature = "proptest")]
+pub mod strategies;

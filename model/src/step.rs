@@ -1342,6 +1342,34 @@ impl<'m> Exec<'m> {
             return Err(());
         }
         self.check_range(K::CountRange, n, 1, format!("the arrival count on {name}"))?;
+        // The order in which undefined behaviour is judged follows the instruction (and the
+        // reference runtime): the expect_tx's bytes, the drop, then the arrival itself. Nothing is
+        // applied before all are judged, so over-arrival reports the tx the instruction found.
+        if let Some(bytes) = expect_tx {
+            self.check_range(K::TxRange, bytes, 0, format!("expect_tx on {name}"))?;
+            let tx = self.s.barriers[b].tx + bytes;
+            if tx.abs() > MAX_COUNT {
+                self.fail(
+                    K::TxRange,
+                    format!(
+                        "{}: the tx-count of {name} would become {tx}, outside -1048575..=1048575",
+                        self.label()
+                    ),
+                );
+                return Err(());
+            }
+        }
+        let dropped_to = self.s.barriers[b].expected - n;
+        if drop && dropped_to < 1 {
+            self.fail(
+                K::CountRange,
+                format!(
+                    "{} drops from {name}, taking its expected count to {dropped_to}; the count must stay within 1..=1048575",
+                    self.label()
+                ),
+            );
+            return Err(());
+        }
         // Over-arrival is judged on the barrier as the instruction found it: the tx it reports
         // does not include this instruction's own expect_tx.
         let bs = &self.s.barriers[b];
@@ -1362,24 +1390,10 @@ impl<'m> Exec<'m> {
             return Err(());
         }
         if let Some(bytes) = expect_tx {
-            self.check_range(K::TxRange, bytes, 0, format!("expect_tx on {name}"))?;
             self.add_tx(b, bytes)?;
         }
-        if drop {
-            let e = self.s.barriers[b].expected - n;
-            if e < 1 {
-                self.fail(
-                    K::CountRange,
-                    format!(
-                        "{} drops from {name}, taking its expected count to {e}; the count must stay within 1..=1048575",
-                        self.label()
-                    ),
-                );
-                return Err(());
-            }
-            if self.m.mutant != Some(Mutant::DropIgnored) {
-                self.s.barriers[b].expected = e;
-            }
+        if drop && self.m.mutant != Some(Mutant::DropIgnored) {
+            self.s.barriers[b].expected = dropped_to;
         }
         let bs = &self.s.barriers[b];
         let hardware = self.p().barriers[b].completion.is_none();

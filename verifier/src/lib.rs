@@ -6,6 +6,7 @@ pub mod search;
 pub mod trace;
 
 pub use search::{check, check_from, Bound, CheckOptions, Found, Internal, Progress, Report, Stats, Verdict};
+pub mod api;
 pub mod cause;
 pub mod fixloop;
 pub mod minimize;

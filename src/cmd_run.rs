@@ -1,0 +1,59 @@
+//! `phasecheck run FILE --cpu [--runs N]` (issue 9): run a protocol on OS threads over the
+//! reference barrier runtime (phasecheck-runtime) and compare the outcome histogram with the set
+//! the model allows, in the GPU report's outcome format.
+//!
+//! Exit status: 0 every outcome is allowed, 1 some outcome is outside the model (a disagreement
+//! between runtime and model) or a barrier law was broken, 2 bad input or a protocol the runtime
+//! cannot run (`commit`).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(clap::Args)]
+pub struct RunArgs {
+    /// The `.phase` file.
+    pub path: PathBuf,
+    /// Run on CPU threads with the reference runtime (the only target today; the GPU has
+    /// `phasecheck gpu run`).
+    #[arg(long, required = true)]
+    pub cpu: bool,
+    /// How many runs.
+    #[arg(long, default_value_t = 200)]
+    pub runs: usize,
+    /// Seed of the first run's random pauses (run i uses seed + i).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Override a parameter: NAME=VALUE (repeatable).
+    #[arg(long = "param", value_name = "NAME=VALUE", value_parser = crate::load::parse_override)]
+    pub params: Vec<(String, i64)>,
+}
+
+pub fn run(a: RunArgs) -> ExitCode {
+    let spec = match crate::load::load_all(std::slice::from_ref(&a.path), &a.params) {
+        Ok(mut s) if s.len() == 1 => s.remove(0),
+        Ok(_) => {
+            eprintln!("error: `run` takes one .phase file");
+            return ExitCode::from(2);
+        }
+        Err(e) => {
+            eprint!("{e}");
+            return ExitCode::from(2);
+        }
+    };
+    let params: Vec<String> = spec.proto.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    println!("== {} ({})", spec.proto.name, spec.display);
+    if !params.is_empty() {
+        println!("params:  {}", params.join(" "));
+    }
+    match phasecheck_runtime::cpu::run_cpu(&spec.proto, a.runs, a.seed) {
+        Ok(rep) => {
+            print!("{}", rep.render(&spec.proto));
+            let bad = !rep.outside().is_empty() || !rep.histogram.broken.is_empty();
+            ExitCode::from(if bad { 1 } else { 0 })
+        }
+        Err(e) => {
+            eprintln!("error: {}: the reference runtime cannot run this protocol: {e}", spec.display);
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,120 @@
+//! `phasecheck run FILE --cpu`: run a protocol many times on OS threads over the reference
+//! runtime, and compare the histogram of outcomes with the set the model allows, in the GPU
+//! report's outcome format (`t0 done reads=[0,1] | t1 done parity=[0] | completions=[2]`).
+
+use crate::interp::{run, Options, Unsupported};
+use phasecheck_gpu::outcome::{allowed_outcomes, AllowedSet, Outcome};
+use phasecheck_model::ir::Protocol;
+use phasecheck_model::step::Model;
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+/// How many distinct states the model's outcome enumeration may visit before it gives up
+/// (then the comparison is inconclusive for outcomes it rejects).
+pub const OUTCOME_LIMIT: usize = 2_000_000;
+
+/// Outcomes of many runs, with how often each was seen.
+#[derive(Clone, Debug, Default)]
+pub struct Histogram {
+    pub runs: usize,
+    pub counts: BTreeMap<Outcome, usize>,
+    /// Undefined behaviour the runtime stopped on, by kind name.
+    pub undefined: BTreeMap<String, usize>,
+    /// Laws the barrier audits found broken (always empty for the correct runtime).
+    pub broken: Vec<String>,
+    /// Reads that saw another version than their `expect` (recorded, not fatal).
+    pub stale_reads: usize,
+}
+
+/// The histogram next to the model's allowed set.
+pub struct CpuReport {
+    pub histogram: Histogram,
+    pub allowed: AllowedSet,
+}
+
+impl CpuReport {
+    /// Observed outcomes the model does not allow: a disagreement (or, when the allowed set is
+    /// incomplete, an inconclusive one).
+    pub fn outside(&self) -> Vec<&Outcome> {
+        self.histogram.counts.keys().filter(|o| !self.allowed.contains(o)).collect()
+    }
+
+    /// Outcomes the model allows that no run produced (not an error: runs sample).
+    pub fn unseen(&self) -> usize {
+        self.allowed.iter().filter(|o| !self.histogram.counts.contains_key(o)).count()
+    }
+
+    pub fn render(&self, proto: &Protocol) -> String {
+        let h = &self.histogram;
+        let model = Model::new(proto.clone());
+        let mut s = String::new();
+        let _ = writeln!(s, "runs:    {} on OS threads (reference runtime)", h.runs);
+        let _ = writeln!(s, "model:   {}", self.allowed.summary());
+        let _ = writeln!(s, "outcomes:");
+        for (o, n) in &h.counts {
+            let tag = if self.allowed.contains(o) { "allowed" } else { "OUTSIDE THE MODEL" };
+            let _ = writeln!(s, "  {n:>7}x  {o}   [{tag}]");
+        }
+        for (k, n) in &h.undefined {
+            let _ = writeln!(s, "  undefined behaviour stopped {n} run(s): {k}");
+        }
+        if h.stale_reads > 0 {
+            let _ = writeln!(s, "  stale reads seen: {}", h.stale_reads);
+        }
+        for b in &h.broken {
+            let _ = writeln!(s, "  BROKEN LAW: {b}");
+        }
+        let outside = self.outside();
+        let _ = writeln!(
+            s,
+            "verdict: {} distinct outcome(s), {} outside the model, {} allowed outcome(s) not seen",
+            h.counts.len(),
+            outside.len(),
+            self.unseen()
+        );
+        for o in outside {
+            let _ = write!(s, "outside:\n{}", indent(&o.describe(&model)));
+        }
+        s
+    }
+}
+
+fn indent(t: &str) -> String {
+    t.lines().map(|l| format!("  {l}\n")).collect()
+}
+
+/// Run `runs` times with seeds `seed, seed + 1, ...`.
+pub fn histogram(proto: &Protocol, runs: usize, opts: &Options) -> Result<Histogram, Unsupported> {
+    let mut h = Histogram::default();
+    for i in 0..runs {
+        let o = Options {
+            seed: opts.seed.wrapping_add(i as u64),
+            ..opts.clone()
+        };
+        let r = run(proto, &o)?;
+        h.runs += 1;
+        *h.counts.entry(r.outcome).or_default() += 1;
+        if let Some(u) = r.ub {
+            *h.undefined.entry(u.kind.name().to_string()).or_default() += 1;
+        }
+        h.stale_reads += r.stale_reads.len();
+        for b in r.broken {
+            if !h.broken.contains(&b) {
+                h.broken.push(b);
+            }
+        }
+    }
+    Ok(h)
+}
+
+/// The whole `run --cpu`: the model's allowed set, then the runs.
+pub fn run_cpu(proto: &Protocol, runs: usize, seed: u64) -> Result<CpuReport, Unsupported> {
+    crate::interp::supported(proto, false)?;
+    let allowed = allowed_outcomes(&Model::new(proto.clone()), OUTCOME_LIMIT);
+    let opts = Options {
+        seed,
+        ..Options::default()
+    };
+    let histogram = histogram(proto, runs, &opts)?;
+    Ok(CpuReport { histogram, allowed })
+}
