@@ -5,13 +5,14 @@
 
 mod cmd_gpu;
 mod cmd_replay;
+mod limits;
 mod load;
 mod report;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use phasecheck_model::step::Model;
 use phasecheck_model::ViolationKind;
-use phasecheck_verifier::{check, CheckOptions, Progress, Verdict};
+use phasecheck_verifier::{bounds, check, CheckOptions, Progress, Verdict};
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -52,9 +53,10 @@ struct SearchArgs {
     /// Stop (verdict incomplete) after this many seconds.
     #[arg(long, value_name = "S")]
     max_seconds: Option<f64>,
-    /// Stop (verdict incomplete) when stored states are estimated to need this many MiB.
-    #[arg(long, value_name = "MIB", default_value_t = 8192)]
-    max_memory: usize,
+    /// Stop (verdict incomplete) when the process holds this many MiB (resident, as the OS
+    /// counts it). Default: half of the memory available at start.
+    #[arg(long, value_name = "MIB")]
+    max_memory: Option<usize>,
 }
 
 #[derive(Subcommand)]
@@ -104,7 +106,8 @@ fn options(a: &SearchArgs) -> CheckOptions {
     CheckOptions {
         max_states: a.max_states,
         max_seconds: a.max_seconds,
-        max_memory_bytes: a.max_memory.saturating_mul(1 << 20),
+        max_memory_bytes: limits::memory(a).0,
+        stop: Some(bounds::requested),
         stop_at_first: a.stop_at_first,
         progress: Some(progress),
     }
@@ -143,6 +146,7 @@ fn bad_input(diagnostics: &str) -> ExitCode {
 }
 
 fn cmd_check(paths: &[PathBuf], a: &SearchArgs, format: Format, traces: &cmd_replay::TraceOutputs) -> ExitCode {
+    limits::start(a, format == Format::Json);
     let specs = match load::load_all(paths, &a.params) {
         Ok(s) => s,
         Err(e) => return bad_input(&e),
@@ -152,12 +156,22 @@ fn cmd_check(paths: &[PathBuf], a: &SearchArgs, format: Format, traces: &cmd_rep
     let mut collected = cmd_replay::Collected::default();
     for spec in specs {
         let model = Model::new(spec.proto.clone());
-        let r = check(&model, &opts);
+        let r = limits::search(a, &spec.display, || check(&model, &opts));
         violated |= r.verdict == Verdict::Violated;
         incomplete |= r.verdict == Verdict::Incomplete;
         match format {
-            Format::Text => println!("{}", report::render_text(&spec, &model, &r)),
-            Format::Json => println!("{}", report::render_json(&spec, &model, &r)),
+            Format::Text => {
+                print!("{}", report::render_text(&spec, &model, &r));
+                if r.verdict == Verdict::Incomplete {
+                    println!("limits:  {}", limits::describe(a));
+                }
+                println!();
+            }
+            Format::Json => {
+                let mut v = report::render_json(&spec, &model, &r);
+                v["limits"] = limits::json(a);
+                println!("{v}");
+            }
         }
         if let Err(e) = cmd_replay::after_check(&spec, &model, &r, traces, &mut collected) {
             eprintln!("{e}");
@@ -178,6 +192,7 @@ fn cmd_check(paths: &[PathBuf], a: &SearchArgs, format: Format, traces: &cmd_rep
 }
 
 fn cmd_test(paths: &[PathBuf], a: &SearchArgs) -> ExitCode {
+    limits::start(a, false);
     let specs = match load::load_all(paths, &a.params) {
         Ok(s) => s,
         Err(e) => return bad_input(&e),
@@ -187,7 +202,7 @@ fn cmd_test(paths: &[PathBuf], a: &SearchArgs) -> ExitCode {
     let mut failures = 0;
     for spec in &specs {
         let model = Model::new(spec.proto.clone());
-        let r = check(&model, &opts);
+        let r = limits::search(a, &spec.display, || check(&model, &opts));
         let found: BTreeSet<ViolationKind> = r.violations.iter().map(|v| v.kind).collect();
         let (expected, ok) = match &spec.proto.expect {
             None if !spec.proto.expect_given => ("(none)".to_string(), r.verdict == Verdict::Holds),
