@@ -277,8 +277,10 @@ __device__ __forceinline__ const int* pc_src_row(PcThread& th, i64 version) {
   int row = (version >= 0 && version < 64) ? (int)version : 64;
   return th.src + (i64)row * th.src_words;
 }
-__device__ __forceinline__ i64 pc_div(i64 a, i64 b) { return b == 0 ? 0 : a / b; }
-__device__ __forceinline__ i64 pc_rem(i64 a, i64 b) { return b == 0 ? 0 : a % b; }
+// Division by 0 and INT64_MIN / -1 are undefined in C++: the model reports them, the kernel
+// must not execute them.
+__device__ __forceinline__ i64 pc_div(i64 a, i64 b) { return b == 0 || (b == -1 && a == (i64)(1ULL << 63)) ? 0 : a / b; }
+__device__ __forceinline__ i64 pc_rem(i64 a, i64 b) { return b == 0 || b == -1 ? 0 : a % b; }
 // NVRTC 13.0 crashes when it can prove an mbarrier count is 0 at compile time (count-range specs do
 // exactly that), so barrier operands go through a value it cannot see: always 0 at run time.
 __device__ volatile int pc_zero_g = 0;
@@ -681,7 +683,7 @@ impl<'a> Gen<'a> {
             IExpr::Gtid => "(i64)th.gtid".into(),
             IExpr::Lane => "(i64)th.lane".into(),
             IExpr::Warp => "(i64)th.warp".into(),
-            IExpr::Unary(UnOp::Neg, a) => format!("(-({}))", self.expr(code, a)),
+            IExpr::Unary(UnOp::Neg, a) => format!("(i64)(0ULL - (u64)({}))", self.expr(code, a)),
             IExpr::Unary(UnOp::Not, a) => format!("(i64)!{}", self.expr(code, a)),
             IExpr::Binary(op, a, b) => {
                 let (a, b) = (self.expr(code, a), self.expr(code, b));
@@ -693,7 +695,10 @@ impl<'a> Gen<'a> {
                         // parenthesised: `BinOp::symbol` spells them.
                         let o = op.symbol();
                         if matches!(op, BinOp::Add | BinOp::Sub | BinOp::Mul) {
-                            format!("({a} {o} {b})")
+                            // In unsigned arithmetic: signed overflow would be undefined
+                            // behaviour, which lets the compiler drop the index checks after it
+                            // (the model reports the overflow; the kernel must stay in bounds).
+                            format!("(i64)((u64)({a}) {o} (u64)({b}))")
                         } else {
                             format!("(i64)({a} {o} {b})")
                         }
