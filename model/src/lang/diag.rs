@@ -151,7 +151,10 @@ fn char_width(c: char) -> usize {
 
 /// 1-based line and column (in characters) of a byte offset.
 pub fn line_col(source: &str, offset: usize) -> (usize, usize) {
-    let offset = offset.min(source.len());
+    let mut offset = offset.min(source.len());
+    while !source.is_char_boundary(offset) {
+        offset -= 1;
+    }
     let before = &source[..offset];
     let line = before.matches('\n').count() + 1;
     // A byte order mark is not a column.
@@ -205,6 +208,13 @@ mod tests {
         assert!(text.len() <= SHOWN + 6, "{}", text.len());
         assert!(text.starts_with("...") && text.ends_with("..."));
         assert_eq!(caret.find('^'), text.find('@'));
+    }
+
+    #[test]
+    fn a_span_inside_a_character_points_at_that_character() {
+        // Lexer spans start on character boundaries; a hand-made one may not.
+        let (text, caret) = caret_under("\u{e9}@", 1, 2);
+        assert_eq!((text.as_str(), caret.find('^')), ("\u{e9}@", Some(0)));
     }
 
     #[test]
