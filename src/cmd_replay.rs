@@ -342,6 +342,9 @@ pub fn run(a: ReplayArgs) -> ExitCode {
         ));
     }
     let model = Model::new(spec.proto.clone());
+    if let Err(e) = t.check_against(&model, &spec.source) {
+        return fail2(format!("{}: {e}", a.trace.display()));
+    }
     let actions: Vec<Action> = t.steps.iter().map(|s| s.action).collect();
     let diverge = |step: usize, why: String| -> ExitCode {
         let what = t

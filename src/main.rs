@@ -7,6 +7,7 @@ mod cmd_gpu;
 mod cmd_prove;
 mod cmd_replay;
 mod cmd_run;
+mod limits;
 mod load;
 mod report;
 mod shrink;
@@ -14,7 +15,7 @@ mod shrink;
 use clap::{Parser, Subcommand, ValueEnum};
 use phasecheck_model::step::Model;
 use phasecheck_model::ViolationKind;
-use phasecheck_verifier::{check, CheckOptions, Progress, Verdict};
+use phasecheck_verifier::{bounds, check, CheckOptions, Progress, Verdict};
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -55,9 +56,10 @@ struct SearchArgs {
     /// Stop (verdict incomplete) after this many seconds.
     #[arg(long, value_name = "S")]
     max_seconds: Option<f64>,
-    /// Stop (verdict incomplete) when stored states are estimated to need this many MiB.
-    #[arg(long, value_name = "MIB", default_value_t = 8192)]
-    max_memory: usize,
+    /// Stop (verdict incomplete) when the process holds this many MiB (resident, as the OS
+    /// counts it). Default: half of the memory available at start.
+    #[arg(long, value_name = "MIB")]
+    max_memory: Option<usize>,
     /// After every step, re-derive the model's invariants from scratch (slower; a broken one is
     /// an internal error, exit 5).
     #[arg(long)]
@@ -156,7 +158,8 @@ fn options(a: &SearchArgs) -> CheckOptions {
     CheckOptions {
         max_states: a.max_states,
         max_seconds: a.max_seconds,
-        max_memory_bytes: a.max_memory.saturating_mul(1 << 20),
+        max_memory_bytes: limits::memory(a).0,
+        stop: Some(bounds::requested),
         stop_at_first: a.stop_at_first,
         progress: Some(progress),
         self_check: a.self_check,
@@ -261,6 +264,7 @@ fn bad_input(diagnostics: &str) -> ExitCode {
 }
 
 fn cmd_check(paths: &[PathBuf], a: &SearchArgs, format: Format, traces: &cmd_replay::TraceOutputs) -> ExitCode {
+    limits::start(a, format == Format::Json);
     let specs = match load::load_all(paths, &a.params) {
         Ok(s) => s,
         Err(e) => return bad_input(&e),
@@ -270,7 +274,7 @@ fn cmd_check(paths: &[PathBuf], a: &SearchArgs, format: Format, traces: &cmd_rep
     let mut collected = cmd_replay::Collected::default();
     for spec in specs {
         let model = model_for(&spec.proto, a);
-        let r = check(&model, &opts);
+        let r = limits::search(a, &spec.display, || check(&model, &opts));
         violated |= r.verdict == Verdict::Violated;
         incomplete |= r.verdict == Verdict::Incomplete;
         if let Some(i) = &r.internal {
@@ -284,13 +288,18 @@ fn cmd_check(paths: &[PathBuf], a: &SearchArgs, format: Format, traces: &cmd_rep
         });
         match format {
             Format::Text => {
-                println!("{}", report::render_text(&spec, &model, &r));
-                if let Some(h) = &hint {
-                    println!("{}\n", shrink::describe(h));
+                print!("{}", report::render_text(&spec, &model, &r));
+                if r.verdict == Verdict::Incomplete {
+                    println!("limits:  {}", limits::describe(a));
                 }
+                if let Some(h) = &hint {
+                    println!("{}", shrink::describe(h));
+                }
+                println!();
             }
             Format::Json => {
                 let mut v = report::render_json(&spec, &model, &r);
+                v["limits"] = limits::json(a);
                 if let Some(h) = &hint {
                     v["shrink"] = serde_json::json!(h
                         .iter()
@@ -321,6 +330,7 @@ fn cmd_check(paths: &[PathBuf], a: &SearchArgs, format: Format, traces: &cmd_rep
 }
 
 fn cmd_test(paths: &[PathBuf], a: &SearchArgs, subset: bool, verbose: bool) -> ExitCode {
+    limits::start(a, false);
     let specs = match load::load_all(paths, &a.params) {
         Ok(s) => s,
         Err(e) => return bad_input(&e),
@@ -331,7 +341,7 @@ fn cmd_test(paths: &[PathBuf], a: &SearchArgs, subset: bool, verbose: bool) -> E
     let mut internal = 0;
     for spec in &specs {
         let model = model_for(&spec.proto, a);
-        let r = check(&model, &opts);
+        let r = limits::search(a, &spec.display, || check(&model, &opts));
         let found: BTreeSet<ViolationKind> = r.violations.iter().map(|v| v.kind).collect();
         let (expected, ok) = match &spec.proto.expect {
             None if !spec.proto.expect_given => ("(none)".to_string(), r.verdict == Verdict::Holds),

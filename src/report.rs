@@ -219,6 +219,7 @@ pub fn render_json(spec: &Spec, model: &Model, report: &Report) -> Value {
         "bound": report.bound.map(|b| b.describe()),
         "violations": violations,
         "causes": causes.iter().map(cause_json).collect::<Vec<_>>(),
+        "internal": report.internal.as_ref().map(|i| json!({"rule": i.rule, "message": i.message, "steps": i.actions.len()})),
         "stats": {"states": s.states, "transitions": s.transitions, "depth": s.depth, "seconds": s.seconds},
     })
 }

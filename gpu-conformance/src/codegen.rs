@@ -128,13 +128,46 @@ fn ident(s: &str) -> String {
     out
 }
 
-/// 1-based line of a byte offset, and the text of that line (trimmed).
+/// Longest spec text quoted in one generated comment (in characters, before escaping).
+const COMMENT_CHARS: usize = 120;
+
+/// Spec text made safe to sit inside a generated `//` comment: the result is printable ASCII with
+/// no backslash (no line continuation), no `??` (no trigraph), no `*/` and no `/*`. Every other
+/// character, control characters (CR, VT, FF, NEL, LS, ...) included, is written `<U+XXXX>`.
+/// Long text is cut with `...`.
+pub fn comment_text(s: &str) -> String {
+    let mut out = String::new();
+    for (n, c) in s.chars().enumerate() {
+        if n == COMMENT_CHARS {
+            out.push_str("...");
+            break;
+        }
+        let prev = out.as_bytes().last().copied();
+        let safe = matches!(c, ' '..='~')
+            && c != '\\'
+            && !(c == '?' && prev == Some(b'?'))
+            && !(c == '/' && prev == Some(b'*'))
+            && !(c == '*' && prev == Some(b'/'));
+        if safe {
+            out.push(c);
+        } else {
+            out.push_str(&format!("<U+{:04X}>", c as u32));
+        }
+    }
+    out
+}
+
+/// 1-based line of a byte offset, and the text of that line (trimmed), made comment-safe. Lines
+/// end at `\n` as the spec's lexer counts them; any other line break in the text is escaped.
 fn line_of(source: &str, offset: u32) -> (usize, String) {
-    let off = (offset as usize).min(source.len());
+    let mut off = (offset as usize).min(source.len());
+    while !source.is_char_boundary(off) {
+        off -= 1;
+    }
     let line = source[..off].matches('\n').count() + 1;
     let start = source[..off].rfind('\n').map(|i| i + 1).unwrap_or(0);
     let end = source[off..].find('\n').map(|i| off + i).unwrap_or(source.len());
-    (line, source[start..end].trim().to_string())
+    (line, comment_text(source[start..end].trim()))
 }
 
 const PRELUDE_COMMON: &str = r#"
@@ -244,8 +277,10 @@ __device__ __forceinline__ const int* pc_src_row(PcThread& th, i64 version) {
   int row = (version >= 0 && version < 64) ? (int)version : 64;
   return th.src + (i64)row * th.src_words;
 }
-__device__ __forceinline__ i64 pc_div(i64 a, i64 b) { return b == 0 ? 0 : a / b; }
-__device__ __forceinline__ i64 pc_rem(i64 a, i64 b) { return b == 0 ? 0 : a % b; }
+// Division by 0 and INT64_MIN / -1 are undefined in C++: the model reports them, the kernel
+// must not execute them.
+__device__ __forceinline__ i64 pc_div(i64 a, i64 b) { return b == 0 || (b == -1 && a == (i64)(1ULL << 63)) ? 0 : a / b; }
+__device__ __forceinline__ i64 pc_rem(i64 a, i64 b) { return b == 0 || b == -1 ? 0 : a % b; }
 // NVRTC 13.0 crashes when it can prove an mbarrier count is 0 at compile time (count-range specs do
 // exactly that), so barrier operands go through a value it cannot see: always 0 at run time.
 __device__ volatile int pc_zero_g = 0;
@@ -639,6 +674,8 @@ impl<'a> Gen<'a> {
 
     fn expr(&self, code: &Code, e: &IExpr) -> String {
         match e {
+            // -9223372036854775808LL is `-` applied to a literal no type holds.
+            IExpr::Const(v) if *v == i64::MIN => "(-9223372036854775807LL - 1)".into(),
             IExpr::Const(v) => format!("{v}LL"),
             IExpr::Local(s) => Self::local_name(code, *s),
             IExpr::Var(v) => format!("s.{}", self.var_name(*v)),
@@ -646,7 +683,7 @@ impl<'a> Gen<'a> {
             IExpr::Gtid => "(i64)th.gtid".into(),
             IExpr::Lane => "(i64)th.lane".into(),
             IExpr::Warp => "(i64)th.warp".into(),
-            IExpr::Unary(UnOp::Neg, a) => format!("(-{})", self.expr(code, a)),
+            IExpr::Unary(UnOp::Neg, a) => format!("(i64)(0ULL - (u64)({}))", self.expr(code, a)),
             IExpr::Unary(UnOp::Not, a) => format!("(i64)!{}", self.expr(code, a)),
             IExpr::Binary(op, a, b) => {
                 let (a, b) = (self.expr(code, a), self.expr(code, b));
@@ -658,7 +695,10 @@ impl<'a> Gen<'a> {
                         // parenthesised: `BinOp::symbol` spells them.
                         let o = op.symbol();
                         if matches!(op, BinOp::Add | BinOp::Sub | BinOp::Mul) {
-                            format!("({a} {o} {b})")
+                            // In unsigned arithmetic: signed overflow would be undefined
+                            // behaviour, which lets the compiler drop the index checks after it
+                            // (the model reports the overflow; the kernel must stay in bounds).
+                            format!("(i64)((u64)({a}) {o} (u64)({b}))")
                         } else {
                             format!("(i64)({a} {o} {b})")
                         }
@@ -733,13 +773,13 @@ impl<'a> Gen<'a> {
         let nwarps = nt.div_ceil(p.warp_size as usize);
         self.w(format!(
             "// ======== protocol {} ({} threads, {} barriers, {} buffers) ========",
-            p.name,
+            comment_text(&p.name),
             nt,
             p.barriers.len(),
             p.buffers.len()
         ));
         if !p.params.is_empty() {
-            let ps: Vec<String> = p.params.iter().map(|(n, v)| format!("{n} = {v}")).collect();
+            let ps: Vec<String> = p.params.iter().map(|(n, v)| format!("{} = {v}", comment_text(n))).collect();
             self.w(format!("// params: {}", ps.join(", ")));
         }
         self.w(format!("namespace {ns} {{"));
@@ -759,7 +799,7 @@ impl<'a> Gen<'a> {
             for (i, c) in p.completions.iter().enumerate() {
                 self.w(format!(
                     "// completion function `{}`: runs once per phase, in the arriving thread that completes it",
-                    c.name
+                    comment_text(&c.name)
                 ));
                 self.w(format!("struct Completion_{} {{", ident(&c.name)));
                 self.w("  Shared* s; int* runs;");
@@ -824,7 +864,7 @@ impl<'a> Gen<'a> {
         // Role functions.
         for (ri, r) in p.roles.iter().enumerate() {
             self.w("");
-            self.w(format!("// role {}[{}]", r.name, r.count));
+            self.w(format!("// role {}[{}]", comment_text(&r.name), r.count));
             self.w(format!("__device__ void role_{}(Shared& s, PcThread& th) {{", ident(&r.name)));
             self.track = code_commits(&r.code);
             self.code_body(&r.code, false)?;

@@ -3,6 +3,7 @@
 //! outcomes compared with those the model allows (`outcome`).
 
 pub mod codegen;
+pub mod fuzz;
 pub mod nvrtc;
 pub mod outcome;
 pub mod runner;

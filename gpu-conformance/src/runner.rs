@@ -458,18 +458,33 @@ fn today() -> String {
 }
 
 pub fn run(a: &RunArgs) -> u8 {
-    if !sys::driver_present() {
-        println!("no CUDA driver found: nothing run");
-        return 0;
-    }
     let t0 = Instant::now();
     let files = match expand(&a.paths) {
         Ok(f) => f,
         Err(e) => {
-            eprintln!("{e}");
+            eprint!("{e}");
             return 2;
         }
     };
+    // Bad input is exit 2 with or without a GPU: every spec is loaded before anything runs.
+    let mut loaded = Vec::new();
+    let mut bad = false;
+    for f in &files {
+        match load_spec(f, &[]) {
+            Ok(s) => loaded.push(s),
+            Err(e) => {
+                eprint!("{e}");
+                bad = true;
+            }
+        }
+    }
+    if bad {
+        return 2;
+    }
+    if !sys::driver_present() {
+        println!("no CUDA driver found: nothing run");
+        return 0;
+    }
     let backends: Vec<Backend> = match a.backend {
         BackendSel::Libcu => vec![Backend::Libcu],
         BackendSel::Ptx => vec![Backend::Ptx],
@@ -483,14 +498,7 @@ pub fn run(a: &RunArgs) -> u8 {
     let mut cases: Vec<Case> = Vec::new();
     // 1. Model side: load, check, traces; generate kernels.
     let mut specs: Vec<SpecRun> = Vec::new();
-    for f in &files {
-        let spec = match load_spec(f, &[]) {
-            Ok(s) => s,
-            Err(e) => {
-                eprint!("{e}");
-                continue;
-            }
-        };
+    for spec in loaded {
         let model = Model::new(spec.proto.clone());
         let opts = CheckOptions {
             max_seconds: Some(a.check_seconds),

@@ -19,7 +19,7 @@ pub struct Spec {
 /// override no file declares is the caller's error to report.
 pub fn load(path: &Path, overrides: &[(String, i64)]) -> Result<Spec, String> {
     let display = path.display().to_string();
-    let source = std::fs::read_to_string(path).map_err(|e| format!("error: cannot read {display}: {e}\n"))?;
+    let source = read_source(path, &display)?;
     let render = |d: Diagnostic| d.render(&display, &source);
     // Every problem at once (rustc-style), so that one round of edits fixes them all: the
     // syntax errors of the bodies, else every static problem.
@@ -52,13 +52,67 @@ pub fn load(path: &Path, overrides: &[(String, i64)]) -> Result<Spec, String> {
     })
 }
 
-/// Every `*.phase` file named, or below a named folder (sorted within each folder).
+/// Largest spec file read: a spec is a small text file (the library's largest is a few KiB), so
+/// more is bad input, not a reason to read without end (`check /dev/zero`).
+pub const MAX_SPEC_BYTES: usize = 1 << 20;
+
+/// The text of a spec file: at most [`MAX_SPEC_BYTES`], UTF-8 (a byte that is not is reported
+/// with its line and column, as any other bad character).
+pub fn read_source(path: &Path, display: &str) -> Result<String, String> {
+    use std::io::Read as _;
+    let cannot = |e: std::io::Error| format!("error: cannot read {display}: {e}\n");
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .map_err(cannot)?
+        .take(MAX_SPEC_BYTES as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(cannot)?;
+    if bytes.len() > MAX_SPEC_BYTES {
+        return Err(format!(
+            "error: {display} is larger than {} MiB; a spec is a small text file\n",
+            MAX_SPEC_BYTES >> 20
+        ));
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        let at = e.utf8_error().valid_up_to();
+        let byte = e.as_bytes()[at];
+        let text = String::from_utf8_lossy(e.as_bytes()).into_owned();
+        // The lossy text keeps every byte before `at`: positions agree up to the bad byte.
+        Diagnostic::new(
+            "E001",
+            lang::ast::Span::new(at, at + '\u{fffd}'.len_utf8()),
+            format!("the byte 0x{byte:02X} is not UTF-8; a spec is UTF-8 text"),
+        )
+        .render(display, &text)
+    })
+}
+
+/// Every `*.phase` file named, or below a named folder (sorted within each folder). Folder walks
+/// do not follow symbolic links to folders (two links to `.` would make the walk exponential);
+/// each one skipped is noted on stderr.
 pub fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
-    fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
+    let (files, skipped) = expand_noting_skipped(paths)?;
+    for s in skipped {
+        eprintln!(
+            "note: skipped {}: a symbolic link to a folder (folder walks do not follow links)",
+            s.display()
+        );
+    }
+    Ok(files)
+}
+
+/// [`expand`], returning the symbolic links to folders it skipped instead of printing them.
+pub fn expand_noting_skipped(paths: &[PathBuf]) -> Result<(Vec<PathBuf>, Vec<PathBuf>), String> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>, skipped: &mut Vec<PathBuf>) -> std::io::Result<()> {
         for entry in std::fs::read_dir(dir)? {
-            let path = entry?.path();
-            if path.is_dir() {
-                walk(&path, out)?;
+            let entry = entry?;
+            let path = entry.path();
+            // `file_type` does not follow links: a linked folder is seen as a link.
+            let ty = entry.file_type()?;
+            if ty.is_dir() {
+                walk(&path, out, skipped)?;
+            } else if ty.is_symlink() && path.is_dir() {
+                skipped.push(path);
             } else if path.extension().is_some_and(|e| e == "phase") {
                 out.push(path);
             }
@@ -66,10 +120,11 @@ pub fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
         Ok(())
     }
     let mut out = Vec::new();
+    let mut skipped = Vec::new();
     for p in paths {
         if p.is_dir() {
             let mut found = Vec::new();
-            walk(p, &mut found).map_err(|e| format!("error: cannot read folder {}: {e}\n", p.display()))?;
+            walk(p, &mut found, &mut skipped).map_err(|e| format!("error: cannot read folder {}: {e}\n", p.display()))?;
             if found.is_empty() {
                 return Err(format!("error: no *.phase files under {}\n", p.display()));
             }
@@ -81,5 +136,6 @@ pub fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
             return Err(format!("error: {}: no such file or folder\n", p.display()));
         }
     }
-    Ok(out)
+    skipped.sort();
+    Ok((out, skipped))
 }

@@ -1,6 +1,7 @@
 //! The verifier: exhaustive search over the model (`search`) and readable traces of what it found
 //! (`trace`).
 
+pub mod bounds;
 pub mod explain;
 pub mod search;
 pub mod trace;

@@ -17,9 +17,12 @@ use std::time::{Duration, Instant};
 pub struct CheckOptions {
     pub max_states: Option<usize>,
     pub max_seconds: Option<f64>,
-    /// Estimated bytes of stored states above which the search stops (incomplete) instead of
-    /// exhausting the machine.
+    /// Resident memory of the process (bytes, as the OS counts it: `bounds::resident_bytes`)
+    /// at which the search stops (incomplete) instead of exhausting the machine.
     pub max_memory_bytes: usize,
+    /// Polled at every expanded state: `Some(bound)` stops the search (incomplete). The CLI's
+    /// watchdog (`bounds::requested`) asks through it.
+    pub stop: Option<fn() -> Option<Bound>>,
     pub stop_at_first: bool,
     /// Called about every two seconds with progress; the CLI prints it to stderr.
     pub progress: Option<fn(&Progress)>,
@@ -34,6 +37,7 @@ impl Default for CheckOptions {
             max_states: None,
             max_seconds: None,
             max_memory_bytes: 8 << 30,
+            stop: None,
             stop_at_first: false,
             progress: None,
             self_check: false,
@@ -164,22 +168,6 @@ pub fn check_from(model: &Model, prefix: &[Action], opts: &CheckOptions) -> Repo
     }
 }
 
-/// Approximate heap footprint of one stored state, for the memory bound.
-fn state_bytes(s: &State) -> usize {
-    let clocks = s.threads.first().map(|t| t.clock.len()).unwrap_or(0) * 4;
-    (std::mem::size_of::<State>()
-        + s.threads.iter().map(|t| 64 + t.locals.len() * 8 + clocks + t.known.len() * 8).sum::<usize>()
-        + s.barriers.len() * (64 + 2 * clocks)
-        + (s.buffers.len() + s.vars.len()) * 64
-        + s.engines.len() * clocks
-        + s.copies.len() * 32
-        // index-set entry, parent link, hash table slack
-        + 48)
-        // allocator overhead per boxed slice, measured against peak RSS (benches/run.sh)
-        * 3
-        / 2
-}
-
 fn check_from_unguarded(model: &Model, prefix: &[Action], opts: &CheckOptions) -> Report {
     let start = Instant::now();
     let mut internal: Option<Internal> = None;
@@ -237,7 +225,6 @@ fn check_from_unguarded(model: &Model, prefix: &[Action], opts: &CheckOptions) -
     let mut seen: IndexSet<State, BuildHasherDefault<FxHasher>> = IndexSet::default();
     // parent[i] = (index of the predecessor, action taken); the root points at itself.
     let mut parent: Vec<(u32, Action)> = Vec::new();
-    let per_state = state_bytes(&s0);
     seen.insert(s0);
     parent.push((0, Action::Thread(0)));
     let path_to = |parent: &Vec<(u32, Action)>, mut i: usize, last: Option<Action>| -> Vec<Action> {
@@ -257,6 +244,13 @@ fn check_from_unguarded(model: &Model, prefix: &[Action], opts: &CheckOptions) -
     let mut bound = None;
     let mut last_progress = Instant::now();
     let mut enabled = Vec::new();
+    let mut expanded = 0u64;
+    let resident = || crate::bounds::resident_bytes().unwrap_or(0);
+    // A first state larger than the bound is an incomplete at once.
+    if resident() >= opts.max_memory_bytes {
+        bound = Some(Bound::MaxMemory);
+        frontier.clear();
+    }
     'search: while !frontier.is_empty() {
         stats.depth = depth;
         let mut next_frontier = Vec::new();
@@ -308,11 +302,16 @@ fn check_from_unguarded(model: &Model, prefix: &[Action], opts: &CheckOptions) -
                 bound = Some(Bound::MaxStates);
                 break 'search;
             }
-            if seen.len().saturating_mul(per_state) >= opts.max_memory_bytes {
+            expanded += 1;
+            if let Some(b) = opts.stop.and_then(|f| f()) {
+                bound = Some(b);
+                break 'search;
+            }
+            if expanded % 256 == 0 && resident() >= opts.max_memory_bytes {
                 bound = Some(Bound::MaxMemory);
                 break 'search;
             }
-            if stats.transitions % 256 == 0 || last_progress.elapsed() >= Duration::from_secs(2) {
+            if expanded % 64 == 0 || last_progress.elapsed() >= Duration::from_secs(2) {
                 let secs = start.elapsed().as_secs_f64();
                 if opts.max_seconds.is_some_and(|m| secs >= m) {
                     bound = Some(Bound::MaxSeconds);
@@ -326,7 +325,7 @@ fn check_from_unguarded(model: &Model, prefix: &[Action], opts: &CheckOptions) -
                             transitions: stats.transitions,
                             depth,
                             seconds: secs,
-                            memory_bytes: seen.len() * per_state,
+                            memory_bytes: resident(),
                         });
                     }
                 }

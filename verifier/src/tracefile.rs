@@ -274,6 +274,50 @@ impl TraceFile {
         Ok(())
     }
 
+    /// What a replay of the observations does not re-derive must still be the spec's: the
+    /// thread, barrier and buffer tables, and for every step its thread (or copy), position
+    /// (`start..end`, line, column) and statement text, and the stuck threads of a state
+    /// violation. A file that disagrees was edited: bad input. Observations are the caller's to
+    /// compare (a difference there is a divergence, naming the step).
+    pub fn check_against(&self, model: &Model, source: &str) -> Result<(), String> {
+        let p = &model.proto;
+        let threads: Vec<ThreadRef> = (0..p.threads.len()).map(|t| crate::trace::thread_ref(model, t)).collect();
+        if self.threads != threads {
+            return Err("the thread table is not the spec's threads (roles, tid, gtid, lane, warp)".into());
+        }
+        if self.barriers.iter().ne(p.barriers.iter().map(|b| &b.name)) {
+            return Err("the barrier table is not the spec's barriers".into());
+        }
+        if self.buffers.iter().ne(p.buffers.iter().map(|b| &b.name)) {
+            return Err("the buffer table is not the spec's buffers".into());
+        }
+        let actions: Vec<Action> = self.steps.iter().map(|s| s.action).collect();
+        let Ok(r) = replay(model, &actions) else {
+            return Ok(());
+        };
+        for (rec, s) in self.steps.iter().zip(&r.steps) {
+            let span = SpanRec::from_span(source, s.span);
+            if rec.span != span || rec.statement != statement_text(source, s.span) {
+                return Err(format!(
+                    "step {}: the recorded statement (line {}, col {}) is not the one the step executes (line {}, col {})",
+                    rec.step, rec.span.line, rec.span.col, span.line, span.col
+                ));
+            }
+            if rec.thread != s.thread || rec.copy != s.copy {
+                return Err(format!(
+                    "step {}: the recorded thread or copy is not the one its action names",
+                    rec.step
+                ));
+            }
+        }
+        if let (RaisedBy::State, Some(last)) = (self.violation.raised_by, &r.last) {
+            if self.violation.stuck != stuck(model, source, last) {
+                return Err("the recorded stuck threads are not those of the final state".into());
+            }
+        }
+        Ok(())
+    }
+
     /// The violation step (1-based) the rendering marks: the last step for a step violation.
     pub fn violating_step(&self) -> Option<usize> {
         match self.violation.raised_by {

@@ -135,7 +135,8 @@ pub fn lex(source: &str) -> Result<Vec<Token>, Diagnostic> {
     Lexer {
         src: source,
         bytes: source.as_bytes(),
-        pos: 0,
+        // A UTF-8 byte order mark (editors on Windows write one) is not part of the text.
+        pos: if source.starts_with('\u{feff}') { 3 } else { 0 },
         depth: 0,
         out: Vec::new(),
     }

@@ -63,8 +63,12 @@ pub fn is_reserved(word: &str) -> bool {
     KEYWORDS.contains(&word) || OPS.contains(&word)
 }
 
-/// Nesting limit for blocks and expressions, so that hostile input cannot overflow the stack.
+/// Nesting limit for blocks and expressions, so that hostile input cannot overflow the stack of
+/// anything that walks the tree (check, lower, pretty, the model, codegen). An expression counts
+/// its operator tree: `a + b + c` is two levels, so a flat chain of 24,000 `+` is refused too.
 const MAX_DEPTH: usize = 200;
+/// Arms of one `else if` chain: a flat chain is not nesting, but the tree holds it nested.
+pub const MAX_ELSE_IF: usize = 500;
 
 /// Parses a whole `.phase` file. The first error is returned.
 pub fn parse(source: &str) -> Result<Program, Diagnostic> {
@@ -85,6 +89,7 @@ pub fn parse_all(source: &str) -> Result<Program, Vec<Diagnostic>> {
         toks,
         pos: 0,
         depth: 0,
+        tree_depth: 0,
         errors: Vec::new(),
     };
     let r = p.program();
@@ -108,6 +113,8 @@ struct Parser {
     depth: usize,
     /// Statement errors recovered from (see `parse_all`).
     errors: Vec<Diagnostic>,
+    /// Operator depth of the expression just parsed (see `binary`).
+    tree_depth: usize,
 }
 
 fn err(code: &'static str, span: Span, msg: impl Into<String>) -> Diagnostic {
@@ -740,36 +747,61 @@ impl Parser {
         })
     }
 
+    /// `if C { } else if C { } ... else { }`: the arms of a chain are read in a loop (a flat
+    /// chain is not nesting) and nested in the tree afterwards, as `else { if ... }`.
     fn if_stmt(&mut self) -> PResult<Stmt> {
-        let start = self.bump().span;
-        self.enter(start)?;
-        let cond = self.expr()?;
-        let then = self.block()?;
-        // `}` newline `else` still continues the `if`.
-        let mut k = self.pos;
-        while self.toks[k].tok == Tok::Newline {
-            k += 1;
-        }
-        let els = if matches!(&self.toks[k].tok, Tok::Ident(s) if s == "else") {
+        let first = self.span();
+        let mut arms = Vec::new();
+        let els = loop {
+            let start = self.bump().span;
+            if arms.len() == MAX_ELSE_IF {
+                return Err(err(
+                    "E005",
+                    start,
+                    format!("this `else if` chain has more than {MAX_ELSE_IF} arms; split it, or index a table with `let`"),
+                ));
+            }
+            self.enter(start)?;
+            let cond = self.expr()?;
+            let then = self.block()?;
+            self.leave();
+            arms.push((start, cond, then));
+            // `}` newline `else` still continues the `if`.
+            let mut k = self.pos;
+            while self.toks[k].tok == Tok::Newline {
+                k += 1;
+            }
+            if !matches!(&self.toks[k].tok, Tok::Ident(s) if s == "else") {
+                break None;
+            }
             self.pos = k;
             self.bump();
-            if self.is_word("if") {
-                let inner = self.if_stmt()?;
-                Some(Block {
-                    span: inner.span,
-                    stmts: vec![inner],
-                })
-            } else {
-                Some(self.block()?)
+            if !self.is_word("if") {
+                self.enter(first)?;
+                let b = self.block()?;
+                self.leave();
+                break Some(b);
             }
-        } else {
-            None
         };
-        self.leave();
-        Ok(Stmt {
-            kind: StmtKind::If { cond, then, els },
-            span: self.since(start),
-        })
+        // Every `if` of the chain ends where the chain ends.
+        let end = self.since(first).end;
+        let mut els = els;
+        let mut stmt = None;
+        while let Some((start, cond, then)) = arms.pop() {
+            let s = Stmt {
+                kind: StmtKind::If { cond, then, els },
+                span: Span::new(start.start as usize, end as usize),
+            };
+            if arms.is_empty() {
+                stmt = Some(s);
+                break;
+            }
+            els = Some(Block {
+                span: s.span,
+                stmts: vec![s],
+            });
+        }
+        Ok(stmt.expect("an if has one arm at least"))
     }
 
     /// Right side of `let`/assignment: an operation or an expression.
@@ -989,20 +1021,32 @@ impl Parser {
         self.binary(1)
     }
 
+    /// Precedence climbing: the loop builds left-associative chains, recursion only goes one
+    /// precedence level up (or into parentheses, counted by `enter`). The operator tree's depth is
+    /// tracked so that no walk over it can overflow the stack.
     fn binary(&mut self, min_prec: u8) -> PResult<Expr> {
-        let mut lhs = self.unary()?;
+        let (mut lhs, mut d) = (self.unary()?, self.tree_depth);
         while let Some(op) = binop(self.peek()) {
             if op.precedence() < min_prec {
                 break;
             }
             self.bump();
             let rhs = self.binary(op.precedence() + 1)?;
+            d = d.max(self.tree_depth) + 1;
             let span = lhs.span.to(rhs.span);
+            if self.depth + d > MAX_DEPTH {
+                return Err(err(
+                    "E005",
+                    span,
+                    format!("this expression nests more than {MAX_DEPTH} operators deep; split it with `let`"),
+                ));
+            }
             lhs = Expr {
                 kind: ExprKind::Binary(op, Box::new(lhs), Box::new(rhs)),
                 span,
             };
         }
+        self.tree_depth = d;
         Ok(lhs)
     }
 
@@ -1017,6 +1061,7 @@ impl Parser {
         self.enter(start)?;
         let inner = self.unary()?;
         self.leave();
+        self.tree_depth += 1;
         let span = start.to(inner.span);
         Ok(Expr {
             kind: ExprKind::Unary(op, Box::new(inner)),
@@ -1024,8 +1069,10 @@ impl Parser {
         })
     }
 
+    /// A primary expression; `tree_depth` is left at its operator depth.
     fn primary(&mut self) -> PResult<Expr> {
         let start = self.span();
+        self.tree_depth = 0;
         match self.peek().clone() {
             Tok::Int(v) => {
                 self.bump();
