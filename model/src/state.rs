@@ -114,6 +114,8 @@ pub struct CopyInFlight {
     pub bytes: i64,
     pub version: i64,
     pub issuer: u16,
+    /// The statement that issued it: a landing is shown at its own copy's line.
+    pub stmt: crate::lang::ast::Span,
 }
 
 impl ThreadState {

@@ -555,7 +555,7 @@ impl Model {
                 let part = x.s.barriers[c.bar as usize].tx;
                 x.s.copies[i as usize].bytes -= part;
                 x.land_part(c, part);
-                let span = self.copy_span(c.issuer as usize);
+                let span = c.stmt;
                 Event {
                     action: a,
                     thread: c.issuer,
@@ -567,7 +567,7 @@ impl Model {
             Action::Land(i) => {
                 let c = x.s.copies.remove(i as usize);
                 x.land(c);
-                let span = self.copy_span(c.issuer as usize);
+                let span = c.stmt;
                 Event {
                     action: a,
                     thread: c.issuer,
@@ -586,17 +586,6 @@ impl Model {
             event: Some(event),
             internal: x.internal,
         }
-    }
-
-    fn copy_span(&self, issuer: usize) -> Span {
-        // The span of a landing is the role's first copy statement; traces show the issue step.
-        self.proto
-            .code_of(issuer)
-            .instrs
-            .iter()
-            .find(|i| matches!(i.kind, InstrKind::Op { op: IOp::Copy { .. }, .. }))
-            .map(|i| i.span)
-            .unwrap_or_default()
     }
 }
 
@@ -620,6 +609,8 @@ struct Exec<'m> {
     /// The barrier whose completion function is running.
     completing: Option<usize>,
     internal: Option<InternalError>,
+    /// The statement being executed (what a copy records as its issue site).
+    stmt: Span,
 }
 
 type R<T> = Result<T, ()>;
@@ -637,6 +628,7 @@ impl<'m> Exec<'m> {
             in_completion: false,
             completing: None,
             internal: None,
+            stmt: Span::default(),
         }
     }
 
@@ -775,6 +767,7 @@ impl<'m> Exec<'m> {
 
     /// Execute the visible instruction at the thread's pc. Leaves pc on it; the caller advances.
     fn exec_visible(&mut self, t: usize, instr: &Instr) {
+        self.stmt = instr.span;
         match &instr.kind {
             InstrKind::SetLocal { slot, expr } => {
                 if let Ok(v) = self.eval(expr) {
@@ -1163,6 +1156,7 @@ impl<'m> Exec<'m> {
                     bytes,
                     version,
                     issuer: self.agent.min(n - 1) as u16,
+                    stmt: self.stmt,
                 };
                 self.s.copies.push(c);
                 self.obs.push(Obs::CopyIssued {
@@ -1481,10 +1475,12 @@ impl<'m> Exec<'m> {
         self.completing = Some(b);
         let mut pc = 0usize;
         let mut fuel = 1_000_000u32;
+        let was_stmt = self.stmt;
         let result = loop {
             let Some(instr) = code.instrs.get(pc) else {
                 break Ok(());
             };
+            self.stmt = instr.span;
             fuel -= 1;
             if fuel == 0 {
                 self.fail(
@@ -1558,6 +1554,7 @@ impl<'m> Exec<'m> {
         self.in_completion = was_in;
         self.completing = was_completing;
         self.thread = was_thread;
+        self.stmt = was_stmt;
         if result.is_err() && !self.ended {
             // A misuse that is not undefined behaviour still stops the completion function.
             self.ended = true;
