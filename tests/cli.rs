@@ -2,23 +2,9 @@
 //! and reviewed text reports.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
-fn phasecheck(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_phasecheck"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("runs")
-}
-
-fn code(o: &Output) -> i32 {
-    o.status.code().expect("exited normally (no signal)")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
+mod common;
+use common::{code, phasecheck, text};
 
 fn files_under(dir: &str, ext: &str) -> Vec<PathBuf> {
     fn walk(d: &Path, ext: &str, out: &mut Vec<PathBuf>) {

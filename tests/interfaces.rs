@@ -2,15 +2,9 @@
 //! JSON key lists are exactly the keys written.
 
 use std::collections::BTreeSet;
-use std::process::{Command, Output};
 
-fn phasecheck(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_phasecheck"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("runs")
-}
+mod common;
+use common::phasecheck;
 
 /// The key list documented under `<!-- keys:NAME -->`.
 fn documented(name: &str) -> BTreeSet<String> {

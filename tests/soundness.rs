@@ -2,23 +2,8 @@
 //! that explains it. The spec files in specs/soundness/ carry the verdicts (checked by `test specs/`
 //! in tests/cli.rs); this file holds what an `expect` line cannot say.
 
-use std::process::{Command, Output};
-
-fn phasecheck(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_phasecheck"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("runs")
-}
-
-fn code(o: &Output) -> i32 {
-    o.status.code().expect("exited normally (no signal)")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
+mod common;
+use common::{code, phasecheck, text};
 
 /// The message of the first violation of `kind` in a JSON check of one file.
 fn message(file: &str, kind: &str) -> String {

@@ -1,0 +1,22 @@
+//! What the CLI tests share: running the built binary from the repository root.
+#![allow(dead_code)]
+
+use std::process::{Command, Output};
+
+/// `phasecheck ARGS...` from the repository root, output captured.
+pub fn phasecheck(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_phasecheck"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("runs")
+}
+
+/// The exit status; a signal is a test failure.
+pub fn code(o: &Output) -> i32 {
+    o.status.code().expect("exited normally (no signal)")
+}
+
+pub fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
