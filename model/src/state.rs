@@ -47,9 +47,10 @@ pub struct ThreadState {
     /// which decides the phase a parity wait names. It grows with the thread's own arrivals and
     /// successful waits, and with what it acquires from others (docs/model.md).
     pub known: Box<[i64]>,
-    /// Branch outcomes since the last `syncwarp`, as `pc << 1 | taken`. Lanes of one role are
-    /// converged while one's path is a prefix of the other's (the one behind has not yet reached
-    /// a branch where they could part); they diverged once their paths differ.
+    /// Branch outcomes since the last `syncwarp`, as `pc << 1 | taken`, kept only in roles that
+    /// `commit` (nothing else reads it). Lanes of one role are converged while one's path is a
+    /// prefix of the other's (the one behind has not yet reached a branch where they could part);
+    /// they diverged once their paths differ.
     pub path: Vec<u32>,
     /// Commits executed since the last `syncwarp`.
     pub commit_seq: u16,

@@ -136,6 +136,28 @@ pub struct Model {
     /// A deliberate defect, for the tests that show a broken model is caught (by the model's own
     /// release-mode rules, by the self-check, or by the library's expect lines). `None` in use.
     pub mutant: Option<Mutant>,
+    /// Per role: its code has a warp-batched `commit`. Only such roles need their branch path
+    /// (convergence decides their commits); elsewhere it would only keep states of different loop
+    /// iterations apart and grow with depth.
+    tracks_path: Vec<bool>,
+}
+
+fn roles_with_commit(proto: &Protocol) -> Vec<bool> {
+    proto
+        .roles
+        .iter()
+        .map(|r| {
+            r.code.instrs.iter().any(|i| {
+                matches!(
+                    i.kind,
+                    InstrKind::Op {
+                        op: IOp::Commit { .. },
+                        ..
+                    }
+                )
+            })
+        })
+        .collect()
 }
 
 /// Planted defects of the semantics. Each names the rule it breaks; tests assert that something
@@ -212,6 +234,7 @@ pub enum WaitCheck {
 impl Model {
     pub fn new(proto: Protocol) -> Model {
         Model {
+            tracks_path: roles_with_commit(&proto),
             proto,
             fine_grained: false,
             mutant: None,
@@ -220,6 +243,7 @@ impl Model {
 
     pub fn fine_grained(proto: Protocol) -> Model {
         Model {
+            tracks_path: roles_with_commit(&proto),
             proto,
             fine_grained: true,
             mutant: None,
@@ -760,8 +784,11 @@ impl<'m> Exec<'m> {
     }
 
     fn branch(&mut self, t: usize, pc: usize, taken: bool, else_to: u32) {
+        let role = self.p().threads[t].role as usize;
         let th = &mut self.s.threads[t];
-        th.path.push(((pc as u32) << 1) | taken as u32);
+        if self.m.tracks_path[role] {
+            th.path.push(((pc as u32) << 1) | taken as u32);
+        }
         th.pc = if taken { pc as u32 + 1 } else { else_to };
     }
 
