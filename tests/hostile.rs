@@ -132,8 +132,8 @@ fn a_loop_with_no_visible_statement_stops_at_the_time_bound() {
     );
     let r = check_bounded(&f, 1024, &["--max-seconds", "1"]);
     assert!(r.stdout.contains("inside one model step"), "{}", r.stdout);
-    // ... and at the memory bound when that comes first.
-    check_bounded(&f, 128, &[]);
+    // Such a loop no longer grows the state (branch paths are kept only in roles that commit), so
+    // it is the time bound that ends it; a step budget inside the model is still to come (issue 10).
 }
 
 #[test]
