@@ -64,6 +64,13 @@ struct SearchArgs {
     /// an internal error, exit 5).
     #[arg(long)]
     self_check: bool,
+    /// Store every ordering of interchangeable threads (turns the symmetry reduction off; the
+    /// verdict is the same, the state count larger).
+    #[arg(long)]
+    no_symmetry: bool,
+    /// Threads that expand states (default: every core). The verdict and traces do not depend on it.
+    #[arg(long, value_name = "N")]
+    threads: Option<usize>,
     /// Plant a defect in the model (tests only: they show the guards catch it).
     #[arg(long, hide = true, value_parser = parse_mutant)]
     mutant: Option<phasecheck_model::step::Mutant>,
@@ -145,12 +152,14 @@ enum Command {
 
 fn progress(p: &Progress) {
     eprintln!(
-        "progress: {} states, {:.0} states/s, {} transitions, depth {}, ~{} MiB",
+        "progress: {} states, {:.0} states/s, {} transitions, depth {}, queue {}, {} MiB held, {:.0} B/state stored",
         p.states,
         p.states as f64 / p.seconds.max(1e-9),
         p.transitions,
         p.depth,
-        p.memory_bytes >> 20
+        p.queue,
+        p.memory_bytes >> 20,
+        p.store_bytes as f64 / p.states.max(1) as f64
     );
 }
 
@@ -163,6 +172,11 @@ fn options(a: &SearchArgs) -> CheckOptions {
         stop_at_first: a.stop_at_first,
         progress: Some(progress),
         self_check: a.self_check,
+        symmetry: !a.no_symmetry,
+        threads: a
+            .threads
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+            .max(1),
     }
 }
 

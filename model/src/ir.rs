@@ -292,6 +292,87 @@ pub enum IOp {
     },
 }
 
+impl IExpr {
+    /// This expression and every subexpression, outermost first.
+    pub fn each(&self, f: &mut dyn FnMut(&IExpr)) {
+        f(self);
+        match self {
+            IExpr::Unary(_, e) => e.each(f),
+            IExpr::Binary(_, a, b) => {
+                a.each(f);
+                b.each(f);
+            }
+            _ => {}
+        }
+    }
+
+    /// Reads the thread's identity (`tid`, `gtid`, `lane`, `warp`): threads that run such code are
+    /// not interchangeable.
+    pub fn reads_identity(&self) -> bool {
+        let mut found = false;
+        self.each(&mut |e| found |= matches!(e, IExpr::Tid | IExpr::Gtid | IExpr::Lane | IExpr::Warp));
+        found
+    }
+}
+
+impl Instr {
+    /// Every expression the instruction evaluates (operands, indices, targets), outermost ones.
+    pub fn exprs(&self, f: &mut dyn FnMut(&IExpr)) {
+        let r = |r: &Ref, f: &mut dyn FnMut(&IExpr)| {
+            if let Some(i) = &r.index {
+                f(i)
+            }
+        };
+        match &self.kind {
+            InstrKind::SetLocal { expr, .. } | InstrKind::SetVar { expr, .. } => f(expr),
+            InstrKind::Branch { cond, .. } => f(cond),
+            InstrKind::Assert(e) => f(e),
+            InstrKind::Jump { .. } | InstrKind::Return | InstrKind::Work | InstrKind::SyncWarp | InstrKind::SyncThreads => {}
+            InstrKind::Op { op, .. } => match op {
+                IOp::Arrive { bar, n, expect_tx, .. } => {
+                    r(bar, f);
+                    f(n);
+                    if let Some(e) = expect_tx {
+                        f(e)
+                    }
+                }
+                IOp::Wait { bar, target, .. } => {
+                    r(bar, f);
+                    f(target.expr())
+                }
+                IOp::ExpectTx { bar, bytes } | IOp::CompleteTx { bar, bytes } => {
+                    r(bar, f);
+                    f(bytes)
+                }
+                IOp::Copy { buf, bar, bytes, version } => {
+                    r(buf, f);
+                    r(bar, f);
+                    for e in [bytes, version].into_iter().flatten() {
+                        f(e)
+                    }
+                }
+                IOp::Read { buf, expect } => {
+                    r(buf, f);
+                    if let Some(e) = expect {
+                        f(e)
+                    }
+                }
+                IOp::Write { buf, version } => {
+                    r(buf, f);
+                    f(version)
+                }
+                IOp::Init { bar, count } => {
+                    r(bar, f);
+                    if let Some(e) = count {
+                        f(e)
+                    }
+                }
+                IOp::Inval { bar } | IOp::Commit { bar } => r(bar, f),
+            },
+        }
+    }
+}
+
 impl Protocol {
     pub fn thread_count(&self) -> usize {
         self.threads.len()

@@ -18,5 +18,7 @@ pub mod state;
 pub mod step;
 
 pub mod api;
+pub mod canon;
+pub mod ts;
 #[cfg(feature = "proptest")]
 pub mod strategies;

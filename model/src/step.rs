@@ -111,9 +111,9 @@ pub struct Event {
 }
 
 #[derive(Clone, Debug)]
-pub struct Outcome {
+pub struct Outcome<S = State> {
     /// `None` when a violation ended the execution (undefined behaviour).
-    pub next: Option<State>,
+    pub next: Option<S>,
     pub violations: Vec<Violation>,
     pub event: Option<Event>,
     /// An invariant the semantics rely on did not hold: a bug in the model, never a verdict. The
@@ -140,6 +140,8 @@ pub struct Model {
     /// (convergence decides their commits); elsewhere it would only keep states of different loop
     /// iterations apart and grow with depth.
     tracks_path: Vec<bool>,
+    /// Classes of interchangeable threads (crate::canon).
+    pub(crate) symmetry: Vec<Vec<usize>>,
 }
 
 fn roles_with_commit(proto: &Protocol) -> Vec<bool> {
@@ -233,20 +235,21 @@ pub enum WaitCheck {
 
 impl Model {
     pub fn new(proto: Protocol) -> Model {
-        Model {
+        let mut m = Model {
             tracks_path: roles_with_commit(&proto),
             proto,
             fine_grained: false,
             mutant: None,
-        }
+            symmetry: Vec::new(),
+        };
+        m.symmetry = crate::canon::symmetry_classes(&m);
+        m
     }
 
     pub fn fine_grained(proto: Protocol) -> Model {
         Model {
-            tracks_path: roles_with_commit(&proto),
-            proto,
             fine_grained: true,
-            mutant: None,
+            ..Model::new(proto)
         }
     }
 

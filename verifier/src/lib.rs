@@ -2,6 +2,7 @@
 //! (`trace`).
 
 pub mod bounds;
+pub mod engine;
 pub mod explain;
 pub mod search;
 pub mod trace;

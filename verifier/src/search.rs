@@ -1,17 +1,16 @@
-//! Exhaustive breadth-first search over every interleaving of thread steps and copy landings.
+//! The checker: every interleaving of thread steps and copy landings, explored by the engine
+//! (crate::engine), told as a verdict with shortest traces.
 //!
 //! Breadth-first order makes the first trace found for each violation kind a shortest one. States
-//! are stored exactly (no fingerprints): the reductions issue adds them behind flags, each compared
-//! against this search in tests.
+//! are stored exactly, in canonical form (symmetry of interchangeable threads, normalised clock
+//! epochs); `--no-symmetry` stores them as they are, and tests compare both.
 
-use indexmap::IndexSet;
-use phasecheck_model::state::State;
-use phasecheck_model::step::{Action, Model, Violation};
+use crate::engine::{self, Limits, Tally};
+use phasecheck_model::step::{Action, Model};
 use phasecheck_model::ViolationKind;
-use rustc_hash::FxHasher;
-use std::collections::BTreeMap;
-use std::hash::BuildHasherDefault;
-use std::time::{Duration, Instant};
+use std::time::Instant;
+
+pub use crate::engine::Stop as Bound;
 
 #[derive(Clone, Debug)]
 pub struct CheckOptions {
@@ -20,8 +19,8 @@ pub struct CheckOptions {
     /// Resident memory of the process (bytes, as the OS counts it: `bounds::resident_bytes`)
     /// at which the search stops (incomplete) instead of exhausting the machine.
     pub max_memory_bytes: usize,
-    /// Polled at every expanded state: `Some(bound)` stops the search (incomplete). The CLI's
-    /// watchdog (`bounds::requested`) asks through it.
+    /// Polled between chunks of expanded states: `Some(bound)` stops the search (incomplete).
+    /// The CLI's watchdog (`bounds::requested`) asks through it.
     pub stop: Option<fn() -> Option<Bound>>,
     pub stop_at_first: bool,
     /// Called about every two seconds with progress; the CLI prints it to stderr.
@@ -29,6 +28,11 @@ pub struct CheckOptions {
     /// After every transition, re-derive the invariants of SEMANTICS.md from the two states and
     /// the step's observations (phasecheck_model::selfcheck); a broken one is an internal error.
     pub self_check: bool,
+    /// Threads of a role and warp that never read their identity are interchangeable: store one
+    /// ordering of them (`--no-symmetry` turns it off).
+    pub symmetry: bool,
+    /// Worker threads that expand states (`--threads`); results do not depend on it.
+    pub threads: usize,
 }
 
 impl Default for CheckOptions {
@@ -41,36 +45,14 @@ impl Default for CheckOptions {
             stop_at_first: false,
             progress: None,
             self_check: false,
+            symmetry: true,
+            threads: 1,
         }
     }
 }
 
-#[derive(Clone, Debug)]
-pub struct Progress {
-    pub states: usize,
-    pub transitions: u64,
-    pub depth: usize,
-    pub seconds: f64,
-    pub memory_bytes: usize,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Bound {
-    MaxStates,
-    MaxSeconds,
-    MaxMemory,
-}
-
-impl Bound {
-    pub fn describe(self) -> &'static str {
-        match self {
-            Bound::MaxStates => "--max-states",
-            Bound::MaxSeconds => "--max-seconds",
-            Bound::MaxMemory => "--max-memory",
-        }
-    }
-}
+/// What the progress line shows.
+pub type Progress = Tally;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -94,10 +76,20 @@ pub struct Found {
 
 #[derive(Clone, Debug, Default, serde::Serialize)]
 pub struct Stats {
+    /// Distinct states stored (canonical ones when symmetry is on).
     pub states: usize,
     pub transitions: u64,
+    /// Transitions that reached a state already stored.
+    pub matched: u64,
     pub depth: usize,
     pub seconds: f64,
+    /// Bytes the state store holds per stored state (interned components, rows, tables, parent
+    /// links): what a state costs, whatever else the process holds.
+    pub bytes_per_state: f64,
+    /// Peak resident memory of the process when the search ended.
+    pub peak_memory_bytes: usize,
+    /// The reductions that ran, as the report header lists them.
+    pub reductions: Vec<String>,
 }
 
 #[derive(Clone, Debug)]
@@ -170,175 +162,96 @@ pub fn check_from(model: &Model, prefix: &[Action], opts: &CheckOptions) -> Repo
 
 fn check_from_unguarded(model: &Model, prefix: &[Action], opts: &CheckOptions) -> Report {
     let start = Instant::now();
-    let mut internal: Option<Internal> = None;
-    let mut found: BTreeMap<ViolationKind, Found> = BTreeMap::new();
-    let mut stats = Stats::default();
-    let record = |found: &mut BTreeMap<ViolationKind, Found>, v: Vec<Violation>, path: &dyn Fn() -> Vec<Action>| {
-        for v in v {
-            found.entry(v.kind).or_insert_with(|| Found {
-                kind: v.kind,
-                message: v.message,
-                actions: path(),
-            });
-        }
+    let self_check = |s: &phasecheck_model::state::State, a: Action, out: &phasecheck_model::step::Outcome| {
+        phasecheck_model::selfcheck::transition(model, s, a, out).err()
     };
-
-    let init = model.init();
-    if let Some(e) = init.internal {
-        let i = Internal {
-            rule: e.rule.to_string(),
-            message: e.message,
-            actions: Vec::new(),
-        };
-        return finish(model, found, None, stats, start, Some(i));
-    }
-    record(&mut found, init.violations, &Vec::new);
-    let Some(mut s0) = init.next else {
-        return finish(model, found, None, stats, start, None);
+    let progress = opts.progress.map(|f| move |t: &Tally| f(t));
+    let limits = Limits::<Model> {
+        max_states: opts.max_states,
+        max_seconds: opts.max_seconds,
+        max_memory_bytes: opts.max_memory_bytes,
+        stop: opts.stop,
+        stop_at_first: opts.stop_at_first,
+        threads: opts.threads,
+        symmetry: opts.symmetry,
+        progress: progress.as_ref().map(|p| p as &(dyn Fn(&Tally) + Sync)),
+        check: if opts.self_check { Some(&self_check) } else { None },
     };
-    let mut en = Vec::new();
-    for (k, &a) in prefix.iter().enumerate() {
-        en.clear();
-        model.actions(&s0, &mut en);
-        record(&mut found, model.state_violations(&s0, &en), &|| prefix[..k].to_vec());
-        if !en.contains(&a) {
-            return finish(model, found, None, stats, start, None);
-        }
-        let out = model.step(&s0, a);
-        stats.transitions += 1;
-        if let Some(e) = out.internal {
-            let i = Internal {
-                rule: e.rule.to_string(),
-                message: e.message,
-                actions: prefix[..=k].to_vec(),
-            };
-            return finish(model, found, None, stats, start, Some(i));
-        }
-        record(&mut found, out.violations, &|| prefix[..=k].to_vec());
-        match out.next {
-            Some(n) => s0 = n,
-            None => return finish(model, found, None, stats, start, None),
-        }
+    let explored = engine::explore(model, prefix, &limits);
+    let t = &explored.tally;
+    let mut reductions = vec!["local steps merged".to_string(), "epochs normalised".to_string()];
+    if opts.symmetry && phasecheck_model::ts::Packed::has_symmetry(model) {
+        reductions.push(format!("symmetry ({} classes)", model.symmetry_class_count()));
     }
-
-    // States are hashed whole at every insertion: a fast non-cryptographic hash pays.
-    let mut seen: IndexSet<State, BuildHasherDefault<FxHasher>> = IndexSet::default();
-    // parent[i] = (index of the predecessor, action taken); the root points at itself.
-    let mut parent: Vec<(u32, Action)> = Vec::new();
-    seen.insert(s0);
-    parent.push((0, Action::Thread(0)));
-    let path_to = |parent: &Vec<(u32, Action)>, mut i: usize, last: Option<Action>| -> Vec<Action> {
-        let mut p: Vec<Action> = last.into_iter().collect();
-        while i != 0 {
-            let (pi, a) = parent[i];
-            p.push(a);
-            i = pi as usize;
-        }
-        p.extend(prefix.iter().rev());
-        p.reverse();
-        p
+    let stats = Stats {
+        states: t.states,
+        transitions: t.transitions,
+        matched: t.matched,
+        depth: t.depth,
+        seconds: 0.0,
+        bytes_per_state: if t.states == 0 { 0.0 } else { t.store_bytes as f64 / t.states as f64 },
+        peak_memory_bytes: crate::bounds::peak_resident_bytes().unwrap_or(t.memory_bytes),
+        reductions,
     };
-
-    let mut frontier: Vec<usize> = vec![0];
-    let mut depth = 0usize;
-    let mut bound = None;
-    let mut last_progress = Instant::now();
-    let mut enabled = Vec::new();
-    let mut expanded = 0u64;
-    let resident = || crate::bounds::resident_bytes().unwrap_or(0);
-    // A first state larger than the bound is an incomplete at once.
-    if resident() >= opts.max_memory_bytes {
-        bound = Some(Bound::MaxMemory);
-        frontier.clear();
-    }
-    'search: while !frontier.is_empty() {
-        stats.depth = depth;
-        let mut next_frontier = Vec::new();
-        for &i in &frontier {
-            if opts.stop_at_first && !found.is_empty() {
-                break 'search;
-            }
-            let s = seen.get_index(i).expect("stored").clone();
-            enabled.clear();
-            model.actions(&s, &mut enabled);
-            let sv = model.state_violations(&s, &enabled);
-            if !sv.is_empty() {
-                record(&mut found, sv, &|| path_to(&parent, i, None));
-            }
-            if s.all_done() && !s.copies.is_empty() {
-                // The CTA has exited: nothing after this is meaningful.
-                continue;
-            }
-            for &a in &enabled {
-                let out = model.step(&s, a);
-                stats.transitions += 1;
-                let broken = out.internal.clone().or_else(|| {
-                    if opts.self_check {
-                        phasecheck_model::selfcheck::transition(model, &s, a, &out).err()
-                    } else {
-                        None
-                    }
-                });
-                if let Some(e) = broken {
+    let mut internal = explored.internal.map(|(e, actions)| Internal {
+        rule: e.rule.to_string(),
+        message: e.message,
+        actions,
+    });
+    let mut found: Vec<Found> = explored
+        .hits
+        .into_iter()
+        .map(|h| Found {
+            kind: h.kind,
+            message: h.message,
+            actions: h.actions,
+        })
+        .collect();
+    // The messages were told of canonical states, whose threads may be renamed: tell them again
+    // from the concrete trace. A trace that does not show its kind would mean the reduction lost
+    // the execution it stands for: an internal error, never a verdict.
+    if opts.symmetry && internal.is_none() {
+        for f in found.iter_mut() {
+            match retell(model, f) {
+                Some(m) => f.message = m,
+                None => {
                     internal = Some(Internal {
-                        rule: e.rule.to_string(),
-                        message: e.message,
-                        actions: path_to(&parent, i, Some(a)),
+                        rule: "R-SYMMETRY".to_string(),
+                        message: format!("the {} trace found on canonical states does not reproduce concretely", f.kind),
+                        actions: f.actions.clone(),
                     });
-                    break 'search;
-                }
-                if !out.violations.is_empty() {
-                    record(&mut found, out.violations, &|| path_to(&parent, i, Some(a)));
-                }
-                if let Some(n) = out.next {
-                    let (j, new) = seen.insert_full(n);
-                    if new {
-                        parent.push((i as u32, a));
-                        next_frontier.push(j);
-                    }
+                    break;
                 }
             }
-            if seen.len() >= opts.max_states.unwrap_or(usize::MAX) {
-                bound = Some(Bound::MaxStates);
-                break 'search;
-            }
-            expanded += 1;
-            if let Some(b) = opts.stop.and_then(|f| f()) {
-                bound = Some(b);
-                break 'search;
-            }
-            if expanded % 256 == 0 && resident() >= opts.max_memory_bytes {
-                bound = Some(Bound::MaxMemory);
-                break 'search;
-            }
-            if expanded % 64 == 0 || last_progress.elapsed() >= Duration::from_secs(2) {
-                let secs = start.elapsed().as_secs_f64();
-                if opts.max_seconds.is_some_and(|m| secs >= m) {
-                    bound = Some(Bound::MaxSeconds);
-                    break 'search;
-                }
-                if let Some(cb) = opts.progress {
-                    if last_progress.elapsed() >= Duration::from_secs(2) {
-                        last_progress = Instant::now();
-                        cb(&Progress {
-                            states: seen.len(),
-                            transitions: stats.transitions,
-                            depth,
-                            seconds: secs,
-                            memory_bytes: resident(),
-                        });
-                    }
-                }
-            }
-        }
-        frontier = next_frontier;
-        if !frontier.is_empty() {
-            depth += 1;
         }
     }
-    stats.states = seen.len();
-    stats.depth = stats.depth.max(depth);
-    finish(model, found, bound, stats, start, internal)
+    finish(model, found, explored.stopped, stats, start, internal)
+}
+
+/// The message of `f`'s kind as the concrete trace tells it: raised by its last step, or by the
+/// state it reaches.
+fn retell(model: &Model, f: &Found) -> Option<String> {
+    let init = model.init();
+    let mut s = init.next;
+    let mut last = init.violations;
+    for &a in &f.actions {
+        let cur = s.take()?;
+        let mut en = Vec::new();
+        model.actions(&cur, &mut en);
+        if !en.contains(&a) {
+            return None;
+        }
+        let out = model.step(&cur, a);
+        last = out.violations;
+        s = out.next;
+    }
+    if let Some(v) = last.into_iter().find(|v| v.kind == f.kind) {
+        return Some(v.message);
+    }
+    let s = s?;
+    let mut en = Vec::new();
+    model.actions(&s, &mut en);
+    model.state_violations(&s, &en).into_iter().find(|v| v.kind == f.kind).map(|v| v.message)
 }
 
 /// A deadlock's cause, told from its trace (crate::explain).
@@ -354,17 +267,17 @@ fn explain_deadlock(model: &Model, f: &mut Found) {
 
 fn finish(
     model: &Model,
-    mut found: BTreeMap<ViolationKind, Found>,
+    mut found: Vec<Found>,
     bound: Option<Bound>,
     mut stats: Stats,
     start: Instant,
     internal: Option<Internal>,
 ) -> Report {
-    if let Some(f) = found.get_mut(&ViolationKind::Deadlock) {
+    if let Some(f) = found.iter_mut().find(|f| f.kind == ViolationKind::Deadlock) {
         explain_deadlock(model, f);
     }
     stats.seconds = start.elapsed().as_secs_f64();
-    let violations: Vec<Found> = found.into_values().collect();
+    let violations = found;
     let verdict = if internal.is_some() {
         Verdict::InternalError
     } else if !violations.is_empty() {

@@ -1,0 +1,520 @@
+//! Canonical states and their packing into interned components (the `Packed` side of the
+//! transition system).
+//!
+//! Two renamings carry no meaning and are factored out before a state is stored:
+//! - **Clock epochs.** Happens-before only ever compares an agent's epochs with each other (an
+//!   access `(a, e)` is ordered before a clock `c` when `c[a] >= e`), joins them by maximum and
+//!   starts a new one above all others. Replacing each agent's epochs by their rank keeps every
+//!   comparison, and keeps states of a long loop from differing only in how many releases came
+//!   before: a state's size no longer grows with depth.
+//! - **Interchangeable threads (symmetry).** Threads of one role and one warp whose code never
+//!   reads its identity (`tid`, `gtid`, `lane`, `warp`) behave alike: permuting them (and
+//!   everything that names them: clock columns, access records, copy issuers, init records) maps
+//!   executions to executions with the same violations. Sorting each such class by the threads'
+//!   own records picks one representative; ties keep their order, so two equivalent states may
+//!   still be stored twice (less reduction, never a lost state).
+
+use crate::lang::ast::Span;
+use crate::state::{Access, BarrierState, Cell, CopyInFlight, Life, State, Status, ThreadState};
+use crate::step::{Action, Model};
+
+/// The classes of interchangeable threads (each sorted, two or more members).
+pub fn symmetry_classes(model: &Model) -> Vec<Vec<usize>> {
+    let p = &model.proto;
+    let mut classes: Vec<((u16, u32), Vec<usize>)> = Vec::new();
+    for (t, info) in p.threads.iter().enumerate() {
+        let role = &p.roles[info.role as usize];
+        let mut identity = false;
+        for i in &role.code.instrs {
+            i.exprs(&mut |e| identity |= e.reads_identity());
+        }
+        if identity {
+            continue;
+        }
+        let key = (info.role, info.warp);
+        match classes.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, members)) => members.push(t),
+            None => classes.push((key, vec![t])),
+        }
+    }
+    classes.into_iter().map(|(_, m)| m).filter(|m| m.len() > 1).collect()
+}
+
+fn status_word(s: Status) -> u32 {
+    match s {
+        Status::Running => 0,
+        Status::AtSyncWarp => 1,
+        Status::AtSyncThreads => 2,
+        Status::Done => 3,
+    }
+}
+
+/// The order in which a class's members are sorted: everything a thread holds that does not
+/// name other agents.
+fn thread_key(t: &ThreadState) -> (u32, u32, &[i64], &[i64], &[u32], u16) {
+    (t.pc, status_word(t.status), &t.locals, &t.known, &t.path, t.commit_seq)
+}
+
+impl Model {
+    /// Apply the symmetry permutation (when `symmetry`) and normalise epochs. `perm` receives, for
+    /// every thread position of the result, the position it had in `s` (identity when nothing
+    /// moved).
+    pub fn canonical_form(&self, s: &mut State, symmetry: bool, perm: &mut Vec<u32>) {
+        let n = s.threads.len();
+        perm.clear();
+        perm.extend(0..n as u32);
+        if symmetry {
+            let mut moved = false;
+            for class in &self.symmetry {
+                let mut order: Vec<usize> = class.clone();
+                order.sort_by(|&a, &b| thread_key(&s.threads[a]).cmp(&thread_key(&s.threads[b])));
+                for (slot, &old) in class.iter().zip(&order) {
+                    perm[*slot] = old as u32;
+                    moved |= *slot != old;
+                }
+            }
+            if moved {
+                permute(s, perm);
+            }
+        }
+        normalise_epochs(s);
+    }
+}
+
+/// Rename threads: position `new` of the result holds what position `perm[new]` held.
+fn permute(s: &mut State, perm: &[u32]) {
+    let n = perm.len();
+    let agents = s.threads.first().map_or(n, |t| t.clock.len());
+    // old agent -> new agent (engines keep their positions).
+    let mut to_new: Vec<u32> = (0..agents as u32).collect();
+    for (new, &old) in perm.iter().enumerate() {
+        to_new[old as usize] = new as u32;
+    }
+    let old_threads = std::mem::take(&mut s.threads).into_vec();
+    let mut slots: Vec<Option<ThreadState>> = old_threads.into_iter().map(Some).collect();
+    s.threads = perm.iter().map(|&old| slots[old as usize].take().expect("a permutation")).collect();
+    let mut old: Vec<u32> = Vec::with_capacity(agents);
+    let mut remap_clock = |c: &mut Box<[u32]>| {
+        old.clear();
+        old.extend_from_slice(c);
+        for (a, v) in old.iter().enumerate() {
+            c[to_new[a] as usize] = *v;
+        }
+    };
+    for t in s.threads.iter_mut() {
+        remap_clock(&mut t.clock);
+    }
+    for e in s.engines.iter_mut() {
+        remap_clock(e);
+    }
+    for b in s.barriers.iter_mut() {
+        remap_clock(&mut b.clock);
+        remap_clock(&mut b.prev_clock);
+        if let Some((a, _)) = &mut b.init_by {
+            *a = to_new[*a as usize] as u16;
+        }
+    }
+    let remap_access = |a: &mut Access| a.agent = to_new[a.agent as usize] as u16;
+    for c in s.buffers.iter_mut().chain(s.vars.iter_mut()) {
+        if let Some(w) = &mut c.last_write {
+            remap_access(w);
+        }
+        for r in c.reads.iter_mut() {
+            remap_access(r);
+        }
+        c.reads.sort_by_key(|r| r.agent);
+    }
+    for c in s.copies.iter_mut() {
+        c.issuer = to_new[c.issuer as usize] as u16;
+    }
+}
+
+/// Every clock of the state (threads, engines, barriers' current and previous phases).
+fn clocks_mut(s: &mut State) -> impl Iterator<Item = &mut Box<[u32]>> {
+    s.threads
+        .iter_mut()
+        .map(|t| &mut t.clock)
+        .chain(s.engines.iter_mut())
+        .chain(s.barriers.iter_mut().flat_map(|b| [&mut b.clock, &mut b.prev_clock]))
+}
+
+/// Replace each agent's epochs by their rank among the values of that agent's column (0 kept as
+/// 0: it means "nothing of this agent"). Columns are sets of small numbers once normalised (a
+/// step adds a few), so each is a 64-bit set and a rank is a population count; a state with a
+/// larger epoch is normalised through sorted columns instead.
+fn normalise_epochs(s: &mut State) {
+    let Some(agents) = s.threads.first().map(|t| t.clock.len()).or_else(|| s.engines.first().map(|e| e.len())) else {
+        return;
+    };
+    let mut stack = [1u64; 32];
+    let mut heap = Vec::new();
+    let sets: &mut [u64] = if agents <= 32 {
+        &mut stack[..agents]
+    } else {
+        heap.resize(agents, 1u64);
+        &mut heap
+    };
+    let mut large = false;
+    let mut see = |sets: &mut [u64], a: usize, v: u32| {
+        if v < 64 {
+            sets[a] |= 1 << v;
+        } else {
+            large = true;
+        }
+    };
+    for c in clocks_mut(s) {
+        for (a, &v) in c.iter().enumerate() {
+            see(sets, a, v);
+        }
+    }
+    for c in s.buffers.iter().chain(s.vars.iter()) {
+        for acc in c.last_write.iter().chain(c.reads.iter()) {
+            see(sets, acc.agent as usize, acc.epoch);
+        }
+    }
+    for b in s.barriers.iter() {
+        if let Some((a, e)) = b.init_by {
+            see(sets, a as usize, e);
+        }
+    }
+    if large {
+        return normalise_sorted(s, agents);
+    }
+    if sets.iter().all(|&m| m & m.wrapping_add(1) == 0) {
+        return;
+    }
+    let sets = &*sets;
+    let rank = |a: usize, v: u32| (sets[a] & ((1u64 << v) - 1)).count_ones();
+    rename_epochs(s, &rank);
+}
+
+/// `normalise_epochs` for states with an epoch of 64 or more (a long run of releases by one
+/// agent that every other record still remembers).
+fn normalise_sorted(s: &mut State, agents: usize) {
+    let mut cols: Vec<Vec<u32>> = vec![vec![0]; agents];
+    for c in clocks_mut(s) {
+        for (a, &v) in c.iter().enumerate() {
+            cols[a].push(v);
+        }
+    }
+    for c in s.buffers.iter().chain(s.vars.iter()) {
+        for acc in c.last_write.iter().chain(c.reads.iter()) {
+            cols[acc.agent as usize].push(acc.epoch);
+        }
+    }
+    for b in s.barriers.iter() {
+        if let Some((a, e)) = b.init_by {
+            cols[a as usize].push(e);
+        }
+    }
+    for c in cols.iter_mut() {
+        c.sort_unstable();
+        c.dedup();
+    }
+    let rank = |a: usize, v: u32| cols[a].binary_search(&v).expect("collected") as u32;
+    rename_epochs(s, &rank);
+}
+
+fn rename_epochs(s: &mut State, rank: &dyn Fn(usize, u32) -> u32) {
+    for c in clocks_mut(s) {
+        for (a, v) in c.iter_mut().enumerate() {
+            *v = rank(a, *v);
+        }
+    }
+    for b in s.barriers.iter_mut() {
+        if let Some((a, e)) = &mut b.init_by {
+            *e = rank(*a as usize, *e);
+        }
+    }
+    for c in s.buffers.iter_mut().chain(s.vars.iter_mut()) {
+        for acc in c.last_write.iter_mut().chain(c.reads.iter_mut()) {
+            acc.epoch = rank(acc.agent as usize, acc.epoch);
+        }
+    }
+}
+
+/// Rename a thread action by a permutation from `canonical_form` composed along a path.
+pub fn rename(a: Action, sigma: &[u32]) -> Action {
+    match a {
+        Action::Thread(t) => Action::Thread(sigma.get(t as usize).map_or(t, |&o| o as u16)),
+        other => other,
+    }
+}
+
+// ---- packing ----------------------------------------------------------------------------------
+
+/// Words of an i64: one word for small magnitudes (zigzag below 2^31), else a marker and two.
+fn put_i64(out: &mut Vec<u32>, v: i64) {
+    let z = ((v << 1) ^ (v >> 63)) as u64;
+    if z < 0x8000_0000 {
+        out.push(z as u32);
+    } else {
+        out.push(u32::MAX);
+        out.push(z as u32);
+        out.push((z >> 32) as u32);
+    }
+}
+
+struct Words<'a> {
+    w: &'a [u32],
+    at: usize,
+}
+
+impl Words<'_> {
+    fn u(&mut self) -> u32 {
+        let v = self.w[self.at];
+        self.at += 1;
+        v
+    }
+
+    fn i(&mut self) -> i64 {
+        let first = self.u();
+        let z = if first == u32::MAX {
+            let lo = self.u() as u64;
+            let hi = self.u() as u64;
+            lo | hi << 32
+        } else {
+            first as u64
+        };
+        ((z >> 1) as i64) ^ -((z & 1) as i64)
+    }
+
+    fn rest(&self) -> bool {
+        self.at < self.w.len()
+    }
+}
+
+fn put_access(out: &mut Vec<u32>, a: &Access) {
+    out.push(a.agent as u32 | (a.in_completion as u32) << 16);
+    out.push(a.epoch);
+}
+
+fn get_access(r: &mut Words) -> Access {
+    let w = r.u();
+    Access {
+        agent: w as u16,
+        in_completion: w >> 16 != 0,
+        epoch: r.u(),
+    }
+}
+
+fn put_cell(out: &mut Vec<u32>, c: &Cell) {
+    put_i64(out, c.value);
+    out.push(c.writes);
+    out.push(c.in_flight as u32 | (c.last_write.is_some() as u32) << 1);
+    if let Some(w) = &c.last_write {
+        put_access(out, w);
+    }
+    for r in &c.reads {
+        put_access(out, r);
+    }
+}
+
+fn get_cell(w: &[u32]) -> Cell {
+    let mut r = Words { w, at: 0 };
+    let value = r.i();
+    let writes = r.u();
+    let flags = r.u();
+    let last_write = (flags & 2 != 0).then(|| get_access(&mut r));
+    let mut reads = Vec::new();
+    while r.rest() {
+        reads.push(get_access(&mut r));
+    }
+    Cell {
+        value,
+        writes,
+        last_write,
+        reads,
+        in_flight: flags & 1 != 0,
+    }
+}
+
+impl Model {
+    /// Components: every thread, every barrier, every buffer, every var, then the copies in
+    /// flight, the engines' clocks, the engines' knowledge and the warps' commit logs.
+    pub fn component_count(&self) -> usize {
+        let p = &self.proto;
+        p.threads.len() + p.barriers.len() + p.buffers.len() + p.vars.len() + 4
+    }
+
+    /// Append the words of every component to `w`, and after each component its end in `w`.
+    pub fn pack_state(&self, s: &State, w: &mut Vec<u32>, ends: &mut Vec<u32>) {
+        let mut emit = |w: &mut Vec<u32>| ends.push(w.len() as u32);
+        for t in s.threads.iter() {
+            w.push(t.pc);
+            w.push(status_word(t.status) | (t.commit_seq as u32) << 8);
+            for &v in t.locals.iter().chain(t.known.iter()) {
+                put_i64(w, v);
+            }
+            w.extend_from_slice(&t.clock);
+            w.extend_from_slice(&t.path);
+            emit(w);
+        }
+        for b in s.barriers.iter() {
+            let life = match b.life {
+                Life::Uninit => 0,
+                Life::Live => 1,
+                Life::Invalidated => 2,
+            };
+            w.push(life | (b.observed_prev as u32) << 2 | (b.init_by.is_some() as u32) << 3);
+            if let Some((a, e)) = b.init_by {
+                w.push(a as u32);
+                w.push(e);
+            }
+            for v in [b.phase, b.pending, b.expected, b.arrived, b.tx] {
+                put_i64(w, v);
+            }
+            for &v in b.known.iter().chain(b.prev_known.iter()) {
+                put_i64(w, v);
+            }
+            w.extend_from_slice(&b.clock);
+            w.extend_from_slice(&b.prev_clock);
+            emit(w);
+        }
+        for c in s.buffers.iter().chain(s.vars.iter()) {
+            put_cell(w, c);
+            emit(w);
+        }
+        for c in &s.copies {
+            w.extend_from_slice(&[c.buf as u32 | (c.bar as u32) << 16, c.issuer as u32, c.stmt.start, c.stmt.end]);
+            put_i64(w, c.bytes);
+            put_i64(w, c.version);
+        }
+        emit(w);
+        for e in s.engines.iter() {
+            w.extend_from_slice(e);
+        }
+        emit(w);
+        for k in s.engines_known.iter() {
+            for &v in k.iter() {
+                put_i64(w, v);
+            }
+        }
+        emit(w);
+        for log in s.commit_logs.iter() {
+            w.push(log.len() as u32);
+            for &(seq, bar, sig) in log {
+                w.extend_from_slice(&[seq as u32 | (bar as u32) << 16, sig as u32, (sig >> 32) as u32]);
+            }
+        }
+        emit(w);
+    }
+
+    pub fn unpack_state(&self, parts: &[&[u32]]) -> State {
+        let p = &self.proto;
+        let (nt, nb, nd, nv) = (p.threads.len(), p.barriers.len(), p.buffers.len(), p.vars.len());
+        let agents = p.agent_count();
+        let mut it = parts.iter();
+        let threads = (0..nt)
+            .map(|t| {
+                let mut r = Words { w: it.next().expect("thread"), at: 0 };
+                let pc = r.u();
+                let sw = r.u();
+                let status = match sw & 0xff {
+                    0 => Status::Running,
+                    1 => Status::AtSyncWarp,
+                    2 => Status::AtSyncThreads,
+                    _ => Status::Done,
+                };
+                let locals = (0..p.code_of(t).local_names.len()).map(|_| r.i()).collect();
+                let known = (0..nb).map(|_| r.i()).collect();
+                let clock = (0..agents).map(|_| r.u()).collect();
+                let path = r.w[r.at..].to_vec();
+                ThreadState {
+                    pc,
+                    status,
+                    locals,
+                    clock,
+                    known,
+                    path,
+                    commit_seq: (sw >> 8) as u16,
+                }
+            })
+            .collect();
+        let barriers = (0..nb)
+            .map(|_| {
+                let mut r = Words { w: it.next().expect("barrier"), at: 0 };
+                let flags = r.u();
+                let init_by = (flags & 8 != 0).then(|| {
+                    let a = r.u() as u16;
+                    (a, r.u())
+                });
+                let (phase, pending, expected, arrived, tx) = (r.i(), r.i(), r.i(), r.i(), r.i());
+                let known = (0..nb).map(|_| r.i()).collect();
+                let prev_known = (0..nb).map(|_| r.i()).collect();
+                let clock = (0..agents).map(|_| r.u()).collect();
+                let prev_clock = (0..agents).map(|_| r.u()).collect();
+                BarrierState {
+                    life: match flags & 3 {
+                        0 => Life::Uninit,
+                        1 => Life::Live,
+                        _ => Life::Invalidated,
+                    },
+                    phase,
+                    pending,
+                    expected,
+                    arrived,
+                    tx,
+                    init_by,
+                    observed_prev: flags & 4 != 0,
+                    clock,
+                    prev_clock,
+                    known,
+                    prev_known,
+                }
+            })
+            .collect();
+        let buffers = (0..nd).map(|_| get_cell(it.next().expect("buffer"))).collect();
+        let vars = (0..nv).map(|_| get_cell(it.next().expect("var"))).collect();
+        let mut r = Words { w: it.next().expect("copies"), at: 0 };
+        let mut copies = Vec::new();
+        while r.rest() {
+            let bb = r.u();
+            let issuer = r.u() as u16;
+            let stmt = Span { start: r.u(), end: r.u() };
+            copies.push(CopyInFlight {
+                buf: bb as u16,
+                bar: (bb >> 16) as u16,
+                issuer,
+                stmt,
+                bytes: r.i(),
+                version: r.i(),
+            });
+        }
+        let mut r = Words { w: it.next().expect("engines"), at: 0 };
+        let engines = (0..nd).map(|_| (0..agents).map(|_| r.u()).collect()).collect();
+        let mut r = Words { w: it.next().expect("engine knowledge"), at: 0 };
+        let engines_known = (0..nd).map(|_| (0..nb).map(|_| r.i()).collect()).collect();
+        let mut r = Words { w: it.next().expect("commit logs"), at: 0 };
+        let warps = (nt as u32).div_ceil(p.warp_size) as usize;
+        let commit_logs = (0..warps)
+            .map(|_| {
+                let len = r.u();
+                (0..len)
+                    .map(|_| {
+                        let sb = r.u();
+                        let sig = r.u() as u64 | (r.u() as u64) << 32;
+                        (sb as u16, (sb >> 16) as u16, sig)
+                    })
+                    .collect()
+            })
+            .collect();
+        State {
+            threads,
+            barriers,
+            buffers,
+            vars,
+            copies,
+            engines,
+            engines_known,
+            commit_logs,
+        }
+    }
+}
+
+impl Model {
+    /// How many classes of interchangeable threads the protocol has (for the report header).
+    pub fn symmetry_class_count(&self) -> usize {
+        self.symmetry.len()
+    }
+}

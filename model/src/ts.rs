@@ -1,0 +1,104 @@
+//! The one transition system every consumer of the semantics drives: the verifier's search, the
+//! minimizer, trace replay and the GPU crate's outcome enumeration.
+//!
+//! The shape follows stateright's `Model` (init, enabled actions, next state, state properties),
+//! extended with what an explicit-state engine needs to store states compactly: a canonical form
+//! (symmetry, normalised clocks) and a packing into small integer components that the engine
+//! interns. The engine itself (verifier/src/engine) knows nothing of barriers or threads.
+
+use crate::step::{Outcome, Violation};
+
+/// A system of states and actions whose semantics are written once.
+pub trait TransitionSystem: Sync {
+    type State: Clone + Send + Sync;
+    type Action: Copy + Eq + std::fmt::Debug + Send + Sync;
+
+    /// The initial state, or the violations that stop the system before any step.
+    fn init(&self) -> Outcome<Self::State>;
+    /// The actions enabled in `s`, appended to `out` in a fixed order.
+    fn actions(&self, s: &Self::State, out: &mut Vec<Self::Action>);
+    /// Take one enabled action. `next: None` when the step ended the execution.
+    fn step(&self, s: &Self::State, a: Self::Action) -> Outcome<Self::State>;
+    /// Violations that are properties of a state rather than of a step (deadlock, stale waits).
+    fn state_violations(&self, s: &Self::State, enabled: &[Self::Action]) -> Vec<Violation>;
+    /// Nothing after this state is meaningful (the CTA has exited under an async copy): the
+    /// search records its state violations and does not expand it.
+    fn is_final(&self, s: &Self::State) -> bool;
+}
+
+/// How the engine stores states: as a fixed number of components, each a short word sequence the
+/// engine interns, so that the many states that share a thread's or a barrier's record share its
+/// storage. `pack` and `unpack` must be inverse; `canonicalize` must map states that the search
+/// may treat as one (the same up to a permutation of interchangeable threads, or up to renaming
+/// clock epochs in an order-preserving way) to one representative, and must map every state to
+/// one with exactly the same future up to that renaming.
+pub trait Packed: TransitionSystem {
+    /// The number of components of every state (fixed for one system).
+    fn components(&self) -> usize;
+    /// Append every component's words to `words`, in order, pushing the end of each (its index
+    /// in `words` just past its last word) to `ends`.
+    fn pack(&self, s: &Self::State, words: &mut Vec<u32>, ends: &mut Vec<u32>);
+    /// Rebuild a state from its components, in the order `pack` emitted them.
+    fn unpack(&self, parts: &[&[u32]]) -> Self::State;
+    /// Put `s` into its canonical form. `symmetry: false` only normalises what carries no meaning
+    /// (absolute clock epochs). `perm` receives the renaming applied: position `new` of the result
+    /// holds what position `perm[new]` held (the engine composes these along a path to turn the
+    /// canonical trace back into the concrete one).
+    fn canonicalize(&self, s: &mut Self::State, symmetry: bool, perm: &mut Vec<u32>);
+    /// An action of a canonical state as the concrete state it stands for names it, given the
+    /// composed renaming `sigma` (canonical position -> concrete position).
+    fn rename(&self, a: Self::Action, sigma: &[u32]) -> Self::Action;
+    /// Whether a symmetry reduction applies at all (some class has two or more members).
+    fn has_symmetry(&self) -> bool;
+}
+
+impl TransitionSystem for crate::step::Model {
+    type State = crate::state::State;
+    type Action = crate::step::Action;
+
+    fn init(&self) -> Outcome {
+        crate::step::Model::init(self)
+    }
+
+    fn actions(&self, s: &Self::State, out: &mut Vec<Self::Action>) {
+        crate::step::Model::actions(self, s, out)
+    }
+
+    fn step(&self, s: &Self::State, a: Self::Action) -> Outcome {
+        crate::step::Model::step(self, s, a)
+    }
+
+    fn state_violations(&self, s: &Self::State, enabled: &[Self::Action]) -> Vec<Violation> {
+        crate::step::Model::state_violations(self, s, enabled)
+    }
+
+    fn is_final(&self, s: &Self::State) -> bool {
+        s.all_done() && !s.copies.is_empty()
+    }
+}
+
+impl Packed for crate::step::Model {
+    fn components(&self) -> usize {
+        self.component_count()
+    }
+
+    fn pack(&self, s: &Self::State, words: &mut Vec<u32>, ends: &mut Vec<u32>) {
+        self.pack_state(s, words, ends)
+    }
+
+    fn unpack(&self, parts: &[&[u32]]) -> Self::State {
+        self.unpack_state(parts)
+    }
+
+    fn canonicalize(&self, s: &mut Self::State, symmetry: bool, perm: &mut Vec<u32>) {
+        self.canonical_form(s, symmetry, perm)
+    }
+
+    fn rename(&self, a: Self::Action, sigma: &[u32]) -> Self::Action {
+        crate::canon::rename(a, sigma)
+    }
+
+    fn has_symmetry(&self) -> bool {
+        !self.symmetry.is_empty()
+    }
+}

@@ -1,0 +1,478 @@
+//! Breadth-first search over a packed transition system.
+//!
+//! Level by level: the states of a level are expanded in chunks; a chunk's states are stepped in
+//! parallel (each worker reads the store, none writes it), then the chunk's successors are
+//! interned and deduplicated in frontier order by one thread. The first state reached at each
+//! depth and the first violation of each kind are therefore the same whatever the thread count,
+//! and every trace is a shortest one.
+//!
+//! States are stored in canonical form (`Packed::canonicalize`). A path through stored states is
+//! a path of canonical states; [`explore`] turns it back into the concrete actions from the
+//! initial state by re-running each stored step and composing the renamings the canonical form
+//! applied.
+
+use super::store::{Interner, StateSet};
+use phasecheck_model::step::{InternalError, Outcome, Violation};
+use phasecheck_model::ts::Packed;
+use phasecheck_model::ViolationKind;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+/// Why a search stopped before it had seen every reachable state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Stop {
+    MaxStates,
+    MaxSeconds,
+    MaxMemory,
+}
+
+impl Stop {
+    pub fn describe(self) -> &'static str {
+        match self {
+            Stop::MaxStates => "--max-states",
+            Stop::MaxSeconds => "--max-seconds",
+            Stop::MaxMemory => "--max-memory",
+        }
+    }
+}
+
+/// A transition's extra check (the model's self-check): an internal error, or none.
+pub type TransitionCheck<'a, M> = &'a (dyn Fn(
+    &<M as phasecheck_model::ts::TransitionSystem>::State,
+    <M as phasecheck_model::ts::TransitionSystem>::Action,
+    &Outcome<<M as phasecheck_model::ts::TransitionSystem>::State>,
+) -> Option<InternalError>
+         + Sync);
+
+pub struct Limits<'a, M: Packed> {
+    pub max_states: Option<usize>,
+    pub max_seconds: Option<f64>,
+    /// Resident memory of the process at which the search stops.
+    pub max_memory_bytes: usize,
+    /// Polled between chunks: `Some` stops the search.
+    pub stop: Option<fn() -> Option<Stop>>,
+    pub stop_at_first: bool,
+    /// Worker threads for expansion (1: expand on the calling thread).
+    pub threads: usize,
+    pub symmetry: bool,
+    pub progress: Option<&'a (dyn Fn(&Tally) + Sync)>,
+    pub check: Option<TransitionCheck<'a, M>>,
+}
+
+/// Figures of a search, final or in progress.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct Tally {
+    /// Distinct (canonical) states stored.
+    pub states: usize,
+    pub transitions: u64,
+    /// Transitions that reached a state already stored.
+    pub matched: u64,
+    pub depth: usize,
+    /// States waiting to be expanded (this level's rest and the next level so far).
+    pub queue: usize,
+    pub seconds: f64,
+    /// Bytes held by the state store (components, rows, tables, parent links).
+    pub store_bytes: usize,
+    /// Distinct components interned.
+    pub components: usize,
+    /// Resident memory of the process when the tally was taken.
+    pub memory_bytes: usize,
+}
+
+/// The first violation of a kind, with the concrete actions from the initial state.
+#[derive(Clone, Debug)]
+pub struct Hit<A> {
+    pub kind: ViolationKind,
+    pub message: String,
+    pub actions: Vec<A>,
+}
+
+pub struct Explored<A> {
+    /// The first of each kind found, in kind order.
+    pub hits: Vec<Hit<A>>,
+    pub internal: Option<(InternalError, Vec<A>)>,
+    pub stopped: Option<Stop>,
+    pub tally: Tally,
+}
+
+/// Where a violation was met: after the state stored at `at`, by `last` (None: a property of
+/// that state), or along the concrete prefix.
+enum Place<A> {
+    Stored { at: u32, last: Option<A> },
+    Prefix(Vec<A>),
+}
+
+struct Succ<A> {
+    action: A,
+    violations: Vec<Violation>,
+    internal: Option<InternalError>,
+    /// Ordinal of the packed successor in the batch.
+    packed: Option<u32>,
+}
+
+struct Expansion<A> {
+    at: u32,
+    state_violations: Vec<Violation>,
+    succs: Vec<Succ<A>>,
+}
+
+struct Batch<A> {
+    expansions: Vec<Expansion<A>>,
+    words: Vec<u32>,
+    /// Per packed successor, the end (in `words`) of each of its components.
+    ends: Vec<u32>,
+}
+
+fn resident() -> usize {
+    crate::bounds::resident_bytes().unwrap_or(0)
+}
+
+struct Store {
+    parts: Interner,
+    states: StateSet,
+    /// For every state but the root: its parent and (in `actions`) the action from it.
+    parents: Vec<u32>,
+}
+
+impl Store {
+    fn unpack<M: Packed>(&self, model: &M, i: u32) -> M::State {
+        let parts: Vec<&[u32]> = self.states.row(i).iter().map(|&id| self.parts.get(id)).collect();
+        model.unpack(&parts)
+    }
+
+    fn bytes<A>(&self, actions: &[A]) -> usize {
+        self.parts.bytes() + self.states.bytes() + self.parents.capacity() * 4 + std::mem::size_of_val(actions)
+    }
+}
+
+/// Expand the states `at` into `batch` (its buffers are reused from chunk to chunk).
+fn expand<M: Packed>(model: &M, store: &Store, limits: &Limits<M>, at: &[u32], batch: &mut Batch<M::Action>) {
+    batch.expansions.clear();
+    batch.words.clear();
+    batch.ends.clear();
+    let mut enabled = Vec::new();
+    let mut perm = Vec::new();
+    let mut packed = 0u32;
+    for &i in at {
+        let s = store.unpack(model, i);
+        enabled.clear();
+        model.actions(&s, &mut enabled);
+        let state_violations = model.state_violations(&s, &enabled);
+        let mut succs = Vec::new();
+        if !model.is_final(&s) {
+            for &a in &enabled {
+                let mut out = model.step(&s, a);
+                let internal = out.internal.take().or_else(|| limits.check.and_then(|c| c(&s, a, &out)));
+                let mut slot = None;
+                if internal.is_none() {
+                    if let Some(mut n) = out.next.take() {
+                        model.canonicalize(&mut n, limits.symmetry, &mut perm);
+                        model.pack(&n, &mut batch.words, &mut batch.ends);
+                        slot = Some(packed);
+                        packed += 1;
+                    }
+                }
+                succs.push(Succ {
+                    action: a,
+                    violations: std::mem::take(&mut out.violations),
+                    internal,
+                    packed: slot,
+                });
+            }
+        }
+        batch.expansions.push(Expansion {
+            at: i,
+            state_violations,
+            succs,
+        });
+    }
+}
+
+/// Explore every execution that begins with `prefix` (concrete actions from the initial state).
+pub fn explore<M: Packed>(model: &M, prefix: &[M::Action], limits: &Limits<M>) -> Explored<M::Action> {
+    let start = Instant::now();
+    let mut found: BTreeMap<ViolationKind, (usize, String, Place<M::Action>)> = BTreeMap::new();
+    let mut order = 0usize;
+    let mut record = |found: &mut BTreeMap<_, _>, v: Vec<Violation>, place: &dyn Fn() -> Place<M::Action>| {
+        for v in v {
+            found.entry(v.kind).or_insert_with(|| {
+                order += 1;
+                (order, v.message, place())
+            });
+        }
+    };
+    let mut tally = Tally::default();
+    let mut out = Explored {
+        hits: Vec::new(),
+        internal: None,
+        stopped: None,
+        tally: Tally::default(),
+    };
+
+    // The initial state and the prefix, concretely.
+    let init = model.init();
+    if let Some(e) = init.internal {
+        out.internal = Some((e, Vec::new()));
+        return finish(model, out, found, None, tally, start);
+    }
+    record(&mut found, init.violations, &|| Place::Prefix(Vec::new()));
+    let Some(mut s0) = init.next else {
+        return finish(model, out, found, None, tally, start);
+    };
+    let mut en = Vec::new();
+    for (k, &a) in prefix.iter().enumerate() {
+        en.clear();
+        model.actions(&s0, &mut en);
+        record(&mut found, model.state_violations(&s0, &en), &|| Place::Prefix(prefix[..k].to_vec()));
+        if !en.contains(&a) {
+            return finish(model, out, found, None, tally, start);
+        }
+        let o = model.step(&s0, a);
+        tally.transitions += 1;
+        if let Some(e) = o.internal {
+            out.internal = Some((e, prefix[..=k].to_vec()));
+            return finish(model, out, found, None, tally, start);
+        }
+        record(&mut found, o.violations, &|| Place::Prefix(prefix[..=k].to_vec()));
+        match o.next {
+            Some(n) => s0 = n,
+            None => return finish(model, out, found, None, tally, start),
+        }
+    }
+
+    let mut root = s0;
+    let mut root_perm = Vec::new();
+    model.canonicalize(&mut root, limits.symmetry, &mut root_perm);
+    let width = model.components();
+    let mut store = Store {
+        parts: Interner::new(),
+        states: StateSet::new(width),
+        parents: Vec::new(),
+    };
+    let mut actions: Vec<M::Action> = Vec::new();
+    let mut row: Vec<u32> = Vec::with_capacity(width);
+    {
+        let (mut words, mut ends) = (Vec::new(), Vec::new());
+        model.pack(&root, &mut words, &mut ends);
+        let mut from = 0;
+        for &to in &ends {
+            row.push(store.parts.intern(&words[from..to as usize]));
+            from = to as usize;
+        }
+    }
+    store.states.insert(&row);
+    drop(root);
+
+    let threads = limits.threads.max(1);
+    let mut pool: Vec<Batch<M::Action>> = (0..threads)
+        .map(|_| Batch {
+            expansions: Vec::new(),
+            words: Vec::new(),
+            ends: Vec::new(),
+        })
+        .collect();
+    let mut frontier: Vec<u32> = vec![0];
+    let mut depth = 0usize;
+    let mut stopped = None;
+    let mut chunk = 16usize;
+    let mut last_progress = Instant::now();
+    if resident() >= limits.max_memory_bytes {
+        stopped = Some(Stop::MaxMemory);
+        frontier.clear();
+    }
+    'search: while !frontier.is_empty() {
+        tally.depth = depth;
+        let mut next: Vec<u32> = Vec::new();
+        let mut done = 0usize;
+        while done < frontier.len() {
+            let t0 = Instant::now();
+            let take = chunk.min(frontier.len() - done);
+            let part = &frontier[done..done + take];
+            let used = if threads == 1 || take < 2 * threads {
+                expand(model, &store, limits, part, &mut pool[0]);
+                1
+            } else {
+                let per = take.div_ceil(threads);
+                let store = &store;
+                std::thread::scope(|sc| {
+                    for (p, batch) in part.chunks(per).zip(pool.iter_mut()) {
+                        sc.spawn(move || expand(model, store, limits, p, batch));
+                    }
+                });
+                take.div_ceil(per)
+            };
+            done += take;
+            // Bookkeeping, in frontier order.
+            for batch in pool[..used].iter_mut() {
+                for e in batch.expansions.drain(..) {
+                    if !e.state_violations.is_empty() {
+                        record(&mut found, e.state_violations, &|| Place::Stored { at: e.at, last: None });
+                    }
+                    for s in e.succs {
+                        tally.transitions += 1;
+                        if let Some(err) = s.internal {
+                            let path = concrete_path(model, &store, &actions, &root_perm, prefix, e.at, Some(s.action), limits.symmetry);
+                            out.internal = Some((err, path));
+                            break 'search;
+                        }
+                        if !s.violations.is_empty() {
+                            record(&mut found, s.violations, &|| Place::Stored {
+                                at: e.at,
+                                last: Some(s.action),
+                            });
+                        }
+                        if limits.stop_at_first && !found.is_empty() {
+                            break 'search;
+                        }
+                        if let Some(k) = s.packed {
+                            row.clear();
+                            let k = k as usize;
+                            let first = if k == 0 { 0 } else { batch.ends[k * width - 1] as usize };
+                            let mut from = first;
+                            for c in 0..width {
+                                let to = batch.ends[k * width + c] as usize;
+                                row.push(store.parts.intern(&batch.words[from..to]));
+                                from = to;
+                            }
+                            let (j, new) = store.states.insert(&row);
+                            if new {
+                                store.parents.push(e.at);
+                                actions.push(s.action);
+                                next.push(j);
+                                if store.states.len() >= limits.max_states.unwrap_or(usize::MAX) {
+                                    stopped = Some(Stop::MaxStates);
+                                    break 'search;
+                                }
+                            } else {
+                                tally.matched += 1;
+                            }
+                        }
+                    }
+                    if limits.stop_at_first && !found.is_empty() {
+                        break 'search;
+                    }
+                }
+            }
+            // Chunks of about 50 ms: bounds and progress stay responsive, workers stay busy.
+            let took = t0.elapsed();
+            if took < Duration::from_millis(25) && chunk < 8192 {
+                chunk *= 2;
+            } else if took > Duration::from_millis(100) && chunk > 1 {
+                chunk /= 2;
+            }
+            if let Some(b) = limits.stop.and_then(|f| f()) {
+                stopped = Some(b);
+                break 'search;
+            }
+            let mem = resident();
+            if mem >= limits.max_memory_bytes {
+                stopped = Some(Stop::MaxMemory);
+                break 'search;
+            }
+            let secs = start.elapsed().as_secs_f64();
+            if limits.max_seconds.is_some_and(|m| secs >= m) {
+                stopped = Some(Stop::MaxSeconds);
+                break 'search;
+            }
+            if let Some(cb) = limits.progress {
+                if last_progress.elapsed() >= Duration::from_secs(2) {
+                    last_progress = Instant::now();
+                    tally.states = store.states.len();
+                    tally.queue = frontier.len() - done + next.len();
+                    tally.seconds = secs;
+                    tally.store_bytes = store.bytes(&actions);
+                    tally.components = store.parts.len();
+                    tally.memory_bytes = mem;
+                    cb(&tally);
+                }
+            }
+        }
+        frontier = next;
+        if !frontier.is_empty() {
+            depth += 1;
+        }
+    }
+    tally.depth = tally.depth.max(depth);
+    tally.states = store.states.len();
+    tally.store_bytes = store.bytes(&actions);
+    tally.components = store.parts.len();
+    tally.memory_bytes = resident();
+    let paths = found
+        .into_iter()
+        .map(|(k, (o, m, place))| {
+            let p = match place {
+                Place::Prefix(p) => Place::Prefix(p),
+                Place::Stored { at, last } => {
+                    Place::Prefix(concrete_path(model, &store, &actions, &root_perm, prefix, at, last, limits.symmetry))
+                }
+            };
+            (k, (o, m, p))
+        })
+        .collect();
+    finish(model, out, paths, stopped, tally, start)
+}
+
+/// The concrete actions from the initial state to the stored state `at` (then `last`).
+#[allow(clippy::too_many_arguments)]
+fn concrete_path<M: Packed>(
+    model: &M,
+    store: &Store,
+    actions: &[M::Action],
+    root_perm: &[u32],
+    prefix: &[M::Action],
+    at: u32,
+    last: Option<M::Action>,
+    symmetry: bool,
+) -> Vec<M::Action> {
+    let mut chain = Vec::new();
+    let mut i = at;
+    while i != 0 {
+        chain.push(i);
+        i = store.parents[i as usize - 1];
+    }
+    chain.reverse();
+    let mut sigma: Vec<u32> = root_perm.to_vec();
+    let mut path: Vec<M::Action> = prefix.to_vec();
+    let mut from = 0u32;
+    let mut perm = Vec::new();
+    for &j in &chain {
+        let a = actions[j as usize - 1];
+        path.push(model.rename(a, &sigma));
+        let s = store.unpack(model, from);
+        if let Some(mut n) = model.step(&s, a).next {
+            model.canonicalize(&mut n, symmetry, &mut perm);
+            sigma = perm.iter().map(|&p| sigma.get(p as usize).copied().unwrap_or(p)).collect();
+        }
+        from = j;
+    }
+    if let Some(a) = last {
+        path.push(model.rename(a, &sigma));
+    }
+    path
+}
+
+fn finish<M: Packed>(
+    _model: &M,
+    mut out: Explored<M::Action>,
+    found: BTreeMap<ViolationKind, (usize, String, Place<M::Action>)>,
+    stopped: Option<Stop>,
+    mut tally: Tally,
+    start: Instant,
+) -> Explored<M::Action> {
+    // In kind order, as reports list them.
+    out.hits = found
+        .into_iter()
+        .map(|(kind, (_, message, place))| {
+            let actions = match place {
+                Place::Prefix(p) => p,
+                Place::Stored { .. } => Vec::new(),
+            };
+            Hit { kind, message, actions }
+        })
+        .collect();
+    out.stopped = stopped;
+    tally.seconds = start.elapsed().as_secs_f64();
+    out.tally = tally;
+    out
+}

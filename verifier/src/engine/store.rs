@@ -1,0 +1,129 @@
+//! Exact, compact storage of visited states.
+//!
+//! A state is packed by the model into a fixed number of components (a thread's record, a
+//! barrier's record, ...). Each distinct component is stored once in the [`Interner`], and a state
+//! is the short vector of its components' ids, stored once in the [`StateSet`]. Most successors
+//! differ from their parent in one or two components, so the interner grows slowly and a stored
+//! state costs four bytes per component plus its table slot.
+//!
+//! Storage is exact (no fingerprints): a state is never confused with another, so no verdict
+//! carries an omission probability.
+
+use hashbrown::HashTable;
+use rustc_hash::FxHasher;
+use std::hash::{Hash, Hasher};
+
+fn hash_words(w: &[u32]) -> u64 {
+    let mut h = FxHasher::default();
+    w.hash(&mut h);
+    h.finish()
+}
+
+/// Distinct word sequences, each named by a dense id.
+#[derive(Default)]
+pub struct Interner {
+    words: Vec<u32>,
+    /// `starts[id]..starts[id + 1]` are the words of `id`.
+    starts: Vec<usize>,
+    table: HashTable<u32>,
+}
+
+impl Interner {
+    pub fn new() -> Interner {
+        Interner {
+            words: Vec::new(),
+            starts: vec![0],
+            table: HashTable::new(),
+        }
+    }
+
+    pub fn get(&self, id: u32) -> &[u32] {
+        &self.words[self.starts[id as usize]..self.starts[id as usize + 1]]
+    }
+
+    pub fn len(&self) -> usize {
+        self.starts.len() - 1
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The id of `w`, without adding it.
+    pub fn find(&self, w: &[u32]) -> Option<u32> {
+        let h = hash_words(w);
+        self.table.find(h, |&id| self.get(id) == w).copied()
+    }
+
+    pub fn intern(&mut self, w: &[u32]) -> u32 {
+        let h = hash_words(w);
+        let Interner { words, starts, table } = self;
+        let get = |id: u32| &words[starts[id as usize]..starts[id as usize + 1]];
+        if let Some(&id) = table.find(h, |&id| get(id) == w) {
+            return id;
+        }
+        let id = (starts.len() - 1) as u32;
+        words.extend_from_slice(w);
+        starts.push(words.len());
+        let (words, starts) = (&*words, &*starts);
+        table.insert_unique(h, id, |&id| hash_words(&words[starts[id as usize]..starts[id as usize + 1]]));
+        id
+    }
+
+    pub fn bytes(&self) -> usize {
+        self.words.capacity() * 4 + self.starts.capacity() * std::mem::size_of::<usize>() + self.table.capacity() * 5
+    }
+}
+
+/// Visited states as fixed-width rows of component ids, each row stored once.
+pub struct StateSet {
+    width: usize,
+    rows: Vec<u32>,
+    table: HashTable<u32>,
+}
+
+impl StateSet {
+    pub fn new(width: usize) -> StateSet {
+        StateSet {
+            width,
+            rows: Vec::new(),
+            table: HashTable::new(),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.rows.len() / self.width.max(1)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    pub fn row(&self, i: u32) -> &[u32] {
+        let w = self.width;
+        &self.rows[i as usize * w..(i as usize + 1) * w]
+    }
+
+    pub fn find(&self, row: &[u32]) -> Option<u32> {
+        self.table.find(hash_words(row), |&i| self.row(i) == row).copied()
+    }
+
+    /// The index of `row`, and whether it was new.
+    pub fn insert(&mut self, row: &[u32]) -> (u32, bool) {
+        let h = hash_words(row);
+        let w = self.width;
+        let StateSet { rows, table, .. } = self;
+        if let Some(&i) = table.find(h, |&i| &rows[i as usize * w..(i as usize + 1) * w] == row) {
+            return (i, false);
+        }
+        let i = (rows.len() / w.max(1)) as u32;
+        rows.extend_from_slice(row);
+        let rows = &*rows;
+        table.insert_unique(h, i, |&i| hash_words(&rows[i as usize * w..(i as usize + 1) * w]));
+        (i, true)
+    }
+
+    pub fn bytes(&self) -> usize {
+        self.rows.capacity() * 4 + self.table.capacity() * 5
+    }
+}
