@@ -150,18 +150,33 @@ run_pc() {
     --param STAGES="$k" --param CONSUMERS="$c" --param ITERS="$n" --format json \
     --max-seconds "$timeout_s" --max-memory "$memory_mib" $PC_EXTRA "$@" >"$d/out.json" 2>"$d/err.txt" || true
   local parsed
-  parsed=$(python3 - "$d/out.json" <<'PY'
-import json, sys
+  parsed=$(python3 - "$d/out.json" "$d/err.txt" <<'PY'
+import json, re, sys
 try:
     r = json.load(open(sys.argv[1]))
 except Exception:
-    print("error\t\t\tno JSON output"); sys.exit()
-v, s = r.get("verdict", "error"), r.get("stats") or {}
+    r = {"verdict": "error"}
+v, s, note = r.get("verdict", "error"), r.get("stats") or {}, ""
 bound = r.get("bound")
 if v == "incomplete":
     v = {"--max-seconds": "out of time", "--max-memory": "out of memory"}.get(bound, f"incomplete ({bound})")
+if not s:
+    # Stopped inside a step (the JSON then has no stats): take the last progress line of stderr,
+    # "progress: 819914 states, 24061 states/s, ...".
+    last = None
+    for line in open(sys.argv[2], errors="replace"):
+        m = re.match(r"progress: (\d+) states, (\d+) states/s", line)
+        if m:
+            last = m
+    if last:
+        n, rate = int(last.group(1)), int(last.group(2))
+        s = {"states": n, "seconds": n / rate if rate else ""}
+        note = "states and rate from the last progress line"
+    elif v == "error":
+        note = "no JSON output"
 kinds = sorted({x.get("kind", "?") for x in r.get("violations", [])})
-print(f"{v}\t{s.get('states', '')}\t{s.get('seconds', '')}\t{', '.join(kinds)}")
+note = "; ".join(x for x in (", ".join(kinds), note) if x)
+print(f"{v}\t{s.get('states', '')}\t{s.get('seconds', '')}\t{note}")
 PY
 )
   local verdict states secs note
