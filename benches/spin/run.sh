@@ -28,7 +28,8 @@ set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
-cmdline="benches/spin/run.sh${*:+ $*}"
+cmdline="benches/spin/run.sh"
+for a in "$@"; do case $a in *[!A-Za-z0-9_,./=:+-]*|'') cmdline+=" '$a'" ;; *) cmdline+=" $a" ;; esac; done
 
 quick=0
 timeout_s=120
@@ -275,6 +276,8 @@ print("States: SPIN's \"states, stored\"; phasecheck's `stats.states`. states/s:
 print("(`pan: elapsed time`, `stats.seconds`). wall s: the process, from `/usr/bin/time -v` (SPIN: `./pan` alone;")
 print("its `spin -a` + `gcc` time is the compile column). Ratios compare each phasecheck row with the SPIN coarse row")
 print("of the same instance and reduction setting. Rows that hit a bound show the states stored when they stopped.")
+print("Bug rows stop at the first error on both sides, so their states depend on the search order (pan: depth-first;")
+print("phasecheck: breadth-first, for a shortest trace) and their states ratio says little.")
 PY
 
 mkdir -p "$(dirname "$out")"
