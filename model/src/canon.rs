@@ -40,6 +40,18 @@ pub fn symmetry_classes(model: &Model) -> Vec<Vec<usize>> {
     classes.into_iter().map(|(_, m)| m).filter(|m| m.len() > 1).collect()
 }
 
+/// The records a state is packed into, in order.
+enum Part {
+    Thread(usize),
+    Barrier(usize),
+    Buffer(usize),
+    Var(usize),
+    Copies,
+    Engines,
+    EngineKnowledge,
+    CommitLogs,
+}
+
 fn status_word(s: Status) -> u32 {
     match s {
         Status::Running => 0,
@@ -63,21 +75,36 @@ impl Model {
         let n = s.threads.len();
         perm.clear();
         perm.extend(0..n as u32);
-        if symmetry {
-            let mut moved = false;
-            for class in &self.symmetry {
-                let mut order: Vec<usize> = class.clone();
-                order.sort_by(|&a, &b| thread_key(&s.threads[a]).cmp(&thread_key(&s.threads[b])));
-                for (slot, &old) in class.iter().zip(&order) {
-                    perm[*slot] = old as u32;
-                    moved |= *slot != old;
-                }
-            }
-            if moved {
-                permute(s, perm);
+        // Epochs first: ranks are the same for every renaming of them, so the order below is too.
+        normalise_epochs(s);
+        if !symmetry {
+            return;
+        }
+        let mut moved = false;
+        let mut order: Vec<usize> = Vec::new();
+        for class in &self.symmetry {
+            order.clear();
+            order.extend_from_slice(class);
+            let th = &s.threads;
+            // Ties on the thread's own record are broken by what it knows of agents outside
+            // the class (their columns do not move) and of its own epoch.
+            let outside = |t: usize| {
+                th[t].clock.iter().enumerate().filter(|(a, _)| class.binary_search(a).is_err()).map(|(_, v)| *v)
+            };
+            order.sort_by(|&a, &b| {
+                thread_key(&th[a])
+                    .cmp(&thread_key(&th[b]))
+                    .then_with(|| th[a].clock[a].cmp(&th[b].clock[b]))
+                    .then_with(|| outside(a).cmp(outside(b)))
+            });
+            for (slot, &old) in class.iter().zip(&order) {
+                perm[*slot] = old as u32;
+                moved |= *slot != old;
             }
         }
-        normalise_epochs(s);
+        if moved {
+            permute(s, perm);
+        }
     }
 }
 
@@ -138,58 +165,28 @@ fn clocks_mut(s: &mut State) -> impl Iterator<Item = &mut Box<[u32]>> {
         .chain(s.barriers.iter_mut().flat_map(|b| [&mut b.clock, &mut b.prev_clock]))
 }
 
-/// Replace each agent's epochs by their rank among the values of that agent's column (0 kept as
-/// 0: it means "nothing of this agent"). Columns are sets of small numbers once normalised (a
-/// step adds a few), so each is a 64-bit set and a rank is a population count; a state with a
-/// larger epoch is normalised through sorted columns instead.
+/// Epochs at or above this are renumbered (`normalise_sorted`).
+const EPOCH_LIMIT: u32 = 64;
+
+/// Keep epochs small: once one reaches `EPOCH_LIMIT`, replace each agent's epochs by their rank
+/// among the values of that agent's column. Below the limit a state is stored as it is: two
+/// states that differ only in how their epochs are numbered may both be stored (the search is as
+/// exact, only larger), but no state's epochs grow without bound, so a loop that releases forever
+/// still revisits states. Measured on the ring benchmarks, renumbering every state merged none
+/// and cost a fifth of the search.
 fn normalise_epochs(s: &mut State) {
     let Some(agents) = s.threads.first().map(|t| t.clock.len()).or_else(|| s.engines.first().map(|e| e.len())) else {
         return;
     };
-    let mut stack = [1u64; 32];
-    let mut heap = Vec::new();
-    let sets: &mut [u64] = if agents <= 32 {
-        &mut stack[..agents]
-    } else {
-        heap.resize(agents, 1u64);
-        &mut heap
-    };
-    let mut large = false;
-    let mut see = |sets: &mut [u64], a: usize, v: u32| {
-        if v < 64 {
-            sets[a] |= 1 << v;
-        } else {
-            large = true;
-        }
-    };
-    for c in clocks_mut(s) {
-        for (a, &v) in c.iter().enumerate() {
-            see(sets, a, v);
-        }
-    }
-    for c in s.buffers.iter().chain(s.vars.iter()) {
-        for acc in c.last_write.iter().chain(c.reads.iter()) {
-            see(sets, acc.agent as usize, acc.epoch);
-        }
-    }
-    for b in s.barriers.iter() {
-        if let Some((a, e)) = b.init_by {
-            see(sets, a as usize, e);
-        }
-    }
+    let large = s.threads.iter().any(|t| t.clock.iter().any(|&v| v >= EPOCH_LIMIT))
+        || s.engines.iter().any(|e| e.iter().any(|&v| v >= EPOCH_LIMIT));
+    // Thread and engine clocks hold each agent's latest epoch: nothing else can be larger.
     if large {
-        return normalise_sorted(s, agents);
+        normalise_sorted(s, agents);
     }
-    if sets.iter().all(|&m| m & m.wrapping_add(1) == 0) {
-        return;
-    }
-    let sets = &*sets;
-    let rank = |a: usize, v: u32| (sets[a] & ((1u64 << v) - 1)).count_ones();
-    rename_epochs(s, &rank);
 }
 
-/// `normalise_epochs` for states with an epoch of 64 or more (a long run of releases by one
-/// agent that every other record still remembers).
+/// Renumber every agent's epochs by rank (0 kept as 0: it means "nothing of this agent").
 fn normalise_sorted(s: &mut State, agents: usize) {
     let mut cols: Vec<Vec<u32>> = vec![vec![0]; agents];
     for c in clocks_mut(s) {
@@ -279,6 +276,13 @@ impl Words<'_> {
         ((z >> 1) as i64) ^ -((z & 1) as i64)
     }
 
+    /// The next `n` words as a boxed slice (clocks).
+    fn slice(&mut self, n: usize) -> Box<[u32]> {
+        let v: Box<[u32]> = self.w[self.at..self.at + n].into();
+        self.at += n;
+        v
+    }
+
     fn rest(&self) -> bool {
         self.at < self.w.len()
     }
@@ -339,65 +343,112 @@ impl Model {
 
     /// Append the words of every component to `w`, and after each component its end in `w`.
     pub fn pack_state(&self, s: &State, w: &mut Vec<u32>, ends: &mut Vec<u32>) {
-        let mut emit = |w: &mut Vec<u32>| ends.push(w.len() as u32);
-        for t in s.threads.iter() {
-            w.push(t.pc);
-            w.push(status_word(t.status) | (t.commit_seq as u32) << 8);
-            for &v in t.locals.iter().chain(t.known.iter()) {
-                put_i64(w, v);
-            }
-            w.extend_from_slice(&t.clock);
-            w.extend_from_slice(&t.path);
-            emit(w);
+        for part in 0..self.component_count() {
+            self.pack_part(s, part, w);
+            ends.push(w.len() as u32);
         }
-        for b in s.barriers.iter() {
-            let life = match b.life {
-                Life::Uninit => 0,
-                Life::Live => 1,
-                Life::Invalidated => 2,
-            };
-            w.push(life | (b.observed_prev as u32) << 2 | (b.init_by.is_some() as u32) << 3);
-            if let Some((a, e)) = b.init_by {
-                w.push(a as u32);
-                w.push(e);
-            }
-            for v in [b.phase, b.pending, b.expected, b.arrived, b.tx] {
-                put_i64(w, v);
-            }
-            for &v in b.known.iter().chain(b.prev_known.iter()) {
-                put_i64(w, v);
-            }
-            w.extend_from_slice(&b.clock);
-            w.extend_from_slice(&b.prev_clock);
-            emit(w);
-        }
-        for c in s.buffers.iter().chain(s.vars.iter()) {
-            put_cell(w, c);
-            emit(w);
-        }
-        for c in &s.copies {
-            w.extend_from_slice(&[c.buf as u32 | (c.bar as u32) << 16, c.issuer as u32, c.stmt.start, c.stmt.end]);
-            put_i64(w, c.bytes);
-            put_i64(w, c.version);
-        }
-        emit(w);
-        for e in s.engines.iter() {
-            w.extend_from_slice(e);
-        }
-        emit(w);
-        for k in s.engines_known.iter() {
-            for &v in k.iter() {
-                put_i64(w, v);
+    }
+
+    /// Which record a component index names.
+    fn part_of(&self, part: usize) -> Part {
+        let p = &self.proto;
+        let (nt, nb, nd, nv) = (p.threads.len(), p.barriers.len(), p.buffers.len(), p.vars.len());
+        if part < nt {
+            Part::Thread(part)
+        } else if part < nt + nb {
+            Part::Barrier(part - nt)
+        } else if part < nt + nb + nd {
+            Part::Buffer(part - nt - nb)
+        } else if part < nt + nb + nd + nv {
+            Part::Var(part - nt - nb - nd)
+        } else {
+            match part - nt - nb - nd - nv {
+                0 => Part::Copies,
+                1 => Part::Engines,
+                2 => Part::EngineKnowledge,
+                _ => Part::CommitLogs,
             }
         }
-        emit(w);
-        for log in s.commit_logs.iter() {
-            w.push(log.len() as u32);
-            for &(seq, bar, sig) in log {
-                w.extend_from_slice(&[seq as u32 | (bar as u32) << 16, sig as u32, (sig >> 32) as u32]);
+    }
+
+    /// Whether component `part` is the same in both states (then it packs the same).
+    pub fn same_part(&self, a: &State, b: &State, part: usize) -> bool {
+        match self.part_of(part) {
+            Part::Thread(t) => a.threads[t] == b.threads[t],
+            Part::Barrier(i) => a.barriers[i] == b.barriers[i],
+            Part::Buffer(i) => a.buffers[i] == b.buffers[i],
+            Part::Var(i) => a.vars[i] == b.vars[i],
+            Part::Copies => a.copies == b.copies,
+            Part::Engines => a.engines == b.engines,
+            Part::EngineKnowledge => a.engines_known == b.engines_known,
+            Part::CommitLogs => a.commit_logs == b.commit_logs,
+        }
+    }
+
+    /// Append the words of component `part` to `w`.
+    pub fn pack_part(&self, s: &State, part: usize, w: &mut Vec<u32>) {
+        match self.part_of(part) {
+            Part::Thread(t) => {
+                let t = &s.threads[t];
+                w.push(t.pc);
+                w.push(status_word(t.status) | (t.commit_seq as u32) << 8);
+                for &v in t.locals.iter().chain(t.known.iter()) {
+                    put_i64(w, v);
+                }
+                w.extend_from_slice(&t.clock);
+                w.extend_from_slice(&t.path);
+            }
+            Part::Barrier(i) => {
+                let b = &s.barriers[i];
+                let life = match b.life {
+                    Life::Uninit => 0,
+                    Life::Live => 1,
+                    Life::Invalidated => 2,
+                };
+                w.push(life | (b.observed_prev as u32) << 2 | (b.init_by.is_some() as u32) << 3);
+                if let Some((a, e)) = b.init_by {
+                    w.push(a as u32);
+                    w.push(e);
+                }
+                for v in [b.phase, b.pending, b.expected, b.arrived, b.tx] {
+                    put_i64(w, v);
+                }
+                for &v in b.known.iter().chain(b.prev_known.iter()) {
+                    put_i64(w, v);
+                }
+                w.extend_from_slice(&b.clock);
+                w.extend_from_slice(&b.prev_clock);
+            }
+            Part::Buffer(i) => put_cell(w, &s.buffers[i]),
+            Part::Var(i) => put_cell(w, &s.vars[i]),
+            Part::Copies => {
+                for c in &s.copies {
+                    w.extend_from_slice(&[c.buf as u32 | (c.bar as u32) << 16, c.issuer as u32, c.stmt.start, c.stmt.end]);
+                    put_i64(w, c.bytes);
+                    put_i64(w, c.version);
+                }
+            }
+            Part::Engines => {
+                for e in s.engines.iter() {
+                    w.extend_from_slice(e);
+                }
+            }
+            Part::EngineKnowledge => {
+                for k in s.engines_known.iter() {
+                    for &v in k.iter() {
+                        put_i64(w, v);
+                    }
+                }
+            }
+            Part::CommitLogs => {
+                for log in s.commit_logs.iter() {
+                    w.push(log.len() as u32);
+                    for &(seq, bar, sig) in log {
+                        w.extend_from_slice(&[seq as u32 | (bar as u32) << 16, sig as u32, (sig >> 32) as u32]);
+                    }
+                }
             }
         }
-        emit(w);
     }
 
     pub fn unpack_state(&self, parts: &[&[u32]]) -> State {
@@ -418,7 +469,7 @@ impl Model {
                 };
                 let locals = (0..p.code_of(t).local_names.len()).map(|_| r.i()).collect();
                 let known = (0..nb).map(|_| r.i()).collect();
-                let clock = (0..agents).map(|_| r.u()).collect();
+                let clock = r.slice(agents);
                 let path = r.w[r.at..].to_vec();
                 ThreadState {
                     pc,
@@ -442,8 +493,8 @@ impl Model {
                 let (phase, pending, expected, arrived, tx) = (r.i(), r.i(), r.i(), r.i(), r.i());
                 let known = (0..nb).map(|_| r.i()).collect();
                 let prev_known = (0..nb).map(|_| r.i()).collect();
-                let clock = (0..agents).map(|_| r.u()).collect();
-                let prev_clock = (0..agents).map(|_| r.u()).collect();
+                let clock = r.slice(agents);
+                let prev_clock = r.slice(agents);
                 BarrierState {
                     life: match flags & 3 {
                         0 => Life::Uninit,
@@ -482,7 +533,7 @@ impl Model {
             });
         }
         let mut r = Words { w: it.next().expect("engines"), at: 0 };
-        let engines = (0..nd).map(|_| (0..agents).map(|_| r.u()).collect()).collect();
+        let engines = (0..nd).map(|_| r.slice(agents)).collect();
         let mut r = Words { w: it.next().expect("engine knowledge"), at: 0 };
         let engines_known = (0..nd).map(|_| (0..nb).map(|_| r.i()).collect()).collect();
         let mut r = Words { w: it.next().expect("commit logs"), at: 0 };

@@ -38,6 +38,10 @@ pub trait Packed: TransitionSystem {
     /// Append every component's words to `words`, in order, pushing the end of each (its index
     /// in `words` just past its last word) to `ends`.
     fn pack(&self, s: &Self::State, words: &mut Vec<u32>, ends: &mut Vec<u32>);
+    /// Append the words of one component (`pack` is every component in order).
+    fn pack_part(&self, s: &Self::State, part: usize, words: &mut Vec<u32>);
+    /// Whether one component is equal in two states (so a successor may reuse its parent's).
+    fn same_part(&self, a: &Self::State, b: &Self::State, part: usize) -> bool;
     /// Rebuild a state from its components, in the order `pack` emitted them.
     fn unpack(&self, parts: &[&[u32]]) -> Self::State;
     /// Put `s` into its canonical form. `symmetry: false` only normalises what carries no meaning
@@ -84,6 +88,14 @@ impl Packed for crate::step::Model {
 
     fn pack(&self, s: &Self::State, words: &mut Vec<u32>, ends: &mut Vec<u32>) {
         self.pack_state(s, words, ends)
+    }
+
+    fn pack_part(&self, s: &Self::State, part: usize, words: &mut Vec<u32>) {
+        self.pack_part(s, part, words)
+    }
+
+    fn same_part(&self, a: &Self::State, b: &Self::State, part: usize) -> bool {
+        self.same_part(a, b, part)
     }
 
     fn unpack(&self, parts: &[&[u32]]) -> Self::State {

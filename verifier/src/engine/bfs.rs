@@ -119,10 +119,15 @@ struct Expansion<A> {
 
 struct Batch<A> {
     expansions: Vec<Expansion<A>>,
+    /// Per packed successor, one entry per component: the parent's id when the component did
+    /// not change (most do not), else `FRESH`: its words are the next range of `words`.
+    parts: Vec<u32>,
     words: Vec<u32>,
-    /// Per packed successor, the end (in `words`) of each of its components.
+    /// The end (in `words`) of each fresh component, in order.
     ends: Vec<u32>,
 }
+
+const FRESH: u32 = u32::MAX;
 
 fn resident() -> usize {
     crate::bounds::resident_bytes().unwrap_or(0)
@@ -149,8 +154,10 @@ impl Store {
 /// Expand the states `at` into `batch` (its buffers are reused from chunk to chunk).
 fn expand<M: Packed>(model: &M, store: &Store, limits: &Limits<M>, at: &[u32], batch: &mut Batch<M::Action>) {
     batch.expansions.clear();
+    batch.parts.clear();
     batch.words.clear();
     batch.ends.clear();
+    let width = model.components();
     let mut enabled = Vec::new();
     let mut perm = Vec::new();
     let mut packed = 0u32;
@@ -168,7 +175,16 @@ fn expand<M: Packed>(model: &M, store: &Store, limits: &Limits<M>, at: &[u32], b
                 if internal.is_none() {
                     if let Some(mut n) = out.next.take() {
                         model.canonicalize(&mut n, limits.symmetry, &mut perm);
-                        model.pack(&n, &mut batch.words, &mut batch.ends);
+                        let parent = store.states.row(i);
+                        for (part, &id) in parent.iter().enumerate().take(width) {
+                            if model.same_part(&s, &n, part) {
+                                batch.parts.push(id);
+                            } else {
+                                model.pack_part(&n, part, &mut batch.words);
+                                batch.ends.push(batch.words.len() as u32);
+                                batch.parts.push(FRESH);
+                            }
+                        }
                         slot = Some(packed);
                         packed += 1;
                     }
@@ -268,6 +284,7 @@ pub fn explore<M: Packed>(model: &M, prefix: &[M::Action], limits: &Limits<M>) -
     let mut pool: Vec<Batch<M::Action>> = (0..threads)
         .map(|_| Batch {
             expansions: Vec::new(),
+            parts: Vec::new(),
             words: Vec::new(),
             ends: Vec::new(),
         })
@@ -305,6 +322,7 @@ pub fn explore<M: Packed>(model: &M, prefix: &[M::Action], limits: &Limits<M>) -
             done += take;
             // Bookkeeping, in frontier order.
             for batch in pool[..used].iter_mut() {
+                let (mut from, mut fresh) = (0usize, 0usize);
                 for e in batch.expansions.drain(..) {
                     if !e.state_violations.is_empty() {
                         record(&mut found, e.state_violations, &|| Place::Stored { at: e.at, last: None });
@@ -328,12 +346,15 @@ pub fn explore<M: Packed>(model: &M, prefix: &[M::Action], limits: &Limits<M>) -
                         if let Some(k) = s.packed {
                             row.clear();
                             let k = k as usize;
-                            let first = if k == 0 { 0 } else { batch.ends[k * width - 1] as usize };
-                            let mut from = first;
-                            for c in 0..width {
-                                let to = batch.ends[k * width + c] as usize;
-                                row.push(store.parts.intern(&batch.words[from..to]));
-                                from = to;
+                            for &id in &batch.parts[k * width..(k + 1) * width] {
+                                if id == FRESH {
+                                    let to = batch.ends[fresh] as usize;
+                                    row.push(store.parts.intern(&batch.words[from..to]));
+                                    from = to;
+                                    fresh += 1;
+                                } else {
+                                    row.push(id);
+                                }
                             }
                             let (j, new) = store.states.insert(&row);
                             if new {
