@@ -69,7 +69,19 @@ pub fn render_text(spec: &Spec, model: &Model, report: &Report) -> String {
         "checks:  {}",
         ViolationKind::ALL.iter().map(|k| k.name()).collect::<Vec<_>>().join(" ")
     );
-    let _ = writeln!(out, "search:  breadth-first, exhaustive; reductions: none");
+    let st = &report.stats;
+    let _ = writeln!(
+        out,
+        "search:  breadth-first, exact state storage; reductions: {}",
+        if st.reductions.is_empty() { "none".to_string() } else { st.reductions.join(", ") }
+    );
+    if st.past_violation_skipped > 0 {
+        let _ = writeln!(
+            out,
+            "         {} states past a violation were set aside when their time was up (--all-kinds explores them)",
+            st.past_violation_skipped
+        );
+    }
     let _ = writeln!(out);
     for v in &report.violations {
         let _ = writeln!(out, "violation[{}] {}: {}", v.kind.code(), v.kind, v.message);
@@ -133,8 +145,8 @@ pub fn render_text(spec: &Spec, model: &Model, report: &Report) -> String {
     let s = &report.stats;
     let _ = writeln!(
         out,
-        "stats:   {} states, {} transitions, depth {}, {:.2} s",
-        s.states, s.transitions, s.depth, s.seconds
+        "stats:   {} states, {} transitions, depth {}, {:.0} B/state, {:.2} s",
+        s.states, s.transitions, s.depth, s.bytes_per_state, s.seconds
     );
     out
 }
@@ -220,6 +232,16 @@ pub fn render_json(spec: &Spec, model: &Model, report: &Report) -> Value {
         "violations": violations,
         "causes": causes.iter().map(cause_json).collect::<Vec<_>>(),
         "internal": report.internal.as_ref().map(|i| json!({"rule": i.rule, "message": i.message, "steps": i.actions.len()})),
-        "stats": {"states": s.states, "transitions": s.transitions, "depth": s.depth, "seconds": s.seconds},
+        "stats": {
+            "states": s.states,
+            "transitions": s.transitions,
+            "matched": s.matched,
+            "depth": s.depth,
+            "seconds": s.seconds,
+            "bytes_per_state": s.bytes_per_state,
+            "peak_memory_bytes": s.peak_memory_bytes,
+            "reductions": s.reductions,
+            "past_violation_skipped": s.past_violation_skipped,
+        },
     })
 }

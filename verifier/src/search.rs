@@ -23,6 +23,11 @@ pub struct CheckOptions {
     /// The CLI's watchdog (`bounds::requested`) asks through it.
     pub stop: Option<fn() -> Option<Bound>>,
     pub stop_at_first: bool,
+    /// Executions past their first violation are explored for `factor` x the time the first
+    /// violation took to find (at least 0.05 s), then set aside; `None` explores them all
+    /// (`--all-kinds`, and `phasecheck test`, whose expect lines list every kind). Executions
+    /// without a violation are always explored in full, so the verdict never depends on it.
+    pub past_violation_factor: Option<f64>,
     /// Called about every two seconds with progress; the CLI prints it to stderr.
     pub progress: Option<fn(&Progress)>,
     /// After every transition, re-derive the invariants of SEMANTICS.md from the two states and
@@ -43,6 +48,7 @@ impl Default for CheckOptions {
             max_memory_bytes: 8 << 30,
             stop: None,
             stop_at_first: false,
+            past_violation_factor: None,
             progress: None,
             self_check: false,
             symmetry: true,
@@ -90,6 +96,8 @@ pub struct Stats {
     pub peak_memory_bytes: usize,
     /// The reductions that ran, as the report header lists them.
     pub reductions: Vec<String>,
+    /// States past a violation left unexpanded (`CheckOptions::past_violation_factor`).
+    pub past_violation_skipped: usize,
 }
 
 #[derive(Clone, Debug)]
@@ -172,6 +180,7 @@ fn check_from_unguarded(model: &Model, prefix: &[Action], opts: &CheckOptions) -
         max_memory_bytes: opts.max_memory_bytes,
         stop: opts.stop,
         stop_at_first: opts.stop_at_first,
+        past_violation_factor: opts.past_violation_factor,
         threads: opts.threads,
         symmetry: opts.symmetry,
         progress: progress.as_ref().map(|p| p as &(dyn Fn(&Tally) + Sync)),
@@ -192,6 +201,7 @@ fn check_from_unguarded(model: &Model, prefix: &[Action], opts: &CheckOptions) -
         bytes_per_state: if t.states == 0 { 0.0 } else { t.store_bytes as f64 / t.states as f64 },
         peak_memory_bytes: crate::bounds::peak_resident_bytes().unwrap_or(t.memory_bytes),
         reductions,
+        past_violation_skipped: t.past_violation_skipped,
     };
     let mut internal = explored.internal.map(|(e, actions)| Internal {
         rule: e.rule.to_string(),

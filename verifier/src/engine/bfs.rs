@@ -53,6 +53,11 @@ pub struct Limits<'a, M: Packed> {
     /// Polled between chunks: `Some` stops the search.
     pub stop: Option<fn() -> Option<Stop>>,
     pub stop_at_first: bool,
+    /// States reached through a violation (past the first bug of their execution) are expanded
+    /// for this long after the first violation is found, at least: `Some(f)` gives them
+    /// `max(f x the time to the first violation, 0.05 s)`. `None` explores them all (every kind
+    /// reachable, `--all-kinds`). States reached without a violation are always all explored.
+    pub past_violation_factor: Option<f64>,
     /// Worker threads for expansion (1: expand on the calling thread).
     pub threads: usize,
     pub symmetry: bool,
@@ -78,6 +83,8 @@ pub struct Tally {
     pub components: usize,
     /// Resident memory of the process when the tally was taken.
     pub memory_bytes: usize,
+    /// States past a violation left unexpanded when their time was up (`past_violation_factor`).
+    pub past_violation_skipped: usize,
 }
 
 /// The first violation of a kind, with the concrete actions from the initial state.
@@ -294,6 +301,12 @@ pub fn explore<M: Packed>(model: &M, prefix: &[M::Action], limits: &Limits<M>) -
     let mut stopped = None;
     let mut chunk = 16usize;
     let mut last_progress = Instant::now();
+    // Per state: reached only through a violation so far; left unexpanded for it; expanded.
+    const TAINTED: u8 = 1;
+    const SKIPPED: u8 = 2;
+    const EXPANDED: u8 = 4;
+    let mut taint: Vec<u8> = vec![0];
+    let mut taint_deadline: Option<Instant> = None;
     if resident() >= limits.max_memory_bytes {
         stopped = Some(Stop::MaxMemory);
         frontier.clear();
@@ -304,7 +317,27 @@ pub fn explore<M: Packed>(model: &M, prefix: &[M::Action], limits: &Limits<M>) -
         let mut done = 0usize;
         while done < frontier.len() {
             let t0 = Instant::now();
-            let take = chunk.min(frontier.len() - done);
+            let mut take = chunk.min(frontier.len() - done);
+            if taint_deadline.is_some_and(|d| Instant::now() >= d) {
+                // Time is up for states past a violation: set them aside (a clean path to one
+                // later brings it back).
+                let mut kept = done;
+                for k in done..done + take {
+                    let i = frontier[k];
+                    if taint[i as usize] & TAINTED != 0 {
+                        taint[i as usize] |= SKIPPED;
+                        tally.past_violation_skipped += 1;
+                    } else {
+                        frontier[kept] = i;
+                        kept += 1;
+                    }
+                }
+                frontier.drain(kept..done + take);
+                take = kept - done;
+                if take == 0 {
+                    continue;
+                }
+            }
             let part = &frontier[done..done + take];
             let used = if threads == 1 || take < 2 * threads {
                 expand(model, &store, limits, part, &mut pool[0]);
@@ -324,6 +357,7 @@ pub fn explore<M: Packed>(model: &M, prefix: &[M::Action], limits: &Limits<M>) -
             for batch in pool[..used].iter_mut() {
                 let (mut from, mut fresh) = (0usize, 0usize);
                 for e in batch.expansions.drain(..) {
+                    taint[e.at as usize] |= EXPANDED;
                     if !e.state_violations.is_empty() {
                         record(&mut found, e.state_violations, &|| Place::Stored { at: e.at, last: None });
                     }
@@ -334,11 +368,18 @@ pub fn explore<M: Packed>(model: &M, prefix: &[M::Action], limits: &Limits<M>) -
                             out.internal = Some((err, path));
                             break 'search;
                         }
+                        let tainted = taint[e.at as usize] & TAINTED != 0 || !s.violations.is_empty();
                         if !s.violations.is_empty() {
                             record(&mut found, s.violations, &|| Place::Stored {
                                 at: e.at,
                                 last: Some(s.action),
                             });
+                            if taint_deadline.is_none() {
+                                if let Some(f) = limits.past_violation_factor {
+                                    let t1 = start.elapsed();
+                                    taint_deadline = Some(Instant::now() + t1.mul_f64(f - 1.0).max(Duration::from_millis(50)));
+                                }
+                            }
                         }
                         if limits.stop_at_first && !found.is_empty() {
                             break 'search;
@@ -360,6 +401,7 @@ pub fn explore<M: Packed>(model: &M, prefix: &[M::Action], limits: &Limits<M>) -
                             if new {
                                 store.parents.push(e.at);
                                 actions.push(s.action);
+                                taint.push(if tainted { TAINTED } else { 0 });
                                 next.push(j);
                                 if store.states.len() >= limits.max_states.unwrap_or(usize::MAX) {
                                     stopped = Some(Stop::MaxStates);
@@ -367,6 +409,19 @@ pub fn explore<M: Packed>(model: &M, prefix: &[M::Action], limits: &Limits<M>) -
                                 }
                             } else {
                                 tally.matched += 1;
+                                let t = &mut taint[j as usize];
+                                if !tainted && *t & TAINTED != 0 {
+                                    // A clean path reaches it after all: it and what follows it
+                                    // are explored in full (again, if it was expanded as tainted:
+                                    // its successors then arrive clean too).
+                                    if *t & SKIPPED != 0 {
+                                        tally.past_violation_skipped -= 1;
+                                    }
+                                    if *t & (SKIPPED | EXPANDED) != 0 {
+                                        next.push(j);
+                                    }
+                                    *t = 0;
+                                }
                             }
                         }
                     }
