@@ -73,7 +73,11 @@ pub fn render_text(spec: &Spec, model: &Model, report: &Report) -> String {
     let _ = writeln!(
         out,
         "search:  breadth-first, exact state storage; reductions: {}",
-        if st.reductions.is_empty() { "none".to_string() } else { st.reductions.join(", ") }
+        if st.reductions.is_empty() {
+            "none".to_string()
+        } else {
+            st.reductions.join(", ")
+        }
     );
     if st.past_violation_skipped > 0 {
         let _ = writeln!(

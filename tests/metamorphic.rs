@@ -151,12 +151,18 @@ fn arb_proto() -> impl Strategy<Value = Proto> {
 
 /// Kinds found, or `None` when the bounded search did not finish (no law is asserted then).
 fn kinds(src: &str) -> Option<BTreeSet<ViolationKind>> {
+    kinds_with(src, true, 1)
+}
+
+fn kinds_with(src: &str, symmetry: bool, threads: usize) -> Option<BTreeSet<ViolationKind>> {
     let ast = lang::parse(src).unwrap_or_else(|d| panic!("generated text does not parse: {d:?}\n{src}"));
     lang::check(&ast).unwrap_or_else(|d| panic!("generated program does not check: {d:?}\n{src}"));
     let proto = lower(&ast, &[]).unwrap_or_else(|d| panic!("generated program does not lower: {d:?}\n{src}"));
     let opts = CheckOptions {
         max_states: Some(20_000),
         self_check: true,
+        symmetry,
+        threads,
         ..CheckOptions::default()
     };
     let r = check(&Model::new(proto), &opts);
@@ -200,6 +206,19 @@ proptest! {
         let parted = kinds(&render(&p, &split, false));
         prop_assume!(merged.is_some() && parted.is_some());
         prop_assert_eq!(merged, parted);
+    }
+
+    /// Law: the symmetry reduction (interchangeable threads stored once) and expansion on two
+    /// threads find exactly the kinds the unreduced, single-threaded search finds.
+    #[test]
+    fn symmetry_and_parallel_expansion_keep_the_violation_kinds(p in arb_proto()) {
+        let src = render(&p, &p.roles, false);
+        let plain = kinds_with(&src, false, 1);
+        let reduced = kinds_with(&src, true, 1);
+        let parallel = kinds_with(&src, true, 2);
+        prop_assume!(plain.is_some() && reduced.is_some() && parallel.is_some());
+        prop_assert_eq!(&plain, &reduced);
+        prop_assert_eq!(&reduced, &parallel);
     }
 
     /// Law: `fmt` prints a program that parses back to the same program, and printing is a fixed

@@ -89,7 +89,12 @@ impl Model {
             // Ties on the thread's own record are broken by what it knows of agents outside
             // the class (their columns do not move) and of its own epoch.
             let outside = |t: usize| {
-                th[t].clock.iter().enumerate().filter(|(a, _)| class.binary_search(a).is_err()).map(|(_, v)| *v)
+                th[t]
+                    .clock
+                    .iter()
+                    .enumerate()
+                    .filter(|(a, _)| class.binary_search(a).is_err())
+                    .map(|(_, v)| *v)
             };
             order.sort_by(|&a, &b| {
                 thread_key(&th[a])
@@ -175,7 +180,12 @@ const EPOCH_LIMIT: u32 = 64;
 /// still revisits states. Measured on the ring benchmarks, renumbering every state merged none
 /// and cost a fifth of the search.
 fn normalise_epochs(s: &mut State) {
-    let Some(agents) = s.threads.first().map(|t| t.clock.len()).or_else(|| s.engines.first().map(|e| e.len())) else {
+    let Some(agents) = s
+        .threads
+        .first()
+        .map(|t| t.clock.len())
+        .or_else(|| s.engines.first().map(|e| e.len()))
+    else {
         return;
     };
     let large = s.threads.iter().any(|t| t.clock.iter().any(|&v| v >= EPOCH_LIMIT))
@@ -458,7 +468,10 @@ impl Model {
         let mut it = parts.iter();
         let threads = (0..nt)
             .map(|t| {
-                let mut r = Words { w: it.next().expect("thread"), at: 0 };
+                let mut r = Words {
+                    w: it.next().expect("thread"),
+                    at: 0,
+                };
                 let pc = r.u();
                 let sw = r.u();
                 let status = match sw & 0xff {
@@ -484,7 +497,10 @@ impl Model {
             .collect();
         let barriers = (0..nb)
             .map(|_| {
-                let mut r = Words { w: it.next().expect("barrier"), at: 0 };
+                let mut r = Words {
+                    w: it.next().expect("barrier"),
+                    at: 0,
+                };
                 let flags = r.u();
                 let init_by = (flags & 8 != 0).then(|| {
                     let a = r.u() as u16;
@@ -517,7 +533,10 @@ impl Model {
             .collect();
         let buffers = (0..nd).map(|_| get_cell(it.next().expect("buffer"))).collect();
         let vars = (0..nv).map(|_| get_cell(it.next().expect("var"))).collect();
-        let mut r = Words { w: it.next().expect("copies"), at: 0 };
+        let mut r = Words {
+            w: it.next().expect("copies"),
+            at: 0,
+        };
         let mut copies = Vec::new();
         while r.rest() {
             let bb = r.u();
@@ -532,11 +551,20 @@ impl Model {
                 version: r.i(),
             });
         }
-        let mut r = Words { w: it.next().expect("engines"), at: 0 };
+        let mut r = Words {
+            w: it.next().expect("engines"),
+            at: 0,
+        };
         let engines = (0..nd).map(|_| r.slice(agents)).collect();
-        let mut r = Words { w: it.next().expect("engine knowledge"), at: 0 };
+        let mut r = Words {
+            w: it.next().expect("engine knowledge"),
+            at: 0,
+        };
         let engines_known = (0..nd).map(|_| (0..nb).map(|_| r.i()).collect()).collect();
-        let mut r = Words { w: it.next().expect("commit logs"), at: 0 };
+        let mut r = Words {
+            w: it.next().expect("commit logs"),
+            at: 0,
+        };
         let warps = (nt as u32).div_ceil(p.warp_size) as usize;
         let commit_logs = (0..warps)
             .map(|_| {

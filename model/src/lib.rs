@@ -19,6 +19,6 @@ pub mod step;
 
 pub mod api;
 pub mod canon;
-pub mod ts;
 #[cfg(feature = "proptest")]
 pub mod strategies;
+pub mod ts;

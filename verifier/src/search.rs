@@ -198,7 +198,11 @@ fn check_from_unguarded(model: &Model, prefix: &[Action], opts: &CheckOptions) -
         matched: t.matched,
         depth: t.depth,
         seconds: 0.0,
-        bytes_per_state: if t.states == 0 { 0.0 } else { t.store_bytes as f64 / t.states as f64 },
+        bytes_per_state: if t.states == 0 {
+            0.0
+        } else {
+            t.store_bytes as f64 / t.states as f64
+        },
         peak_memory_bytes: crate::bounds::peak_resident_bytes().unwrap_or(t.memory_bytes),
         reductions,
         past_violation_skipped: t.past_violation_skipped,
@@ -261,7 +265,11 @@ fn retell(model: &Model, f: &Found) -> Option<String> {
     let s = s?;
     let mut en = Vec::new();
     model.actions(&s, &mut en);
-    model.state_violations(&s, &en).into_iter().find(|v| v.kind == f.kind).map(|v| v.message)
+    model
+        .state_violations(&s, &en)
+        .into_iter()
+        .find(|v| v.kind == f.kind)
+        .map(|v| v.message)
 }
 
 /// A deadlock's cause, told from its trace (crate::explain).

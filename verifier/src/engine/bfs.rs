@@ -154,7 +154,7 @@ impl Store {
     }
 
     fn bytes<A>(&self, actions: &[A]) -> usize {
-        self.parts.bytes() + self.states.bytes() + self.parents.capacity() * 4 + std::mem::size_of_val(actions)
+        self.parts.bytes() + self.states.bytes() + self.parents.len() * 4 + std::mem::size_of_val(actions)
     }
 }
 
@@ -247,7 +247,9 @@ pub fn explore<M: Packed>(model: &M, prefix: &[M::Action], limits: &Limits<M>) -
     for (k, &a) in prefix.iter().enumerate() {
         en.clear();
         model.actions(&s0, &mut en);
-        record(&mut found, model.state_violations(&s0, &en), &|| Place::Prefix(prefix[..k].to_vec()));
+        record(&mut found, model.state_violations(&s0, &en), &|| {
+            Place::Prefix(prefix[..k].to_vec())
+        });
         if !en.contains(&a) {
             return finish(model, out, found, None, tally, start);
         }
@@ -479,9 +481,16 @@ pub fn explore<M: Packed>(model: &M, prefix: &[M::Action], limits: &Limits<M>) -
         .map(|(k, (o, m, place))| {
             let p = match place {
                 Place::Prefix(p) => Place::Prefix(p),
-                Place::Stored { at, last } => {
-                    Place::Prefix(concrete_path(model, &store, &actions, &root_perm, prefix, at, last, limits.symmetry))
-                }
+                Place::Stored { at, last } => Place::Prefix(concrete_path(
+                    model,
+                    &store,
+                    &actions,
+                    &root_perm,
+                    prefix,
+                    at,
+                    last,
+                    limits.symmetry,
+                )),
             };
             (k, (o, m, p))
         })

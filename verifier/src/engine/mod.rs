@@ -9,4 +9,4 @@
 pub mod bfs;
 pub mod store;
 
-pub use bfs::{explore, Explored, Limits, Hit, Stop, Tally};
+pub use bfs::{explore, Explored, Hit, Limits, Stop, Tally};

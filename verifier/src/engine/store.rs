@@ -70,8 +70,10 @@ impl Interner {
         id
     }
 
+    /// Bytes of the records and their table entries (a slot and its control byte), not of
+    /// spare capacity: what the components cost, independent of where the vectors last grew.
     pub fn bytes(&self) -> usize {
-        self.words.capacity() * 4 + self.starts.capacity() * std::mem::size_of::<usize>() + self.table.capacity() * 5
+        self.words.len() * 4 + self.starts.len() * std::mem::size_of::<usize>() + self.table.len() * 5
     }
 }
 
@@ -123,7 +125,8 @@ impl StateSet {
         (i, true)
     }
 
+    /// Bytes of the rows and their table entries (see `Interner::bytes`).
     pub fn bytes(&self) -> usize {
-        self.rows.capacity() * 4 + self.table.capacity() * 5
+        self.rows.len() * 4 + self.table.len() * 5
     }
 }

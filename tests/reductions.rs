@@ -1,0 +1,213 @@
+//! The engine's reductions keep verdicts: symmetry of interchangeable threads, parallel expansion,
+//! interned storage and the time given to executions past a violation are each compared with a
+//! search without them, over the whole library; exact state counts are pinned against a naive
+//! breadth-first search written here, independent of the engine.
+
+mod common;
+
+use phasecheck_model::spec::load;
+use phasecheck_model::state::State;
+use phasecheck_model::step::Model;
+use phasecheck_model::ViolationKind;
+use phasecheck_verifier::{check, CheckOptions, Report, Verdict};
+use std::collections::{BTreeSet, HashSet, VecDeque};
+use std::path::{Path, PathBuf};
+
+fn library() -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("specs")];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "phase") {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+fn model_of(path: &Path, params: &[(String, i64)]) -> Model {
+    let spec = load(path, params).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    Model::new(spec.proto)
+}
+
+fn run(model: &Model, symmetry: bool, threads: usize) -> Report {
+    let opts = CheckOptions {
+        symmetry,
+        threads,
+        max_states: Some(2_000_000),
+        ..CheckOptions::default()
+    };
+    let r = check(model, &opts);
+    assert_ne!(r.verdict, Verdict::InternalError, "{:?}", r.internal);
+    r
+}
+
+fn kinds(r: &Report) -> BTreeSet<ViolationKind> {
+    r.violations.iter().map(|v| v.kind).collect()
+}
+
+/// The unreduced state graph, explored the plainest way: every `State` as the model builds it,
+/// in a hash set; final states (the CTA exited under a copy) not expanded, as the checker does.
+fn naive_state_count(model: &Model) -> usize {
+    let Some(s0) = model.init().next else { return 0 };
+    let mut seen: HashSet<State> = HashSet::new();
+    let mut queue = VecDeque::new();
+    seen.insert(s0.clone());
+    queue.push_back(s0);
+    let mut en = Vec::new();
+    while let Some(s) = queue.pop_front() {
+        if s.all_done() && !s.copies.is_empty() {
+            continue;
+        }
+        en.clear();
+        model.actions(&s, &mut en);
+        for &a in &en {
+            if let Some(n) = model.step(&s, a).next {
+                if seen.insert(n.clone()) {
+                    queue.push_back(n);
+                }
+            }
+        }
+    }
+    seen.len()
+}
+
+#[test]
+fn symmetry_and_parallel_expansion_keep_every_library_verdict() {
+    for path in library() {
+        let model = model_of(&path, &[]);
+        let plain = run(&model, false, 1);
+        let reduced = run(&model, true, 1);
+        let parallel = run(&model, true, 2);
+        let name = path.display();
+        assert_eq!(plain.verdict, reduced.verdict, "{name}: symmetry changed the verdict");
+        assert_eq!(kinds(&plain), kinds(&reduced), "{name}: symmetry changed the kinds");
+        assert!(reduced.stats.states <= plain.stats.states, "{name}: symmetry stored more states");
+        // Parallel expansion does the bookkeeping in frontier order: the same search exactly.
+        assert_eq!(
+            reduced.stats.states, parallel.stats.states,
+            "{name}: thread count changed the state count"
+        );
+        assert_eq!(reduced.stats.transitions, parallel.stats.transitions, "{name}");
+        let traces = |r: &Report| {
+            r.violations
+                .iter()
+                .map(|v| (v.kind, v.actions.clone(), v.message.clone()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(traces(&reduced), traces(&parallel), "{name}: thread count changed a trace");
+    }
+}
+
+#[test]
+fn traces_found_on_canonical_states_replay_concretely_with_the_same_kind() {
+    for path in library() {
+        let model = model_of(&path, &[]);
+        let r = run(&model, true, 2);
+        for v in &r.violations {
+            let replayed = phasecheck_verifier::trace::replay(&model, &v.actions)
+                .unwrap_or_else(|e| panic!("{}: {} trace does not replay: {e:?}", path.display(), v.kind));
+            assert!(!replayed.steps.is_empty() || v.actions.is_empty());
+        }
+        // Each trace is the shortest for its kind: no longer than the unreduced search's.
+        let plain = run(&model, false, 1);
+        for (a, b) in r.violations.iter().zip(&plain.violations) {
+            assert_eq!(a.kind, b.kind);
+            assert!(
+                a.actions.len() <= b.actions.len(),
+                "{}: {} trace got longer",
+                path.display(),
+                a.kind
+            );
+        }
+    }
+}
+
+/// Exact counts: the engine without symmetry stores exactly the naive search's states (packing,
+/// interning and epoch handling lose and merge nothing), and with symmetry the pinned count.
+#[test]
+fn state_counts_match_a_naive_breadth_first_search() {
+    let cases: [(&str, &[(&str, i64)], usize, usize); 7] = [
+        ("specs/guide/double_buffer.phase", &[], 305, 188),
+        ("specs/guide/ring_k_stage.phase", &[], 1_312, 772),
+        ("specs/guide/producer_warp_consumer_warps.phase", &[], 3_922, 1_618),
+        ("specs/mistakes/consumer_wrong_parity.phase", &[], 64, 64),
+        // Lanes that read their identity are not interchangeable: no reduction.
+        ("specs/mistakes/diverged_warp_commit.phase", &[], 25_304, 25_304),
+        ("specs/field/cutlass_pingpong_consumer_state_advance.phase", &[], 909, 909),
+        (
+            "benches/double_buffer_scaling.phase",
+            &[("STAGES", 3), ("CONSUMERS", 3), ("ITERS", 9)],
+            16_183,
+            3_964,
+        ),
+    ];
+    for (file, params, naive_pinned, sym_pinned) in cases {
+        let params: Vec<(String, i64)> = params.iter().map(|(n, v)| (n.to_string(), *v)).collect();
+        let model = model_of(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(file), &params);
+        let naive = naive_state_count(&model);
+        let plain = run(&model, false, 1);
+        let reduced = run(&model, true, 2);
+        eprintln!(
+            "{file}: naive {naive}, engine {}, symmetric {}",
+            plain.stats.states, reduced.stats.states
+        );
+        assert_eq!(plain.stats.states, naive, "{file}: engine without symmetry vs naive search");
+        assert_eq!(naive, naive_pinned, "{file}: naive count");
+        assert_eq!(reduced.stats.states, sym_pinned, "{file}: symmetric count");
+    }
+}
+
+/// Interned storage: a state costs about the same at any depth (the double buffer at 8 and at 200
+/// iterations: no more than 10% more per state).
+#[test]
+fn bytes_per_state_do_not_grow_with_depth() {
+    let per = |iters: i64| {
+        let model = model_of(
+            &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("specs/guide/double_buffer.phase"),
+            &[("ITERS".to_string(), iters)],
+        );
+        run(&model, true, 2).stats.bytes_per_state
+    };
+    let (short, long) = (per(8), per(200));
+    eprintln!("bytes/state: ITERS=8 {short:.1}, ITERS=200 {long:.1}");
+    assert!(long <= short * 1.10, "ITERS=8: {short:.1} B/state, ITERS=200: {long:.1} B/state");
+}
+
+/// The default `check` gives executions past a violation a time budget; on the library (small
+/// protocols) it finds exactly the kinds that exploring them all finds.
+#[test]
+fn the_past_violation_budget_finds_every_kind_on_the_library() {
+    for path in library() {
+        let model = model_of(&path, &[]);
+        let all = run(&model, true, 2);
+        let budgeted = check(
+            &model,
+            &CheckOptions {
+                past_violation_factor: Some(10.0),
+                threads: 2,
+                max_states: Some(2_000_000),
+                ..CheckOptions::default()
+            },
+        );
+        assert_eq!(all.verdict, budgeted.verdict, "{}", path.display());
+        assert_eq!(kinds(&all), kinds(&budgeted), "{}", path.display());
+    }
+}
+
+/// The CLI's default run on a buggy ring says violated, like `--all-kinds` and `--stop-at-first`.
+#[test]
+fn buggy_ring_is_violated_in_every_mode() {
+    let f = "benches/spin/ring_bug_wrong_parity.phase";
+    for mode in [&[][..], &["--all-kinds"][..], &["--stop-at-first"][..]] {
+        let mut args = vec!["check", f, "--param", "STAGES=2", "--param", "CONSUMERS=2", "--param", "ITERS=8"];
+        args.extend_from_slice(mode);
+        let out = common::phasecheck(&args);
+        assert_eq!(common::code(&out), 1, "{mode:?}: {}", common::text(&out.stdout));
+    }
+}
