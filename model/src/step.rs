@@ -624,9 +624,14 @@ impl Model {
             return None;
         }
         let group = self.warp_sync_participants(s, t);
-        let ready = group
-            .iter()
-            .all(|&m| s.threads[m].status == Status::AtSyncWarp && (m == t || self.warp_sync_participants(s, m) == group));
+        // `elect()` (elect.sync) and `syncwarp` (bar.warp.sync) are different instructions: lanes
+        // waiting at one do not release lanes waiting at the other.
+        let electing = self.at_elect(s, t).is_some();
+        let ready = group.iter().all(|&m| {
+            s.threads[m].status == Status::AtSyncWarp
+                && self.at_elect(s, m).is_some() == electing
+                && (m == t || self.warp_sync_participants(s, m) == group)
+        });
         ready.then_some(group)
     }
 
