@@ -1027,7 +1027,9 @@ impl<'a> Gen<'a> {
         self.w("  th.turn = -1; th.status = PC_RUNNING; th.t0 = pc_now();");
         if has_commit(p) {
             self.w("  // Lanes of my model warp with my role: the lanes a commit may be converged with.");
-            self.w("  for (int l = 0; l < warp_n[th.warp]; l++) if (who[warp_first[th.warp] + l][0] == who[me][0]) th.role_mask |= 1u << l;");
+            self.w(
+                "  for (int l = 0; l < warp_n[th.warp]; l++) if (who[warp_first[th.warp] + l][0] == who[me][0]) th.role_mask |= 1u << l;",
+            );
         }
         self.w("  switch (who[me][0]) {");
         for (ri, r) in p.roles.iter().enumerate() {
@@ -1108,9 +1110,9 @@ impl<'a> Gen<'a> {
                     let e = self.expr(code, expr);
                     self.w(format!("  s.{} = {e};", self.var_name(*var)));
                 }
-                InstrKind::Jump { to } if code.has_while && (*to as usize) <= i => {
-                    self.w(format!("  if (!pc_loop_ok(th)) return;  // a loop that spins past every bound: hung\n  goto L{to};"))
-                }
+                InstrKind::Jump { to } if code.has_while && (*to as usize) <= i => self.w(format!(
+                    "  if (!pc_loop_ok(th)) return;  // a loop that spins past every bound: hung\n  goto L{to};"
+                )),
                 InstrKind::Jump { to } => self.w(format!("  goto L{to};")),
                 InstrKind::Branch { cond, else_to } => {
                     let c = self.expr(code, cond);
@@ -1461,7 +1463,9 @@ impl<'a> Gen<'a> {
                 };
                 let pc = self.pc;
                 self.w("  { // warp-batched arrive: ONE arrival per converged group of lanes (the model's rule)");
-                self.w(format!("    unsigned group = pc_commit_group(th, &s.lanes[warp_first[th.warp]], {pc});"));
+                self.w(format!(
+                    "    unsigned group = pc_commit_group(th, &s.lanes[warp_first[th.warp]], {pc});"
+                ));
                 self.w("    if (group == 0) return;  // timed out: hung");
                 self.w("    __syncwarp(group);  // the group meets: its lanes' earlier writes are ordered before the arrival");
                 self.w("    bool leader = th.lane == __ffs(group) - 1;");

@@ -414,7 +414,11 @@ impl Protocol {
 
     /// The threads of model warp `w`, in lane order.
     pub fn warp_members(&self, w: usize) -> impl Iterator<Item = usize> + '_ {
-        self.threads.iter().enumerate().filter(move |(_, t)| t.warp as usize == w).map(|(i, _)| i)
+        self.threads
+            .iter()
+            .enumerate()
+            .filter(move |(_, t)| t.warp as usize == w)
+            .map(|(i, _)| i)
     }
 
     /// Agents are the threads followed by one async-copy engine per buffer: the parties whose

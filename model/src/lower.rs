@@ -572,7 +572,10 @@ impl<'a> CodeBuilder<'a> {
             return Err(Diagnostic::new(
                 "E037",
                 name.span,
-                format!("`{}` is not a function; declare it with `fn {}(...) {{ ... }}`", name.name, name.name),
+                format!(
+                    "`{}` is not a function; declare it with `fn {}(...) {{ ... }}`",
+                    name.name, name.name
+                ),
             ));
         };
         if f.params.len() != args.len() || self.inlining >= 64 {

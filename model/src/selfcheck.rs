@@ -112,7 +112,10 @@ pub fn transition(model: &Model, pre: &State, a: Action, out: &Outcome) -> Resul
         // A thread waiting in an `elect()` steps once more: the election that releases its warp.
         let electing = pre.threads[t as usize].status == Status::AtSyncWarp
             && matches!(
-                p.code_of(t as usize).instrs.get(pre.threads[t as usize].pc as usize).map(|i| &i.kind),
+                p.code_of(t as usize)
+                    .instrs
+                    .get(pre.threads[t as usize].pc as usize)
+                    .map(|i| &i.kind),
                 Some(crate::ir::InstrKind::Elect { .. })
             )
             && ev.obs.iter().any(|o| matches!(o, Obs::Elected { thread } if *thread == t));

@@ -603,7 +603,9 @@ impl Model {
         let w = self.proto.threads[t].warp as usize;
         let mask = match self.proto.code_of(t).instrs.get(s.threads[t].pc as usize).map(|i| &i.kind) {
             Some(InstrKind::SyncWarpMask { mask }) => mask
-                .eval(&s.threads[t].locals, Some(&self.proto.threads[t]), &mut |v| Ok(s.vars[v as usize].value))
+                .eval(&s.threads[t].locals, Some(&self.proto.threads[t]), &mut |v| {
+                    Ok(s.vars[v as usize].value)
+                })
                 .ok(),
             _ => None,
         };
@@ -1033,7 +1035,9 @@ impl<'m> Exec<'m> {
             let mut released = false;
             for t in 0..n {
                 // An election is released by an action (the choice of the elected lane).
-                let Some(lanes) = self.m.warp_sync_group(&self.s, t) else { continue };
+                let Some(lanes) = self.m.warp_sync_group(&self.s, t) else {
+                    continue;
+                };
                 if lanes.iter().any(|&m| self.m.at_elect(&self.s, m).is_some()) {
                     continue;
                 }
@@ -1059,7 +1063,12 @@ impl<'m> Exec<'m> {
             self.s.threads[t].path.clear();
             self.s.threads[t].commit_seq = 0;
         }
-        if lanes.len() == self.m.warps[w].iter().filter(|&&m| self.s.threads[m].status != Status::Done).count() {
+        if lanes.len()
+            == self.m.warps[w]
+                .iter()
+                .filter(|&&m| self.s.threads[m].status != Status::Done)
+                .count()
+        {
             self.s.commit_logs[w].clear();
         }
         self.release(lanes, what);

@@ -319,11 +319,7 @@ impl OpKind {
     pub fn yields_value(&self) -> bool {
         matches!(
             self,
-            OpKind::Arrive { .. }
-                | OpKind::ArriveExpectTx { .. }
-                | OpKind::TryWait { .. }
-                | OpKind::TryWaitParity { .. }
-                | OpKind::Elect
+            OpKind::Arrive { .. } | OpKind::ArriveExpectTx { .. } | OpKind::TryWait { .. } | OpKind::TryWaitParity { .. } | OpKind::Elect
         )
     }
 }

@@ -683,7 +683,11 @@ impl Parser {
                     return Err(err(
                         "E005",
                         self.span(),
-                        format!("expected `,` or `)` in the parameters of `{}`, but found {}", name.name, other.describe()),
+                        format!(
+                            "expected `,` or `)` in the parameters of `{}`, but found {}",
+                            name.name,
+                            other.describe()
+                        ),
                     ))
                 }
             }
@@ -773,6 +777,13 @@ impl Parser {
             }
             "syncwarp" if *self.peek_at(1) == Tok::LParen => {
                 self.bump();
+                if *self.peek_at(1) == Tok::RParen {
+                    return Err(err(
+                        "E007",
+                        self.span(),
+                        "`syncwarp` takes no arguments and is written without parentheses: `syncwarp` (or `syncwarp(MASK)` for the lanes of a mask)",
+                    ));
+                }
                 self.bump();
                 let mask = self.expr()?;
                 self.expect_tok(Tok::RParen, "to close `syncwarp(MASK)`")?;
@@ -793,7 +804,11 @@ impl Parser {
                             return Err(err(
                                 "E005",
                                 self.span(),
-                                format!("expected `,` or `)` in the arguments of `{}`, but found {}", name.name, other.describe()),
+                                format!(
+                                    "expected `,` or `)` in the arguments of `{}`, but found {}",
+                                    name.name,
+                                    other.describe()
+                                ),
                             ))
                         }
                     }

@@ -496,13 +496,17 @@ impl Builder {
             StmtKind::Assert(_) | StmtKind::Work => {}
             StmtKind::SyncWarp | StmtKind::SyncThreads => {}
             StmtKind::While { .. } | StmtKind::Break => {
-                return unsupported(s.span, "a `while` loop or `break`: its trip count depends on the interleaving; only the explicit search models it")?
+                return unsupported(
+                    s.span,
+                    "a `while` loop or `break`: its trip count depends on the interleaving; only the explicit search models it",
+                )?
             }
-            StmtKind::SyncWarpMask(_) => {
-                return unsupported(s.span, "syncwarp(mask) is modelled only by the explicit search")?
-            }
+            StmtKind::SyncWarpMask(_) => return unsupported(s.span, "syncwarp(mask) is modelled only by the explicit search")?,
             StmtKind::Call { .. } => {
-                return unsupported(s.span, "a call of an inline function: prove reads the program before expansion; check it with the explicit search")?
+                return unsupported(
+                    s.span,
+                    "a call of an inline function: prove reads the program before expansion; check it with the explicit search",
+                )?
             }
         }
         Ok(())

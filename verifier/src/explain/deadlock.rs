@@ -100,7 +100,9 @@ pub fn explain(model: &Model, r: &Replayed) -> Option<String> {
                     let why = blocked_wait(model, s, &h, t, bar, named);
                     parts.push(format!("{me} spins in a loop polling try_wait {why}"));
                 }
-                _ => parts.push(format!("{me} spins in a `while` loop whose condition no other thread can change any more")),
+                _ => parts.push(format!(
+                    "{me} spins in a `while` loop whose condition no other thread can change any more"
+                )),
             },
             Status::Running => {
                 if let WaitCheck::Blocked { bar, named } = model.wait_check(s, t) {
