@@ -198,6 +198,8 @@ struct PcThread {
   unsigned role_mask;     // lanes of my model warp with my role (commit: who can be converged with me)
   int commit_seq;         // commits executed since the last syncwarp
   int gen;                // syncwarps passed
+  u64 t0;                 // start: bounds `while` loops (a spin that never ends)
+  int wsyncs;             // syncwarp(mask) passed
 };
 
 __device__ __forceinline__ u64 pc_now() {
@@ -261,6 +263,33 @@ __device__ bool pc_sync(PcThread& th, PcSync* b) {
   return true;
 }
 __device__ __forceinline__ void pc_leave(PcSync* b) { atomicSub(&b->live, 1); }
+// syncwarp(mask) in software, bounded: every lane counts the masked syncs it passed; a lane waits
+// until each lane of the mask (hardware lane l of my warp = model thread first + l) has passed as
+// many, or has exited. `done[t]` marks exited threads.
+__device__ bool pc_sync_mask(PcThread& th, volatile int* count, volatile int* done, int first, int n, unsigned mask) {
+  int mine = ++th.wsyncs;
+  __threadfence_block();
+  count[th.t] = mine;
+  u64 start = pc_now();
+  for (int l = 0; l < n; l++) {
+    if (!((mask >> l) & 1u)) continue;
+    while (count[first + l] < mine && !done[first + l]) {
+      if (pc_now() - start > th.timeout_ns) { th.status = PC_HUNG; return false; }
+    }
+  }
+  return true;
+}
+// A `while` loop's back edge: a spin that outlasts every wait bound is a hang.
+__device__ __forceinline__ bool pc_loop_ok(PcThread& th) {
+  if (pc_now() - th.t0 > 8 * th.timeout_ns) { th.status = PC_HUNG; return false; }
+  return true;
+}
+// elect.sync over `mask` (sm_90): the hardware's deterministic choice of one lane.
+__device__ __forceinline__ bool pc_elect(unsigned mask) {
+  unsigned ok;
+  asm volatile("{ .reg .pred p; elect.sync _|p, %1; selp.u32 %0, 1, 0, p; }" : "=r"(ok) : "r"(mask) : "memory");
+  return ok != 0;
+}
 
 // Buffers hold version stamps: a write fills every word; a read sees one version or a torn mix (-1).
 __device__ void pc_write(int* buf, int words, int v) {
@@ -589,6 +618,17 @@ fn has_commit(p: &Protocol) -> bool {
     p.roles.iter().any(|r| code_commits(&r.code))
 }
 
+/// The code has `syncwarp(mask)` or `elect()`.
+fn code_warp_ops(code: &Code) -> bool {
+    code.instrs
+        .iter()
+        .any(|i| matches!(i.kind, InstrKind::SyncWarpMask { .. } | InstrKind::Elect { .. }))
+}
+
+fn has_warp_ops(p: &Protocol) -> bool {
+    p.roles.iter().any(|r| code_warp_ops(&r.code))
+}
+
 /// 32-bit words of a buffer, rounded up to 16 bytes (bulk copies move multiples of 16 bytes).
 fn words_of(bytes: i64) -> usize {
     (bytes.max(0) as usize).div_ceil(16) * 4
@@ -611,6 +651,12 @@ impl<'a> Gen<'a> {
     /// Reject what this backend cannot express, with the reason.
     fn check_expressible(&self) -> Result<(), NotExpressible> {
         let p = self.p;
+        if let Some(r) = p.roles.iter().find(|r| code_commits(&r.code) && code_warp_ops(&r.code)) {
+            return Err(NotExpressible(format!(
+                "role {} has a warp-batched commit and syncwarp(mask) or elect(): the kernel follows commit convergence only across full-warp syncwarps",
+                r.name
+            )));
+        }
         if self.backend == Backend::Ptx {
             if let Some(b) = p.barriers.iter().find(|b| b.completion.is_some()) {
                 return Err(NotExpressible(format!(
@@ -770,7 +816,7 @@ impl<'a> Gen<'a> {
         let p = self.p;
         let ns = format!("{symbol}_ns");
         let nt = p.threads.len();
-        let nwarps = nt.div_ceil(p.warp_size as usize);
+        let nwarps = p.warp_count();
         self.w(format!(
             "// ======== protocol {} ({} threads, {} barriers, {} buffers) ========",
             comment_text(&p.name),
@@ -792,6 +838,12 @@ impl<'a> Gen<'a> {
                 p.warp_size
             ));
         }
+        // Per model warp: its first model thread and how many it has (warp-aligned roles leave
+        // the lanes they skip out of the model).
+        let firsts: Vec<String> = (0..nwarps).map(|w| p.warp_members(w).next().unwrap_or(0).to_string()).collect();
+        let counts: Vec<String> = (0..nwarps).map(|w| p.warp_members(w).count().to_string()).collect();
+        self.w(format!("__device__ const int warp_first[NW] = {{{}}};", firsts.join(", ")));
+        self.w(format!("__device__ const int warp_n[NW] = {{{}}};", counts.join(", ")));
         // Shared state.
         let libcu = self.backend == Backend::Libcu;
         if libcu {
@@ -842,6 +894,11 @@ impl<'a> Gen<'a> {
         ));
         if has_commit(p) {
             self.w("  PcLane lanes[NT];       // published branch paths: which lanes a commit is converged with");
+        }
+        if has_warp_ops(p) {
+            self.w("  volatile int wcount[NT];     // syncwarp(mask): masked syncs passed, per thread");
+            self.w("  volatile int wdone[NT];      // exited threads (they hold no syncwarp(mask) back)");
+            self.w("  volatile unsigned walive[NW];  // elect(): lanes of each warp not exited");
         }
         self.w("  volatile int turn;      // replay turnstile");
         self.w("  PcSync block_sync;      // syncthreads");
@@ -941,10 +998,11 @@ impl<'a> Gen<'a> {
         }
         self.w("    s.turn = 0;");
         self.w("    s.block_sync = PcSync{0, 0, NT, 0};");
-        let ws = p.warp_size as usize;
-        self.w(format!(
-            "    for (int w = 0; w < NW; w++) s.warp_sync[w] = PcSync{{0, 0, (w + 1) * {ws} <= NT ? {ws} : NT - w * {ws}, 0}};"
-        ));
+        self.w("    for (int w = 0; w < NW; w++) s.warp_sync[w] = PcSync{0, 0, warp_n[w], 0};");
+        if has_warp_ops(p) {
+            self.w("    for (int i = 0; i < NT; i++) { s.wcount[i] = 0; s.wdone[i] = 0; }");
+            self.w("    for (int w = 0; w < NW; w++) s.walive[w] = warp_n[w] >= 32 ? 0xffffffffu : (1u << warp_n[w]) - 1u;");
+        }
         if self.backend == Backend::Ptx {
             self.w("    pc_fence_init();  // make the inits visible to the async proxy");
         }
@@ -966,10 +1024,12 @@ impl<'a> Gen<'a> {
             roles_of.join(", ")
         ));
         self.w("  th.t = me; th.tid = who[me][1]; th.gtid = who[me][2]; th.lane = who[me][3]; th.warp = who[me][4];");
-        self.w("  th.turn = -1; th.status = PC_RUNNING;");
+        self.w("  th.turn = -1; th.status = PC_RUNNING; th.t0 = pc_now();");
         if has_commit(p) {
             self.w("  // Lanes of my model warp with my role: the lanes a commit may be converged with.");
-            self.w("  for (int l = 0; l < WS && th.warp * WS + l < NT; l++) if (who[th.warp * WS + l][0] == who[me][0]) th.role_mask |= 1u << l;");
+            self.w(
+                "  for (int l = 0; l < warp_n[th.warp]; l++) if (who[warp_first[th.warp] + l][0] == who[me][0]) th.role_mask |= 1u << l;",
+            );
         }
         self.w("  switch (who[me][0]) {");
         for (ri, r) in p.roles.iter().enumerate() {
@@ -981,6 +1041,9 @@ impl<'a> Gen<'a> {
         self.w("  pc_leave(&s.block_sync); pc_leave(&s.warp_sync[th.warp]);");
         if has_commit(p) {
             self.w("  __threadfence_block(); s.lanes[me].done = 1;  // nor a commit of its converged lanes");
+        }
+        if has_warp_ops(p) {
+            self.w("  __threadfence_block(); s.wdone[me] = 1; atomicAnd((unsigned*)&s.walive[th.warp], ~(1u << th.lane));  // nor a syncwarp(mask) or elect()");
         }
         self.w("  th.rec[0] = th.status; th.rec[1] = th.nreads; th.rec[2] = th.ntry; th.rec[3] = th.ntok; th.rec[4] = th.nbad; th.rec[5] = th.lost;");
         self.w("}");
@@ -1047,6 +1110,9 @@ impl<'a> Gen<'a> {
                     let e = self.expr(code, expr);
                     self.w(format!("  s.{} = {e};", self.var_name(*var)));
                 }
+                InstrKind::Jump { to } if code.has_while && (*to as usize) <= i => self.w(format!(
+                    "  if (!pc_loop_ok(th)) return;  // a loop that spins past every bound: hung\n  goto L{to};"
+                )),
                 InstrKind::Jump { to } => self.w(format!("  goto L{to};")),
                 InstrKind::Branch { cond, else_to } => {
                     let c = self.expr(code, cond);
@@ -1084,6 +1150,24 @@ impl<'a> Gen<'a> {
                     self.w("  pc_turn_end(th, &s.turn);  // the arrival is the step; the release follows it");
                     self.w("  if (!pc_sync(th, &s.block_sync)) return;");
                 }
+                InstrKind::SyncWarpMask { mask } => {
+                    let m = self.expr(code, mask);
+                    self.w(format!("  {{ i64 mask = {m};"));
+                    self.w("    if (th.lane >= 32 || !((mask >> th.lane) & 1)) { th.status = PC_ASSERT; return; }  // not in its own mask: undefined");
+                    self.w("    pc_turn_end(th, &s.turn);  // the arrival is the step; the release follows it");
+                    self.w("    // __syncwarp(mask), in software so that it is bounded (exited lanes take no part)");
+                    self.w("    if (!pc_sync_mask(th, s.wcount, s.wdone, warp_first[th.warp], warp_n[th.warp], (unsigned)mask)) return;");
+                    self.w("    __threadfence_block(); }");
+                }
+                InstrKind::Elect { slot } => {
+                    self.w("  pc_turn_end(th, &s.turn);  // the arrival is the step");
+                    self.w("  if (!pc_sync(th, &s.warp_sync[th.warp])) return;  // every unfinished lane of the warp is here");
+                    self.w("  { unsigned alive = s.walive[th.warp];");
+                    self.w("    if (!pc_sync(th, &s.warp_sync[th.warp])) return;  // nobody exits before all have read `alive`");
+                    self.w("    bool elected = pc_elect(alive);  // elect.sync: the hardware picks one lane");
+                    self.w("    if (elected) { if (!pc_turn_begin(th, &s.turn, NT)) return; pc_turn_end(th, &s.turn); }  // the release: a step of the elected lane");
+                    self.w(format!("    {} = elected ? 1 : 0; }}", Self::local_name(code, *slot)));
+                }
                 InstrKind::Op { op, result } => {
                     if memcpy_pair {
                         self.memcpy_async(code, op, &code.instrs[i + 1], step);
@@ -1103,7 +1187,17 @@ impl<'a> Gen<'a> {
                     ..
                 }
             );
-            if step && !commit && !matches!(ins.kind, InstrKind::Branch { .. } | InstrKind::SyncWarp | InstrKind::SyncThreads) {
+            if step
+                && !commit
+                && !matches!(
+                    ins.kind,
+                    InstrKind::Branch { .. }
+                        | InstrKind::SyncWarp
+                        | InstrKind::SyncThreads
+                        | InstrKind::SyncWarpMask { .. }
+                        | InstrKind::Elect { .. }
+                )
+            {
                 self.w("  pc_turn_end(th, &s.turn);");
             }
             i += 1;
@@ -1369,7 +1463,9 @@ impl<'a> Gen<'a> {
                 };
                 let pc = self.pc;
                 self.w("  { // warp-batched arrive: ONE arrival per converged group of lanes (the model's rule)");
-                self.w(format!("    unsigned group = pc_commit_group(th, &s.lanes[th.warp * WS], {pc});"));
+                self.w(format!(
+                    "    unsigned group = pc_commit_group(th, &s.lanes[warp_first[th.warp]], {pc});"
+                ));
                 self.w("    if (group == 0) return;  // timed out: hung");
                 self.w("    __syncwarp(group);  // the group meets: its lanes' earlier writes are ordered before the arrival");
                 self.w("    bool leader = th.lane == __ffs(group) - 1;");

@@ -194,10 +194,12 @@ pub enum Recorded {
 pub fn recorded(code: &Code, instr: &Instr) -> Option<Recorded> {
     match &instr.kind {
         InstrKind::Op { op: IOp::Read { .. }, .. } => Some(Recorded::Read),
+        // A try_wait polled in a `while` loop answers as often as the hardware spins: its
+        // answers are not an outcome (the model bounds the loop by revisiting states, not by count).
         InstrKind::Op {
             op: IOp::Wait { try_: true, .. },
             ..
-        } => Some(Recorded::TryWait),
+        } if !code.has_while => Some(Recorded::TryWait),
         InstrKind::Op {
             op: IOp::Arrive { drop: false, .. },
             result,

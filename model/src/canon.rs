@@ -24,10 +24,7 @@ pub fn symmetry_classes(model: &Model) -> Vec<Vec<usize>> {
     let mut classes: Vec<((u16, u32), Vec<usize>)> = Vec::new();
     for (t, info) in p.threads.iter().enumerate() {
         let role = &p.roles[info.role as usize];
-        let mut identity = false;
-        for i in &role.code.instrs {
-            i.exprs(&mut |e| identity |= e.reads_identity());
-        }
+        let identity = role.code.instrs.iter().any(|i| i.reads_identity());
         if identity {
             continue;
         }
@@ -565,7 +562,7 @@ impl Model {
             w: it.next().expect("commit logs"),
             at: 0,
         };
-        let warps = (nt as u32).div_ceil(p.warp_size) as usize;
+        let warps = p.warp_count();
         let commit_logs = (0..warps)
             .map(|_| {
                 let len = r.u();

@@ -84,6 +84,8 @@ pub struct Code {
     pub name: String,
     pub instrs: Vec<Instr>,
     pub local_names: Vec<String>,
+    /// The code has a `while` loop: a thread may spin in it (docs/model.md, "Loops").
+    pub has_while: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -124,6 +126,15 @@ pub enum InstrKind {
     Work,
     SyncWarp,
     SyncThreads,
+    /// `syncwarp(mask)`: waits for the unfinished lanes of the warp whose bit is set in `mask`.
+    SyncWarpMask {
+        mask: IExpr,
+    },
+    /// `elect()`: a warp-synchronous election over the unfinished lanes of the warp; the elected
+    /// lane gets 1 in `slot`, the others 0. Which lane is a choice the search explores.
+    Elect {
+        slot: u16,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -327,7 +338,13 @@ impl Instr {
             InstrKind::SetLocal { expr, .. } | InstrKind::SetVar { expr, .. } => f(expr),
             InstrKind::Branch { cond, .. } => f(cond),
             InstrKind::Assert(e) => f(e),
-            InstrKind::Jump { .. } | InstrKind::Return | InstrKind::Work | InstrKind::SyncWarp | InstrKind::SyncThreads => {}
+            InstrKind::SyncWarpMask { mask } => f(mask),
+            InstrKind::Jump { .. }
+            | InstrKind::Return
+            | InstrKind::Work
+            | InstrKind::SyncWarp
+            | InstrKind::SyncThreads
+            | InstrKind::Elect { .. } => {}
             InstrKind::Op { op, .. } => match op {
                 IOp::Arrive { bar, n, expect_tx, .. } => {
                     r(bar, f);
@@ -373,9 +390,35 @@ impl Instr {
     }
 }
 
+impl Instr {
+    /// The instruction's outcome depends on which thread runs it: it reads `tid`, `gtid`, `lane`
+    /// or `warp`, or it is an `elect()` (the elected lane differs from the others). Threads whose
+    /// code has such an instruction are not interchangeable (crate::canon).
+    pub fn reads_identity(&self) -> bool {
+        let mut found = matches!(self.kind, InstrKind::Elect { .. } | InstrKind::SyncWarpMask { .. });
+        self.exprs(&mut |e| found |= e.reads_identity());
+        found
+    }
+}
+
 impl Protocol {
     pub fn thread_count(&self) -> usize {
         self.threads.len()
+    }
+
+    /// Warps that hold at least one thread, and the empty ones between them (the lanes a
+    /// warp-aligned role skips are not modelled): the last thread's warp + 1.
+    pub fn warp_count(&self) -> usize {
+        self.threads.last().map_or(0, |t| t.warp as usize + 1)
+    }
+
+    /// The threads of model warp `w`, in lane order.
+    pub fn warp_members(&self, w: usize) -> impl Iterator<Item = usize> + '_ {
+        self.threads
+            .iter()
+            .enumerate()
+            .filter(move |(_, t)| t.warp as usize == w)
+            .map(|(i, _)| i)
     }
 
     /// Agents are the threads followed by one async-copy engine per buffer: the parties whose

@@ -36,21 +36,10 @@ pub fn lower(program: &ast::Program, overrides: &[(String, i64)]) -> Result<Prot
         consts.insert(p.name.name.clone(), v);
         params.push((p.name.name.clone(), v));
     }
-    let mut role_counts: HashMap<String, i64> = HashMap::new();
-    for r in program.roles() {
-        let n = const_eval(&r.count, &consts, &role_counts)?;
-        if !(1..=4096).contains(&n) {
-            return Err(Diagnostic::new(
-                "E101",
-                r.count.span,
-                format!("role `{}` has {n} threads; a role needs 1 to 4096 threads", r.name.name),
-            ));
-        }
-        role_counts.insert(r.name.name.clone(), n);
-    }
+    // The warp size comes first: a role laid out by whole warps counts its threads with it.
     let warp_size = match program.warp_size() {
         Some(e) => {
-            let w = const_eval(e, &consts, &role_counts)?;
+            let w = const_eval(e, &consts, &HashMap::new())?;
             if !(1..=32).contains(&w) {
                 return Err(Diagnostic::new(
                     "E102",
@@ -62,6 +51,24 @@ pub fn lower(program: &ast::Program, overrides: &[(String, i64)]) -> Result<Prot
         }
         None => 32,
     };
+    let mut role_counts: HashMap<String, i64> = HashMap::new();
+    for r in program.roles() {
+        let n = const_eval(&r.count, &consts, &role_counts)?;
+        let per = match r.unit {
+            ast::RoleUnit::Threads => 1,
+            ast::RoleUnit::Warps => warp_size as i64,
+            ast::RoleUnit::Warpgroups => 4 * warp_size as i64,
+        };
+        let threads = n.checked_mul(per).unwrap_or(i64::MAX);
+        if !(1..=4096).contains(&threads) || n < 1 {
+            return Err(Diagnostic::new(
+                "E101",
+                r.count.span,
+                format!("role `{}` has {threads} threads; a role needs 1 to 4096 threads", r.name.name),
+            ));
+        }
+        role_counts.insert(r.name.name.clone(), threads);
+    }
 
     let mut completion_index: HashMap<&str, u16> = HashMap::new();
     for (i, c) in program.completions().enumerate() {
@@ -138,6 +145,7 @@ pub fn lower(program: &ast::Program, overrides: &[(String, i64)]) -> Result<Prot
         buffer_groups: &buffer_groups,
         vars: &vars,
         buffers: &buffers,
+        fns: program.functions().map(|f| (f.name.name.clone(), f)).collect(),
     };
 
     let mut completions = Vec::new();
@@ -149,6 +157,10 @@ pub fn lower(program: &ast::Program, overrides: &[(String, i64)]) -> Result<Prot
     let mut gtid = 0u32;
     for (ri, r) in program.roles().enumerate() {
         let count = role_counts[&r.name.name] as u32;
+        if r.unit != ast::RoleUnit::Threads {
+            // Whole warps: the role starts at a warp boundary (the lanes skipped are not modelled).
+            gtid = gtid.div_ceil(warp_size) * warp_size;
+        }
         let code = CodeBuilder::build(&env, &r.name.name, &r.body, true)?;
         roles.push(RoleInfo {
             name: r.name.name.clone(),
@@ -308,6 +320,7 @@ pub fn apply_binary(op: BinOp, a: i64, b: i64) -> Result<i64, &'static str> {
 }
 
 struct Env<'a> {
+    fns: HashMap<String, &'a ast::FnDecl>,
     consts: &'a HashMap<String, i64>,
     roles: &'a HashMap<String, i64>,
     barrier_groups: &'a [Group],
@@ -322,6 +335,16 @@ struct CodeBuilder<'a> {
     instrs: Vec<Instr>,
     local_names: Vec<String>,
     scopes: Vec<Vec<(String, u16)>>,
+    /// Scopes below this index are the caller's while an inline function body is expanded: the
+    /// body sees only its parameters and its own locals.
+    floor: usize,
+    /// Per enclosing loop (innermost last): the `break` jumps to patch with its exit.
+    loops: Vec<Vec<usize>>,
+    /// Slots of loop variables (passed to a function by value, never by reference).
+    loop_vars: Vec<u16>,
+    /// Inline functions being expanded (a guard; `check` rejects recursion).
+    inlining: usize,
+    has_while: bool,
 }
 
 impl<'a> CodeBuilder<'a> {
@@ -332,12 +355,18 @@ impl<'a> CodeBuilder<'a> {
             instrs: Vec::new(),
             local_names: Vec::new(),
             scopes: vec![Vec::new()],
+            floor: 0,
+            loops: Vec::new(),
+            loop_vars: Vec::new(),
+            inlining: 0,
+            has_while: false,
         };
         b.block(body)?;
         Ok(Code {
             name: name.to_string(),
             instrs: b.instrs,
             local_names: b.local_names,
+            has_while: b.has_while,
         })
     }
 
@@ -353,7 +382,7 @@ impl<'a> CodeBuilder<'a> {
     }
 
     fn lookup_local(&self, name: &str) -> Option<u16> {
-        self.scopes
+        self.scopes[self.floor..]
             .iter()
             .rev()
             .flat_map(|s| s.iter().rev())
@@ -449,10 +478,12 @@ impl<'a> CodeBuilder<'a> {
                 let end = self.new_local("$end", s.span)?;
                 self.emit(InstrKind::SetLocal { slot: end, expr: hi }, s.span);
                 let i = self.new_local(&var.name, var.span)?;
+                self.loop_vars.push(i);
                 self.emit(InstrKind::SetLocal { slot: i, expr: lo }, s.span);
                 let head = self.instrs.len();
                 let cond = IExpr::Binary(BinOp::Lt, Box::new(IExpr::Local(i)), Box::new(IExpr::Local(end)));
                 let branch = self.emit(InstrKind::Branch { cond, else_to: 0 }, var.span);
+                self.loops.push(Vec::new());
                 self.block(body)?;
                 let inc = IExpr::Binary(BinOp::Add, Box::new(IExpr::Local(i)), Box::new(IExpr::Const(1)));
                 self.emit(InstrKind::SetLocal { slot: i, expr: inc }, var.span);
@@ -461,8 +492,35 @@ impl<'a> CodeBuilder<'a> {
                 if let InstrKind::Branch { else_to, .. } = &mut self.instrs[branch].kind {
                     *else_to = exit;
                 }
+                self.patch_breaks(exit);
                 self.scopes.pop();
             }
+            StmtKind::While { cond, body } => {
+                self.has_while = true;
+                let head = self.instrs.len();
+                let cond = self.expr(cond)?;
+                let branch = self.emit(InstrKind::Branch { cond, else_to: 0 }, s.span);
+                self.loops.push(Vec::new());
+                self.block(body)?;
+                self.emit(InstrKind::Jump { to: head as u32 }, s.span);
+                let exit = self.instrs.len() as u32;
+                if let InstrKind::Branch { else_to, .. } = &mut self.instrs[branch].kind {
+                    *else_to = exit;
+                }
+                self.patch_breaks(exit);
+            }
+            StmtKind::Break => {
+                let j = self.emit(InstrKind::Jump { to: 0 }, s.span);
+                match self.loops.last_mut() {
+                    Some(l) => l.push(j),
+                    None => return Err(Diagnostic::new("E035", s.span, "`break` outside a loop")),
+                }
+            }
+            StmtKind::SyncWarpMask(m) => {
+                let mask = self.expr(m)?;
+                self.emit(InstrKind::SyncWarpMask { mask }, s.span);
+            }
+            StmtKind::Call { name, args } => self.call(name, args, s.span)?,
             StmtKind::If { cond, then, els } => {
                 let cond = self.expr(cond)?;
                 let branch = self.emit(InstrKind::Branch { cond, else_to: 0 }, s.span);
@@ -501,7 +559,70 @@ impl<'a> CodeBuilder<'a> {
         Ok(())
     }
 
+    fn patch_breaks(&mut self, exit: u32) {
+        for j in self.loops.pop().unwrap_or_default() {
+            self.instrs[j].kind = InstrKind::Jump { to: exit };
+        }
+    }
+
+    /// Expand an inline function: its parameters name the caller's `let` locals given as
+    /// arguments (by reference); any other argument is evaluated into a fresh local (by value).
+    fn call(&mut self, name: &ast::Ident, args: &[ast::Expr], span: ast::Span) -> Result<(), Diagnostic> {
+        let Some(f) = self.env.fns.get(&name.name).copied() else {
+            return Err(Diagnostic::new(
+                "E037",
+                name.span,
+                format!(
+                    "`{}` is not a function; declare it with `fn {}(...) {{ ... }}`",
+                    name.name, name.name
+                ),
+            ));
+        };
+        if f.params.len() != args.len() || self.inlining >= 64 {
+            return Err(Diagnostic::new(
+                if self.inlining >= 64 { "E038" } else { "E037" },
+                span,
+                format!("`{}` cannot be expanded here (wrong arity or recursion)", name.name),
+            ));
+        }
+        let mut binds = Vec::new();
+        for (prm, a) in f.params.iter().zip(args) {
+            let by_ref = match &a.kind {
+                ExprKind::Name(n) => self.lookup_local(n).filter(|s| !self.loop_vars.contains(s)),
+                _ => None,
+            };
+            let slot = match by_ref {
+                Some(slot) => slot,
+                None => {
+                    let e = self.expr(a)?;
+                    let slot = self.new_local(&format!("${}", prm.name), a.span)?;
+                    self.emit(InstrKind::SetLocal { slot, expr: e }, span);
+                    slot
+                }
+            };
+            binds.push((prm.name.clone(), slot));
+        }
+        let floor = std::mem::replace(&mut self.floor, self.scopes.len());
+        let loops = std::mem::take(&mut self.loops);
+        self.scopes.push(binds);
+        self.inlining += 1;
+        let r = self.block(&f.body);
+        self.inlining -= 1;
+        self.scopes.pop();
+        self.loops = loops;
+        self.floor = floor;
+        r
+    }
+
     fn op(&mut self, op: &ast::Op, result: Option<u16>, span: ast::Span) -> Result<(), Diagnostic> {
+        if let OpKind::Elect = op.kind {
+            let slot = match result {
+                Some(r) => r,
+                None => self.new_local("$elected", span)?,
+            };
+            self.emit(InstrKind::Elect { slot }, span);
+            return Ok(());
+        }
         let one = IExpr::Const(1);
         let iop = match &op.kind {
             OpKind::Arrive { bar, n } => IOp::Arrive {
@@ -623,6 +744,7 @@ impl<'a> CodeBuilder<'a> {
             },
             OpKind::Inval { bar } => IOp::Inval { bar: self.bar(bar)? },
             OpKind::Commit { bar } => IOp::Commit { bar: self.bar(bar)? },
+            OpKind::Elect => unreachable!("handled above"),
         };
         self.emit(InstrKind::Op { op: iop, result }, span);
         Ok(())

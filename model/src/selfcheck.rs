@@ -109,7 +109,17 @@ pub fn transition(model: &Model, pre: &State, a: Action, out: &Outcome) -> Resul
         return broken("I-EVENT", "a step without an event".to_string());
     };
     if let Action::Thread(t) = a {
-        if pre.threads[t as usize].status != Status::Running {
+        // A thread waiting in an `elect()` steps once more: the election that releases its warp.
+        let electing = pre.threads[t as usize].status == Status::AtSyncWarp
+            && matches!(
+                p.code_of(t as usize)
+                    .instrs
+                    .get(pre.threads[t as usize].pc as usize)
+                    .map(|i| &i.kind),
+                Some(crate::ir::InstrKind::Elect { .. })
+            )
+            && ev.obs.iter().any(|o| matches!(o, Obs::Elected { thread } if *thread == t));
+        if pre.threads[t as usize].status != Status::Running && !electing {
             return broken("I-SCHEDULE", format!("{} stepped while not running", p.thread_label(t as usize)));
         }
     }

@@ -97,6 +97,10 @@ pub enum Obs {
     Exited {
         thread: u16,
     },
+    /// An `elect()` released its warp with this thread (global index) elected.
+    Elected {
+        thread: u16,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -119,7 +123,14 @@ pub struct Outcome<S = State> {
     /// An invariant the semantics rely on did not hold: a bug in the model, never a verdict. The
     /// search stops and the CLI exits 5 naming the rule.
     pub internal: Option<InternalError>,
+    /// The step ran more than `STEP_BUDGET` local instructions without reaching a visible one
+    /// and was abandoned: the search stops `incomplete` (a long loop is not a verdict).
+    pub cut: bool,
 }
+
+/// Local instructions one step may run (a loop of 2^62 empty iterations is not a hang, but
+/// running it is not a search either).
+pub const STEP_BUDGET: u64 = 1 << 24;
 
 /// A broken model invariant, named by its rule (docs/model.md, "Invariants").
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -142,6 +153,8 @@ pub struct Model {
     tracks_path: Vec<bool>,
     /// Classes of interchangeable threads (crate::canon).
     pub(crate) symmetry: Vec<Vec<usize>>,
+    /// The threads of each model warp, in lane order.
+    warps: Vec<Vec<usize>>,
 }
 
 fn roles_with_commit(proto: &Protocol) -> Vec<bool> {
@@ -241,7 +254,9 @@ impl Model {
             fine_grained: false,
             mutant: None,
             symmetry: Vec::new(),
+            warps: Vec::new(),
         };
+        m.warps = (0..m.proto.warp_count()).map(|w| m.proto.warp_members(w).collect()).collect();
         m.symmetry = crate::canon::symmetry_classes(&m);
         m
     }
@@ -322,7 +337,7 @@ impl Model {
             copies: Vec::new(),
             engines: (0..p.buffers.len()).map(|b| fresh_clock(Some(p.threads.len() + b))).collect(),
             engines_known: (0..p.buffers.len()).map(|_| vec![0; p.barriers.len()].into_boxed_slice()).collect(),
-            commit_logs: vec![Vec::new(); (p.threads.len() as u32).div_ceil(p.warp_size) as usize].into_boxed_slice(),
+            commit_logs: vec![Vec::new(); p.warp_count()].into_boxed_slice(),
         };
         if !violations.is_empty() {
             return Outcome {
@@ -330,6 +345,7 @@ impl Model {
                 violations,
                 event: None,
                 internal: None,
+                cut: false,
             };
         }
         let mut x = Exec::new(self, s);
@@ -346,6 +362,7 @@ impl Model {
             violations: x.v,
             event: None,
             internal: x.internal,
+            cut: x.cut,
         }
     }
 
@@ -357,6 +374,13 @@ impl Model {
                 && self.commit_ready(s, t)
             {
                 out.push(Action::Thread(t as u16));
+            } else if th.status == Status::AtSyncWarp && self.at_elect(s, t).is_some() {
+                // Every lane of a ready election may be the one elected: one action each.
+                if let Some(group) = self.warp_sync_group(s, t) {
+                    if group.iter().any(|&m| self.at_elect(s, m).is_some()) {
+                        out.push(Action::Thread(t as u16));
+                    }
+                }
             }
         }
         for i in 0..s.copies.len() {
@@ -385,18 +409,30 @@ impl Model {
     }
 
     pub fn wait_check(&self, s: &State, t: usize) -> WaitCheck {
+        self.wait_check_of(s, t, false)
+    }
+
+    /// `wait_check`, also for a `try_wait` (polled in a loop): whether it would succeed now.
+    pub fn poll_check(&self, s: &State, t: usize) -> WaitCheck {
+        self.wait_check_of(s, t, true)
+    }
+
+    fn wait_check_of(&self, s: &State, t: usize, polls: bool) -> WaitCheck {
         let th = &s.threads[t];
         let code = self.proto.code_of(t);
         let Some(instr) = code.instrs.get(th.pc as usize) else {
             return WaitCheck::NotAWait;
         };
         let InstrKind::Op {
-            op: IOp::Wait { bar, target, try_: false },
+            op: IOp::Wait { bar, target, try_ },
             ..
         } = &instr.kind
         else {
             return WaitCheck::NotAWait;
         };
+        if *try_ && !polls {
+            return WaitCheck::NotAWait;
+        }
         // Shared vars are read as they stand (a peek: the step records the read). A fault or an
         // index out of range is left to the step, which reports it: treat it as ready.
         let me = &self.proto.threads[t];
@@ -464,6 +500,16 @@ impl Model {
                 kind: K::Deadlock,
                 message: "every unfinished thread is blocked".to_string(),
             });
+        } else if !enabled.is_empty()
+            && !s.all_done()
+            && enabled.iter().all(|a| matches!(a, Action::Thread(t) if self.spins(s, *t as usize)))
+        {
+            // Spinning is blocking: a `while` loop polling try_wait (or a shared var) that only
+            // its own steps can still reach revisits this state forever.
+            out.push(Violation {
+                kind: K::Deadlock,
+                message: "every unfinished thread is blocked or spins in a loop that nothing can end".to_string(),
+            });
         }
         out
     }
@@ -471,10 +517,11 @@ impl Model {
     /// The lanes converged with `t`: unfinished lanes of its warp and role whose branch path has not
     /// parted from `t`'s since the last `syncwarp` (`t` included). Some may still be behind it.
     pub fn converged_with(&self, s: &State, t: usize) -> Vec<usize> {
-        let ws = self.proto.warp_size as usize;
-        let w = t / ws;
+        let w = self.proto.threads[t].warp as usize;
         let role = self.proto.threads[t].role;
-        (w * ws..((w + 1) * ws).min(s.threads.len()))
+        self.warps[w]
+            .iter()
+            .copied()
             .filter(|&m| {
                 let o = &s.threads[m];
                 o.status != Status::Done && self.proto.threads[m].role == role && paths_compatible(&o.path, &s.threads[t].path)
@@ -489,8 +536,7 @@ impl Model {
         let th = &s.threads[t];
         let mine = self.converged_with(s, t);
         let mut groups = vec![mine.clone()];
-        let ws = self.proto.warp_size as usize;
-        let w = t / ws;
+        let w = self.proto.threads[t].warp as usize;
         let role = self.proto.threads[t].role;
         let code = self.proto.code_of(t);
         let Some(Instr {
@@ -504,7 +550,7 @@ impl Model {
         };
         let g = &self.proto.barrier_groups[bar.group as usize];
         let mut taken: Vec<usize> = mine;
-        for m in w * ws..((w + 1) * ws).min(s.threads.len()) {
+        for &m in &self.warps[w] {
             let o = &s.threads[m];
             if taken.contains(&m)
                 || self.proto.threads[m].role != role
@@ -551,9 +597,108 @@ impl Model {
         })
     }
 
+    /// The result slot of the `elect()` a thread stands at, if it stands at one.
+    pub fn at_elect(&self, s: &State, t: usize) -> Option<u16> {
+        match self.proto.code_of(t).instrs.get(s.threads[t].pc as usize)?.kind {
+            InstrKind::Elect { slot } => Some(slot),
+            _ => None,
+        }
+    }
+
+    /// The lanes a thread waiting at `syncwarp`, `syncwarp(mask)` or `elect()` waits for: the
+    /// unfinished lanes of its warp (those in the mask for `syncwarp(mask)`; a mask that cannot
+    /// be evaluated names the whole warp, and the step that ran it reported the fault).
+    pub fn warp_sync_participants(&self, s: &State, t: usize) -> Vec<usize> {
+        let w = self.proto.threads[t].warp as usize;
+        let mask = match self.proto.code_of(t).instrs.get(s.threads[t].pc as usize).map(|i| &i.kind) {
+            Some(InstrKind::SyncWarpMask { mask }) => mask
+                .eval(&s.threads[t].locals, Some(&self.proto.threads[t]), &mut |v| {
+                    Ok(s.vars[v as usize].value)
+                })
+                .ok(),
+            _ => None,
+        };
+        self.warps[w]
+            .iter()
+            .copied()
+            .filter(|&m| {
+                s.threads[m].status != Status::Done
+                    && mask.is_none_or(|k| self.proto.threads[m].lane < 64 && (k >> self.proto.threads[m].lane) & 1 != 0)
+            })
+            .collect()
+    }
+
+    /// The group a waiting lane would be released with, once every participant waits for the
+    /// same lanes; `None` while someone is still missing.
+    pub fn warp_sync_group(&self, s: &State, t: usize) -> Option<Vec<usize>> {
+        if s.threads[t].status != Status::AtSyncWarp {
+            return None;
+        }
+        let group = self.warp_sync_participants(s, t);
+        // `elect()` (elect.sync) and `syncwarp` (bar.warp.sync) are different instructions: lanes
+        // waiting at one do not release lanes waiting at the other.
+        let electing = self.at_elect(s, t).is_some();
+        let ready = group.iter().all(|&m| {
+            s.threads[m].status == Status::AtSyncWarp
+                && self.at_elect(s, m).is_some() == electing
+                && (m == t || self.warp_sync_participants(s, m) == group)
+        });
+        ready.then_some(group)
+    }
+
+    /// A thread that can only spin: from `s`, running it alone returns to `s` within a few
+    /// steps, changing nothing but its own pc and locals on the way (a `while` loop polling a
+    /// `try_wait` or a shared var that no one else can change any more).
+    pub fn spins(&self, s: &State, t: usize) -> bool {
+        const MAX_STEPS: usize = 16;
+        if !self.proto.code_of(t).has_while {
+            return false;
+        }
+        let mut cur = s.clone();
+        for _ in 0..MAX_STEPS {
+            if cur.threads[t].status != Status::Running
+                || !matches!(self.wait_check(&cur, t), WaitCheck::NotAWait | WaitCheck::Ready)
+                || !self.commit_ready(&cur, t)
+            {
+                return false;
+            }
+            let o = self.step(&cur, Action::Thread(t as u16));
+            if !o.violations.is_empty() || o.internal.is_some() {
+                return false;
+            }
+            let Some(n) = o.next else { return false };
+            if !same_but_locals(s, &n, t) {
+                return false;
+            }
+            if n == *s {
+                return true;
+            }
+            cur = n;
+        }
+        false
+    }
+
     pub fn step(&self, s: &State, a: Action) -> Outcome {
         let mut x = Exec::new(self, s.clone());
         let event = match a {
+            Action::Thread(t) if s.threads[t as usize].status == Status::AtSyncWarp => {
+                // An election: the warp's lanes have all arrived and this one is elected.
+                let t = t as usize;
+                let pc = x.s.threads[t].pc;
+                let instr = &self.proto.code_of(t).instrs[pc as usize];
+                x.agent = t;
+                x.thread = Some(t);
+                let group = self.warp_sync_group(s, t).unwrap_or_else(|| vec![t]);
+                x.obs.push(Obs::Elected { thread: t as u16 });
+                x.release_elect(&group, "elect", Some(t));
+                Event {
+                    action: a,
+                    thread: t as u16,
+                    pc,
+                    span: instr.span,
+                    obs: std::mem::take(&mut x.obs),
+                }
+            }
             Action::Thread(t) => {
                 let t = t as usize;
                 let pc = x.s.threads[t].pc;
@@ -612,8 +757,26 @@ impl Model {
             violations: x.v,
             event: Some(event),
             internal: x.internal,
+            cut: x.cut,
         }
     }
+}
+
+/// Equal but for thread `t`'s pc and locals.
+fn same_but_locals(a: &State, b: &State, t: usize) -> bool {
+    a.threads.iter().zip(b.threads.iter()).enumerate().all(|(i, (x, y))| {
+        if i == t {
+            x.status == y.status && x.clock == y.clock && x.known == y.known && x.path == y.path && x.commit_seq == y.commit_seq
+        } else {
+            x == y
+        }
+    }) && a.barriers == b.barriers
+        && a.buffers == b.buffers
+        && a.vars == b.vars
+        && a.copies == b.copies
+        && a.engines == b.engines
+        && a.engines_known == b.engines_known
+        && a.commit_logs == b.commit_logs
 }
 
 /// PTX's answer for a wait on `named` when the barrier is in phase `current`: complete exactly when
@@ -636,6 +799,7 @@ struct Exec<'m> {
     /// The barrier whose completion function is running.
     completing: Option<usize>,
     internal: Option<InternalError>,
+    cut: bool,
     /// The statement being executed (what a copy records as its issue site).
     stmt: Span,
 }
@@ -655,6 +819,7 @@ impl<'m> Exec<'m> {
             in_completion: false,
             completing: None,
             internal: None,
+            cut: false,
             stmt: Span::default(),
         }
     }
@@ -749,7 +914,33 @@ impl<'m> Exec<'m> {
         let code = self.p().code_of(t);
         self.thread = Some(t);
         self.agent = t;
+        // A loop of local instructions either reaches a visible one, or repeats a (pc, locals)
+        // it had (nothing else can change during a local run): a hang, found by Brent's cycle
+        // detection; or runs past the budget: the search stops incomplete.
+        let mut ran: u64 = 0;
+        let mut power: u64 = 1;
+        let mut mark: (u32, Box<[i64]>) = (u32::MAX, Box::new([]));
         loop {
+            ran += 1;
+            let th = &self.s.threads[t];
+            if ran == power {
+                mark = (th.pc, th.locals.clone());
+                power *= 2;
+            } else if th.pc == mark.0 && th.locals == mark.1 {
+                self.fail(
+                    K::Deadlock,
+                    format!(
+                        "{} loops forever without a visible step: its local state repeats, so the loop's condition never changes",
+                        self.label()
+                    ),
+                );
+                return;
+            }
+            if ran > STEP_BUDGET {
+                self.cut = true;
+                self.ended = true;
+                return;
+            }
             let pc = self.s.threads[t].pc as usize;
             let Some(instr) = code.instrs.get(pc) else {
                 self.s.threads[t].status = Status::Done;
@@ -830,7 +1021,23 @@ impl<'m> Exec<'m> {
                 }
             }
             InstrKind::Work => {}
-            InstrKind::SyncWarp => self.s.threads[t].status = Status::AtSyncWarp,
+            InstrKind::SyncWarp | InstrKind::Elect { .. } => self.s.threads[t].status = Status::AtSyncWarp,
+            InstrKind::SyncWarpMask { mask } => {
+                if let Ok(m) = self.eval(mask) {
+                    let lane = self.p().threads[t].lane;
+                    if lane >= 64 || (m >> lane) & 1 == 0 {
+                        self.fail(
+                            K::Assertion,
+                            format!(
+                                "{}: syncwarp({m:#x}) is executed by lane {lane}, which is not in the mask (undefined behaviour in CUDA)",
+                                self.label()
+                            ),
+                        );
+                    } else {
+                        self.s.threads[t].status = Status::AtSyncWarp;
+                    }
+                }
+            }
             InstrKind::SyncThreads => self.s.threads[t].status = Status::AtSyncThreads,
             // Steps of their own only in the fine-grained model.
             InstrKind::Jump { to } => self.s.threads[t].pc = to.wrapping_sub(1),
@@ -851,25 +1058,46 @@ impl<'m> Exec<'m> {
                 self.release(&live, "syncthreads");
                 continue;
             }
-            let ws = self.p().warp_size as usize;
             let mut released = false;
-            for w in 0..n.div_ceil(ws) {
-                let lanes: Vec<usize> = live.iter().copied().filter(|&t| t / ws == w).collect();
-                if !lanes.is_empty() && lanes.iter().all(|&t| self.s.threads[t].status == Status::AtSyncWarp) {
-                    for &t in &lanes {
-                        self.s.threads[t].path.clear();
-                        self.s.threads[t].commit_seq = 0;
-                    }
-                    self.s.commit_logs[w].clear();
-                    self.release(&lanes, "syncwarp");
-                    released = true;
-                    break;
+            for t in 0..n {
+                // An election is released by an action (the choice of the elected lane).
+                let Some(lanes) = self.m.warp_sync_group(&self.s, t) else {
+                    continue;
+                };
+                if lanes.iter().any(|&m| self.m.at_elect(&self.s, m).is_some()) {
+                    continue;
                 }
+                self.release_elect(&lanes, "syncwarp", None);
+                released = true;
+                break;
             }
             if !released {
                 return;
             }
         }
+    }
+
+    /// A warp-level execution barrier (`syncwarp`, `syncwarp(mask)`, `elect()`): the lanes
+    /// reconverge (their branch paths start afresh), and the elected lane, if any, gets 1 from its
+    /// `elect()`, the others 0.
+    fn release_elect(&mut self, lanes: &[usize], what: &str, elected: Option<usize>) {
+        let w = self.p().threads[lanes[0]].warp as usize;
+        for &t in lanes {
+            if let Some(slot) = self.m.at_elect(&self.s, t) {
+                self.s.threads[t].locals[slot as usize] = (Some(t) == elected) as i64;
+            }
+            self.s.threads[t].path.clear();
+            self.s.threads[t].commit_seq = 0;
+        }
+        if lanes.len()
+            == self.m.warps[w]
+                .iter()
+                .filter(|&&m| self.s.threads[m].status != Status::Done)
+                .count()
+        {
+            self.s.commit_logs[w].clear();
+        }
+        self.release(lanes, what);
     }
 
     /// An execution barrier: every participant acquires every other's history, then runs on.
@@ -1004,7 +1232,7 @@ impl<'m> Exec<'m> {
                     self.broken("R-COMMIT", "a commit executed outside a thread's own code".to_string());
                     return Err(());
                 };
-                let w = t / self.p().warp_size as usize;
+                let w = self.p().threads[t].warp as usize;
                 let seq = self.s.threads[t].commit_seq;
                 // The converged lanes execute the commit as one instruction (the step is enabled
                 // only once they have all reached it). Diverged groups that stand ready at the
@@ -1569,7 +1797,7 @@ impl<'m> Exec<'m> {
                 }
                 InstrKind::Return => break Ok(()),
                 InstrKind::Work => pc += 1,
-                InstrKind::SyncWarp | InstrKind::SyncThreads => {
+                InstrKind::SyncWarp | InstrKind::SyncThreads | InstrKind::SyncWarpMask { .. } | InstrKind::Elect { .. } => {
                     self.fail(
                         K::CompletionMisuse,
                         format!(

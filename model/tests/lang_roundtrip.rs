@@ -109,6 +109,7 @@ fn op() -> impl Strategy<Value = Op> {
         (p(), ox()).prop_map(|(bar, count)| OpKind::Init { bar, count }),
         p().prop_map(|bar| OpKind::Inval { bar }),
         p().prop_map(|bar| OpKind::Commit { bar }),
+        Just(OpKind::Elect),
     ];
     kind.prop_map(|kind| Op {
         kind,
@@ -130,6 +131,8 @@ fn stmt() -> impl Strategy<Value = Stmt> {
         Just(st(StmtKind::Work)),
         Just(st(StmtKind::SyncWarp)),
         Just(st(StmtKind::SyncThreads)),
+        Just(st(StmtKind::Break)),
+        expr().prop_map(|m| st(StmtKind::SyncWarpMask(m))),
     ];
     leaf.prop_recursive(3, 24, 4, |inner| {
         let body = || prop::collection::vec(inner.clone(), 0..4).prop_map(block);
@@ -141,6 +144,7 @@ fn stmt() -> impl Strategy<Value = Stmt> {
                 body
             })),
             (expr(), body(), prop::option::of(body())).prop_map(|(cond, then, els)| st(StmtKind::If { cond, then, els })),
+            (expr(), body()).prop_map(|(cond, body)| st(StmtKind::While { cond, body })),
             // `else if` chains.
             (expr(), body(), expr(), body(), prop::option::of(body())).prop_map(|(c1, t1, c2, t2, els)| {
                 let inner_if = st(StmtKind::If { cond: c2, then: t2, els });
@@ -180,9 +184,22 @@ fn item() -> impl Strategy<Value = Item> {
         })),
         (name(), expr()).prop_map(|(n, init)| Item::Var(VarDecl { name: ident(n), init })),
         (name(), body()).prop_map(|(n, body)| Item::Completion(CompletionDecl { name: ident(n), body })),
-        (name(), expr(), body()).prop_map(|(n, count, body)| Item::Role(RoleDecl {
+        (
+            name(),
+            expr(),
+            prop::sample::select(vec![RoleUnit::Threads, RoleUnit::Warps, RoleUnit::Warpgroups]),
+            body()
+        )
+            .prop_map(|(n, count, unit, body)| Item::Role(RoleDecl {
+                name: ident(n),
+                count,
+                unit,
+                body,
+                span: Span::default()
+            })),
+        (name(), prop::collection::vec(name(), 0..3), body()).prop_map(|(n, ps, body)| Item::Function(FnDecl {
             name: ident(n),
-            count,
+            params: ps.into_iter().map(ident).collect(),
             body,
             span: Span::default()
         })),

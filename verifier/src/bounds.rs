@@ -96,6 +96,7 @@ fn code(b: Bound) -> u8 {
         Bound::MaxStates => 1,
         Bound::MaxSeconds => 2,
         Bound::MaxMemory => 3,
+        Bound::StepBudget => 4,
     }
 }
 
@@ -105,6 +106,7 @@ pub fn requested() -> Option<Bound> {
         1 => Some(Bound::MaxStates),
         2 => Some(Bound::MaxSeconds),
         3 => Some(Bound::MaxMemory),
+        4 => Some(Bound::StepBudget),
         _ => None,
     }
 }

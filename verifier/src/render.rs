@@ -95,6 +95,7 @@ fn obs_short(t: &TraceFile, o: &Obs) -> Option<String> {
         Obs::CommitJoined { .. } => "joined".into(),
         Obs::Released { what } => format!("{what} released"),
         Obs::Exited { .. } => "exits".into(),
+        Obs::Elected { .. } => "elected".into(),
     })
 }
 

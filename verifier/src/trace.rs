@@ -227,5 +227,6 @@ pub fn describe_obs(o: &Obs, n: &dyn Names) -> String {
         Obs::CommitJoined { bar, lane } => format!("{}'s commit joins this group arrival on {}", n.thread(*lane), n.barrier(*bar)),
         Obs::Released { what } => format!("{what} releases"),
         Obs::Exited { thread } => format!("{} exits", n.thread(*thread)),
+        Obs::Elected { thread } => format!("elect releases the warp; {} is elected", n.thread(*thread)),
     }
 }

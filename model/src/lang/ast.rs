@@ -58,6 +58,19 @@ pub enum Item {
     Var(VarDecl),
     Completion(CompletionDecl),
     Role(RoleDecl),
+    /// `fn advance(s, p) { ... }`: an inline function, expanded at each call.
+    Function(FnDecl),
+}
+
+/// An inline function. Its parameters are the caller's locals, passed by reference: a call
+/// `advance(s, p)` runs the body with `s` and `p` naming the caller's `s` and `p` (an argument
+/// that is not a plain `let` local is evaluated into a fresh copy). No recursion.
+#[derive(Clone, Debug)]
+pub struct FnDecl {
+    pub name: Ident,
+    pub params: Vec<Ident>,
+    pub body: Block,
+    pub span: Span,
 }
 
 #[derive(Clone, Debug)]
@@ -97,10 +110,22 @@ pub struct CompletionDecl {
     pub body: Block,
 }
 
+/// How a role's size is written: `role r[N]` (threads, packed after the previous role),
+/// `role r warps N` or `role r warpgroups N` (whole warps, starting at a warp boundary).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RoleUnit {
+    #[default]
+    Threads,
+    Warps,
+    Warpgroups,
+}
+
 #[derive(Clone, Debug)]
 pub struct RoleDecl {
     pub name: Ident,
+    /// In units of `unit`.
     pub count: Expr,
+    pub unit: RoleUnit,
     pub body: Block,
     pub span: Span,
 }
@@ -148,6 +173,20 @@ pub enum StmtKind {
     Work,
     SyncWarp,
     SyncThreads,
+    /// `while C { }`: C is evaluated before every iteration.
+    While {
+        cond: Expr,
+        body: Block,
+    },
+    /// `break`: leaves the innermost `for` or `while`.
+    Break,
+    /// `syncwarp(MASK)`: `__syncwarp(mask)` over the lanes of the warp named by the mask.
+    SyncWarpMask(Expr),
+    /// `NAME(ARGS)`: a call of an inline function.
+    Call {
+        name: Ident,
+        args: Vec<Expr>,
+    },
 }
 
 /// Right-hand side of `let`/assignment.
@@ -247,6 +286,8 @@ pub enum OpKind {
     Commit {
         bar: Place,
     },
+    /// `elect()`: `elect.sync` over the whole warp; 1 in the lowest unfinished lane, 0 elsewhere.
+    Elect,
 }
 
 impl OpKind {
@@ -270,6 +311,7 @@ impl OpKind {
             OpKind::Init { .. } => "init",
             OpKind::Inval { .. } => "inval",
             OpKind::Commit { .. } => "commit",
+            OpKind::Elect => "elect",
         }
     }
 
@@ -277,7 +319,7 @@ impl OpKind {
     pub fn yields_value(&self) -> bool {
         matches!(
             self,
-            OpKind::Arrive { .. } | OpKind::ArriveExpectTx { .. } | OpKind::TryWait { .. } | OpKind::TryWaitParity { .. }
+            OpKind::Arrive { .. } | OpKind::ArriveExpectTx { .. } | OpKind::TryWait { .. } | OpKind::TryWaitParity { .. } | OpKind::Elect
         )
     }
 }
@@ -378,6 +420,11 @@ impl Program {
     }
     pub fn roles(&self) -> impl Iterator<Item = &RoleDecl> {
         self.items.iter().filter_map(|i| if let Item::Role(r) = i { Some(r) } else { None })
+    }
+    pub fn functions(&self) -> impl Iterator<Item = &FnDecl> {
+        self.items
+            .iter()
+            .filter_map(|i| if let Item::Function(f) = i { Some(f) } else { None })
     }
     pub fn warp_size(&self) -> Option<&Expr> {
         self.items

@@ -56,6 +56,7 @@ enum Global {
     Var,
     Completion,
     Role,
+    Function { arity: usize },
 }
 
 impl Global {
@@ -67,6 +68,7 @@ impl Global {
             Global::Var => "a shared var",
             Global::Completion => "a completion function",
             Global::Role => "a role",
+            Global::Function { .. } => "a function",
         }
     }
 }
@@ -81,6 +83,8 @@ enum Local {
 enum Ctx {
     Role,
     Completion,
+    /// The body of an inline function (expanded into role code at each call).
+    Function,
 }
 
 fn err(code: &'static str, span: Span, msg: impl Into<String>) -> Diagnostic {
@@ -112,6 +116,7 @@ pub fn check_all(p: &Program) -> Vec<Diagnostic> {
         scopes: Vec::new(),
         ctx: Ctx::Role,
         errors: Vec::new(),
+        loops: 0,
     };
     if let Err(d) = c.collect(p) {
         return vec![d];
@@ -124,6 +129,9 @@ pub fn check_all(p: &Program) -> Vec<Diagnostic> {
         }
     }
     if let Err(d) = c.cycles(p) {
+        c.errors.push(d);
+    }
+    if let Err(d) = c.recursion(p) {
         c.errors.push(d);
     }
     if let Err(d) = c.roles_present(p) {
@@ -141,6 +149,8 @@ struct Checker {
     ctx: Ctx,
     /// Problems found so far (the check goes on after each).
     errors: Vec<Diagnostic>,
+    /// Loops (`for`, `while`) around the statement being checked: `break` needs one.
+    loops: usize,
 }
 
 impl Checker {
@@ -167,6 +177,7 @@ impl Checker {
                 Item::Var(d) => (&d.name, Global::Var),
                 Item::Completion(d) => (&d.name, Global::Completion),
                 Item::Role(d) => (&d.name, Global::Role),
+                Item::Function(d) => (&d.name, Global::Function { arity: d.params.len() }),
                 Item::WarpSize(_) => continue,
             };
             if BUILTINS.contains(&name.name.as_str()) {
@@ -262,6 +273,18 @@ impl Checker {
                 self.const_expr(&d.count, "a role's thread count")?;
                 self.ctx = Ctx::Role;
                 self.block(&d.body)
+            }
+            Item::Function(d) => {
+                self.ctx = Ctx::Function;
+                self.scopes.push(Vec::new());
+                for prm in &d.params {
+                    self.declare(prm, Local::Let)?;
+                }
+                let loops = std::mem::replace(&mut self.loops, 0);
+                let r = self.block(&d.body);
+                self.loops = loops;
+                self.scopes.pop();
+                r
             }
         }
     }
@@ -390,8 +413,85 @@ impl Checker {
                 self.expr(hi)?;
                 self.scopes.push(Vec::new());
                 self.declare(var, Local::Loop)?;
-                self.block(body)?;
+                self.loops += 1;
+                let r = self.block(body);
+                self.loops -= 1;
+                r?;
                 self.scopes.pop();
+                Ok(())
+            }
+            StmtKind::While { cond, body } => {
+                if self.ctx == Ctx::Completion {
+                    return Err(err(
+                        "E036",
+                        s.span,
+                        "a completion function must finish without blocking, so it cannot hold a `while` loop (it could spin forever); use a `for` loop with fixed bounds",
+                    ));
+                }
+                self.expr(cond)?;
+                self.loops += 1;
+                let r = self.block(body);
+                self.loops -= 1;
+                r
+            }
+            StmtKind::Break => {
+                if self.loops == 0 {
+                    return Err(err(
+                        "E035",
+                        s.span,
+                        "`break` leaves the innermost `for` or `while` loop, and there is none around it here; remove it, or use `return` to end the thread",
+                    ));
+                }
+                Ok(())
+            }
+            StmtKind::Return if self.ctx == Ctx::Function => Err(err(
+                "E039",
+                s.span,
+                "`return` inside an inline function would end the calling thread, not the function; restructure the body with `if`, or return from the role",
+            )),
+            StmtKind::SyncWarpMask(m) => {
+                if self.ctx == Ctx::Completion {
+                    return Err(err(
+                        "E030",
+                        s.span,
+                        "a completion function runs in no particular thread, so a `syncwarp` there is a `syncwarp` outside any warp; move it into a role body",
+                    ));
+                }
+                self.expr(m)
+            }
+            StmtKind::Call { name, args } => {
+                if self.ctx == Ctx::Completion {
+                    return Err(err(
+                        "E037",
+                        name.span,
+                        format!("a completion function cannot call `{}`: inline functions are expanded into role code only", name.name),
+                    ));
+                }
+                match self.globals.get(&name.name) {
+                    Some(Global::Function { arity }) if *arity == args.len() => {}
+                    Some(Global::Function { arity }) => {
+                        return Err(err(
+                            "E037",
+                            s.span,
+                            format!(
+                                "`{}` takes {arity} argument{} but is given {}",
+                                name.name,
+                                if *arity == 1 { "" } else { "s" },
+                                args.len()
+                            ),
+                        ))
+                    }
+                    _ => {
+                        return Err(err(
+                            "E037",
+                            name.span,
+                            format!("`{}` is not a function; declare it with `fn {}(...) {{ ... }}`", name.name, name.name),
+                        ))
+                    }
+                }
+                for a in args {
+                    self.expr(a)?;
+                }
                 Ok(())
             }
             StmtKind::If { cond, then, els } => {
@@ -498,7 +598,7 @@ impl Checker {
         }
         if BUILTINS.contains(&n) {
             return match self.ctx {
-                Ctx::Role => Ok(()),
+                Ctx::Role | Ctx::Function => Ok(()),
                 Ctx::Completion => Err(err(
                     "E029",
                     span,
@@ -526,10 +626,15 @@ impl Checker {
                 span,
                 format!("`{n}` is a completion function, not a number; attach it to a barrier with `completion {n}`"),
             )),
+            Some(Global::Function { .. }) => Err(err(
+                "E032",
+                span,
+                format!("`{n}` is a function, not a number; call it as a statement, like `{n}(...)`"),
+            )),
             None => {
                 let mut cands = self.locals();
                 cands.extend(self.names_where(|g| matches!(g, Global::Param | Global::Var)));
-                if self.ctx == Ctx::Role {
+                if self.ctx != Ctx::Completion {
                     cands.extend(BUILTINS.iter().copied());
                 }
                 let hint = did_you_mean(n, cands);
@@ -594,6 +699,15 @@ impl Checker {
                 self.place(bar, true, kw)?;
                 exprs.extend(count);
             }
+            OpKind::Elect => {
+                if self.ctx == Ctx::Completion {
+                    return Err(err(
+                        "E030",
+                        op.span,
+                        "a completion function runs in no particular thread, so an `elect()` there has no warp to elect from; move it into a role body",
+                    ));
+                }
+            }
         }
         for e in exprs {
             self.expr(e)?;
@@ -657,6 +771,36 @@ impl Checker {
             (Some(ix), true) => self.expr(ix),
             (None, false) => Ok(()),
         }
+    }
+
+    /// Inline functions are expanded at each call, so none may call itself, directly or not.
+    fn recursion(&self, p: &Program) -> Result<(), Diagnostic> {
+        let mut deps: HashMap<&str, (Span, Vec<String>)> = HashMap::new();
+        let mut order = Vec::new();
+        for f in p.functions() {
+            let mut out = Vec::new();
+            calls_in(&f.body, &mut out);
+            out.retain(|n| matches!(self.globals.get(n), Some(Global::Function { .. })));
+            deps.insert(&f.name.name, (f.name.span, out));
+            order.push(f.name.name.as_str());
+        }
+        let mut state: HashMap<&str, u8> = HashMap::new();
+        for start in &order {
+            let mut path: Vec<&str> = Vec::new();
+            if let Some(cycle) = visit(start, &deps, &mut state, &mut path) {
+                let span = deps[cycle[0].as_str()].0;
+                return Err(err(
+                    "E038",
+                    span,
+                    format!(
+                        "`{}` calls itself ({}); inline functions are expanded at each call, so they cannot be recursive: write the repetition as a loop",
+                        cycle[0],
+                        cycle.join(" -> ")
+                    ),
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Params and role sizes may refer to each other, but not in a circle.
@@ -725,6 +869,23 @@ fn visit<'a>(
     path.pop();
     state.insert(n, 2);
     None
+}
+
+/// Names of the functions a block calls.
+fn calls_in(b: &Block, out: &mut Vec<String>) {
+    for s in &b.stmts {
+        match &s.kind {
+            StmtKind::Call { name, .. } => out.push(name.name.clone()),
+            StmtKind::For { body, .. } | StmtKind::While { body, .. } => calls_in(body, out),
+            StmtKind::If { then, els, .. } => {
+                calls_in(then, out);
+                if let Some(e) = els {
+                    calls_in(e, out);
+                }
+            }
+            _ => {}
+        }
+    }
 }
 
 fn mentions(e: &Expr, out: &mut Vec<String>) {

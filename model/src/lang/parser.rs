@@ -30,6 +30,7 @@ pub const OPS: &[&str] = &[
     "init",
     "inval",
     "commit",
+    "elect",
 ];
 
 /// Words that cannot name a param, var, barrier, buffer, role, completion or local.
@@ -56,6 +57,9 @@ pub const KEYWORDS: &[&str] = &[
     "count",
     "bytes",
     "manual_init",
+    "while",
+    "break",
+    "fn",
 ];
 
 /// Whether `word` is reserved (a keyword or an operation name).
@@ -85,7 +89,17 @@ pub const MAX_SYNTAX_ERRORS: usize = 20;
 /// declarations still ends the parse.
 pub fn parse_all(source: &str) -> Result<Program, Vec<Diagnostic>> {
     let toks = lex(source).map_err(|d| vec![d])?;
+    // Inline functions may be called before they are declared: their names are known up front,
+    // so that `advance(s, p)` is a call and a misspelt operation is still reported as one.
+    let fns = toks
+        .windows(2)
+        .filter_map(|w| match (&w[0].tok, &w[1].tok) {
+            (Tok::Ident(k), Tok::Ident(n)) if k == "fn" => Some(n.clone()),
+            _ => None,
+        })
+        .collect();
     let mut p = Parser {
+        fns,
         toks,
         pos: 0,
         depth: 0,
@@ -108,6 +122,8 @@ pub fn parse_all(source: &str) -> Result<Program, Vec<Diagnostic>> {
 type PResult<T> = Result<T, Diagnostic>;
 
 struct Parser {
+    /// Names declared with `fn NAME`.
+    fns: Vec<String>,
     toks: Vec<Token>,
     pos: usize,
     depth: usize,
@@ -184,6 +200,7 @@ fn signature(op: &str) -> Sig {
         "init" => (&[Place, Expr], 1, &[], "`init(B)` or `init(B, COUNT)`"),
         "inval" => (&[Place], 1, &[], "`inval(B)`"),
         "commit" => (&[Place], 1, &[], "`commit(B)`"),
+        "elect" => (&[], 0, &[], "`elect()`"),
         _ => unreachable!("signature of a non-operation"),
     };
     Sig {
@@ -447,7 +464,8 @@ impl Parser {
                     items.push(Item::Completion(CompletionDecl { name, body }));
                 }
                 "role" => items.push(Item::Role(self.role()?)),
-                "let" | "for" | "if" | "assert" | "return" | "work" | "syncwarp" | "syncthreads" => {
+                "fn" => items.push(Item::Function(self.function()?)),
+                "let" | "for" | "if" | "assert" | "return" | "work" | "syncwarp" | "syncthreads" | "while" | "break" => {
                     return Err(err(
                         "E005",
                         at,
@@ -609,23 +627,75 @@ impl Parser {
     fn role(&mut self) -> PResult<RoleDecl> {
         let start = self.bump().span;
         let name = self.name("a role name")?;
-        if *self.peek() != Tok::LBracket {
-            return Err(err(
-                "E005",
-                self.span(),
-                format!(
-                    "a role needs its thread count in brackets, as in `role {}[1] {{ ... }}`, but found {}",
-                    name.name,
-                    self.peek().describe()
-                ),
-            ));
-        }
-        self.bump();
-        let count = self.expr()?;
-        self.expect_tok(Tok::RBracket, "to close the role's thread count")?;
+        let unit = if self.is_word("warps") {
+            RoleUnit::Warps
+        } else if self.is_word("warpgroups") {
+            RoleUnit::Warpgroups
+        } else {
+            RoleUnit::Threads
+        };
+        let count = if unit != RoleUnit::Threads {
+            self.bump();
+            self.expr()?
+        } else {
+            if *self.peek() != Tok::LBracket {
+                return Err(err(
+                    "E005",
+                    self.span(),
+                    format!(
+                        "a role needs its thread count in brackets, as in `role {}[1] {{ ... }}`, or whole warps, as in `role {} warps 1 {{ ... }}`, but found {}",
+                        name.name,
+                        name.name,
+                        self.peek().describe()
+                    ),
+                ));
+            }
+            self.bump();
+            let count = self.expr()?;
+            self.expect_tok(Tok::RBracket, "to close the role's thread count")?;
+            count
+        };
         let body = self.block()?;
         let span = self.since(start);
-        Ok(RoleDecl { name, count, body, span })
+        Ok(RoleDecl {
+            name,
+            count,
+            unit,
+            body,
+            span,
+        })
+    }
+
+    /// `fn NAME(a, b) { ... }`
+    fn function(&mut self) -> PResult<FnDecl> {
+        let start = self.bump().span;
+        let name = self.name("a function name")?;
+        self.expect_tok(Tok::LParen, "after the function name, as in `fn advance(s, p) { ... }`")?;
+        let mut params = Vec::new();
+        while *self.peek() != Tok::RParen {
+            params.push(self.name("a parameter name")?);
+            match self.peek() {
+                Tok::Comma => {
+                    self.bump();
+                }
+                Tok::RParen => {}
+                other => {
+                    return Err(err(
+                        "E005",
+                        self.span(),
+                        format!(
+                            "expected `,` or `)` in the parameters of `{}`, but found {}",
+                            name.name,
+                            other.describe()
+                        ),
+                    ))
+                }
+            }
+        }
+        self.bump();
+        let body = self.block()?;
+        let span = self.since(start);
+        Ok(FnDecl { name, params, body, span })
     }
 
     // ----- statements -----
@@ -697,11 +767,60 @@ impl Parser {
                 StmtKind::For { var, lo, hi, body }
             }
             "if" => return self.if_stmt(),
+            "while" => {
+                self.bump();
+                self.enter(start)?;
+                let cond = self.expr()?;
+                let body = self.block()?;
+                self.leave();
+                StmtKind::While { cond, body }
+            }
+            "syncwarp" if *self.peek_at(1) == Tok::LParen => {
+                self.bump();
+                if *self.peek_at(1) == Tok::RParen {
+                    return Err(err(
+                        "E007",
+                        self.span(),
+                        "`syncwarp` takes no arguments and is written without parentheses: `syncwarp` (or `syncwarp(MASK)` for the lanes of a mask)",
+                    ));
+                }
+                self.bump();
+                let mask = self.expr()?;
+                self.expect_tok(Tok::RParen, "to close `syncwarp(MASK)`")?;
+                StmtKind::SyncWarpMask(mask)
+            }
+            w if self.fns.iter().any(|f| f == w) && !is_reserved(w) && *self.peek_at(1) == Tok::LParen => {
+                let name = self.name("a function name")?;
+                self.bump();
+                let mut args = Vec::new();
+                while *self.peek() != Tok::RParen {
+                    args.push(self.expr()?);
+                    match self.peek() {
+                        Tok::Comma => {
+                            self.bump();
+                        }
+                        Tok::RParen => {}
+                        other => {
+                            return Err(err(
+                                "E005",
+                                self.span(),
+                                format!(
+                                    "expected `,` or `)` in the arguments of `{}`, but found {}",
+                                    name.name,
+                                    other.describe()
+                                ),
+                            ))
+                        }
+                    }
+                }
+                self.bump();
+                StmtKind::Call { name, args }
+            }
             "assert" => {
                 self.bump();
                 StmtKind::Assert(self.expr()?)
             }
-            "return" | "work" | "syncwarp" | "syncthreads" => {
+            "return" | "work" | "syncwarp" | "syncthreads" | "break" => {
                 self.bump();
                 if *self.peek() == Tok::LParen {
                     return Err(err(
@@ -714,6 +833,7 @@ impl Parser {
                     "return" => StmtKind::Return,
                     "work" => StmtKind::Work,
                     "syncwarp" => StmtKind::SyncWarp,
+                    "break" => StmtKind::Break,
                     _ => StmtKind::SyncThreads,
                 }
             }
@@ -886,6 +1006,9 @@ impl Parser {
         }
         self.bump(); // `)`
         let span = self.since(start);
+        if kw == "elect" {
+            return Ok(Op { kind: OpKind::Elect, span });
+        }
         if pos_args.len() < sig.required {
             return Err(err(
                 "E007",

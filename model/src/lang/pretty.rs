@@ -84,7 +84,7 @@ impl Comments<'_> {
     /// For a `for`/`if` written on one line followed by a comment, remembers that comment for
     /// the statement's opening brace.
     fn hoist_one_line_trailer(&mut self, s: &Stmt) {
-        if !matches!(s.kind, StmtKind::For { .. } | StmtKind::If { .. }) {
+        if !matches!(s.kind, StmtKind::For { .. } | StmtKind::If { .. } | StmtKind::While { .. }) {
             return;
         }
         let (Some(c), Some(text)) = (self.list.get(self.next), self.src.get(s.span.start as usize..s.span.end as usize)) else {
@@ -158,11 +158,12 @@ fn item_span(item: &Item) -> (u32, u32) {
         Item::Var(d) => (d.name.span.start, d.init.span.end),
         Item::Completion(d) => (d.name.span.start, d.body.span.end),
         Item::Role(d) => (d.name.span.start, d.body.span.end),
+        Item::Function(d) => (d.name.span.start, d.body.span.end),
     }
 }
 
 fn has_body(i: &Item) -> bool {
-    matches!(i, Item::Completion(_) | Item::Role(_))
+    matches!(i, Item::Completion(_) | Item::Role(_) | Item::Function(_))
 }
 
 fn len_suffix(len: &Option<Expr>) -> String {
@@ -201,7 +202,16 @@ fn item_to(out: &mut String, item: &Item, c: &mut Comments) {
             block_to(out, &d.body, 0, c);
         }
         Item::Role(d) => {
-            let _ = write!(out, "role {}[{}] ", d.name.name, expr(&d.count));
+            let _ = match d.unit {
+                RoleUnit::Threads => write!(out, "role {}[{}] ", d.name.name, expr(&d.count)),
+                RoleUnit::Warps => write!(out, "role {} warps {} ", d.name.name, expr(&d.count)),
+                RoleUnit::Warpgroups => write!(out, "role {} warpgroups {} ", d.name.name, expr(&d.count)),
+            };
+            block_to(out, &d.body, 0, c);
+        }
+        Item::Function(d) => {
+            let ps: Vec<&str> = d.params.iter().map(|p| p.name.as_str()).collect();
+            let _ = write!(out, "fn {}({}) ", d.name.name, ps.join(", "));
             block_to(out, &d.body, 0, c);
         }
     }
@@ -260,6 +270,18 @@ fn stmt_to(out: &mut String, s: &Stmt, indent: usize, c: &mut Comments) {
         StmtKind::Work => out.push_str("work"),
         StmtKind::SyncWarp => out.push_str("syncwarp"),
         StmtKind::SyncThreads => out.push_str("syncthreads"),
+        StmtKind::While { cond, body } => {
+            let _ = write!(out, "while {} ", expr(cond));
+            block_to(out, body, indent, c);
+        }
+        StmtKind::Break => out.push_str("break"),
+        StmtKind::SyncWarpMask(m) => {
+            let _ = write!(out, "syncwarp({})", expr(m));
+        }
+        StmtKind::Call { name, args } => {
+            let a: Vec<String> = args.iter().map(expr).collect();
+            let _ = write!(out, "{}({})", name.name, a.join(", "));
+        }
     }
 }
 
@@ -339,6 +361,7 @@ pub fn op_str(op: &Op) -> String {
             args.push(place(bar));
             args.extend(count.iter().map(expr));
         }
+        OpKind::Elect => {}
     }
     format!("{}({})", op.kind.keyword(), args.join(", "))
 }
@@ -437,9 +460,16 @@ pub fn strip_spans(p: &Program) -> Program {
                     name: id(&d.name),
                     body: sb(&d.body),
                 }),
+                Item::Function(d) => Item::Function(FnDecl {
+                    name: id(&d.name),
+                    params: d.params.iter().map(id).collect(),
+                    body: sb(&d.body),
+                    span: z,
+                }),
                 Item::Role(d) => Item::Role(RoleDecl {
                     name: id(&d.name),
                     count: se(&d.count),
+                    unit: d.unit,
                     body: sb(&d.body),
                     span: z,
                 }),
@@ -551,6 +581,7 @@ fn so(op: &Op) -> Op {
         },
         OpKind::Inval { bar } => OpKind::Inval { bar: sp(bar) },
         OpKind::Commit { bar } => OpKind::Commit { bar: sp(bar) },
+        OpKind::Elect => OpKind::Elect,
     };
     Op {
         kind,
@@ -585,6 +616,16 @@ fn ss(s: &Stmt) -> Stmt {
         StmtKind::Work => StmtKind::Work,
         StmtKind::SyncWarp => StmtKind::SyncWarp,
         StmtKind::SyncThreads => StmtKind::SyncThreads,
+        StmtKind::While { cond, body } => StmtKind::While {
+            cond: se(cond),
+            body: sb(body),
+        },
+        StmtKind::Break => StmtKind::Break,
+        StmtKind::SyncWarpMask(m) => StmtKind::SyncWarpMask(se(m)),
+        StmtKind::Call { name, args } => StmtKind::Call {
+            name: si(name),
+            args: args.iter().map(se).collect(),
+        },
     };
     Stmt {
         kind,

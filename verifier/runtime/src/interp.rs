@@ -106,6 +106,9 @@ pub fn supported(proto: &Protocol, directed: bool) -> Result<(), Unsupported> {
                 InstrKind::SyncThreads | InstrKind::SyncWarp if directed => {
                     return Err(Unsupported("directed runs do not follow syncthreads/syncwarp".into()))
                 }
+                InstrKind::SyncWarpMask { .. } | InstrKind::Elect { .. } => {
+                    return Err(Unsupported("syncwarp(mask) and elect() are not in the reference runtime".into()))
+                }
                 _ => {}
             }
         }
@@ -672,6 +675,9 @@ impl World {
                 }
                 InstrKind::Return => break Ok(()),
                 InstrKind::Work => spin_hint(),
+                InstrKind::SyncWarpMask { .. } | InstrKind::Elect { .. } => {
+                    break Err(Stop::Ub(Ub::new(ViolationKind::Assertion, "refused by `supported`")))
+                }
                 InstrKind::SyncWarp | InstrKind::SyncThreads => {
                     let Some(me) = ctx.me else {
                         break Err(Stop::Ub(Ub::new(

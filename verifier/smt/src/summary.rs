@@ -495,6 +495,19 @@ impl Builder {
             }
             StmtKind::Assert(_) | StmtKind::Work => {}
             StmtKind::SyncWarp | StmtKind::SyncThreads => {}
+            StmtKind::While { .. } | StmtKind::Break => {
+                return unsupported(
+                    s.span,
+                    "a `while` loop or `break`: its trip count depends on the interleaving; only the explicit search models it",
+                )?
+            }
+            StmtKind::SyncWarpMask(_) => return unsupported(s.span, "syncwarp(mask) is modelled only by the explicit search")?,
+            StmtKind::Call { .. } => {
+                return unsupported(
+                    s.span,
+                    "a call of an inline function: prove reads the program before expansion; check it with the explicit search",
+                )?
+            }
         }
         Ok(())
     }
@@ -617,6 +630,7 @@ impl Builder {
             OpKind::Init { .. } | OpKind::Inval { .. } => {
                 return unsupported(sp, "init and inval are modelled only by the explicit search")?
             }
+            OpKind::Elect => return unsupported(sp, "elect() is a choice of the hardware; only the explicit search models it")?,
             OpKind::Commit { .. } => {
                 return unsupported(
                     sp,
@@ -781,6 +795,7 @@ fn visit_exprs(b: &ast::Block, f: &mut dyn FnMut(&ast::Expr)) {
                 f(e)
             }
             OpKind::ArriveAndWait { bar } | OpKind::ArriveAndDrop { bar } | OpKind::Inval { bar } | OpKind::Commit { bar } => place(bar, f),
+            OpKind::Elect => {}
             OpKind::CopyAsync { buf, bar, bytes, version } | OpKind::MemcpyAsync { buf, bar, bytes, version } => {
                 place(buf, f);
                 place(bar, f);
@@ -845,6 +860,8 @@ fn block_has_barrier_ops(b: &ast::Block) -> bool {
         } => true,
         StmtKind::For { body, .. } => block_has_barrier_ops(body),
         StmtKind::If { then, els, .. } => block_has_barrier_ops(then) || els.as_ref().is_some_and(block_has_barrier_ops),
+        // Not summarised: counted as barrier operations so that prove refuses them.
+        StmtKind::While { .. } | StmtKind::Call { .. } | StmtKind::SyncWarpMask(_) | StmtKind::Break => true,
         _ => false,
     })
 }

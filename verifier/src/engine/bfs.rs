@@ -25,6 +25,8 @@ pub enum Stop {
     MaxStates,
     MaxSeconds,
     MaxMemory,
+    /// One step ran more local instructions than `phasecheck_model::step::STEP_BUDGET`.
+    StepBudget,
 }
 
 impl Stop {
@@ -33,6 +35,7 @@ impl Stop {
             Stop::MaxStates => "--max-states",
             Stop::MaxSeconds => "--max-seconds",
             Stop::MaxMemory => "--max-memory",
+            Stop::StepBudget => "the step budget (16,777,216 local instructions in one step)",
         }
     }
 }
@@ -112,6 +115,8 @@ enum Place<A> {
 
 struct Succ<A> {
     action: A,
+    /// The step was abandoned at its budget of local instructions.
+    cut: bool,
     violations: Vec<Violation>,
     internal: Option<InternalError>,
     /// Ordinal of the packed successor in the batch.
@@ -198,6 +203,7 @@ fn expand<M: Packed>(model: &M, store: &Store, limits: &Limits<M>, at: &[u32], b
                 }
                 succs.push(Succ {
                     action: a,
+                    cut: out.cut,
                     violations: std::mem::take(&mut out.violations),
                     internal,
                     packed: slot,
@@ -240,6 +246,9 @@ pub fn explore<M: Packed>(model: &M, prefix: &[M::Action], limits: &Limits<M>) -
         return finish(model, out, found, None, tally, start);
     }
     record(&mut found, init.violations, &|| Place::Prefix(Vec::new()));
+    if init.cut {
+        return finish(model, out, found, Some(Stop::StepBudget), tally, start);
+    }
     let Some(mut s0) = init.next else {
         return finish(model, out, found, None, tally, start);
     };
@@ -260,6 +269,9 @@ pub fn explore<M: Packed>(model: &M, prefix: &[M::Action], limits: &Limits<M>) -
             return finish(model, out, found, None, tally, start);
         }
         record(&mut found, o.violations, &|| Place::Prefix(prefix[..=k].to_vec()));
+        if o.cut {
+            return finish(model, out, found, Some(Stop::StepBudget), tally, start);
+        }
         match o.next {
             Some(n) => s0 = n,
             None => return finish(model, out, found, None, tally, start),
@@ -365,6 +377,10 @@ pub fn explore<M: Packed>(model: &M, prefix: &[M::Action], limits: &Limits<M>) -
                     }
                     for s in e.succs {
                         tally.transitions += 1;
+                        if s.cut {
+                            stopped = Some(Stop::StepBudget);
+                            break 'search;
+                        }
                         if let Some(err) = s.internal {
                             let path = concrete_path(model, &store, &actions, &root_perm, prefix, e.at, Some(s.action), limits.symmetry);
                             out.internal = Some((err, path));

@@ -95,6 +95,15 @@ pub fn explain(model: &Model, r: &Replayed) -> Option<String> {
             Status::Running if !model.commit_ready(s, t) => parts.push(format!(
                 "{me} waits at a commit for converged lanes of its warp that never reach it"
             )),
+            Status::Running if model.spins(s, t) => match model.poll_check(s, t) {
+                WaitCheck::Blocked { bar, named } => {
+                    let why = blocked_wait(model, s, &h, t, bar, named);
+                    parts.push(format!("{me} spins in a loop polling try_wait {why}"));
+                }
+                _ => parts.push(format!(
+                    "{me} spins in a `while` loop whose condition no other thread can change any more"
+                )),
+            },
             Status::Running => {
                 if let WaitCheck::Blocked { bar, named } = model.wait_check(s, t) {
                     let why = blocked_wait(model, s, &h, t, bar, named);

@@ -1,0 +1,59 @@
+//! The packed form of a state is the state: for every state the library's specs reach (a
+//! bounded breadth-first walk per spec, raw and canonical forms), `unpack_state(pack_state(s))`
+//! gives back `s`. A field added to the state and forgotten in `canon.rs` fails here.
+
+use phasecheck_model::spec::{expand, load};
+use phasecheck_model::state::State;
+use phasecheck_model::step::Model;
+use std::collections::{HashSet, VecDeque};
+use std::path::PathBuf;
+
+const STATES_PER_SPEC: usize = 3000;
+
+fn roundtrip(m: &Model, s: &State) -> State {
+    let (mut words, mut ends) = (Vec::new(), Vec::new());
+    m.pack_state(s, &mut words, &mut ends);
+    assert_eq!(ends.len(), m.component_count());
+    let mut parts: Vec<&[u32]> = Vec::new();
+    let mut start = 0usize;
+    for &e in &ends {
+        parts.push(&words[start..e as usize]);
+        start = e as usize;
+    }
+    m.unpack_state(&parts)
+}
+
+#[test]
+fn packing_then_unpacking_gives_back_every_reached_state_of_the_library() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../specs");
+    let files = expand(&[root]).expect("specs folder");
+    assert!(files.len() >= 98, "found only {} specs", files.len());
+    let mut checked = 0usize;
+    for f in files {
+        let spec = load(&f, &[]).unwrap_or_else(|e| panic!("{e}"));
+        let m = Model::new(spec.proto);
+        let Some(init) = m.init().next else { continue };
+        let mut seen: HashSet<State> = HashSet::new();
+        let mut queue = VecDeque::from([init]);
+        let mut perm = Vec::new();
+        let mut actions = Vec::new();
+        while let Some(s) = queue.pop_front() {
+            if seen.len() >= STATES_PER_SPEC || !seen.insert(s.clone()) {
+                continue;
+            }
+            assert_eq!(roundtrip(&m, &s), s, "{}: raw state", f.display());
+            let mut c = s.clone();
+            m.canonical_form(&mut c, true, &mut perm);
+            assert_eq!(roundtrip(&m, &c), c, "{}: canonical state", f.display());
+            checked += 1;
+            actions.clear();
+            m.actions(&s, &mut actions);
+            for &a in &actions {
+                if let Some(n) = m.step(&s, a).next {
+                    queue.push_back(n);
+                }
+            }
+        }
+    }
+    assert!(checked > 1000, "only {checked} states checked");
+}
