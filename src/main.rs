@@ -65,8 +65,9 @@ struct SearchArgs {
     #[arg(long)]
     self_check: bool,
     /// Explore executions past their first violation to the end, to list every kind reachable
-    /// there too. By default they get 10x the time the first violation took (at least 0.05 s):
-    /// executions without a violation are always explored in full, so the verdict is the same.
+    /// there too. By default about 10x the states stored when the first violation was found are
+    /// explored past violations (at least 2,000): executions without a violation are always
+    /// explored in full, so the verdict is the same.
     #[arg(long)]
     all_kinds: bool,
     /// Store every ordering of interchangeable threads (turns the symmetry reduction off; the

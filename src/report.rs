@@ -82,7 +82,7 @@ pub fn render_text(spec: &Spec, model: &Model, report: &Report) -> String {
     if st.past_violation_skipped > 0 {
         let _ = writeln!(
             out,
-            "         {} states past a violation were set aside when their time was up (--all-kinds explores them)",
+            "         {} states past a violation were set aside when their allowance ran out (--all-kinds explores them)",
             st.past_violation_skipped
         );
     }

@@ -23,8 +23,8 @@ pub struct CheckOptions {
     /// The CLI's watchdog (`bounds::requested`) asks through it.
     pub stop: Option<fn() -> Option<Bound>>,
     pub stop_at_first: bool,
-    /// Executions past their first violation are explored for `factor` x the time the first
-    /// violation took to find (at least 0.05 s), then set aside; `None` explores them all
+    /// States past the first violation of their execution are expanded up to about `factor` x
+    /// the states stored when the first violation was found (at least 2,000), then set aside; `None` explores them all
     /// (`--all-kinds`, and `phasecheck test`, whose expect lines list every kind). Executions
     /// without a violation are always explored in full, so the verdict never depends on it.
     pub past_violation_factor: Option<f64>,

@@ -40,6 +40,10 @@ impl Stop {
     }
 }
 
+/// States past a violation that may always be expanded: enough for every kind of the library's
+/// protocols to be found (tests/reductions.rs), a few milliseconds of search.
+pub const PAST_VIOLATION_FLOOR: usize = 2_000;
+
 /// A transition's extra check (the model's self-check): an internal error, or none.
 pub type TransitionCheck<'a, M> = &'a (dyn Fn(
     &<M as phasecheck_model::ts::TransitionSystem>::State,
@@ -57,9 +61,10 @@ pub struct Limits<'a, M: Packed> {
     pub stop: Option<fn() -> Option<Stop>>,
     pub stop_at_first: bool,
     /// States reached through a violation (past the first bug of their execution) are expanded
-    /// for this long after the first violation is found, at least: `Some(f)` gives them
-    /// `max(f x the time to the first violation, 0.05 s)`. `None` explores them all (every kind
-    /// reachable, `--all-kinds`). States reached without a violation are always all explored.
+    /// while an allowance lasts: `Some(f)` allows `max((f - 1) x the states stored when the first
+    /// violation was found, PAST_VIOLATION_FLOOR)` of them, so that the whole search stores about
+    /// f times what `--stop-at-first` stores. `None` explores them all (every kind reachable,
+    /// `--all-kinds`). States reached without a violation are always all explored.
     pub past_violation_factor: Option<f64>,
     /// Worker threads for expansion (1: expand on the calling thread).
     pub threads: usize,
@@ -86,7 +91,7 @@ pub struct Tally {
     pub components: usize,
     /// Resident memory of the process when the tally was taken.
     pub memory_bytes: usize,
-    /// States past a violation left unexpanded when their time was up (`past_violation_factor`).
+    /// States past a violation left unexpanded when the allowance ran out (`past_violation_factor`).
     pub past_violation_skipped: usize,
 }
 
@@ -320,7 +325,8 @@ pub fn explore<M: Packed>(model: &M, prefix: &[M::Action], limits: &Limits<M>) -
     const SKIPPED: u8 = 2;
     const EXPANDED: u8 = 4;
     let mut taint: Vec<u8> = vec![0];
-    let mut taint_deadline: Option<Instant> = None;
+    // How many states past a violation may still be expanded, once the first is found.
+    let mut taint_allowance: Option<usize> = None;
     if resident() >= limits.max_memory_bytes {
         stopped = Some(Stop::MaxMemory);
         frontier.clear();
@@ -332,19 +338,23 @@ pub fn explore<M: Packed>(model: &M, prefix: &[M::Action], limits: &Limits<M>) -
         while done < frontier.len() {
             let t0 = Instant::now();
             let mut take = chunk.min(frontier.len() - done);
-            if taint_deadline.is_some_and(|d| Instant::now() >= d) {
-                // Time is up for states past a violation: set them aside (a clean path to one
-                // later brings it back).
+            if let Some(allowance) = taint_allowance.as_mut() {
+                // States past a violation are expanded while the allowance lasts, in frontier
+                // order (so the result does not depend on timing or chunking); the rest are set
+                // aside (a clean path to one later brings it back).
                 let mut kept = done;
                 for k in done..done + take {
                     let i = frontier[k];
                     if taint[i as usize] & TAINTED != 0 {
-                        taint[i as usize] |= SKIPPED;
-                        tally.past_violation_skipped += 1;
-                    } else {
-                        frontier[kept] = i;
-                        kept += 1;
+                        if *allowance == 0 {
+                            taint[i as usize] |= SKIPPED;
+                            tally.past_violation_skipped += 1;
+                            continue;
+                        }
+                        *allowance -= 1;
                     }
+                    frontier[kept] = i;
+                    kept += 1;
                 }
                 frontier.drain(kept..done + take);
                 take = kept - done;
@@ -392,10 +402,10 @@ pub fn explore<M: Packed>(model: &M, prefix: &[M::Action], limits: &Limits<M>) -
                                 at: e.at,
                                 last: Some(s.action),
                             });
-                            if taint_deadline.is_none() {
+                            if taint_allowance.is_none() {
                                 if let Some(f) = limits.past_violation_factor {
-                                    let t1 = start.elapsed();
-                                    taint_deadline = Some(Instant::now() + t1.mul_f64(f - 1.0).max(Duration::from_millis(50)));
+                                    let n1 = store.states.len() as f64;
+                                    taint_allowance = Some(((f - 1.0) * n1).max(PAST_VIOLATION_FLOOR as f64) as usize);
                                 }
                             }
                         }
