@@ -73,6 +73,7 @@ use phasecheck_model::ViolationKind;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fmt;
 use std::rc::Rc;
+use std::time::Instant;
 
 /// What one thread recorded in one GPU run.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
@@ -175,6 +176,104 @@ impl fmt::Display for Outcome {
     }
 }
 
+impl Outcome {
+    /// Parse the one-line form written by `Display` (the keys of a report's `observed`), e.g.
+    /// `t0 done reads=[0,torn] | t1 HUNG parity=[0] | completions=[0,3] | fault`. `barriers` is
+    /// the spec's flattened barrier count: the line omits completions when all are zero. A lone
+    /// `fault` is a faulted launch whose per-thread data could not be read back.
+    pub fn parse(line: &str, barriers: usize) -> Result<Outcome, String> {
+        let mut o = Outcome {
+            threads: Vec::new(),
+            completions: vec![0; barriers],
+            fault: false,
+        };
+        let list = |v: &str, what: &str| -> Result<Vec<String>, String> {
+            let inner = v
+                .strip_prefix('[')
+                .and_then(|v| v.strip_suffix(']'))
+                .ok_or_else(|| format!("`{what}` is not a [list]: {v}"))?;
+            Ok(if inner.is_empty() {
+                Vec::new()
+            } else {
+                inner.split(',').map(str::to_string).collect()
+            })
+        };
+        let num = |x: &str| x.parse::<i64>().map_err(|e| format!("bad number `{x}`: {e}"));
+        for part in line.split(" | ").map(str::trim).filter(|p| !p.is_empty()) {
+            if part == "fault" {
+                o.fault = true;
+            } else if let Some(v) = part.strip_prefix("completions=") {
+                let c = list(v, "completions")?
+                    .iter()
+                    .map(|x| x.parse::<u32>().map_err(|e| format!("bad count `{x}`: {e}")))
+                    .collect::<Result<Vec<_>, _>>()?;
+                if c.len() != barriers {
+                    return Err(format!("{} completion counts, the spec has {barriers} barriers", c.len()));
+                }
+                o.completions = c;
+            } else if let Some(rest) = part.strip_prefix('t') {
+                let mut words = rest.split(' ');
+                let t: usize = words
+                    .next()
+                    .and_then(|w| w.parse().ok())
+                    .ok_or_else(|| format!("bad thread `{part}`"))?;
+                if t != o.threads.len() {
+                    return Err(format!("thread t{t} out of order in `{line}`"));
+                }
+                let mut th = ThreadOutcome::default();
+                match words.next() {
+                    Some("done") => th.finished = true,
+                    Some("HUNG") => th.finished = false,
+                    w => return Err(format!("thread t{t}: expected done or HUNG, found {w:?}")),
+                }
+                for w in words {
+                    if let Some(v) = w.strip_prefix("reads=") {
+                        th.reads = list(v, "reads")?
+                            .iter()
+                            .map(|x| if x == "torn" { Ok(-1) } else { num(x) })
+                            .collect::<Result<_, _>>()?;
+                    } else if let Some(v) = w.strip_prefix("try=") {
+                        th.try_waits = list(v, "try")?.iter().map(|x| x == "1").collect();
+                    } else if let Some(v) = w.strip_prefix("parity=") {
+                        th.token_parities = list(v, "parity")?
+                            .iter()
+                            .map(|x| num(x).map(|n| n as u8))
+                            .collect::<Result<_, _>>()?;
+                    } else {
+                        return Err(format!("thread t{t}: unknown field `{w}`"));
+                    }
+                }
+                o.threads.push(th);
+            } else {
+                return Err(format!("unknown part `{part}` in `{line}`"));
+            }
+        }
+        Ok(o)
+    }
+
+    /// No observation at all: every per-thread vector empty and no completion-function run.
+    pub fn observes_nothing(&self) -> bool {
+        self.threads
+            .iter()
+            .all(|t| t.reads.is_empty() && t.try_waits.is_empty() && t.token_parities.is_empty())
+            && self.completions.iter().all(|c| *c == 0)
+    }
+}
+
+/// How an allowed set judges one observed outcome (see [`AllowedSet::judge`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Judged {
+    /// Admitted by a concrete outcome, or by an undefined-behaviour pattern whose prefix holds
+    /// at least one observation: the model constrained what could be seen, and the GPU agreed.
+    Constrained,
+    /// Admitted only by undefined-behaviour patterns reached before any observation: the model
+    /// allows anything, so the observation is no evidence either way.
+    Vacuous,
+    /// Not admitted: outside the model.
+    Rejected,
+}
+
 /// Which observation a thread statement contributes to its [`ThreadOutcome`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Recorded {
@@ -234,6 +333,11 @@ impl Undefined {
             && o.completions.len() == p.completions.len()
             && o.completions.iter().zip(&p.completions).all(|(a, b)| a >= b)
     }
+
+    /// Reached before any observation: the pattern admits every outcome, so it checks nothing.
+    pub fn is_vacuous(&self) -> bool {
+        self.prefix.observes_nothing()
+    }
 }
 
 /// Every outcome the model allows for a spec, with the hardware widenings of the module docs.
@@ -247,6 +351,9 @@ pub struct AllowedSet {
     complete: bool,
     /// Distinct (state, partial outcome) pairs explored.
     explored: usize,
+    /// Which bound stopped the exploration when `complete` is false (`states` or `seconds`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    stopped_by: Option<String>,
 }
 
 impl AllowedSet {
@@ -272,6 +379,40 @@ impl AllowedSet {
     /// Is this GPU-observed outcome one the model (widened for hardware) allows?
     pub fn contains(&self, o: &Outcome) -> bool {
         (!o.fault && self.outcomes.contains(o)) || self.undefined.iter().any(|u| u.admits(o))
+    }
+
+    /// Judge one observed outcome: [`Judged::Constrained`] when a concrete outcome or an
+    /// undefined-behaviour pattern with a non-empty prefix admits it (a faulted run with no data
+    /// read back needs such a pattern to exist), [`Judged::Vacuous`] when only patterns reached
+    /// before any observation do, [`Judged::Rejected`] otherwise.
+    pub fn judge(&self, o: &Outcome) -> Judged {
+        if !o.fault && self.outcomes.contains(o) {
+            return Judged::Constrained;
+        }
+        let mut vacuous = false;
+        for u in self.undefined.iter().filter(|u| u.admits(o)) {
+            if !u.is_vacuous() {
+                return Judged::Constrained;
+            }
+            vacuous = true;
+        }
+        if vacuous {
+            Judged::Vacuous
+        } else {
+            Judged::Rejected
+        }
+    }
+
+    /// The undefined-behaviour causes reached before any observation (each makes the set admit
+    /// every outcome); empty when the set constrains what can be seen.
+    pub fn vacuous_causes(&self) -> Vec<ViolationKind> {
+        let k: BTreeSet<ViolationKind> = self.undefined.iter().filter(|u| u.is_vacuous()).map(|u| u.cause).collect();
+        k.into_iter().collect()
+    }
+
+    /// The bound that stopped an incomplete exploration (`states` or `seconds`).
+    pub fn stopped_by(&self) -> Option<&str> {
+        self.stopped_by.as_deref()
     }
 
     /// The concrete outcomes, in order.
@@ -305,7 +446,8 @@ impl AllowedSet {
             ));
         }
         if !self.complete {
-            s.push_str(&format!(", incomplete (limit reached after {} states)", self.explored));
+            let by = self.stopped_by.as_deref().unwrap_or("states");
+            s.push_str(&format!(", incomplete ({by} limit reached after {} states)", self.explored));
         }
         s
     }
@@ -396,8 +538,12 @@ impl Machine {
             timeout_pc.push(n + 1);
         }
         let has_completion = proto.barriers.iter().map(|b| b.completion.is_some()).collect();
+        // The caller's model settings carry over (a planted mutant must reach the enumeration too).
+        let mut widened = Model::new(proto);
+        widened.mutant = model.mutant;
+        widened.fine_grained = model.fine_grained;
         Machine {
-            model: Model::new(proto),
+            model: widened,
             timeout_pc,
             has_completion,
         }
@@ -497,6 +643,11 @@ impl Machine {
                 (self.model.step(&s2, Action::Thread(t)), None)
             }
         };
+        if let Some(e) = &out.internal {
+            // A model bug, never undefined behaviour of the program: the caller (the runner's
+            // stage guard) catches the panic and records the spec as failed.
+            panic!("model internal error [{}]: {}", e.rule, e.message);
+        }
         let Some(next) = out.next else {
             return vec![Next::Undefined(self.undefined(p, cause_of(&out.violations)))];
         };
@@ -635,19 +786,70 @@ fn prepend(head: &Outcome, tail: &Outcome) -> Outcome {
 /// from there on) once, depth-first, and prepends each step's observations: the observations made
 /// so far never decide what happens next, so they are kept out of the memo key.
 pub fn allowed_outcomes(model: &Model, limit: usize) -> AllowedSet {
+    allowed_outcomes_within(model, limit, None)
+}
+
+/// [`allowed_outcomes`] with a deadline as well: past it the set is incomplete
+/// (`stopped_by() == Some("seconds")`).
+pub fn allowed_outcomes_within(model: &Model, limit: usize, deadline: Option<Instant>) -> AllowedSet {
     let m = Machine::new(model);
+    match m.start() {
+        Ok((s0, p0)) => explore(&m, s0, p0, limit, deadline),
+        Err(u) => {
+            let mut set = AllowedSet {
+                complete: true,
+                ..AllowedSet::default()
+            };
+            set.undefined.insert(u);
+            set
+        }
+    }
+}
+
+/// The outcomes allowed once the first `steps` actions of a trace have run: every execution from
+/// the state the trace reaches there, each outcome starting with the observations the trace made
+/// before it (what a replayed block that left the trace at that point may show). `steps == 0` is
+/// [`allowed_outcomes`]. Err when the prefix does not replay.
+pub fn allowed_after(
+    model: &Model,
+    actions: &[Action],
+    steps: usize,
+    limit: usize,
+    deadline: Option<Instant>,
+) -> Result<AllowedSet, String> {
+    let m = Machine::new(model);
+    let (mut s, mut p) = match m.start() {
+        Ok(x) => x,
+        Err(_) => return Ok(allowed_outcomes_within(model, limit, deadline)),
+    };
+    for (i, &a) in actions.iter().take(steps).enumerate() {
+        if !m.enabled(&s).contains(&a) {
+            return Err(format!("step {i}: {a:?} is not enabled"));
+        }
+        match m.apply(&s, &p, Move::Model(a), false).pop().expect("one successor") {
+            Next::Continue(s2, p2) => (s, p) = (s2, p2),
+            Next::Undefined(u) => {
+                // The trace reached undefined behaviour within the prefix: anything after it.
+                let mut set = AllowedSet {
+                    complete: true,
+                    ..AllowedSet::default()
+                };
+                set.undefined.insert(u);
+                return Ok(set);
+            }
+        }
+    }
+    Ok(explore(&m, s, p, limit, deadline))
+}
+
+/// The depth-first enumeration of every future of `(s0, p0)`; `p0.obs` (the observations made
+/// before) prefixes every outcome.
+fn explore(m: &Machine, s0: State, p0: Partial, limit: usize, deadline: Option<Instant>) -> AllowedSet {
     let mut set = AllowedSet {
         complete: true,
         ..AllowedSet::default()
     };
-    let (s0, p0) = match m.start() {
-        Ok(x) => x,
-        Err(u) => {
-            set.undefined.insert(u);
-            return set;
-        }
-    };
-    let empty = p0.obs.clone();
+    let empty = Outcome::empty(&m.model);
     // Edges out of a state, each with the observations of its step.
     let expand = |s: &State, p: &Partial| -> Vec<Edge> {
         let mut p = p.clone();
@@ -679,9 +881,19 @@ pub fn allowed_outcomes(model: &Model, limit: usize) -> AllowedSet {
     let nothing: Rc<Vec<Tail>> = Rc::new(Vec::new());
     // Depth-first, post-order: a state's futures are computed once all its successors' are.
     let mut stack: Vec<((State, Partial), Vec<Edge>, usize)> = Vec::new();
+    let mut iterations: u64 = 0; // for the deadline check
     let e0 = expand(&s0, &p0);
     stack.push(((s0, p0), e0, 0));
     let root = loop {
+        // Past the deadline the search stops at once: finishing the pending merges of a large
+        // stack can take longer than the budget itself, and an incomplete set is not used to judge.
+        iterations += 1;
+        if iterations % 256 == 0 && deadline.is_some_and(|d| Instant::now() >= d) {
+            set.complete = false;
+            set.stopped_by = Some("seconds".into());
+            set.explored = memo.len() + 1;
+            return set;
+        }
         let depth = stack.len();
         let (_, edges, next) = stack.last_mut().expect("the root is popped last");
         if *next < edges.len() {
@@ -691,6 +903,7 @@ pub fn allowed_outcomes(model: &Model, limit: usize) -> AllowedSet {
                 if !memo.contains_key(key) {
                     if memo.len() + depth >= limit {
                         set.complete = false;
+                        set.stopped_by.get_or_insert_with(|| "states".into());
                         continue;
                     }
                     let key = key.clone();
@@ -831,6 +1044,28 @@ pub fn forced(model: &Model, actions: &[Action]) -> Result<Forced, String> {
         undefined: None,
         timeouts,
     })
+}
+
+/// The observations a trace has made after each of its first k steps, k = 0..=len (no widening,
+/// no continuation): what a replayed block that followed the trace that far has recorded at least.
+/// Stops early (shorter result) where the trace reaches undefined behaviour.
+pub fn prefix_observations(model: &Model, actions: &[Action]) -> Result<Vec<Outcome>, String> {
+    let m = Machine::new(model);
+    let Ok((mut s, mut p)) = m.start() else {
+        return Ok(vec![Outcome::empty(model)]);
+    };
+    let mut out = vec![p.obs.clone()];
+    for (i, &a) in actions.iter().enumerate() {
+        if !m.enabled(&s).contains(&a) {
+            return Err(format!("step {i}: {a:?} is not enabled"));
+        }
+        match m.apply(&s, &p, Move::Model(a), false).pop().expect("one successor") {
+            Next::Continue(s2, p2) => (s, p) = (s2, p2),
+            Next::Undefined(_) => break,
+        }
+        out.push(p.obs.clone());
+    }
+    Ok(out)
 }
 
 /// Per-thread ends and the outcome in state `s`. `terminal`: nothing can move any more, so an
