@@ -1,7 +1,7 @@
 //! Runner pieces that need no GPU: the replay schedule, parsing a block's results, no-driver exit.
 
 use phasecheck_gpu::codegen::{generate, status, Backend, CAP, HEADER_WORDS, THREAD_WORDS};
-use phasecheck_gpu::runner::{commit_mates, replay_schedule, schedule};
+use phasecheck_gpu::schedule::{commit_mates, replay_schedule, schedule};
 use phasecheck_model::spec::load as load_spec;
 use phasecheck_model::step::{Action, Model};
 use phasecheck_verifier::{check, CheckOptions};
@@ -124,15 +124,11 @@ fn without_a_driver_gpu_run_says_so_and_exits_zero() {
         return; // a real GPU machine: covered by run-on-device.sh
     }
     let exe = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
-    let args = phasecheck_gpu::runner::RunArgs {
+    let args = phasecheck_gpu::plan::Settings {
         paths: vec![exe],
-        backend: phasecheck_gpu::runner::BackendSel::Both,
-        mode: phasecheck_gpu::runner::ModeSel::Both,
         runs: 16,
         out: Some(std::env::temp_dir().join("pc-no-driver.json")),
-        timeout_ms: 20,
-        outcome_limit: 1000,
-        check_seconds: 1.0,
+        ..Default::default()
     };
     assert_eq!(phasecheck_gpu::runner::run(&args), 0);
     assert!(
@@ -145,8 +141,8 @@ fn without_a_driver_gpu_run_says_so_and_exits_zero() {
 fn an_early_stopping_trace_forces_only_a_prefix() {
     // kinds/stale_wait: the trace stops with the observer blocked on an aliased parity; on the GPU
     // the workers' last round releases it, so "t2 finished" is what the trace forces, as a prefix.
+    use phasecheck_gpu::compare::as_forced;
     use phasecheck_gpu::outcome::forced;
-    use phasecheck_gpu::runner::as_forced;
     let spec = load_spec(
         &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../specs/kinds/stale_wait.phase"),
         &[],
