@@ -135,6 +135,9 @@ pub struct RejudgeArgs {
     pub root: PathBuf,
     #[arg(long, default_value = "counterexamples")]
     pub traces: PathBuf,
+    /// Budget of the model's outcome enumeration per spec (and per replay prefix): seconds.
+    #[arg(long, default_value_t = 120.0)]
+    pub outcome_seconds: f64,
 }
 
 #[derive(clap::Subcommand)]
@@ -182,7 +185,11 @@ pub fn run(c: GpuCommand) -> ExitCode {
             let o = phasecheck_gpu::rejudge::Options {
                 root: a.root,
                 traces: a.traces.is_dir().then_some(a.traces),
-                budget: Budget::default(),
+                budget: Budget {
+                    outcome_seconds: a.outcome_seconds,
+                    outcome_states: 1_000_000,
+                    ..Budget::default()
+                },
             };
             match phasecheck_gpu::rejudge::rejudge_file(&a.report, &o) {
                 Ok((_, report)) => {

@@ -7,7 +7,7 @@
 
 use crate::codegen::{generate, Backend, Kernel};
 use crate::outcome::{allowed_outcomes_within, forced, AllowedSet};
-use crate::schedule::one_execution;
+use crate::schedule::{one_execution, one_execution_landings_first};
 use phasecheck_model::spec::Spec;
 use phasecheck_model::step::{Action, Model, Mutant};
 use phasecheck_model::ViolationKind as K;
@@ -295,7 +295,14 @@ pub fn plan_spec(spec: &Spec, index: usize, s: &Settings, traces: &TraceIndex) -
         }
     }
     if found.is_empty() && rep.violations.is_empty() {
-        if let Some(ex) = one_execution(&plan.model) {
+        if let Some(ex) = one_execution_landings_first(&plan.model) {
+            found.push(Trace {
+                label: "complete execution, landings first".into(),
+                actions: ex,
+                is_violation: false,
+                source: "model (copies land as soon as they can, else the first thread steps)".into(),
+            });
+        } else if let Some(ex) = one_execution(&plan.model) {
             found.push(Trace {
                 label: "complete execution".into(),
                 actions: ex,

@@ -88,3 +88,29 @@ pub fn one_execution(model: &Model) -> Option<Vec<Action>> {
     }
     s.all_done().then_some(acts)
 }
+
+/// One complete execution in which every copy lands as soon as it can (a whole landing before a
+/// partial one), else the first enabled thread steps. New replays of holding specs use it: on the
+/// GPU a copy lands within microseconds and the turnstile cannot hold it back, so a trace that
+/// lands late (as [`one_execution`] does) makes `try_wait`s that race with the landing go the
+/// other way and the block leave the trace.
+pub fn one_execution_landings_first(model: &Model) -> Option<Vec<Action>> {
+    let mut s = model.init().next?;
+    let mut acts = Vec::new();
+    let mut buf = Vec::new();
+    for _ in 0..100_000 {
+        buf.clear();
+        model.actions(&s, &mut buf);
+        let pick = buf
+            .iter()
+            .find(|a| matches!(a, Action::Land(_)))
+            .or_else(|| buf.iter().find(|a| matches!(a, Action::LandPart(_))))
+            .or(buf.first())
+            .copied();
+        let Some(a) = pick else { break };
+        let o = model.step(&s, a);
+        acts.push(a);
+        s = o.next?;
+    }
+    s.all_done().then_some(acts)
+}
