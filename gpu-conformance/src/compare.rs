@@ -114,6 +114,8 @@ fn vacuous_reason(allowed: &AllowedSet) -> String {
 /// seen, and what it allows that was never seen (with a reason where one can be computed).
 #[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct Litmus {
+    /// How many concrete outcomes the model allows (`allowed` lists at most [`LITMUS_LIST_MAX`]).
+    pub allowed_count: usize,
     /// The concrete outcomes the model allows.
     pub allowed: Vec<String>,
     /// Undefined-behaviour patterns: `after CAUSE: PREFIX (then anything)`.
@@ -133,46 +135,57 @@ pub struct NeverSeen {
 }
 
 /// At most this many outcomes are listed per litmus list (the counts are always exact).
-pub const LITMUS_LIST_MAX: usize = 500;
+pub const LITMUS_LIST_MAX: usize = 200;
 
 /// Why an allowed outcome may not have been seen: what it has that no observed outcome has at the
-/// same place. A placeholder (`TODO`) when it is only a new combination of observed values.
+/// same place, grouped (threads that must time out or finish, torn reads, values at positions the
+/// observed blocks reached but never with that value). A placeholder (`TODO`) when it is only a
+/// new combination of observed values.
 pub fn never_seen_reason(o: &Outcome, seen: &[&Outcome]) -> String {
     let mut why: Vec<String> = Vec::new();
-    if o.threads.iter().any(|t| !t.finished) && !seen.iter().any(|s| s.threads.iter().any(|t| !t.finished)) {
-        why.push("requires a timeout/hang interleaving (a bounded wait timing out)".into());
+    let th = |s: &Outcome, t: usize| s.threads.get(t).cloned().unwrap_or_default();
+    let list = |v: &[String]| v.join(", ");
+    let hang: Vec<String> = (0..o.threads.len())
+        .filter(|&t| !o.threads[t].finished && seen.iter().all(|s| th(s, t).finished))
+        .map(|t| format!("t{t}"))
+        .collect();
+    if !hang.is_empty() {
+        why.push(format!("requires a timeout/hang interleaving ({} hung in no block)", list(&hang)));
+    }
+    let finish: Vec<String> = (0..o.threads.len())
+        .filter(|&t| o.threads[t].finished && seen.iter().all(|s| !th(s, t).finished))
+        .map(|t| format!("t{t}"))
+        .collect();
+    if !finish.is_empty() {
+        why.push(format!(
+            "requires {} to finish (hung in every block: the interleaving that releases it never happened)",
+            list(&finish)
+        ));
     }
     if o.threads.iter().any(|t| t.reads.contains(&-1)) {
         why.push("requires a torn read (a read overlapping a copy or write)".into());
     }
-    let at = |s: &Outcome, t: usize, f: fn(&ThreadOutcome) -> Vec<i64>, i: usize| s.threads.get(t).and_then(|th| f(th).get(i).copied());
-    let fields: [(&str, fn(&ThreadOutcome) -> Vec<i64>, &str); 3] = [
+    type Field = fn(&ThreadOutcome) -> Vec<i64>;
+    let fields: [(Field, &str); 3] = [
+        (|t| t.reads.clone(), "reads racing with a copy or write to return other versions"),
+        (|t| t.try_waits.iter().map(|b| *b as i64).collect(), "try_waits to go the other way"),
         (
-            "read",
-            |t| t.reads.clone(),
-            "a read racing with a copy or write to return this version",
-        ),
-        (
-            "try_wait",
-            |t| t.try_waits.iter().map(|b| *b as i64).collect(),
-            "a try_wait to go the other way (its race with the phase)",
-        ),
-        (
-            "arrive",
             |t| t.token_parities.iter().map(|p| *p as i64).collect(),
-            "an arrival in the other phase parity",
+            "arrivals in the other phase parity",
         ),
     ];
-    for (t, th) in o.threads.iter().enumerate() {
-        for (name, f, what) in fields {
-            for (i, v) in f(th).iter().enumerate() {
-                if *v == -1 && name == "read" {
-                    continue;
-                }
-                if !seen.iter().any(|s| at(s, t, f, i) == Some(*v)) {
-                    why.push(format!("requires {what} (t{t} {name} #{}: {v})", i + 1));
+    for (f, what) in fields {
+        let mut at = Vec::new();
+        for (t, x) in o.threads.iter().enumerate() {
+            for (i, v) in f(x).iter().enumerate() {
+                let reached: Vec<i64> = seen.iter().filter_map(|s| f(&th(s, t)).get(i).copied()).collect();
+                if *v != -1 && !reached.is_empty() && !reached.contains(v) {
+                    at.push(format!("t{t} #{}: {v}", i + 1));
                 }
             }
+        }
+        if !at.is_empty() {
+            why.push(format!("requires {what} ({})", list(&at)));
         }
     }
     if !seen.iter().any(|s| s.completions == o.completions) && o.completions.iter().any(|c| *c > 0) {
@@ -181,7 +194,6 @@ pub fn never_seen_reason(o: &Outcome, seen: &[&Outcome]) -> String {
     if why.is_empty() {
         "TODO: reason (a combination of values each seen in other blocks)".into()
     } else {
-        why.truncate(3);
         why.join("; ")
     }
 }
@@ -200,6 +212,7 @@ pub fn judge_stress(allowed: &AllowedSet, observed: &[(Outcome, usize)]) -> (Jud
     let seen: Vec<&Outcome> = observed.iter().map(|(o, _)| o).collect();
     let never: Vec<&Outcome> = allowed.iter().filter(|a| !seen.contains(a)).collect();
     let litmus = Litmus {
+        allowed_count: allowed.len(),
         allowed: allowed.iter().take(LITMUS_LIST_MAX).map(|o| o.to_string()).collect(),
         allowed_undefined: allowed
             .undefined()

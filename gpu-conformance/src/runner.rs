@@ -75,6 +75,11 @@ pub fn run(a: &Settings) -> u8 {
         t0.elapsed().as_secs_f64(),
         index.len()
     );
+    let date = today();
+    let out = a
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("gpu-conformance/results/{date}-h200.json")));
     let modes = modes(a.replay, a.stress);
     let mut cases: Vec<Case> = Vec::new();
     // Specs that cannot run: one row per case, saying why.
@@ -106,43 +111,15 @@ pub fn run(a: &Settings) -> u8 {
             }
         }
     } else {
-        run_on_gpu(a, &mut specs, &mut cases);
+        write_report(&out, &device, &driver, t0, &specs, cases.clone());
+        let mut save = |specs: &[SpecPlan], cases: &[Case]| {
+            write_report(&out, &device, &driver, t0, specs, cases.to_vec());
+        };
+        run_on_gpu(a, &mut specs, &mut cases, &mut save);
     }
-    // 5. Report.
-    let date = today();
-    let out = a
-        .out
-        .clone()
-        .unwrap_or_else(|| PathBuf::from(format!("gpu-conformance/results/{date}-h200.json")));
-    let spec_rows = specs
-        .iter()
-        .map(|s| SpecRow {
-            spec: s.display.clone(),
-            status: if s.ready() && !a.plan_only {
-                "ran".into()
-            } else {
-                s.status.clone()
-            },
-            allowed: s.allowed.as_ref().map(|a| a.summary()).unwrap_or_default(),
-            traces: s
-                .traces
-                .iter()
-                .map(|t| format!("{} ({} steps) from {}", t.label, t.actions.len(), t.source))
-                .collect(),
-            seconds: s.seconds.clone(),
-        })
-        .collect();
-    let report = Report {
-        device,
-        driver,
-        date,
-        wall_seconds: t0.elapsed().as_secs_f64(),
-        specs: spec_rows,
-        cases,
-    };
-    if let Err(e) = report.write(&out) {
-        eprintln!("error: cannot write {}: {e}", out.display());
-    }
+    // 5. Report (also written after planning and after each backend, so that a run cut short by
+    //    an outer timeout still leaves what it did).
+    let report = write_report(&out, &device, &driver, t0, &specs, cases);
     print!("{}", report.markdown());
     let outside = report.count(Verdict::Outside);
     println!(
@@ -188,7 +165,7 @@ fn skip_case(s: &SpecPlan, b: Backend, mode: &str, why: String) -> Case {
 }
 
 /// 2-4: compile one module per backend, run the jobs in children, judge.
-fn run_on_gpu(a: &Settings, specs: &mut [SpecPlan], cases: &mut Vec<Case>) {
+fn run_on_gpu(a: &Settings, specs: &mut [SpecPlan], cases: &mut Vec<Case>, save: &mut dyn FnMut(&[SpecPlan], &[Case])) {
     let work = std::env::temp_dir().join(format!("phasecheck-gpu-{}", std::process::id()));
     let _ = std::fs::create_dir_all(&work);
     let timeout_ns = a.timeout_ms * 1_000_000;
@@ -291,6 +268,7 @@ fn run_on_gpu(a: &Settings, specs: &mut [SpecPlan], cases: &mut Vec<Case>) {
                 .collect();
             eprintln!("gpu run: {} {}: {}", b.name(), s.display, v.join(", "));
         }
+        save(specs, cases);
     }
     for s in specs.iter_mut().filter(|s| s.ready()) {
         s.status = "ran".into();
@@ -384,4 +362,34 @@ fn judge_case(s: &SpecPlan, k: &Kernel, b: Backend, mode: &str, trace: Option<us
     }
     case.note = note.trim_end_matches("; ").to_string();
     case
+}
+
+/// Build the report from what has run so far and write it (JSON and Markdown).
+fn write_report(out: &std::path::Path, device: &str, driver: &str, t0: Instant, specs: &[SpecPlan], cases: Vec<Case>) -> Report {
+    let spec_rows = specs
+        .iter()
+        .map(|s| SpecRow {
+            spec: s.display.clone(),
+            status: s.status.clone(),
+            allowed: s.allowed.as_ref().map(|a| a.summary()).unwrap_or_default(),
+            traces: s
+                .traces
+                .iter()
+                .map(|t| format!("{} ({} steps) from {}", t.label, t.actions.len(), t.source))
+                .collect(),
+            seconds: s.seconds.clone(),
+        })
+        .collect();
+    let report = Report {
+        device: device.to_string(),
+        driver: driver.to_string(),
+        date: today(),
+        wall_seconds: t0.elapsed().as_secs_f64(),
+        specs: spec_rows,
+        cases,
+    };
+    if let Err(e) = report.write(out) {
+        eprintln!("error: cannot write {}: {e}", out.display());
+    }
+    report
 }
