@@ -18,6 +18,8 @@
 //! per model thread t (THREAD_WORDS = 5 + 3 * CAP):
 //!   [status, nreads, ntry, ntok, nbad_expect, reads[CAP], try_waits[CAP], token_parities[CAP]]
 //! then per flattened barrier: completion-function runs
+//! then per flattened barrier: the end probe (0: not probed; else 4 | test_wait.parity(0) |
+//!   test_wait.parity(1) << 1, read by the last model thread to exit, non-destructively)
 //! ```
 
 use phasecheck_model::ir::*;
@@ -547,7 +549,7 @@ pub fn generate(p: &Protocol, source: &str, backend: Backend, index: usize) -> R
     let symbol = format!("pc_{}_{}", ident(&p.name), index);
     let nb = p.barriers.len();
     let nt = p.threads.len();
-    let block_words = nt * THREAD_WORDS + nb;
+    let block_words = nt * THREAD_WORDS + 2 * nb;
     let src_words = p.buffers.iter().map(|b| words_of(b.bytes)).max().unwrap_or(4).max(4);
     g.kernel(&symbol, block_dim, &hw_index)?;
     Ok(Kernel {
@@ -843,6 +845,11 @@ impl<'a> Gen<'a> {
         if has_commit(p) {
             self.w("  PcLane lanes[NT];       // published branch paths: which lanes a commit is converged with");
         }
+        self.w(format!(
+            "  int bar_live[{}];        // per barrier: initialised and not invalidated (the end probes read only these)",
+            p.barriers.len().max(1)
+        ));
+        self.w("  int exited;             // model threads that have exited: the last one probes the barriers");
         self.w("  volatile int turn;      // replay turnstile");
         self.w("  PcSync block_sync;      // syncthreads");
         self.w("  PcSync warp_sync[NW];   // syncwarp, per model warp");
@@ -891,7 +898,7 @@ impl<'a> Gen<'a> {
         self.w("  // hardware thread -> model thread (-1: padding that exits after setup)");
         self.w(format!("  const int model_thread[{block_dim}] = {{{}}};", map.join(", ")));
         self.w("  const int me = model_thread[threadIdx.x];");
-        self.w("  int* block_out = out + (i64)blockIdx.x * (NT * PC_THREAD_WORDS + NB);");
+        self.w("  int* block_out = out + (i64)blockIdx.x * (NT * PC_THREAD_WORDS + 2 * NB);");
         self.w("  if (threadIdx.x == 0) {");
         self.w("    // Initialise every barrier not declared manual_init, before any thread runs.");
         for (bi, b) in p.barriers.iter().enumerate() {
@@ -936,6 +943,14 @@ impl<'a> Gen<'a> {
             self.w(format!("    s.var_{} = {};", ident(&v.name), v.init));
         }
         self.w("    for (int i = 0; i < (int)(sizeof(s.writes) / sizeof(int)); i++) s.writes[i] = 0;");
+        let live: Vec<&str> = p.barriers.iter().map(|b| if b.manual_init { "0" } else { "1" }).collect();
+        if !live.is_empty() {
+            self.w(format!(
+                "    {{ const int live[NB] = {{{}}}; for (int i = 0; i < NB; i++) s.bar_live[i] = live[i]; }}",
+                live.join(", ")
+            ));
+        }
+        self.w("    s.exited = 0;");
         if has_commit(p) {
             self.w("    for (int i = 0; i < NT; i++) pc_lane_init(&s.lanes[i]);");
         }
@@ -983,8 +998,40 @@ impl<'a> Gen<'a> {
             self.w("  __threadfence_block(); s.lanes[me].done = 1;  // nor a commit of its converged lanes");
         }
         self.w("  th.rec[0] = th.status; th.rec[1] = th.nreads; th.rec[2] = th.ntry; th.rec[3] = th.ntok; th.rec[4] = th.nbad; th.rec[5] = th.lost;");
+        self.end_probes();
         self.w("}");
         Ok(())
+    }
+
+    /// The last model thread to exit reads every live barrier's phase parity with both
+    /// non-destructive probes (`mbarrier.test_wait.parity` 0 and 1); the model predicts it
+    /// (`Outcome::end_parity`). Software barriers (libcu++ with a completion function) have no
+    /// mbarrier to probe: their word stays 0, "not probed".
+    fn end_probes(&mut self) {
+        let p = self.p;
+        let probed = (0..p.barrier_groups.len()).any(|gi| self.backend == Backend::Ptx || self.group_completion[gi].is_none());
+        if !probed {
+            return;
+        }
+        self.w("  // The last model thread out probes every live barrier's phase (both parities).");
+        self.w("  __threadfence_block();");
+        self.w("  if (atomicAdd(&s.exited, 1) == NT - 1) {");
+        self.w("    __threadfence_block();");
+        self.w("    int* probes = block_out + NT * PC_THREAD_WORDS + NB;");
+        for (gi, g) in p.barrier_groups.iter().enumerate() {
+            if self.backend == Backend::Libcu && self.group_completion[gi].is_some() {
+                continue;
+            }
+            for i in 0..g.len as usize {
+                let flat = g.base as usize + i;
+                let idx = if g.is_array { format!("[{i}]") } else { String::new() };
+                let bar = self.native(&format!("s.bar_{}{idx}", ident(&g.name)));
+                self.w(format!(
+                    "    if (s.bar_live[{flat}]) probes[{flat}] = 4 | (pc_mbar_test_parity({bar}, 0) ? 1 : 0) | (pc_mbar_test_parity({bar}, 1) ? 2 : 0);"
+                ));
+            }
+        }
+        self.w("  }");
     }
 
     fn code_body(&mut self, code: &Code, in_completion: bool) -> Result<(), NotExpressible> {
@@ -1328,6 +1375,7 @@ impl<'a> Gen<'a> {
                 if let Some(c) = chk {
                     self.w(format!("  {c}"));
                 }
+                let live_flat = self.flat_bar(code, bar);
                 let g = &self.p.barrier_groups[bar.group as usize];
                 let decl = self.p.barriers[g.base as usize].count;
                 let count = count.as_ref().map(|e| self.expr(code, e)).unwrap_or_else(|| format!("{decl}LL"));
@@ -1345,12 +1393,15 @@ impl<'a> Gen<'a> {
                         ))
                     }
                 }
+                self.w(format!("  s.bar_live[{live_flat}] = 1;"));
             }
             IOp::Inval { bar } => {
                 let (b, chk) = self.place(code, bar, true);
                 if let Some(c) = chk {
                     self.w(format!("  {c}"));
                 }
+                let live_flat = self.flat_bar(code, bar);
+                self.w(format!("  s.bar_live[{live_flat}] = 0;"));
                 if libcu && self.is_software(bar) {
                     self.w(format!("  {b}.~barrier();  // software barrier: its life ends"));
                 } else {
@@ -1400,6 +1451,8 @@ pub struct ThreadRecord {
 pub struct BlockRecord {
     pub threads: Vec<ThreadRecord>,
     pub completions: Vec<u32>,
+    /// Per barrier, the end probe word (0: not probed; else `4 | p0 | p1 << 1`).
+    pub probes: Vec<i32>,
 }
 
 impl Kernel {
@@ -1422,6 +1475,12 @@ impl Kernel {
             .iter()
             .map(|&v| v.max(0) as u32)
             .collect();
-        BlockRecord { threads, completions }
+        let at = self.threads * THREAD_WORDS + self.barriers;
+        let probes = words.get(at..at + self.barriers).map(|w| w.to_vec()).unwrap_or_default();
+        BlockRecord {
+            threads,
+            completions,
+            probes,
+        }
     }
 }

@@ -350,6 +350,22 @@ fn extends(o: &Outcome, p: &Outcome) -> bool {
     .admits(o)
 }
 
+/// The end-parity code ([`Outcome::end_parity`]) of a probe word written by the kernel.
+pub fn probe_code(w: i32) -> u8 {
+    use crate::outcome::{PROBE_BOTH, PROBE_NEITHER, PROBE_NONE, PROBE_PARITY_0, PROBE_PARITY_1};
+    if w & 4 == 0 {
+        return PROBE_NONE;
+    }
+    // test_wait.parity(P) is true when the phase of parity P has completed: the phase in progress
+    // is the parity whose probe is false.
+    match w & 3 {
+        2 => PROBE_PARITY_0,
+        1 => PROBE_PARITY_1,
+        3 => PROBE_BOTH,
+        _ => PROBE_NEITHER,
+    }
+}
+
 pub fn outcome_of(k: &Kernel, words: &[i32], block: usize) -> (Outcome, Flags) {
     let rec = k.parse_block(&words[block * k.block_words..(block + 1) * k.block_words]);
     let mut flags = Flags::default();
@@ -380,6 +396,7 @@ pub fn outcome_of(k: &Kernel, words: &[i32], block: usize) -> (Outcome, Flags) {
             threads,
             completions: rec.completions,
             fault: false,
+            end_parity: rec.probes.iter().map(|w| probe_code(*w)).collect(),
         },
         flags,
     )

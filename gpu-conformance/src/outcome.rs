@@ -67,7 +67,7 @@
 
 use phasecheck_model::ir::{Code, IOp, Instr, InstrKind};
 use phasecheck_model::lang::ast::Span;
-use phasecheck_model::state::{State, Status};
+use phasecheck_model::state::{Life, State, Status};
 use phasecheck_model::step::{Action, Model, Obs, Violation};
 use phasecheck_model::ViolationKind;
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -98,15 +98,43 @@ pub struct Outcome {
     pub completions: Vec<u32>,
     /// The launch faulted (a sticky CUDA error such as `CUDA_ERROR_LAUNCH_FAILED`).
     pub fault: bool,
+    /// Per flattened barrier, its phase parity once every thread has exited, as non-destructive
+    /// probes read it (`mbarrier.test_wait.parity` with both parities): [`PROBE_PARITY_0`] or
+    /// [`PROBE_PARITY_1`] (the parity of the phase in progress), [`PROBE_NONE`] (not live: never
+    /// initialised or invalidated, so not probed; from the GPU also "not probed by this backend",
+    /// a wildcard), [`PROBE_BOTH`] / [`PROBE_NEITHER`] (both probes true / false: no parity, an
+    /// anomaly). Empty: not recorded (reports before the probes existed); judging then ignores it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub end_parity: Vec<u8>,
 }
 
+/// Codes of [`Outcome::end_parity`].
+pub const PROBE_PARITY_0: u8 = 0;
+pub const PROBE_PARITY_1: u8 = 1;
+pub const PROBE_NONE: u8 = 2;
+pub const PROBE_BOTH: u8 = 3;
+pub const PROBE_NEITHER: u8 = 4;
+
 impl Outcome {
+    /// Does a GPU observation match this model outcome? Equal, except that an observation without
+    /// end probes matches any, and a barrier the GPU did not probe ([`PROBE_NONE`]) matches any
+    /// parity.
+    pub fn matches_observed(&self, o: &Outcome) -> bool {
+        self.threads == o.threads
+            && self.completions == o.completions
+            && self.fault == o.fault
+            && (o.end_parity.is_empty()
+                || o.end_parity.len() == self.end_parity.len()
+                    && o.end_parity.iter().zip(&self.end_parity).all(|(g, m)| *g == PROBE_NONE || g == m))
+    }
+
     /// The outcome of a run that observed nothing yet: every thread unfinished, no completions.
     pub fn empty(model: &Model) -> Outcome {
         Outcome {
             threads: vec![ThreadOutcome::default(); model.proto.threads.len()],
             completions: vec![0; model.proto.barriers.len()],
             fault: false,
+            end_parity: Vec::new(),
         }
     }
 
@@ -169,6 +197,20 @@ impl fmt::Display for Outcome {
             let c: Vec<String> = self.completions.iter().map(|c| c.to_string()).collect();
             parts.push(format!("completions=[{}]", c.join(",")));
         }
+        if !self.end_parity.is_empty() {
+            let c: Vec<&str> = self
+                .end_parity
+                .iter()
+                .map(|p| match *p {
+                    PROBE_PARITY_0 => "0",
+                    PROBE_PARITY_1 => "1",
+                    PROBE_NONE => "-",
+                    PROBE_BOTH => "both",
+                    _ => "neither",
+                })
+                .collect();
+            parts.push(format!("phases=[{}]", c.join(",")));
+        }
         if self.fault {
             parts.push("fault".into());
         }
@@ -186,6 +228,7 @@ impl Outcome {
             threads: Vec::new(),
             completions: vec![0; barriers],
             fault: false,
+            end_parity: Vec::new(),
         };
         let list = |v: &str, what: &str| -> Result<Vec<String>, String> {
             let inner = v
@@ -202,6 +245,18 @@ impl Outcome {
         for part in line.split(" | ").map(str::trim).filter(|p| !p.is_empty()) {
             if part == "fault" {
                 o.fault = true;
+            } else if let Some(v) = part.strip_prefix("phases=") {
+                o.end_parity = list(v, "phases")?
+                    .iter()
+                    .map(|x| match x.as_str() {
+                        "0" => Ok(PROBE_PARITY_0),
+                        "1" => Ok(PROBE_PARITY_1),
+                        "-" => Ok(PROBE_NONE),
+                        "both" => Ok(PROBE_BOTH),
+                        "neither" => Ok(PROBE_NEITHER),
+                        _ => Err(format!("bad phase probe `{x}`")),
+                    })
+                    .collect::<Result<_, _>>()?;
             } else if let Some(v) = part.strip_prefix("completions=") {
                 let c = list(v, "completions")?
                     .iter()
@@ -378,7 +433,8 @@ impl AllowedSet {
 
     /// Is this GPU-observed outcome one the model (widened for hardware) allows?
     pub fn contains(&self, o: &Outcome) -> bool {
-        (!o.fault && self.outcomes.contains(o)) || self.undefined.iter().any(|u| u.admits(o))
+        (!o.fault && (self.outcomes.contains(o) || self.outcomes.iter().any(|a| a.matches_observed(o))))
+            || self.undefined.iter().any(|u| u.admits(o))
     }
 
     /// Judge one observed outcome: [`Judged::Constrained`] when a concrete outcome or an
@@ -386,7 +442,7 @@ impl AllowedSet {
     /// read back needs such a pattern to exist), [`Judged::Vacuous`] when only patterns reached
     /// before any observation do, [`Judged::Rejected`] otherwise.
     pub fn judge(&self, o: &Outcome) -> Judged {
-        if !o.fault && self.outcomes.contains(o) {
+        if !o.fault && (self.outcomes.contains(o) || self.outcomes.iter().any(|a| a.matches_observed(o))) {
             return Judged::Constrained;
         }
         let mut vacuous = false;
@@ -610,6 +666,7 @@ impl Machine {
             th.finished = s.threads[t].status == Status::Done && !p.hung[t];
         }
         o.fault = false;
+        o.end_parity = end_parity(s);
         o
     }
 
@@ -737,6 +794,18 @@ impl Machine {
     }
 }
 
+/// What the end probes read in state `s`: the parity of each live barrier's phase in progress;
+/// [`PROBE_NONE`] for a barrier never initialised or invalidated (the kernel does not probe it).
+fn end_parity(s: &State) -> Vec<u8> {
+    s.barriers
+        .iter()
+        .map(|b| match b.life {
+            Life::Live => b.phase.rem_euclid(2) as u8,
+            Life::Uninit | Life::Invalidated => PROBE_NONE,
+        })
+        .collect()
+}
+
 /// The violation that ended an execution: the first undefined-behaviour kind, else the first.
 fn cause_of(v: &[Violation]) -> ViolationKind {
     v.iter()
@@ -775,6 +844,7 @@ fn prepend(head: &Outcome, tail: &Outcome) -> Outcome {
         threads,
         completions,
         fault: false,
+        end_parity: tail.end_parity.clone(),
     }
 }
 
@@ -1092,6 +1162,10 @@ fn ends_of(m: &Machine, s: &State, p: &Partial, terminal: bool) -> (Outcome, Vec
         o.threads[t].finished = matches!(end, ThreadEnd::Finished | ThreadEnd::Running);
         ends.push(end);
     }
+    // Only an execution that cannot go on fixes the barriers' final phases.
+    if terminal && !s.all_done() || s.all_done() && s.copies.is_empty() {
+        o.end_parity = end_parity(s);
+    }
     (o, ends)
 }
 
@@ -1145,6 +1219,19 @@ mod tests {
             threads,
             completions: completions.to_vec(),
             fault: false,
+            end_parity: Vec::new(),
+        }
+    }
+
+    /// The set's outcomes without their end probes (most tests are about the observations).
+    fn plain(set: &AllowedSet) -> Vec<Outcome> {
+        set.iter().map(strip).collect()
+    }
+
+    fn strip(o: &Outcome) -> Outcome {
+        Outcome {
+            end_parity: Vec::new(),
+            ..o.clone()
         }
     }
 
@@ -1237,7 +1324,7 @@ role producer[1] {
         assert!(set.is_complete());
         let consumer = th(true, &[0, 1, 2, 3], &[], &[0, 0, 1, 1]);
         let want = oc(vec![th(true, &[], &[], &[0, 0, 1, 1]), consumer.clone(), consumer], &[0, 0, 0, 0]);
-        assert_eq!(set.iter().cloned().collect::<Vec<_>>(), vec![want.clone()], "{set}");
+        assert_eq!(plain(&set), vec![want.clone()], "{set}");
         assert!(!set.fault_allowed());
         assert!(set.contains(&want));
         let mut stale = want.clone();
@@ -1253,9 +1340,47 @@ role producer[1] {
     }
 
     #[test]
+    fn the_end_probes_are_predicted_and_judged() {
+        let m = model(DOUBLE_BUFFER);
+        let set = allowed_outcomes(&m, LIMIT);
+        let o = set.iter().next().unwrap().clone();
+        // Every barrier of the double buffer completes two phases: phase 2 is in progress.
+        assert_eq!(o.end_parity, vec![PROBE_PARITY_0; 4], "{o}");
+        assert!(o.to_string().ends_with("phases=[0,0,0,0]"), "{o}");
+        assert_eq!(Outcome::parse(&o.to_string(), 4).unwrap(), o);
+        assert_eq!(set.judge(&o), Judged::Constrained);
+        let mut wrong = o.clone();
+        wrong.end_parity[2] = PROBE_PARITY_1;
+        assert_eq!(set.judge(&wrong), Judged::Rejected);
+        wrong.end_parity[2] = PROBE_BOTH;
+        assert_eq!(set.judge(&wrong), Judged::Rejected);
+        // Not probed by the backend: a wildcard; not recorded at all: ignored.
+        wrong.end_parity[2] = PROBE_NONE;
+        assert_eq!(set.judge(&wrong), Judged::Constrained);
+        wrong.end_parity.clear();
+        assert_eq!(set.judge(&wrong), Judged::Constrained);
+        // A trace that runs to the end forces the same probes.
+        let f = forced(&m, &one_run(&m)).unwrap();
+        assert_eq!(f.outcome.end_parity, o.end_parity);
+    }
+
+    fn one_run(m: &Model) -> Vec<Action> {
+        let mut s = m.init().next.unwrap();
+        let mut acts = Vec::new();
+        let mut en = Vec::new();
+        while !s.all_done() {
+            en.clear();
+            m.actions(&s, &mut en);
+            acts.push(en[0]);
+            s = m.step(&s, en[0]).next.unwrap();
+        }
+        acts
+    }
+
+    #[test]
     fn try_wait_may_see_either_result() {
         let set = allowed_outcomes(&model(POLL), LIMIT);
-        let got: Vec<Outcome> = set.iter().cloned().collect();
+        let got: Vec<Outcome> = plain(&set);
         let want: Vec<Outcome> = [false, true]
             .into_iter()
             .map(|r| oc(vec![th(true, &[], &[], &[0]), th(true, &[], &[r], &[])], &[0]))
@@ -1269,9 +1394,9 @@ role producer[1] {
         let m = model(DEADLOCK);
         let set = allowed_outcomes(&m, LIMIT);
         let want = oc(vec![th(false, &[], &[], &[0])], &[0]);
-        assert_eq!(set.iter().cloned().collect::<Vec<_>>(), vec![want.clone()], "{set}");
+        assert_eq!(plain(&set), vec![want.clone()], "{set}");
         let f = forced(&m, &[Action::Thread(0)]).unwrap();
-        assert_eq!(f.outcome, want);
+        assert_eq!(strip(&f.outcome), want);
         assert_eq!(f.ends, vec![ThreadEnd::Hung]);
         assert_eq!(f.timeouts, vec![0]);
     }
@@ -1281,10 +1406,10 @@ role producer[1] {
         let m = model(CASCADE);
         let set = allowed_outcomes(&m, LIMIT);
         let want = oc(vec![th(false, &[], &[], &[]), th(true, &[], &[], &[0])], &[0]);
-        assert_eq!(set.iter().cloned().collect::<Vec<_>>(), vec![want.clone()], "{set}");
+        assert_eq!(plain(&set), vec![want.clone()], "{set}");
         // Once the late thread is at syncthreads, the CTA is quiet.
         let f = forced(&m, &[Action::Thread(1)]).unwrap();
-        assert_eq!(f.outcome, want);
+        assert_eq!(strip(&f.outcome), want);
         assert_eq!(f.ends, vec![ThreadEnd::Hung, ThreadEnd::Finished]);
     }
 
@@ -1306,7 +1431,7 @@ role producer[1] {
         .into_iter()
         .map(|c| oc(vec![producer.clone(), c], &[0]))
         .collect();
-        assert_eq!(set.iter().cloned().collect::<Vec<_>>(), want, "{set}");
+        assert_eq!(plain(&set), want, "{set}");
         assert!(!set.fault_allowed());
         let bad = oc(vec![th(true, &[], &[], &[0]), th(true, &[3], &[], &[])], &[0]);
         assert!(!set.contains(&bad));
@@ -1316,7 +1441,7 @@ role producer[1] {
     fn completion_runs_are_counted_per_barrier() {
         let set = allowed_outcomes(&model(COMPLETION), LIMIT);
         let want = oc(vec![th(true, &[], &[], &[]), th(true, &[], &[], &[])], &[3, 0]);
-        assert_eq!(set.iter().cloned().collect::<Vec<_>>(), vec![want], "{set}");
+        assert_eq!(plain(&set), vec![want], "{set}");
     }
 
     #[test]
@@ -1333,9 +1458,8 @@ role producer[1] {
         assert!(set.contains(&oc(vec![th(true, &[], &[], &[0, 1])], &[0])));
         assert!(set.contains(&oc(vec![th(false, &[], &[], &[0])], &[0])));
         assert!(set.contains(&Outcome {
-            threads: vec![],
-            completions: vec![],
-            fault: true
+            fault: true,
+            ..Outcome::default()
         }));
         // ... but not a first token of the wrong parity.
         assert!(!set.contains(&oc(vec![th(true, &[], &[], &[1])], &[0])));
@@ -1353,6 +1477,7 @@ role producer[1] {
             threads: vec![th(false, &[], &[], &[0])],
             completions: vec![0],
             fault: true,
+            end_parity: Vec::new(),
         };
         assert!(set.contains(&faulted));
     }

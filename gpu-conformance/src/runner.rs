@@ -291,9 +291,8 @@ pub fn observations(k: &Kernel, res: &JobResult, blocks: usize) -> (Vec<(Outcome
         JobResult::Fault(_) => {
             flags.fault = true;
             let fault = Outcome {
-                threads: Vec::new(),
-                completions: Vec::new(),
                 fault: true,
+                ..Outcome::default()
             };
             counts.insert(fault, blocks);
         }

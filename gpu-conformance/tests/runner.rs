@@ -95,7 +95,7 @@ fn schedule_gives_a_group_commit_turn_to_every_converged_lane() {
 fn block_records_parse_into_outcome_vectors() {
     let spec = fixture("double_buffer.phase");
     let k = generate(&spec.proto, &spec.source, Backend::Ptx, 0).unwrap();
-    assert_eq!(k.block_words, 3 * THREAD_WORDS + 4);
+    assert_eq!(k.block_words, 3 * THREAD_WORDS + 2 * 4);
     let mut w = vec![0i32; k.block_words];
     // thread 1: finished, read versions 0 and -1 (torn), one bad expect
     let t = THREAD_WORDS;
@@ -110,7 +110,12 @@ fn block_records_parse_into_outcome_vectors() {
     w[HEADER_WORDS + 2 * CAP] = 0;
     w[HEADER_WORDS + 2 * CAP + 1] = 1;
     w[3 * THREAD_WORDS + 2] = 5; // completions of barrier 2
+    w[3 * THREAD_WORDS + 4] = 4 | 2; // barrier 0: parity 1 complete, phase of parity 0 in progress
+    w[3 * THREAD_WORDS + 5] = 4 | 1; // barrier 1: parity 1 in progress
     let r = k.parse_block(&w);
+    assert_eq!(r.probes, vec![6, 5, 0, 0]);
+    let (o, _) = phasecheck_gpu::compare::outcome_of(&k, &w, 0);
+    assert_eq!(o.end_parity, vec![0, 1, 2, 2]);
     assert_eq!(r.threads[1].reads, vec![0, -1]);
     assert_eq!(r.threads[1].bad_expect, 1);
     assert_eq!(r.threads[0].status, status::HUNG);
