@@ -467,6 +467,18 @@ pub fn as_forced(fc: &crate::outcome::Forced, o: &Outcome) -> bool {
     if fc.undefined.is_some() || o.fault || o.threads.len() != fo.threads.len() || o.completions.len() != fo.completions.len() {
         return false;
     }
+    // The end probes, where the trace fixes them (it runs to the end) and the block recorded them;
+    // a barrier the backend did not probe matches any parity.
+    let probes_agree = fo.end_parity.is_empty()
+        || o.end_parity.is_empty()
+        || o.end_parity.len() == fo.end_parity.len()
+            && o.end_parity
+                .iter()
+                .zip(&fo.end_parity)
+                .all(|(g, f)| *g == crate::outcome::PROBE_NONE || g == f);
+    if !probes_agree {
+        return false;
+    }
     fo.threads.iter().zip(&o.threads).zip(&fc.ends).all(|((f, g), end)| match end {
         ThreadEnd::Finished | ThreadEnd::Hung => f == g,
         ThreadEnd::Running | ThreadEnd::Blocked => {

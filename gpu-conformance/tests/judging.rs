@@ -172,3 +172,24 @@ fn a_replay_block_is_judged_against_its_trace_then_from_where_it_left() {
     assert_eq!(info.left_at.get("none"), Some(&1));
     assert_eq!(info.left_judged.outside, 1);
 }
+
+#[test]
+fn a_replayed_block_must_end_in_the_phases_its_trace_fixes() {
+    let m = model("specs/guide/double_buffer.phase");
+    let set = allowed_outcomes(&m, 1_000_000);
+    let acts = phasecheck_gpu::schedule::one_execution_landings_first(&m).unwrap();
+    let fc = forced(&m, &acts).unwrap();
+    assert_eq!(fc.outcome.end_parity.len(), 4, "{}", fc.outcome);
+    let (j, info) = judge_replay(&m, &acts, &fc, &set, &[(fc.outcome.clone(), 32)], 1_000_000, None);
+    assert_eq!((j.verdict, info.reproduced), (Verdict::Within, 32));
+    // Every thread as forced, but a barrier one phase off: not reproduced, and nothing allows it.
+    let mut off = fc.outcome.clone();
+    off.end_parity[0] ^= 1;
+    let (j, info) = judge_replay(&m, &acts, &fc, &set, &[(off.clone(), 1)], 1_000_000, None);
+    assert_eq!((info.reproduced, info.left), (0, 1));
+    assert_eq!(j.verdict, Verdict::Outside);
+    // Not probed (a libcu++ software barrier): a wildcard.
+    off.end_parity[0] = phasecheck_gpu::outcome::PROBE_NONE;
+    let (j, info) = judge_replay(&m, &acts, &fc, &set, &[(off, 1)], 1_000_000, None);
+    assert_eq!((j.verdict, info.reproduced), (Verdict::Within, 1));
+}
