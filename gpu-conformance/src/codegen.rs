@@ -20,6 +20,8 @@
 //! then per flattened barrier: completion-function runs
 //! then per flattened barrier: the end probe (0: not probed; else 4 | test_wait.parity(0) |
 //!   test_wait.parity(1) << 1, read by the last model thread to exit, non-destructively)
+//! then, when completion functions write shared vars: a marker (1: written) and per such var
+//!   (`outcome::completion_vars`) its final value, low and high 32 bits
 //! ```
 
 use phasecheck_model::ir::*;
@@ -80,6 +82,12 @@ impl std::fmt::Display for NotExpressible {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "not expressible: {}", self.0)
     }
+}
+
+/// Words of one block's results for protocol `p` (see the module docs for the layout).
+pub fn block_words_of(p: &Protocol) -> usize {
+    let ncv = crate::outcome::completion_vars(p).len();
+    p.threads.len() * THREAD_WORDS + 2 * p.barriers.len() + if ncv > 0 { 1 + 2 * ncv } else { 0 }
 }
 
 /// One generated kernel and the launch facts the runner needs.
@@ -549,7 +557,7 @@ pub fn generate(p: &Protocol, source: &str, backend: Backend, index: usize) -> R
     let symbol = format!("pc_{}_{}", ident(&p.name), index);
     let nb = p.barriers.len();
     let nt = p.threads.len();
-    let block_words = nt * THREAD_WORDS + 2 * nb;
+    let block_words = block_words_of(p);
     let src_words = p.buffers.iter().map(|b| words_of(b.bytes)).max().unwrap_or(4).max(4);
     g.kernel(&symbol, block_dim, &hw_index)?;
     Ok(Kernel {
@@ -898,7 +906,10 @@ impl<'a> Gen<'a> {
         self.w("  // hardware thread -> model thread (-1: padding that exits after setup)");
         self.w(format!("  const int model_thread[{block_dim}] = {{{}}};", map.join(", ")));
         self.w("  const int me = model_thread[threadIdx.x];");
-        self.w("  int* block_out = out + (i64)blockIdx.x * (NT * PC_THREAD_WORDS + 2 * NB);");
+        self.w(format!(
+            "  int* block_out = out + (i64)blockIdx.x * {};  // this block's results",
+            block_words_of(p)
+        ));
         self.w("  if (threadIdx.x == 0) {");
         self.w("    // Initialise every barrier not declared manual_init, before any thread runs.");
         for (bi, b) in p.barriers.iter().enumerate() {
@@ -1010,7 +1021,8 @@ impl<'a> Gen<'a> {
     fn end_probes(&mut self) {
         let p = self.p;
         let probed = (0..p.barrier_groups.len()).any(|gi| self.backend == Backend::Ptx || self.group_completion[gi].is_none());
-        if !probed {
+        let cvars = crate::outcome::completion_vars(p);
+        if !probed && cvars.is_empty() {
             return;
         }
         self.w("  // The last model thread out probes every live barrier's phase (both parities).");
@@ -1028,6 +1040,19 @@ impl<'a> Gen<'a> {
                 let bar = self.native(&format!("s.bar_{}{idx}", ident(&g.name)));
                 self.w(format!(
                     "    if (s.bar_live[{flat}]) probes[{flat}] = 4 | (pc_mbar_test_parity({bar}, 0) ? 1 : 0) | (pc_mbar_test_parity({bar}, 1) ? 2 : 0);"
+                ));
+            }
+        }
+        if !cvars.is_empty() {
+            self.w("    // What the completion functions computed: the final value of each var they write.");
+            self.w("    int* vars = probes + NB;");
+            self.w("    vars[0] = 1;");
+            for (i, v) in cvars.iter().enumerate() {
+                let name = self.var_name(*v);
+                self.w(format!(
+                    "    vars[{}] = (int)(u64)s.{name}; vars[{}] = (int)((u64)s.{name} >> 32);",
+                    1 + 2 * i,
+                    2 + 2 * i
                 ));
             }
         }
@@ -1453,6 +1478,8 @@ pub struct BlockRecord {
     pub completions: Vec<u32>,
     /// Per barrier, the end probe word (0: not probed; else `4 | p0 | p1 << 1`).
     pub probes: Vec<i32>,
+    /// The final values of the vars completion functions write; empty when not recorded.
+    pub end_vars: Vec<i64>,
 }
 
 impl Kernel {
@@ -1477,10 +1504,19 @@ impl Kernel {
             .collect();
         let at = self.threads * THREAD_WORDS + self.barriers;
         let probes = words.get(at..at + self.barriers).map(|w| w.to_vec()).unwrap_or_default();
+        let at = at + self.barriers;
+        let end_vars = match words.get(at..self.block_words) {
+            Some(v) if v.len() > 1 && v[0] == 1 => v[1..]
+                .chunks_exact(2)
+                .map(|c| ((c[1] as u32 as u64) << 32 | c[0] as u32 as u64) as i64)
+                .collect(),
+            _ => Vec::new(),
+        };
         BlockRecord {
             threads,
             completions,
             probes,
+            end_vars,
         }
     }
 }

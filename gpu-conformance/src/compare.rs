@@ -397,6 +397,7 @@ pub fn outcome_of(k: &Kernel, words: &[i32], block: usize) -> (Outcome, Flags) {
             completions: rec.completions,
             fault: false,
             end_parity: rec.probes.iter().map(|w| probe_code(*w)).collect(),
+            end_vars: rec.end_vars,
         },
         flags,
     )
@@ -469,6 +470,7 @@ pub fn as_forced(fc: &crate::outcome::Forced, o: &Outcome) -> bool {
     }
     // The end probes, where the trace fixes them (it runs to the end) and the block recorded them;
     // a barrier the backend did not probe matches any parity.
+    let vars_agree = fo.end_vars.is_empty() || o.end_vars.is_empty() || o.end_vars == fo.end_vars;
     let probes_agree = fo.end_parity.is_empty()
         || o.end_parity.is_empty()
         || o.end_parity.len() == fo.end_parity.len()
@@ -476,7 +478,7 @@ pub fn as_forced(fc: &crate::outcome::Forced, o: &Outcome) -> bool {
                 .iter()
                 .zip(&fo.end_parity)
                 .all(|(g, f)| *g == crate::outcome::PROBE_NONE || g == f);
-    if !probes_agree {
+    if !(vars_agree && probes_agree) {
         return false;
     }
     fo.threads.iter().zip(&o.threads).zip(&fc.ends).all(|((f, g), end)| match end {

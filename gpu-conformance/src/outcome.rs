@@ -106,6 +106,28 @@ pub struct Outcome {
     /// anomaly). Empty: not recorded (reports before the probes existed); judging then ignores it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub end_parity: Vec<u8>,
+    /// What completion functions computed: the final value of every shared var a completion
+    /// function writes ([`completion_vars`], in that order), read once every thread has exited.
+    /// Empty: none, or not recorded (older reports, backends without completion functions).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub end_vars: Vec<i64>,
+}
+
+/// The shared vars some completion function writes, in declaration order: their final values
+/// are part of the outcome ([`Outcome::end_vars`]).
+pub fn completion_vars(p: &phasecheck_model::ir::Protocol) -> Vec<u16> {
+    let mut v: Vec<u16> = p
+        .completions
+        .iter()
+        .flat_map(|c| c.instrs.iter())
+        .filter_map(|i| match i.kind {
+            InstrKind::SetVar { var, .. } => Some(var),
+            _ => None,
+        })
+        .collect();
+    v.sort_unstable();
+    v.dedup();
+    v
 }
 
 /// Codes of [`Outcome::end_parity`].
@@ -126,6 +148,7 @@ impl Outcome {
             && (o.end_parity.is_empty()
                 || o.end_parity.len() == self.end_parity.len()
                     && o.end_parity.iter().zip(&self.end_parity).all(|(g, m)| *g == PROBE_NONE || g == m))
+            && (o.end_vars.is_empty() || o.end_vars == self.end_vars)
     }
 
     /// The outcome of a run that observed nothing yet: every thread unfinished, no completions.
@@ -135,6 +158,7 @@ impl Outcome {
             completions: vec![0; model.proto.barriers.len()],
             fault: false,
             end_parity: Vec::new(),
+            end_vars: Vec::new(),
         }
     }
 
@@ -211,6 +235,10 @@ impl fmt::Display for Outcome {
                 .collect();
             parts.push(format!("phases=[{}]", c.join(",")));
         }
+        if !self.end_vars.is_empty() {
+            let c: Vec<String> = self.end_vars.iter().map(|v| v.to_string()).collect();
+            parts.push(format!("vars=[{}]", c.join(",")));
+        }
         if self.fault {
             parts.push("fault".into());
         }
@@ -229,6 +257,7 @@ impl Outcome {
             completions: vec![0; barriers],
             fault: false,
             end_parity: Vec::new(),
+            end_vars: Vec::new(),
         };
         let list = |v: &str, what: &str| -> Result<Vec<String>, String> {
             let inner = v
@@ -257,6 +286,8 @@ impl Outcome {
                         _ => Err(format!("bad phase probe `{x}`")),
                     })
                     .collect::<Result<_, _>>()?;
+            } else if let Some(v) = part.strip_prefix("vars=") {
+                o.end_vars = list(v, "vars")?.iter().map(|x| num(x)).collect::<Result<_, _>>()?;
             } else if let Some(v) = part.strip_prefix("completions=") {
                 let c = list(v, "completions")?
                     .iter()
@@ -579,6 +610,8 @@ struct Machine {
     model: Model,
     timeout_pc: Vec<u32>,
     has_completion: Vec<bool>,
+    /// [`completion_vars`]: their final values are part of the outcome.
+    end_vars: Vec<u16>,
 }
 
 impl Machine {
@@ -599,6 +632,7 @@ impl Machine {
         widened.mutant = model.mutant;
         widened.fine_grained = model.fine_grained;
         Machine {
+            end_vars: completion_vars(&model.proto),
             model: widened,
             timeout_pc,
             has_completion,
@@ -667,6 +701,7 @@ impl Machine {
         }
         o.fault = false;
         o.end_parity = end_parity(s);
+        o.end_vars = self.end_vars.iter().map(|&v| s.vars[v as usize].value).collect();
         o
     }
 
@@ -845,6 +880,7 @@ fn prepend(head: &Outcome, tail: &Outcome) -> Outcome {
         completions,
         fault: false,
         end_parity: tail.end_parity.clone(),
+        end_vars: tail.end_vars.clone(),
     }
 }
 
@@ -1165,6 +1201,7 @@ fn ends_of(m: &Machine, s: &State, p: &Partial, terminal: bool) -> (Outcome, Vec
     // Only an execution that cannot go on fixes the barriers' final phases.
     if terminal && !s.all_done() || s.all_done() && s.copies.is_empty() {
         o.end_parity = end_parity(s);
+        o.end_vars = m.end_vars.iter().map(|&v| s.vars[v as usize].value).collect();
     }
     (o, ends)
 }
@@ -1220,6 +1257,7 @@ mod tests {
             completions: completions.to_vec(),
             fault: false,
             end_parity: Vec::new(),
+            end_vars: Vec::new(),
         }
     }
 
@@ -1231,6 +1269,7 @@ mod tests {
     fn strip(o: &Outcome) -> Outcome {
         Outcome {
             end_parity: Vec::new(),
+            end_vars: Vec::new(),
             ..o.clone()
         }
     }
@@ -1438,6 +1477,22 @@ role producer[1] {
     }
 
     #[test]
+    fn what_completion_functions_compute_is_part_of_the_outcome() {
+        let m = model(COMPLETION);
+        assert_eq!(completion_vars(&m.proto), vec![0]);
+        let set = allowed_outcomes(&m, LIMIT);
+        let o = set.iter().next().unwrap();
+        assert_eq!(o.end_vars, vec![3], "{o}");
+        assert!(o.to_string().contains("vars=[3]"), "{o}");
+        assert_eq!(&Outcome::parse(&o.to_string(), 2).unwrap(), o);
+        let mut lost = o.clone();
+        lost.end_vars = vec![2];
+        assert_eq!(set.judge(&lost), Judged::Rejected);
+        lost.end_vars.clear();
+        assert_eq!(set.judge(&lost), Judged::Constrained);
+    }
+
+    #[test]
     fn completion_runs_are_counted_per_barrier() {
         let set = allowed_outcomes(&model(COMPLETION), LIMIT);
         let want = oc(vec![th(true, &[], &[], &[]), th(true, &[], &[], &[])], &[3, 0]);
@@ -1478,6 +1533,7 @@ role producer[1] {
             completions: vec![0],
             fault: true,
             end_parity: Vec::new(),
+            end_vars: Vec::new(),
         };
         assert!(set.contains(&faulted));
     }

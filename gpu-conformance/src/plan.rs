@@ -181,6 +181,10 @@ pub struct SpecPlan {
     pub may_fault: bool,
     /// Whether the spec has any violation (the verifier's verdict, or a counterexample file).
     pub has_bug: bool,
+    /// The spec races (data-race, completion-misuse): shared vars may end with values no
+    /// interleaving gives (vars are not widened), so the end values of completion vars are not
+    /// judged.
+    pub vars_racy: bool,
     pub kernels: BTreeMap<Backend, Result<Kernel, String>>,
     pub allowed: Option<AllowedSet>,
     /// `ran` once judged; `planned`; `not run (budget: ...)`; `model error: ...`.
@@ -217,6 +221,7 @@ pub fn plan_spec(spec: &Spec, index: usize, s: &Settings, traces: &TraceIndex) -
         traces: Vec::new(),
         may_fault: false,
         has_bug: false,
+        vars_racy: false,
         kernels: BTreeMap::new(),
         allowed: None,
         status: "planned".into(),
@@ -312,6 +317,9 @@ pub fn plan_spec(spec: &Spec, index: usize, s: &Settings, traces: &TraceIndex) -
         }
     }
     plan.has_bug = found.iter().any(|t| t.is_violation) || !rep.violations.is_empty();
+    let racy = [K::DataRace, K::CompletionMisuse];
+    plan.vars_racy =
+        rep.violations.iter().any(|v| racy.contains(&v.kind)) || found.iter().any(|t| racy.iter().any(|k| k.name() == t.label));
     plan.may_fault = found.iter().any(|t| MAY_FAULT.iter().any(|k| k.name() == t.label));
     plan.traces = found;
     // 3. Kernels.

@@ -124,6 +124,24 @@ fn block_records_parse_into_outcome_vectors() {
 }
 
 #[test]
+fn completion_vars_are_read_back_from_the_block() {
+    let spec = fixture("completion_rotate.phase");
+    let k = generate(&spec.proto, &spec.source, Backend::Libcu, 0).unwrap();
+    let ncv = phasecheck_gpu::outcome::completion_vars(&spec.proto).len();
+    assert!(ncv > 0);
+    let nb = spec.proto.barriers.len();
+    assert_eq!(k.block_words, k.threads * THREAD_WORDS + 2 * nb + 1 + 2 * ncv);
+    let mut w = vec![0i32; k.block_words];
+    assert!(k.parse_block(&w).end_vars.is_empty(), "no marker: not recorded");
+    let at = k.threads * THREAD_WORDS + 2 * nb;
+    w[at] = 1;
+    w[at + 1] = -5; // low word of -5
+    w[at + 2] = -1; // high word
+    assert_eq!(k.parse_block(&w).end_vars[0], -5);
+    assert!(k.source().contains("vars[0] = 1;"));
+}
+
+#[test]
 fn without_a_driver_gpu_run_says_so_and_exits_zero() {
     if phasecheck_gpu::sys::driver_present() {
         return; // a real GPU machine: covered by run-on-device.sh
