@@ -20,7 +20,7 @@
 //! it (k = 0 is the whole allowed set).
 
 use crate::codegen::{status, Kernel};
-use crate::outcome::{allowed_after, prefix_observations, AllowedSet, Forced, Judged, Outcome, ThreadOutcome, Undefined};
+use crate::outcome::{allowed_after, prefix_observations, AllowedSet, End, Forced, Judged, Outcome, ThreadOutcome, Undefined};
 use phasecheck_model::step::{Action, Model};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Instant;
@@ -198,12 +198,18 @@ pub fn never_seen_reason(o: &Outcome, seen: &[&Outcome]) -> String {
     }
 }
 
-/// Judge a stress case: each distinct observed outcome against the whole allowed set.
-pub fn judge_stress(allowed: &AllowedSet, observed: &[(Outcome, usize)]) -> (Judgement, Litmus) {
+/// What run `i` of `observed` left behind (nothing recorded when `ends` is shorter).
+fn end_at(ends: &[End], i: usize) -> End {
+    ends.get(i).cloned().unwrap_or_default()
+}
+
+/// Judge a stress case: each distinct observed outcome against the whole allowed set, with what
+/// the run left behind (`ends[i]` belongs to `observed[i]`; empty: not recorded).
+pub fn judge_stress(allowed: &AllowedSet, observed: &[(Outcome, usize)], ends: &[End]) -> (Judgement, Litmus) {
     let mut tally = Tally::default();
     let mut why = BTreeSet::new();
-    for (o, n) in observed {
-        let j = allowed.judge(o);
+    for (i, (o, n)) in observed.iter().enumerate() {
+        let j = allowed.judge_end(o, &end_at(ends, i));
         if j == Judged::Vacuous {
             why.insert(vacuous_reason(allowed));
         }
@@ -219,7 +225,12 @@ pub fn judge_stress(allowed: &AllowedSet, observed: &[(Outcome, usize)]) -> (Jud
             .take(LITMUS_LIST_MAX)
             .map(|u| format!("after {}: {} (then anything)", u.cause, u.prefix))
             .collect(),
-        observed: seen.iter().take(LITMUS_LIST_MAX).map(|o| o.to_string()).collect(),
+        observed: observed
+            .iter()
+            .enumerate()
+            .take(LITMUS_LIST_MAX)
+            .map(|(i, (o, _))| format!("{o}{}", end_at(ends, i).suffix()))
+            .collect(),
         never_seen_count: never.len(),
         never_seen: never
             .iter()
@@ -268,6 +279,7 @@ pub fn judge_replay(
     fc: &Forced,
     allowed: &AllowedSet,
     observed: &[(Outcome, usize)],
+    ends: &[End],
     limit: usize,
     deadline: Option<Instant>,
 ) -> (Judgement, ReplayInfo) {
@@ -285,11 +297,12 @@ pub fn judge_replay(
     let mut sets: HashMap<usize, Option<AllowedSet>> = HashMap::new();
     let mut tally = Tally::default();
     let mut why = BTreeSet::new();
-    for (o, n) in observed {
+    for (i, (o, n)) in observed.iter().enumerate() {
+        let end = end_at(ends, i);
         info.blocks += n;
         let reproduced = match &forced_pattern {
             Some(u) => u.admits(o),
-            None => as_forced(fc, o),
+            None => as_forced(fc, o) && fc.end.as_ref().is_none_or(|e| e.admits(&end)),
         };
         if reproduced {
             info.reproduced += n;
@@ -323,7 +336,7 @@ pub fn judge_replay(
                     .as_ref()
             };
             let Some(set) = set else { continue };
-            let j = set.judge(o);
+            let j = set.judge_end(o, &end);
             if j != Judged::Rejected {
                 if j == Judged::Vacuous {
                     why.insert(vacuous_reason(set));
@@ -366,7 +379,7 @@ pub fn probe_code(w: i32) -> u8 {
     }
 }
 
-pub fn outcome_of(k: &Kernel, words: &[i32], block: usize) -> (Outcome, Flags) {
+pub fn outcome_of(k: &Kernel, words: &[i32], block: usize) -> (Outcome, End, Flags) {
     let rec = k.parse_block(&words[block * k.block_words..(block + 1) * k.block_words]);
     let mut flags = Flags::default();
     let threads = rec
@@ -396,8 +409,10 @@ pub fn outcome_of(k: &Kernel, words: &[i32], block: usize) -> (Outcome, Flags) {
             threads,
             completions: rec.completions,
             fault: false,
-            end_parity: rec.probes.iter().map(|w| probe_code(*w)).collect(),
-            end_vars: rec.end_vars,
+        },
+        End {
+            parity: rec.probes.iter().map(|w| probe_code(*w)).collect(),
+            vars: rec.end_vars,
         },
         flags,
     )
@@ -466,19 +481,6 @@ pub fn as_forced(fc: &crate::outcome::Forced, o: &Outcome) -> bool {
         return true;
     }
     if fc.undefined.is_some() || o.fault || o.threads.len() != fo.threads.len() || o.completions.len() != fo.completions.len() {
-        return false;
-    }
-    // The end probes, where the trace fixes them (it runs to the end) and the block recorded them;
-    // a barrier the backend did not probe matches any parity.
-    let vars_agree = fo.end_vars.is_empty() || o.end_vars.is_empty() || o.end_vars == fo.end_vars;
-    let probes_agree = fo.end_parity.is_empty()
-        || o.end_parity.is_empty()
-        || o.end_parity.len() == fo.end_parity.len()
-            && o.end_parity
-                .iter()
-                .zip(&fo.end_parity)
-                .all(|(g, f)| *g == crate::outcome::PROBE_NONE || g == f);
-    if !(vars_agree && probes_agree) {
         return false;
     }
     fo.threads.iter().zip(&o.threads).zip(&fc.ends).all(|((f, g), end)| match end {

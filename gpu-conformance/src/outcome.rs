@@ -98,19 +98,6 @@ pub struct Outcome {
     pub completions: Vec<u32>,
     /// The launch faulted (a sticky CUDA error such as `CUDA_ERROR_LAUNCH_FAILED`).
     pub fault: bool,
-    /// Per flattened barrier, its phase parity once every thread has exited, as non-destructive
-    /// probes read it (`mbarrier.test_wait.parity` with both parities): [`PROBE_PARITY_0`] or
-    /// [`PROBE_PARITY_1`] (the parity of the phase in progress), [`PROBE_NONE`] (not live: never
-    /// initialised or invalidated, so not probed; from the GPU also "not probed by this backend",
-    /// a wildcard), [`PROBE_BOTH`] / [`PROBE_NEITHER`] (both probes true / false: no parity, an
-    /// anomaly). Empty: not recorded (reports before the probes existed); judging then ignores it.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub end_parity: Vec<u8>,
-    /// What completion functions computed: the final value of every shared var a completion
-    /// function writes ([`completion_vars`], in that order), read once every thread has exited.
-    /// Empty: none, or not recorded (older reports, backends without completion functions).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub end_vars: Vec<i64>,
 }
 
 /// The shared vars some completion function writes, in declaration order: their final values
@@ -130,35 +117,76 @@ pub fn completion_vars(p: &phasecheck_model::ir::Protocol) -> Vec<u16> {
     v
 }
 
-/// Codes of [`Outcome::end_parity`].
+/// What a run leaves behind once every thread has exited, read by the kernel's last thread out
+/// and predicted by the model from each execution's final state. Kept apart from [`Outcome`] (whose
+/// shape other crates build) and judged together with it ([`AllowedSet::judge_end`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+pub struct End {
+    /// Per flattened barrier, its phase parity as non-destructive probes read it
+    /// (`mbarrier.test_wait.parity` with both parities): [`PROBE_PARITY_0`] or [`PROBE_PARITY_1`]
+    /// (the parity of the phase in progress), [`PROBE_NONE`] (not live: never initialised or
+    /// invalidated, so not probed; from the GPU also "not probed by this backend", a wildcard),
+    /// [`PROBE_BOTH`] / [`PROBE_NEITHER`] (both probes true / false: an anomaly). Empty: not
+    /// recorded (reports before the probes existed); judging then ignores it.
+    pub parity: Vec<u8>,
+    /// What completion functions computed: the final value of every shared var a completion
+    /// function writes ([`completion_vars`], in that order). Empty: none, or not recorded.
+    pub vars: Vec<i64>,
+}
+
+/// Codes of [`End::parity`].
 pub const PROBE_PARITY_0: u8 = 0;
 pub const PROBE_PARITY_1: u8 = 1;
 pub const PROBE_NONE: u8 = 2;
 pub const PROBE_BOTH: u8 = 3;
 pub const PROBE_NEITHER: u8 = 4;
 
-impl Outcome {
-    /// Does a GPU observation match this model outcome? Equal, except that an observation without
-    /// end probes matches any, and a barrier the GPU did not probe ([`PROBE_NONE`]) matches any
-    /// parity.
-    pub fn matches_observed(&self, o: &Outcome) -> bool {
-        self.threads == o.threads
-            && self.completions == o.completions
-            && self.fault == o.fault
-            && (o.end_parity.is_empty()
-                || o.end_parity.len() == self.end_parity.len()
-                    && o.end_parity.iter().zip(&self.end_parity).all(|(g, m)| *g == PROBE_NONE || g == m))
-            && (o.end_vars.is_empty() || o.end_vars == self.end_vars)
+impl End {
+    pub fn is_empty(&self) -> bool {
+        self.parity.is_empty() && self.vars.is_empty()
     }
 
+    /// Does an observed end agree with this predicted one? Parts not recorded are ignored; a
+    /// barrier the GPU did not probe matches any parity.
+    pub fn admits(&self, o: &End) -> bool {
+        (o.parity.is_empty()
+            || o.parity.len() == self.parity.len() && o.parity.iter().zip(&self.parity).all(|(g, m)| *g == PROBE_NONE || g == m))
+            && (o.vars.is_empty() || o.vars == self.vars)
+    }
+
+    /// ` | phases=[0,1,-] | vars=[3]` (empty when nothing is recorded): appended to an outcome's
+    /// one-line form.
+    pub fn suffix(&self) -> String {
+        let mut s = String::new();
+        if !self.parity.is_empty() {
+            let c: Vec<&str> = self
+                .parity
+                .iter()
+                .map(|p| match *p {
+                    PROBE_PARITY_0 => "0",
+                    PROBE_PARITY_1 => "1",
+                    PROBE_NONE => "-",
+                    PROBE_BOTH => "both",
+                    _ => "neither",
+                })
+                .collect();
+            s.push_str(&format!(" | phases=[{}]", c.join(",")));
+        }
+        if !self.vars.is_empty() {
+            let c: Vec<String> = self.vars.iter().map(|v| v.to_string()).collect();
+            s.push_str(&format!(" | vars=[{}]", c.join(",")));
+        }
+        s
+    }
+}
+
+impl Outcome {
     /// The outcome of a run that observed nothing yet: every thread unfinished, no completions.
     pub fn empty(model: &Model) -> Outcome {
         Outcome {
             threads: vec![ThreadOutcome::default(); model.proto.threads.len()],
             completions: vec![0; model.proto.barriers.len()],
             fault: false,
-            end_parity: Vec::new(),
-            end_vars: Vec::new(),
         }
     }
 
@@ -221,24 +249,6 @@ impl fmt::Display for Outcome {
             let c: Vec<String> = self.completions.iter().map(|c| c.to_string()).collect();
             parts.push(format!("completions=[{}]", c.join(",")));
         }
-        if !self.end_parity.is_empty() {
-            let c: Vec<&str> = self
-                .end_parity
-                .iter()
-                .map(|p| match *p {
-                    PROBE_PARITY_0 => "0",
-                    PROBE_PARITY_1 => "1",
-                    PROBE_NONE => "-",
-                    PROBE_BOTH => "both",
-                    _ => "neither",
-                })
-                .collect();
-            parts.push(format!("phases=[{}]", c.join(",")));
-        }
-        if !self.end_vars.is_empty() {
-            let c: Vec<String> = self.end_vars.iter().map(|v| v.to_string()).collect();
-            parts.push(format!("vars=[{}]", c.join(",")));
-        }
         if self.fault {
             parts.push("fault".into());
         }
@@ -252,12 +262,17 @@ impl Outcome {
     /// the spec's flattened barrier count: the line omits completions when all are zero. A lone
     /// `fault` is a faulted launch whose per-thread data could not be read back.
     pub fn parse(line: &str, barriers: usize) -> Result<Outcome, String> {
+        Outcome::parse_observed(line, barriers).map(|(o, _)| o)
+    }
+
+    /// [`Outcome::parse`] of an observation line that may end with the end facts
+    /// (`| phases=[...] | vars=[...]`, see [`End::suffix`]).
+    pub fn parse_observed(line: &str, barriers: usize) -> Result<(Outcome, End), String> {
+        let mut end = End::default();
         let mut o = Outcome {
             threads: Vec::new(),
             completions: vec![0; barriers],
             fault: false,
-            end_parity: Vec::new(),
-            end_vars: Vec::new(),
         };
         let list = |v: &str, what: &str| -> Result<Vec<String>, String> {
             let inner = v
@@ -275,7 +290,7 @@ impl Outcome {
             if part == "fault" {
                 o.fault = true;
             } else if let Some(v) = part.strip_prefix("phases=") {
-                o.end_parity = list(v, "phases")?
+                end.parity = list(v, "phases")?
                     .iter()
                     .map(|x| match x.as_str() {
                         "0" => Ok(PROBE_PARITY_0),
@@ -287,7 +302,7 @@ impl Outcome {
                     })
                     .collect::<Result<_, _>>()?;
             } else if let Some(v) = part.strip_prefix("vars=") {
-                o.end_vars = list(v, "vars")?.iter().map(|x| num(x)).collect::<Result<_, _>>()?;
+                end.vars = list(v, "vars")?.iter().map(|x| num(x)).collect::<Result<_, _>>()?;
             } else if let Some(v) = part.strip_prefix("completions=") {
                 let c = list(v, "completions")?
                     .iter()
@@ -334,7 +349,7 @@ impl Outcome {
                 return Err(format!("unknown part `{part}` in `{line}`"));
             }
         }
-        Ok(o)
+        Ok((o, end))
     }
 
     /// No observation at all: every per-thread vector empty and no completion-function run.
@@ -440,6 +455,9 @@ pub struct AllowedSet {
     /// Which bound stopped the exploration when `complete` is false (`states` or `seconds`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     stopped_by: Option<String>,
+    /// Per concrete outcome, the ends ([`End`]) of the executions that give it.
+    #[serde(default)]
+    ends: BTreeSet<(Outcome, End)>,
 }
 
 impl AllowedSet {
@@ -464,8 +482,7 @@ impl AllowedSet {
 
     /// Is this GPU-observed outcome one the model (widened for hardware) allows?
     pub fn contains(&self, o: &Outcome) -> bool {
-        (!o.fault && (self.outcomes.contains(o) || self.outcomes.iter().any(|a| a.matches_observed(o))))
-            || self.undefined.iter().any(|u| u.admits(o))
+        (!o.fault && self.outcomes.contains(o)) || self.undefined.iter().any(|u| u.admits(o))
     }
 
     /// Judge one observed outcome: [`Judged::Constrained`] when a concrete outcome or an
@@ -473,7 +490,7 @@ impl AllowedSet {
     /// read back needs such a pattern to exist), [`Judged::Vacuous`] when only patterns reached
     /// before any observation do, [`Judged::Rejected`] otherwise.
     pub fn judge(&self, o: &Outcome) -> Judged {
-        if !o.fault && (self.outcomes.contains(o) || self.outcomes.iter().any(|a| a.matches_observed(o))) {
+        if !o.fault && self.outcomes.contains(o) {
             return Judged::Constrained;
         }
         let mut vacuous = false;
@@ -488,6 +505,44 @@ impl AllowedSet {
         } else {
             Judged::Rejected
         }
+    }
+
+    /// [`AllowedSet::judge`] with what the run left behind: an outcome admitted through a concrete
+    /// allowed outcome must also end as one of the executions giving that outcome ended (undefined
+    /// behaviour leaves the end free).
+    pub fn judge_end(&self, o: &Outcome, end: &End) -> Judged {
+        let j = self.judge(o);
+        if j != Judged::Constrained || end.is_empty() || !self.outcomes.contains(o) || o.fault {
+            return j;
+        }
+        let known = self.ends_of(o);
+        let fits = known.is_empty() || known.iter().any(|e| e.admits(end));
+        if fits {
+            return j;
+        }
+        // The observations fit but the end does not: only an undefined-behaviour pattern can
+        // still admit it.
+        let mut vacuous = false;
+        for u in self.undefined.iter().filter(|u| u.admits(o)) {
+            if !u.is_vacuous() {
+                return Judged::Constrained;
+            }
+            vacuous = true;
+        }
+        if vacuous {
+            Judged::Vacuous
+        } else {
+            Judged::Rejected
+        }
+    }
+
+    /// The ends the executions giving outcome `o` reach (empty when none is known).
+    pub fn ends_of(&self, o: &Outcome) -> Vec<&End> {
+        self.ends
+            .range((o.clone(), End::default())..)
+            .take_while(|(k, _)| k == o)
+            .map(|(_, e)| e)
+            .collect()
     }
 
     /// The undefined-behaviour causes reached before any observation (each makes the set admit
@@ -700,9 +755,15 @@ impl Machine {
             th.finished = s.threads[t].status == Status::Done && !p.hung[t];
         }
         o.fault = false;
-        o.end_parity = end_parity(s);
-        o.end_vars = self.end_vars.iter().map(|&v| s.vars[v as usize].value).collect();
         o
+    }
+
+    /// What the end probes and var reads see in state `s` (every thread exited or stuck).
+    fn end_of(&self, s: &State) -> End {
+        End {
+            parity: end_parity(s),
+            vars: self.end_vars.iter().map(|&v| s.vars[v as usize].value).collect(),
+        }
     }
 
     fn undefined(&self, p: &Partial, cause: ViolationKind) -> Undefined {
@@ -852,7 +913,8 @@ fn cause_of(v: &[Violation]) -> ViolationKind {
 
 /// The end of an execution seen from some state: the observations from there on (`completions`
 /// as increments), and the undefined behaviour that ended it, if any.
-type Tail = (Option<ViolationKind>, Outcome);
+/// The end facts ride along unchanged from the leaf (`End::default()` after undefined behaviour).
+type Tail = (Option<ViolationKind>, Outcome, End);
 
 /// An edge out of a state: an execution ending right there, or a step into another state.
 #[allow(clippy::large_enum_variant)]
@@ -879,8 +941,6 @@ fn prepend(head: &Outcome, tail: &Outcome) -> Outcome {
         threads,
         completions,
         fault: false,
-        end_parity: tail.end_parity.clone(),
-        end_vars: tail.end_vars.clone(),
     }
 }
 
@@ -960,8 +1020,8 @@ fn explore(m: &Machine, s0: State, p0: Partial, limit: usize, deadline: Option<I
     let expand = |s: &State, p: &Partial| -> Vec<Edge> {
         let mut p = p.clone();
         match m.situation(s, &mut p) {
-            Situation::Done | Situation::Stuck => vec![Edge::Leaf((None, m.finish(s, &p)))],
-            Situation::ExitInFlight => vec![Edge::Leaf((Some(ViolationKind::Lifetime), p.obs.clone()))],
+            Situation::Done | Situation::Stuck => vec![Edge::Leaf((None, m.finish(s, &p), m.end_of(s)))],
+            Situation::ExitInFlight => vec![Edge::Leaf((Some(ViolationKind::Lifetime), p.obs.clone(), End::default()))],
             Situation::Moves(moves) => {
                 let mut edges = Vec::new();
                 for mv in moves {
@@ -970,7 +1030,7 @@ fn explore(m: &Machine, s0: State, p0: Partial, limit: usize, deadline: Option<I
                             Next::Undefined(u) => {
                                 let mut head = u.prefix;
                                 head.fault = false;
-                                Edge::Leaf((Some(u.cause), head))
+                                Edge::Leaf((Some(u.cause), head, End::default()))
                             }
                             Next::Continue(s2, mut p2) => {
                                 let head = std::mem::replace(&mut p2.obs, empty.clone());
@@ -1028,8 +1088,8 @@ fn explore(m: &Machine, s0: State, p0: Partial, limit: usize, deadline: Option<I
                 }
                 Edge::Step(head, child) => {
                     let sub = memo.get(&child).unwrap_or(&nothing);
-                    for (u, t) in sub.iter() {
-                        tails.insert((*u, prepend(&head, t)));
+                    for (u, t, e) in sub.iter() {
+                        tails.insert((*u, prepend(&head, t), e.clone()));
                     }
                 }
             }
@@ -1041,10 +1101,11 @@ fn explore(m: &Machine, s0: State, p0: Partial, limit: usize, deadline: Option<I
         memo.insert(key, tails);
     };
     set.explored = memo.len() + 1;
-    for (u, o) in root.iter() {
+    for (u, o, e) in root.iter() {
         match u {
             None => {
                 set.outcomes.insert(o.clone());
+                set.ends.insert((o.clone(), e.clone()));
             }
             Some(cause) => {
                 let mut prefix = o.clone();
@@ -1082,6 +1143,9 @@ pub struct Forced {
     pub undefined: Option<ViolationKind>,
     /// Threads that timed out after the trace, in order (the trace ended with the CTA quiet).
     pub timeouts: Vec<u16>,
+    /// What the run leaves behind, when the trace fixes it (it runs until nothing can move).
+    #[serde(default)]
+    pub end: Option<End>,
 }
 
 /// Replay `actions` from the initial state and return what they force; see [`forced_outcome`].
@@ -1096,16 +1160,18 @@ pub fn forced(model: &Model, actions: &[Action]) -> Result<Forced, String> {
                 ends: vec![ThreadEnd::Blocked; n],
                 undefined: Some(u.cause),
                 timeouts: Vec::new(),
+                end: None,
             })
         }
     };
     let undefined_end = |m: &Machine, s: &State, p: &Partial, cause: ViolationKind, timeouts: Vec<u16>| {
-        let (outcome, ends) = ends_of(m, s, p, false);
+        let (outcome, ends, _) = ends_of(m, s, p, false);
         Forced {
             outcome,
             ends,
             undefined: Some(cause),
             timeouts,
+            end: None,
         }
     };
     for (i, &a) in actions.iter().enumerate() {
@@ -1143,12 +1209,13 @@ pub fn forced(model: &Model, actions: &[Action]) -> Result<Forced, String> {
         return Ok(undefined_end(&m, &s, &p, ViolationKind::Lifetime, timeouts));
     }
     let terminal = s.all_done() || m.enabled(&s).is_empty();
-    let (outcome, ends) = ends_of(&m, &s, &p, terminal);
+    let (outcome, ends, end) = ends_of(&m, &s, &p, terminal);
     Ok(Forced {
         outcome,
         ends,
         undefined: None,
         timeouts,
+        end,
     })
 }
 
@@ -1176,7 +1243,7 @@ pub fn prefix_observations(model: &Model, actions: &[Action]) -> Result<Vec<Outc
 
 /// Per-thread ends and the outcome in state `s`. `terminal`: nothing can move any more, so an
 /// unfinished thread is hung rather than blocked.
-fn ends_of(m: &Machine, s: &State, p: &Partial, terminal: bool) -> (Outcome, Vec<ThreadEnd>) {
+fn ends_of(m: &Machine, s: &State, p: &Partial, terminal: bool) -> (Outcome, Vec<ThreadEnd>, Option<End>) {
     let enabled = m.enabled(s);
     let mut o = p.obs.clone();
     o.fault = false;
@@ -1199,11 +1266,8 @@ fn ends_of(m: &Machine, s: &State, p: &Partial, terminal: bool) -> (Outcome, Vec
         ends.push(end);
     }
     // Only an execution that cannot go on fixes the barriers' final phases.
-    if terminal && !s.all_done() || s.all_done() && s.copies.is_empty() {
-        o.end_parity = end_parity(s);
-        o.end_vars = m.end_vars.iter().map(|&v| s.vars[v as usize].value).collect();
-    }
-    (o, ends)
+    let end = (terminal && !s.all_done() || s.all_done() && s.copies.is_empty()).then(|| m.end_of(s));
+    (o, ends, end)
 }
 
 /// The outcome a trace forces on the threads' observations. Reads take the model's value.
@@ -1256,8 +1320,6 @@ mod tests {
             threads,
             completions: completions.to_vec(),
             fault: false,
-            end_parity: Vec::new(),
-            end_vars: Vec::new(),
         }
     }
 
@@ -1267,11 +1329,7 @@ mod tests {
     }
 
     fn strip(o: &Outcome) -> Outcome {
-        Outcome {
-            end_parity: Vec::new(),
-            end_vars: Vec::new(),
-            ..o.clone()
-        }
+        o.clone()
     }
 
     const LIMIT: usize = 2_000_000;
@@ -1384,23 +1442,26 @@ role producer[1] {
         let set = allowed_outcomes(&m, LIMIT);
         let o = set.iter().next().unwrap().clone();
         // Every barrier of the double buffer completes two phases: phase 2 is in progress.
-        assert_eq!(o.end_parity, vec![PROBE_PARITY_0; 4], "{o}");
-        assert!(o.to_string().ends_with("phases=[0,0,0,0]"), "{o}");
-        assert_eq!(Outcome::parse(&o.to_string(), 4).unwrap(), o);
-        assert_eq!(set.judge(&o), Judged::Constrained);
-        let mut wrong = o.clone();
-        wrong.end_parity[2] = PROBE_PARITY_1;
-        assert_eq!(set.judge(&wrong), Judged::Rejected);
-        wrong.end_parity[2] = PROBE_BOTH;
-        assert_eq!(set.judge(&wrong), Judged::Rejected);
+        let ends = set.ends_of(&o);
+        assert_eq!(ends.len(), 1);
+        let end = ends[0].clone();
+        assert_eq!(end.parity, vec![PROBE_PARITY_0; 4]);
+        let line = format!("{o}{}", end.suffix());
+        assert!(line.ends_with("phases=[0,0,0,0]"), "{line}");
+        assert_eq!(Outcome::parse_observed(&line, 4).unwrap(), (o.clone(), end.clone()));
+        assert_eq!(set.judge_end(&o, &end), Judged::Constrained);
+        let mut wrong = end.clone();
+        wrong.parity[2] = PROBE_PARITY_1;
+        assert_eq!(set.judge_end(&o, &wrong), Judged::Rejected);
+        wrong.parity[2] = PROBE_BOTH;
+        assert_eq!(set.judge_end(&o, &wrong), Judged::Rejected);
         // Not probed by the backend: a wildcard; not recorded at all: ignored.
-        wrong.end_parity[2] = PROBE_NONE;
-        assert_eq!(set.judge(&wrong), Judged::Constrained);
-        wrong.end_parity.clear();
-        assert_eq!(set.judge(&wrong), Judged::Constrained);
-        // A trace that runs to the end forces the same probes.
+        wrong.parity[2] = PROBE_NONE;
+        assert_eq!(set.judge_end(&o, &wrong), Judged::Constrained);
+        assert_eq!(set.judge_end(&o, &End::default()), Judged::Constrained);
+        // A trace that runs to the end forces the same end.
         let f = forced(&m, &one_run(&m)).unwrap();
-        assert_eq!(f.outcome.end_parity, o.end_parity);
+        assert_eq!(f.end, Some(end));
     }
 
     fn one_run(m: &Model) -> Vec<Action> {
@@ -1482,14 +1543,15 @@ role producer[1] {
         assert_eq!(completion_vars(&m.proto), vec![0]);
         let set = allowed_outcomes(&m, LIMIT);
         let o = set.iter().next().unwrap();
-        assert_eq!(o.end_vars, vec![3], "{o}");
-        assert!(o.to_string().contains("vars=[3]"), "{o}");
-        assert_eq!(&Outcome::parse(&o.to_string(), 2).unwrap(), o);
-        let mut lost = o.clone();
-        lost.end_vars = vec![2];
-        assert_eq!(set.judge(&lost), Judged::Rejected);
-        lost.end_vars.clear();
-        assert_eq!(set.judge(&lost), Judged::Constrained);
+        let end = set.ends_of(o)[0].clone();
+        assert_eq!(end.vars, vec![3]);
+        assert!(end.suffix().contains("vars=[3]"));
+        let lost = End {
+            vars: vec![2],
+            ..end.clone()
+        };
+        assert_eq!(set.judge_end(o, &lost), Judged::Rejected);
+        assert_eq!(set.judge_end(o, &end), Judged::Constrained);
     }
 
     #[test]
@@ -1532,8 +1594,6 @@ role producer[1] {
             threads: vec![th(false, &[], &[], &[0])],
             completions: vec![0],
             fault: true,
-            end_parity: Vec::new(),
-            end_vars: Vec::new(),
         };
         assert!(set.contains(&faulted));
     }

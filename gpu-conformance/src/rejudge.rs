@@ -125,12 +125,15 @@ pub fn rejudge(report: &serde_json::Value, o: &Options) -> Result<Vec<Rejudged>,
         };
         let nb = sc.model.proto.barriers.len();
         let mut obs: Vec<(Outcome, usize)> = Vec::new();
+        let mut ends = Vec::new();
         for (line, n) in &old.observed {
-            obs.push((Outcome::parse(line, nb).map_err(|e| format!("{}: {e}", old.spec))?, *n));
+            let (o, e) = Outcome::parse_observed(line, nb).map_err(|e| format!("{}: {e}", old.spec))?;
+            obs.push((o, *n));
+            ends.push(e);
         }
         // A faulted launch was counted once per block in the old reports.
         if case.mode == "stress" {
-            let (j, litmus) = judge_stress(allowed, &obs);
+            let (j, litmus) = judge_stress(allowed, &obs, &ends);
             case.allowed = serde_json::json!(allowed.summary());
             case.verdict = Some(j.verdict);
             case.why = j.why;
@@ -158,7 +161,16 @@ pub fn rejudge(report: &serde_json::Value, o: &Options) -> Result<Vec<Rejudged>,
             };
             let fc = forced(&sc.model, &t.actions).map_err(|e| format!("{}: trace does not replay: {e}", old.spec))?;
             let deadline = Instant::now() + Duration::from_secs_f64(o.budget.outcome_seconds);
-            let (j, mut info) = judge_replay(&sc.model, &t.actions, &fc, allowed, &obs, o.budget.outcome_states, Some(deadline));
+            let (j, mut info) = judge_replay(
+                &sc.model,
+                &t.actions,
+                &fc,
+                allowed,
+                &obs,
+                &ends,
+                o.budget.outcome_states,
+                Some(deadline),
+            );
             info.trace = t.label.clone();
             info.trace_source = t.source.clone();
             let mut note = format!(

@@ -18,7 +18,7 @@
 use crate::child::{run_jobs, Job, JobFile, JobResult};
 use crate::codegen::{Backend, Kernel};
 use crate::compare::{as_forced, judge_replay, judge_stress, outcome_of, Flags, Verdict};
-use crate::outcome::{forced, Outcome};
+use crate::outcome::{forced, End, Outcome};
 use crate::plan::{plan_spec, progress_line, Settings, SpecPlan, TraceIndex};
 use crate::report::{today, Case, Report, SpecRow};
 use crate::schedule::replay_schedule;
@@ -276,16 +276,17 @@ fn run_on_gpu(a: &Settings, specs: &mut [SpecPlan], cases: &mut Vec<Case>, save:
     let _ = std::fs::remove_dir_all(&work);
 }
 
-/// The observed outcomes of a job, with their block counts, and the flags they raised.
-pub fn observations(k: &Kernel, res: &JobResult, blocks: usize) -> (Vec<(Outcome, usize)>, Flags) {
+/// The observed outcomes of a job with what each run left behind, their block counts, and the
+/// flags they raised.
+pub fn observations(k: &Kernel, res: &JobResult, blocks: usize) -> (Vec<((Outcome, End), usize)>, Flags) {
     let mut flags = Flags::default();
-    let mut counts: BTreeMap<Outcome, usize> = BTreeMap::new();
+    let mut counts: BTreeMap<(Outcome, End), usize> = BTreeMap::new();
     match res {
         JobResult::Words(w) => {
             for blk in 0..blocks.min(w.len() / k.block_words.max(1)) {
-                let (o, f) = outcome_of(k, w, blk);
+                let (o, e, f) = outcome_of(k, w, blk);
                 flags.merge(f);
-                *counts.entry(o).or_default() += 1;
+                *counts.entry((o, e)).or_default() += 1;
             }
         }
         JobResult::Fault(_) => {
@@ -294,7 +295,7 @@ pub fn observations(k: &Kernel, res: &JobResult, blocks: usize) -> (Vec<(Outcome
                 fault: true,
                 ..Outcome::default()
             };
-            counts.insert(fault, blocks);
+            counts.insert((fault, End::default()), blocks);
         }
         JobResult::OverBudget(_) => {}
     }
@@ -307,11 +308,13 @@ fn judge_case(s: &SpecPlan, k: &Kernel, b: Backend, mode: &str, trace: Option<us
         return skip_case(s, b, mode, format!("not run (budget: {why})"));
     }
     let allowed = s.allowed.as_ref().expect("a ready spec has its allowed set");
-    let (mut obs, flags) = observations(k, &res, blocks);
-    if s.vars_racy && obs.iter().any(|(o, _)| !o.end_vars.is_empty()) {
+    let (seen, flags) = observations(k, &res, blocks);
+    let obs: Vec<(Outcome, usize)> = seen.iter().map(|((o, _), n)| (o.clone(), *n)).collect();
+    let mut ends: Vec<End> = seen.iter().map(|((_, e), _)| e.clone()).collect();
+    if s.vars_racy && ends.iter().any(|e| !e.vars.is_empty()) {
         // Vars are not widened for races: their end values are not judged in a racy spec.
-        for (o, _) in &mut obs {
-            o.end_vars.clear();
+        for e in &mut ends {
+            e.vars.clear();
         }
     }
     let mut note = s.notes.iter().map(|n| format!("{n}; ")).collect::<String>();
@@ -323,11 +326,11 @@ fn judge_case(s: &SpecPlan, k: &Kernel, b: Backend, mode: &str, trace: Option<us
         backend: b.name().into(),
         mode: mode.into(),
         runs: obs.iter().map(|(_, n)| n).sum(),
-        observed: obs.iter().map(|(o, n)| (o.to_string(), *n)).collect(),
+        observed: seen.iter().map(|((o, e), n)| (format!("{o}{}", e.suffix()), *n)).collect(),
         ..Case::default()
     };
     if mode == "stress" {
-        let (j, litmus) = judge_stress(allowed, &obs);
+        let (j, litmus) = judge_stress(allowed, &obs, &ends);
         case.allowed = serde_json::json!(allowed.summary());
         case.bug_manifested = s.has_bug.then_some(flags.bug_shows());
         case.verdict = Some(j.verdict);
@@ -340,7 +343,16 @@ fn judge_case(s: &SpecPlan, k: &Kernel, b: Backend, mode: &str, trace: Option<us
         match forced(&s.model, &t.actions) {
             Ok(fc) => {
                 let deadline = Instant::now() + Duration::from_secs_f64(a.budget.outcome_seconds);
-                let (j, mut info) = judge_replay(&s.model, &t.actions, &fc, allowed, &obs, a.budget.outcome_states, Some(deadline));
+                let (j, mut info) = judge_replay(
+                    &s.model,
+                    &t.actions,
+                    &fc,
+                    allowed,
+                    &obs,
+                    &ends,
+                    a.budget.outcome_states,
+                    Some(deadline),
+                );
                 info.trace = t.label.clone();
                 info.trace_source = t.source.clone();
                 note.push_str(&format!(

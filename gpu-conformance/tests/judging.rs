@@ -46,13 +46,13 @@ fn the_three_verdicts_of_a_stress_case() {
     let m = model("specs/guide/double_buffer.phase");
     let set = allowed_outcomes(&m, 1_000_000);
     let good = set.iter().next().unwrap().clone();
-    let (j, lit) = judge_stress(&set, &[(good.clone(), 4096)]);
+    let (j, lit) = judge_stress(&set, &[(good.clone(), 4096)], &[]);
     assert_eq!(j.verdict, Verdict::Within);
     assert_eq!((j.tally.constrained, j.tally.vacuous, j.tally.outside), (4096, 0, 0));
     assert_eq!(lit.never_seen_count, 0);
     let mut stale = good.clone();
     stale.threads[1].reads[2] = 0;
-    let (j, _) = judge_stress(&set, &[(good, 4000), (stale, 96)]);
+    let (j, _) = judge_stress(&set, &[(good, 4000), (stale, 96)], &[]);
     assert_eq!(j.verdict, Verdict::Outside);
     assert_eq!(j.tally.outside, 96);
 
@@ -62,7 +62,7 @@ fn the_three_verdicts_of_a_stress_case() {
     let set = allowed_outcomes(&m, 1_000_000);
     assert!(!set.vacuous_causes().is_empty(), "{set}");
     let any = parse(&m, "t0 HUNG | t1 done");
-    let (j, _) = judge_stress(&set, &[(any, 32)]);
+    let (j, _) = judge_stress(&set, &[(any, 32)], &[]);
     assert_eq!(j.verdict, Verdict::Unchecked);
     assert!(
         j.why.contains("before any observation") && j.why.contains("uninitialized"),
@@ -80,13 +80,13 @@ fn the_three_verdicts_of_a_stress_case() {
     let set = allowed_outcomes(&m, 1_000_000);
     assert!(set.vacuous_causes().is_empty());
     let fault = Outcome::parse("fault", 1).unwrap();
-    assert_eq!(judge_stress(&set, &[(fault, 1)]).0.verdict, Verdict::Within);
+    assert_eq!(judge_stress(&set, &[(fault, 1)], &[]).0.verdict, Verdict::Within);
     assert_eq!(
-        judge_stress(&set, &[(parse(&m, "t0 done parity=[0,1]"), 1)]).0.verdict,
+        judge_stress(&set, &[(parse(&m, "t0 done parity=[0,1]"), 1)], &[]).0.verdict,
         Verdict::Within
     );
     assert_eq!(
-        judge_stress(&set, &[(parse(&m, "t0 done parity=[1]"), 1)]).0.verdict,
+        judge_stress(&set, &[(parse(&m, "t0 done parity=[1]"), 1)], &[]).0.verdict,
         Verdict::Outside
     );
     let _ = std::fs::remove_dir_all(&dir);
@@ -103,7 +103,7 @@ fn litmus_lists_what_was_allowed_but_never_seen_with_a_reason() {
         .take(1)
         .cloned()
         .collect();
-    let (j, lit) = judge_stress(&set, &[(seen[0].clone(), 10)]);
+    let (j, lit) = judge_stress(&set, &[(seen[0].clone(), 10)], &[]);
     assert_eq!(j.verdict, Verdict::Within);
     assert_eq!(lit.allowed.len(), set.len());
     assert_eq!(lit.never_seen_count, set.len() - 1);
@@ -149,13 +149,13 @@ fn a_replay_block_is_judged_against_its_trace_then_from_where_it_left() {
     let v = rep.violations.iter().find(|v| v.kind.name() == "data-race").unwrap();
     let fc = forced(&m, &v.actions).unwrap();
     // Exactly the forced outcome: reproduced.
-    let (j, info) = judge_replay(&m, &v.actions, &fc, &set, &[(fc.outcome.clone(), 32)], 1_000_000, None);
+    let (j, info) = judge_replay(&m, &v.actions, &fc, &set, &[(fc.outcome.clone(), 32)], &[], 1_000_000, None);
     assert_eq!(j.verdict, Verdict::Within);
     assert_eq!((info.reproduced, info.left), (32, 0));
     // What the H200 showed: the consumer hung after two reads. Not the forced outcome; allowed
     // from a point late in the trace.
     let hung = parse(&m, "t0 done parity=[0,0,1] | t1 HUNG reads=[0,1] parity=[0,0]");
-    let (j, info) = judge_replay(&m, &v.actions, &fc, &set, &[(hung.clone(), 32)], 1_000_000, None);
+    let (j, info) = judge_replay(&m, &v.actions, &fc, &set, &[(hung.clone(), 32)], &[], 1_000_000, None);
     assert_eq!(j.verdict, Verdict::Within);
     assert_eq!((info.reproduced, info.left), (0, 32));
     let (k, n) = info.left_at.iter().next().unwrap();
@@ -167,7 +167,7 @@ fn a_replay_block_is_judged_against_its_trace_then_from_where_it_left() {
     );
     // Something no execution allows: outside, judged from nowhere.
     let bad = parse(&m, "t0 done parity=[1,1,1] | t1 done reads=[0,1,2] parity=[0,0]");
-    let (j, info) = judge_replay(&m, &v.actions, &fc, &set, &[(bad, 1), (hung, 31)], 1_000_000, None);
+    let (j, info) = judge_replay(&m, &v.actions, &fc, &set, &[(bad, 1), (hung, 31)], &[], 1_000_000, None);
     assert_eq!(j.verdict, Verdict::Outside);
     assert_eq!(info.left_at.get("none"), Some(&1));
     assert_eq!(info.left_judged.outside, 1);
@@ -175,21 +175,28 @@ fn a_replay_block_is_judged_against_its_trace_then_from_where_it_left() {
 
 #[test]
 fn a_replayed_block_must_end_in_the_phases_its_trace_fixes() {
+    use phasecheck_gpu::outcome::{End, PROBE_NONE};
     let m = model("specs/guide/double_buffer.phase");
     let set = allowed_outcomes(&m, 1_000_000);
     let acts = phasecheck_gpu::schedule::one_execution_landings_first(&m).unwrap();
     let fc = forced(&m, &acts).unwrap();
-    assert_eq!(fc.outcome.end_parity.len(), 4, "{}", fc.outcome);
-    let (j, info) = judge_replay(&m, &acts, &fc, &set, &[(fc.outcome.clone(), 32)], 1_000_000, None);
+    let end = fc.end.clone().expect("the trace runs to the end");
+    assert_eq!(end.parity.len(), 4);
+    let obs = [(fc.outcome.clone(), 32)];
+    let (j, info) = judge_replay(&m, &acts, &fc, &set, &obs, std::slice::from_ref(&end), 1_000_000, None);
     assert_eq!((j.verdict, info.reproduced), (Verdict::Within, 32));
     // Every thread as forced, but a barrier one phase off: not reproduced, and nothing allows it.
-    let mut off = fc.outcome.clone();
-    off.end_parity[0] ^= 1;
-    let (j, info) = judge_replay(&m, &acts, &fc, &set, &[(off.clone(), 1)], 1_000_000, None);
-    assert_eq!((info.reproduced, info.left), (0, 1));
+    let mut off = end.clone();
+    off.parity[0] ^= 1;
+    let (j, info) = judge_replay(&m, &acts, &fc, &set, &obs, std::slice::from_ref(&off), 1_000_000, None);
+    assert_eq!((info.reproduced, info.left), (0, 32));
     assert_eq!(j.verdict, Verdict::Outside);
-    // Not probed (a libcu++ software barrier): a wildcard.
-    off.end_parity[0] = phasecheck_gpu::outcome::PROBE_NONE;
-    let (j, info) = judge_replay(&m, &acts, &fc, &set, &[(off, 1)], 1_000_000, None);
-    assert_eq!((j.verdict, info.reproduced), (Verdict::Within, 1));
+    let (j, _) = judge_stress(&set, &obs, std::slice::from_ref(&off));
+    assert_eq!(j.verdict, Verdict::Outside);
+    // Not probed (a libcu++ software barrier): a wildcard; nothing recorded: ignored.
+    off.parity[0] = PROBE_NONE;
+    let (j, info) = judge_replay(&m, &acts, &fc, &set, &obs, &[off], 1_000_000, None);
+    assert_eq!((j.verdict, info.reproduced), (Verdict::Within, 32));
+    let (j, _) = judge_stress(&set, &obs, &[End::default()]);
+    assert_eq!(j.verdict, Verdict::Within);
 }

@@ -114,8 +114,8 @@ fn block_records_parse_into_outcome_vectors() {
     w[3 * THREAD_WORDS + 5] = 4 | 1; // barrier 1: parity 1 in progress
     let r = k.parse_block(&w);
     assert_eq!(r.probes, vec![6, 5, 0, 0]);
-    let (o, _) = phasecheck_gpu::compare::outcome_of(&k, &w, 0);
-    assert_eq!(o.end_parity, vec![0, 1, 2, 2]);
+    let (_, end, _) = phasecheck_gpu::compare::outcome_of(&k, &w, 0);
+    assert_eq!(end.parity, vec![0, 1, 2, 2]);
     assert_eq!(r.threads[1].reads, vec![0, -1]);
     assert_eq!(r.threads[1].bad_expect, 1);
     assert_eq!(r.threads[0].status, status::HUNG);
