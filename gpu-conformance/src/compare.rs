@@ -289,7 +289,7 @@ pub fn judge_replay(
         steps: actions.len(),
         forced: match &forced_pattern {
             Some(u) => format!("after {}: {} (then anything)", u.cause, u.prefix),
-            None => fo.to_string(),
+            None => format!("{fo}{}", fc.end.as_ref().map(|e| e.suffix()).unwrap_or_default()),
         },
         ..Default::default()
     };
