@@ -1,6 +1,8 @@
-//! `phasecheck emit-cuda` and `phasecheck gpu run` (issue 4): thin glue over phasecheck-gpu.
+//! `phasecheck emit-cuda` and `phasecheck gpu ...` (issues 4 and 11): the command-line arguments,
+//! and thin glue over phasecheck-gpu (`runner::run`, `rejudge`, `report`).
 
 use phasecheck_gpu::codegen::{generate, Backend};
+use phasecheck_gpu::plan::{Budget, Settings};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -31,10 +33,126 @@ pub struct EmitArgs {
     pub params: Vec<(String, i64)>,
 }
 
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum BackendSel {
+    Libcu,
+    Ptx,
+    Both,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ModeSel {
+    Replay,
+    Stress,
+    Both,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct RunArgs {
+    /// `.phase` files or folders.
+    #[arg(required = true)]
+    pub paths: Vec<PathBuf>,
+    #[arg(long, value_enum, default_value_t = BackendSel::Both)]
+    pub backend: BackendSel,
+    #[arg(long, value_enum, default_value_t = ModeSel::Both)]
+    pub mode: ModeSel,
+    /// Stress: blocks (executions) per spec; replay: blocks per trace is min(N, 32).
+    #[arg(long, default_value_t = 4096)]
+    pub runs: u32,
+    /// JSON report path (a `.md` table is written next to it). Default:
+    /// gpu-conformance/results/<date>-h200.json
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Bound of every wait in the kernels.
+    #[arg(long, default_value_t = 20)]
+    pub timeout_ms: u64,
+    /// Budget of the model's outcome enumeration per spec: distinct states. A spec over it is
+    /// reported `not run (budget: ...)`.
+    #[arg(long, default_value_t = 200_000)]
+    pub outcome_limit: usize,
+    /// Budget of the model's outcome enumeration per spec: seconds.
+    #[arg(long, default_value_t = 30.0)]
+    pub outcome_seconds: f64,
+    /// Budget of the trace search per spec: seconds (the traces found by then are replayed).
+    #[arg(long, default_value_t = 10.0)]
+    pub check_seconds: f64,
+    /// Budget of the trace search per spec: states.
+    #[arg(long)]
+    pub check_states: Option<usize>,
+    /// Budget of one kernel job (launch, child process included): seconds.
+    #[arg(long, default_value_t = 60.0)]
+    pub kernel_seconds: f64,
+    /// Folder of committed counterexample trace files: replay uses the file for a (spec, kind)
+    /// when there is one, else the verifier's trace.
+    #[arg(long, default_value = "counterexamples")]
+    pub traces: PathBuf,
+    /// Run only the model stages (enumeration, traces, code generation) and write the report:
+    /// no NVRTC, no GPU.
+    #[arg(long)]
+    pub plan_only: bool,
+    /// Plant a defect in the model (tests only: a failing model must not stop the suite).
+    #[arg(long, hide = true, value_parser = crate::parse_mutant)]
+    pub mutant: Option<phasecheck_model::step::Mutant>,
+}
+
+impl RunArgs {
+    pub fn settings(&self) -> Settings {
+        Settings {
+            paths: self.paths.clone(),
+            backends: match self.backend {
+                BackendSel::Libcu => vec![Backend::Libcu],
+                BackendSel::Ptx => vec![Backend::Ptx],
+                BackendSel::Both => vec![Backend::Ptx, Backend::Libcu],
+            },
+            replay: self.mode != ModeSel::Stress,
+            stress: self.mode != ModeSel::Replay,
+            runs: self.runs,
+            out: self.out.clone(),
+            timeout_ms: self.timeout_ms,
+            budget: Budget {
+                outcome_states: self.outcome_limit,
+                outcome_seconds: self.outcome_seconds,
+                check_seconds: self.check_seconds,
+                check_states: self.check_states,
+                kernel_seconds: self.kernel_seconds,
+            },
+            traces: self.traces.is_dir().then(|| self.traces.clone()),
+            plan_only: self.plan_only,
+            mutant: self.mutant,
+        }
+    }
+}
+
+#[derive(clap::Args, Debug)]
+pub struct RejudgeArgs {
+    /// A results file written by `gpu run`.
+    pub report: PathBuf,
+    /// Write the re-judged report here (JSON, and `.md` next to it); default: print the table.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Spec paths in the report are relative to this folder.
+    #[arg(long, default_value = ".")]
+    pub root: PathBuf,
+    #[arg(long, default_value = "counterexamples")]
+    pub traces: PathBuf,
+    /// Budget of the model's outcome enumeration per spec (and per replay prefix): seconds.
+    #[arg(long, default_value_t = 120.0)]
+    pub outcome_seconds: f64,
+}
+
 #[derive(clap::Subcommand)]
 pub enum GpuCommand {
-    /// Run protocols on the GPU and compare every outcome with the model.
-    Run(phasecheck_gpu::runner::RunArgs),
+    /// Run protocols on the GPU and judge every outcome against the model (within, unchecked,
+    /// OUTSIDE).
+    Run(RunArgs),
+    /// Re-judge a results file's recorded observations under the current model (no GPU).
+    Rejudge(RejudgeArgs),
+    /// Print the docs/hardware-notes.md section of a results file: outcomes the model allows
+    /// that no stress block showed.
+    Notes {
+        /// A results file written by `gpu run` or `gpu rejudge`.
+        report: PathBuf,
+    },
     /// (internal) Execute launch jobs in a child process; a sticky CUDA error ends only the child.
     #[command(hide = true)]
     Child { jobs: PathBuf },
@@ -62,7 +180,50 @@ pub fn emit(a: EmitArgs) -> ExitCode {
 
 pub fn run(c: GpuCommand) -> ExitCode {
     match c {
-        GpuCommand::Run(args) => ExitCode::from(phasecheck_gpu::runner::run(&args)),
-        GpuCommand::Child { jobs } => ExitCode::from(phasecheck_gpu::runner::child_main(&jobs)),
+        GpuCommand::Run(args) => ExitCode::from(phasecheck_gpu::runner::run(&args.settings())),
+        GpuCommand::Rejudge(a) => {
+            let o = phasecheck_gpu::rejudge::Options {
+                root: a.root,
+                traces: a.traces.is_dir().then_some(a.traces),
+                budget: Budget {
+                    outcome_seconds: a.outcome_seconds,
+                    outcome_states: 1_000_000,
+                    ..Budget::default()
+                },
+            };
+            match phasecheck_gpu::rejudge::rejudge_file(&a.report, &o) {
+                Ok((_, report)) => {
+                    if let Some(out) = &a.out {
+                        if let Err(e) = report.write(out) {
+                            eprintln!("error: cannot write {}: {e}", out.display());
+                            return ExitCode::from(2);
+                        }
+                    }
+                    print!("{}", report.markdown());
+                    let outside = report.count(phasecheck_gpu::compare::Verdict::Outside);
+                    ExitCode::from(if outside > 0 { 1 } else { 0 })
+                }
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    ExitCode::from(2)
+                }
+            }
+        }
+        GpuCommand::Notes { report } => {
+            let r: Result<phasecheck_gpu::report::Report, String> = std::fs::read_to_string(&report)
+                .map_err(|e| e.to_string())
+                .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()));
+            match r {
+                Ok(r) => {
+                    print!("{}", r.hardware_notes_section());
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("error: {}: {e}", report.display());
+                    ExitCode::from(2)
+                }
+            }
+        }
+        GpuCommand::Child { jobs } => ExitCode::from(phasecheck_gpu::child::child_main(&jobs)),
     }
 }

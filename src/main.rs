@@ -82,7 +82,7 @@ struct SearchArgs {
     mutant: Option<phasecheck_model::step::Mutant>,
 }
 
-fn parse_mutant(s: &str) -> Result<phasecheck_model::step::Mutant, String> {
+pub(crate) fn parse_mutant(s: &str) -> Result<phasecheck_model::step::Mutant, String> {
     phasecheck_model::step::Mutant::ALL
         .into_iter()
         .find(|m| m.name() == s)

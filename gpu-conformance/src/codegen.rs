@@ -18,6 +18,10 @@
 //! per model thread t (THREAD_WORDS = 5 + 3 * CAP):
 //!   [status, nreads, ntry, ntok, nbad_expect, reads[CAP], try_waits[CAP], token_parities[CAP]]
 //! then per flattened barrier: completion-function runs
+//! then per flattened barrier: the end probe (0: not probed; else 4 | test_wait.parity(0) |
+//!   test_wait.parity(1) << 1, read by the last model thread to exit, non-destructively)
+//! then, when completion functions write shared vars: a marker (1: written) and per such var
+//!   (`outcome::completion_vars`) its final value, low and high 32 bits
 //! ```
 
 use phasecheck_model::ir::*;
@@ -78,6 +82,12 @@ impl std::fmt::Display for NotExpressible {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "not expressible: {}", self.0)
     }
+}
+
+/// Words of one block's results for protocol `p` (see the module docs for the layout).
+pub fn block_words_of(p: &Protocol) -> usize {
+    let ncv = crate::outcome::completion_vars(p).len();
+    p.threads.len() * THREAD_WORDS + 2 * p.barriers.len() + if ncv > 0 { 1 + 2 * ncv } else { 0 }
 }
 
 /// One generated kernel and the launch facts the runner needs.
@@ -576,7 +586,7 @@ pub fn generate(p: &Protocol, source: &str, backend: Backend, index: usize) -> R
     let symbol = format!("pc_{}_{}", ident(&p.name), index);
     let nb = p.barriers.len();
     let nt = p.threads.len();
-    let block_words = nt * THREAD_WORDS + nb;
+    let block_words = block_words_of(p);
     let src_words = p.buffers.iter().map(|b| words_of(b.bytes)).max().unwrap_or(4).max(4);
     g.kernel(&symbol, block_dim, &hw_index)?;
     Ok(Kernel {
@@ -900,6 +910,11 @@ impl<'a> Gen<'a> {
             self.w("  volatile int wdone[NT];      // exited threads (they hold no syncwarp(mask) back)");
             self.w("  volatile unsigned walive[NW];  // elect(): lanes of each warp not exited");
         }
+        self.w(format!(
+            "  int bar_live[{}];        // per barrier: initialised and not invalidated (the end probes read only these)",
+            p.barriers.len().max(1)
+        ));
+        self.w("  int exited;             // model threads that have exited: the last one probes the barriers");
         self.w("  volatile int turn;      // replay turnstile");
         self.w("  PcSync block_sync;      // syncthreads");
         self.w("  PcSync warp_sync[NW];   // syncwarp, per model warp");
@@ -948,7 +963,10 @@ impl<'a> Gen<'a> {
         self.w("  // hardware thread -> model thread (-1: padding that exits after setup)");
         self.w(format!("  const int model_thread[{block_dim}] = {{{}}};", map.join(", ")));
         self.w("  const int me = model_thread[threadIdx.x];");
-        self.w("  int* block_out = out + (i64)blockIdx.x * (NT * PC_THREAD_WORDS + NB);");
+        self.w(format!(
+            "  int* block_out = out + (i64)blockIdx.x * {};  // this block's results",
+            block_words_of(p)
+        ));
         self.w("  if (threadIdx.x == 0) {");
         self.w("    // Initialise every barrier not declared manual_init, before any thread runs.");
         for (bi, b) in p.barriers.iter().enumerate() {
@@ -993,6 +1011,14 @@ impl<'a> Gen<'a> {
             self.w(format!("    s.var_{} = {};", ident(&v.name), v.init));
         }
         self.w("    for (int i = 0; i < (int)(sizeof(s.writes) / sizeof(int)); i++) s.writes[i] = 0;");
+        let live: Vec<&str> = p.barriers.iter().map(|b| if b.manual_init { "0" } else { "1" }).collect();
+        if !live.is_empty() {
+            self.w(format!(
+                "    {{ const int live[NB] = {{{}}}; for (int i = 0; i < NB; i++) s.bar_live[i] = live[i]; }}",
+                live.join(", ")
+            ));
+        }
+        self.w("    s.exited = 0;");
         if has_commit(p) {
             self.w("    for (int i = 0; i < NT; i++) pc_lane_init(&s.lanes[i]);");
         }
@@ -1046,8 +1072,54 @@ impl<'a> Gen<'a> {
             self.w("  __threadfence_block(); s.wdone[me] = 1; atomicAnd((unsigned*)&s.walive[th.warp], ~(1u << th.lane));  // nor a syncwarp(mask) or elect()");
         }
         self.w("  th.rec[0] = th.status; th.rec[1] = th.nreads; th.rec[2] = th.ntry; th.rec[3] = th.ntok; th.rec[4] = th.nbad; th.rec[5] = th.lost;");
+        self.end_probes();
         self.w("}");
         Ok(())
+    }
+
+    /// The last model thread to exit reads every live barrier's phase parity with both
+    /// non-destructive probes (`mbarrier.test_wait.parity` 0 and 1); the model predicts it
+    /// (`Outcome::end_parity`). Software barriers (libcu++ with a completion function) have no
+    /// mbarrier to probe: their word stays 0, "not probed".
+    fn end_probes(&mut self) {
+        let p = self.p;
+        let probed = (0..p.barrier_groups.len()).any(|gi| self.backend == Backend::Ptx || self.group_completion[gi].is_none());
+        let cvars = crate::outcome::completion_vars(p);
+        if !probed && cvars.is_empty() {
+            return;
+        }
+        self.w("  // The last model thread out probes every live barrier's phase (both parities).");
+        self.w("  __threadfence_block();");
+        self.w("  if (atomicAdd(&s.exited, 1) == NT - 1) {");
+        self.w("    __threadfence_block();");
+        self.w("    int* probes = block_out + NT * PC_THREAD_WORDS + NB;");
+        for (gi, g) in p.barrier_groups.iter().enumerate() {
+            if self.backend == Backend::Libcu && self.group_completion[gi].is_some() {
+                continue;
+            }
+            for i in 0..g.len as usize {
+                let flat = g.base as usize + i;
+                let idx = if g.is_array { format!("[{i}]") } else { String::new() };
+                let bar = self.native(&format!("s.bar_{}{idx}", ident(&g.name)));
+                self.w(format!(
+                    "    if (s.bar_live[{flat}]) probes[{flat}] = 4 | (pc_mbar_test_parity({bar}, 0) ? 1 : 0) | (pc_mbar_test_parity({bar}, 1) ? 2 : 0);"
+                ));
+            }
+        }
+        if !cvars.is_empty() {
+            self.w("    // What the completion functions computed: the final value of each var they write.");
+            self.w("    int* vars = probes + NB;");
+            self.w("    vars[0] = 1;");
+            for (i, v) in cvars.iter().enumerate() {
+                let name = self.var_name(*v);
+                self.w(format!(
+                    "    vars[{}] = (int)(u64)s.{name}; vars[{}] = (int)((u64)s.{name} >> 32);",
+                    1 + 2 * i,
+                    2 + 2 * i
+                ));
+            }
+        }
+        self.w("  }");
     }
 
     fn code_body(&mut self, code: &Code, in_completion: bool) -> Result<(), NotExpressible> {
@@ -1422,6 +1494,7 @@ impl<'a> Gen<'a> {
                 if let Some(c) = chk {
                     self.w(format!("  {c}"));
                 }
+                let live_flat = self.flat_bar(code, bar);
                 let g = &self.p.barrier_groups[bar.group as usize];
                 let decl = self.p.barriers[g.base as usize].count;
                 let count = count.as_ref().map(|e| self.expr(code, e)).unwrap_or_else(|| format!("{decl}LL"));
@@ -1439,12 +1512,15 @@ impl<'a> Gen<'a> {
                         ))
                     }
                 }
+                self.w(format!("  s.bar_live[{live_flat}] = 1;"));
             }
             IOp::Inval { bar } => {
                 let (b, chk) = self.place(code, bar, true);
                 if let Some(c) = chk {
                     self.w(format!("  {c}"));
                 }
+                let live_flat = self.flat_bar(code, bar);
+                self.w(format!("  s.bar_live[{live_flat}] = 0;"));
                 if libcu && self.is_software(bar) {
                     self.w(format!("  {b}.~barrier();  // software barrier: its life ends"));
                 } else {
@@ -1496,6 +1572,10 @@ pub struct ThreadRecord {
 pub struct BlockRecord {
     pub threads: Vec<ThreadRecord>,
     pub completions: Vec<u32>,
+    /// Per barrier, the end probe word (0: not probed; else `4 | p0 | p1 << 1`).
+    pub probes: Vec<i32>,
+    /// The final values of the vars completion functions write; empty when not recorded.
+    pub end_vars: Vec<i64>,
 }
 
 impl Kernel {
@@ -1518,6 +1598,21 @@ impl Kernel {
             .iter()
             .map(|&v| v.max(0) as u32)
             .collect();
-        BlockRecord { threads, completions }
+        let at = self.threads * THREAD_WORDS + self.barriers;
+        let probes = words.get(at..at + self.barriers).map(|w| w.to_vec()).unwrap_or_default();
+        let at = at + self.barriers;
+        let end_vars = match words.get(at..self.block_words) {
+            Some(v) if v.len() > 1 && v[0] == 1 => v[1..]
+                .chunks_exact(2)
+                .map(|c| ((c[1] as u32 as u64) << 32 | c[0] as u32 as u64) as i64)
+                .collect(),
+            _ => Vec::new(),
+        };
+        BlockRecord {
+            threads,
+            completions,
+            probes,
+            end_vars,
+        }
     }
 }

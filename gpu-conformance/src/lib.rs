@@ -1,10 +1,18 @@
 //! CUDA generation and GPU runs: every spec becomes a kernel (`codegen`), compiled with NVRTC
-//! (`nvrtc`), run on the GPU (`runner`, through `sys`, which holds every raw cudarc call), and its
-//! outcomes compared with those the model allows (`outcome`).
+//! (`nvrtc`), run on the GPU in child processes (`child`, through `sys`, which holds every raw
+//! cudarc call) as `runner` orchestrates (`plan`: the model stages within budgets; `schedule`:
+//! replay schedules), and its outcomes judged against those the model allows (`outcome`,
+//! `compare`) into a report (`report`); `rejudge` re-judges a committed report's observations.
 
+pub mod child;
 pub mod codegen;
+pub mod compare;
 pub mod fuzz;
 pub mod nvrtc;
 pub mod outcome;
+pub mod plan;
+pub mod rejudge;
+pub mod report;
 pub mod runner;
+pub mod schedule;
 pub mod sys;

@@ -67,12 +67,13 @@
 
 use phasecheck_model::ir::{Code, IOp, Instr, InstrKind};
 use phasecheck_model::lang::ast::Span;
-use phasecheck_model::state::{State, Status};
+use phasecheck_model::state::{Life, State, Status};
 use phasecheck_model::step::{Action, Model, Obs, Violation};
 use phasecheck_model::ViolationKind;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fmt;
 use std::rc::Rc;
+use std::time::Instant;
 
 /// What one thread recorded in one GPU run.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
@@ -97,6 +98,86 @@ pub struct Outcome {
     pub completions: Vec<u32>,
     /// The launch faulted (a sticky CUDA error such as `CUDA_ERROR_LAUNCH_FAILED`).
     pub fault: bool,
+}
+
+/// The shared vars some completion function writes, in declaration order: their final values
+/// are part of the outcome ([`Outcome::end_vars`]).
+pub fn completion_vars(p: &phasecheck_model::ir::Protocol) -> Vec<u16> {
+    let mut v: Vec<u16> = p
+        .completions
+        .iter()
+        .flat_map(|c| c.instrs.iter())
+        .filter_map(|i| match i.kind {
+            InstrKind::SetVar { var, .. } => Some(var),
+            _ => None,
+        })
+        .collect();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+/// What a run leaves behind once every thread has exited, read by the kernel's last thread out
+/// and predicted by the model from each execution's final state. Kept apart from [`Outcome`] (whose
+/// shape other crates build) and judged together with it ([`AllowedSet::judge_end`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+pub struct End {
+    /// Per flattened barrier, its phase parity as non-destructive probes read it
+    /// (`mbarrier.test_wait.parity` with both parities): [`PROBE_PARITY_0`] or [`PROBE_PARITY_1`]
+    /// (the parity of the phase in progress), [`PROBE_NONE`] (not live: never initialised or
+    /// invalidated, so not probed; from the GPU also "not probed by this backend", a wildcard),
+    /// [`PROBE_BOTH`] / [`PROBE_NEITHER`] (both probes true / false: an anomaly). Empty: not
+    /// recorded (reports before the probes existed); judging then ignores it.
+    pub parity: Vec<u8>,
+    /// What completion functions computed: the final value of every shared var a completion
+    /// function writes ([`completion_vars`], in that order). Empty: none, or not recorded.
+    pub vars: Vec<i64>,
+}
+
+/// Codes of [`End::parity`].
+pub const PROBE_PARITY_0: u8 = 0;
+pub const PROBE_PARITY_1: u8 = 1;
+pub const PROBE_NONE: u8 = 2;
+pub const PROBE_BOTH: u8 = 3;
+pub const PROBE_NEITHER: u8 = 4;
+
+impl End {
+    pub fn is_empty(&self) -> bool {
+        self.parity.is_empty() && self.vars.is_empty()
+    }
+
+    /// Does an observed end agree with this predicted one? Parts not recorded are ignored; a
+    /// barrier the GPU did not probe matches any parity.
+    pub fn admits(&self, o: &End) -> bool {
+        (o.parity.is_empty()
+            || o.parity.len() == self.parity.len() && o.parity.iter().zip(&self.parity).all(|(g, m)| *g == PROBE_NONE || g == m))
+            && (o.vars.is_empty() || o.vars == self.vars)
+    }
+
+    /// ` | phases=[0,1,-] | vars=[3]` (empty when nothing is recorded): appended to an outcome's
+    /// one-line form.
+    pub fn suffix(&self) -> String {
+        let mut s = String::new();
+        if !self.parity.is_empty() {
+            let c: Vec<&str> = self
+                .parity
+                .iter()
+                .map(|p| match *p {
+                    PROBE_PARITY_0 => "0",
+                    PROBE_PARITY_1 => "1",
+                    PROBE_NONE => "-",
+                    PROBE_BOTH => "both",
+                    _ => "neither",
+                })
+                .collect();
+            s.push_str(&format!(" | phases=[{}]", c.join(",")));
+        }
+        if !self.vars.is_empty() {
+            let c: Vec<String> = self.vars.iter().map(|v| v.to_string()).collect();
+            s.push_str(&format!(" | vars=[{}]", c.join(",")));
+        }
+        s
+    }
 }
 
 impl Outcome {
@@ -175,6 +256,125 @@ impl fmt::Display for Outcome {
     }
 }
 
+impl Outcome {
+    /// Parse the one-line form written by `Display` (the keys of a report's `observed`), e.g.
+    /// `t0 done reads=[0,torn] | t1 HUNG parity=[0] | completions=[0,3] | fault`. `barriers` is
+    /// the spec's flattened barrier count: the line omits completions when all are zero. A lone
+    /// `fault` is a faulted launch whose per-thread data could not be read back.
+    pub fn parse(line: &str, barriers: usize) -> Result<Outcome, String> {
+        Outcome::parse_observed(line, barriers).map(|(o, _)| o)
+    }
+
+    /// [`Outcome::parse`] of an observation line that may end with the end facts
+    /// (`| phases=[...] | vars=[...]`, see [`End::suffix`]).
+    pub fn parse_observed(line: &str, barriers: usize) -> Result<(Outcome, End), String> {
+        let mut end = End::default();
+        let mut o = Outcome {
+            threads: Vec::new(),
+            completions: vec![0; barriers],
+            fault: false,
+        };
+        let list = |v: &str, what: &str| -> Result<Vec<String>, String> {
+            let inner = v
+                .strip_prefix('[')
+                .and_then(|v| v.strip_suffix(']'))
+                .ok_or_else(|| format!("`{what}` is not a [list]: {v}"))?;
+            Ok(if inner.is_empty() {
+                Vec::new()
+            } else {
+                inner.split(',').map(str::to_string).collect()
+            })
+        };
+        let num = |x: &str| x.parse::<i64>().map_err(|e| format!("bad number `{x}`: {e}"));
+        for part in line.split(" | ").map(str::trim).filter(|p| !p.is_empty()) {
+            if part == "fault" {
+                o.fault = true;
+            } else if let Some(v) = part.strip_prefix("phases=") {
+                end.parity = list(v, "phases")?
+                    .iter()
+                    .map(|x| match x.as_str() {
+                        "0" => Ok(PROBE_PARITY_0),
+                        "1" => Ok(PROBE_PARITY_1),
+                        "-" => Ok(PROBE_NONE),
+                        "both" => Ok(PROBE_BOTH),
+                        "neither" => Ok(PROBE_NEITHER),
+                        _ => Err(format!("bad phase probe `{x}`")),
+                    })
+                    .collect::<Result<_, _>>()?;
+            } else if let Some(v) = part.strip_prefix("vars=") {
+                end.vars = list(v, "vars")?.iter().map(|x| num(x)).collect::<Result<_, _>>()?;
+            } else if let Some(v) = part.strip_prefix("completions=") {
+                let c = list(v, "completions")?
+                    .iter()
+                    .map(|x| x.parse::<u32>().map_err(|e| format!("bad count `{x}`: {e}")))
+                    .collect::<Result<Vec<_>, _>>()?;
+                if c.len() != barriers {
+                    return Err(format!("{} completion counts, the spec has {barriers} barriers", c.len()));
+                }
+                o.completions = c;
+            } else if let Some(rest) = part.strip_prefix('t') {
+                let mut words = rest.split(' ');
+                let t: usize = words
+                    .next()
+                    .and_then(|w| w.parse().ok())
+                    .ok_or_else(|| format!("bad thread `{part}`"))?;
+                if t != o.threads.len() {
+                    return Err(format!("thread t{t} out of order in `{line}`"));
+                }
+                let mut th = ThreadOutcome::default();
+                match words.next() {
+                    Some("done") => th.finished = true,
+                    Some("HUNG") => th.finished = false,
+                    w => return Err(format!("thread t{t}: expected done or HUNG, found {w:?}")),
+                }
+                for w in words {
+                    if let Some(v) = w.strip_prefix("reads=") {
+                        th.reads = list(v, "reads")?
+                            .iter()
+                            .map(|x| if x == "torn" { Ok(-1) } else { num(x) })
+                            .collect::<Result<_, _>>()?;
+                    } else if let Some(v) = w.strip_prefix("try=") {
+                        th.try_waits = list(v, "try")?.iter().map(|x| x == "1").collect();
+                    } else if let Some(v) = w.strip_prefix("parity=") {
+                        th.token_parities = list(v, "parity")?
+                            .iter()
+                            .map(|x| num(x).map(|n| n as u8))
+                            .collect::<Result<_, _>>()?;
+                    } else {
+                        return Err(format!("thread t{t}: unknown field `{w}`"));
+                    }
+                }
+                o.threads.push(th);
+            } else {
+                return Err(format!("unknown part `{part}` in `{line}`"));
+            }
+        }
+        Ok((o, end))
+    }
+
+    /// No observation at all: every per-thread vector empty and no completion-function run.
+    pub fn observes_nothing(&self) -> bool {
+        self.threads
+            .iter()
+            .all(|t| t.reads.is_empty() && t.try_waits.is_empty() && t.token_parities.is_empty())
+            && self.completions.iter().all(|c| *c == 0)
+    }
+}
+
+/// How an allowed set judges one observed outcome (see [`AllowedSet::judge`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Judged {
+    /// Admitted by a concrete outcome, or by an undefined-behaviour pattern whose prefix holds
+    /// at least one observation: the model constrained what could be seen, and the GPU agreed.
+    Constrained,
+    /// Admitted only by undefined-behaviour patterns reached before any observation: the model
+    /// allows anything, so the observation is no evidence either way.
+    Vacuous,
+    /// Not admitted: outside the model.
+    Rejected,
+}
+
 /// Which observation a thread statement contributes to its [`ThreadOutcome`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Recorded {
@@ -236,6 +436,11 @@ impl Undefined {
             && o.completions.len() == p.completions.len()
             && o.completions.iter().zip(&p.completions).all(|(a, b)| a >= b)
     }
+
+    /// Reached before any observation: the pattern admits every outcome, so it checks nothing.
+    pub fn is_vacuous(&self) -> bool {
+        self.prefix.observes_nothing()
+    }
 }
 
 /// Every outcome the model allows for a spec, with the hardware widenings of the module docs.
@@ -249,6 +454,12 @@ pub struct AllowedSet {
     complete: bool,
     /// Distinct (state, partial outcome) pairs explored.
     explored: usize,
+    /// Which bound stopped the exploration when `complete` is false (`states` or `seconds`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    stopped_by: Option<String>,
+    /// Per concrete outcome, the ends ([`End`]) of the executions that give it.
+    #[serde(default)]
+    ends: BTreeSet<(Outcome, End)>,
 }
 
 impl AllowedSet {
@@ -274,6 +485,78 @@ impl AllowedSet {
     /// Is this GPU-observed outcome one the model (widened for hardware) allows?
     pub fn contains(&self, o: &Outcome) -> bool {
         (!o.fault && self.outcomes.contains(o)) || self.undefined.iter().any(|u| u.admits(o))
+    }
+
+    /// Judge one observed outcome: [`Judged::Constrained`] when a concrete outcome or an
+    /// undefined-behaviour pattern with a non-empty prefix admits it (a faulted run with no data
+    /// read back needs such a pattern to exist), [`Judged::Vacuous`] when only patterns reached
+    /// before any observation do, [`Judged::Rejected`] otherwise.
+    pub fn judge(&self, o: &Outcome) -> Judged {
+        if !o.fault && self.outcomes.contains(o) {
+            return Judged::Constrained;
+        }
+        let mut vacuous = false;
+        for u in self.undefined.iter().filter(|u| u.admits(o)) {
+            if !u.is_vacuous() {
+                return Judged::Constrained;
+            }
+            vacuous = true;
+        }
+        if vacuous {
+            Judged::Vacuous
+        } else {
+            Judged::Rejected
+        }
+    }
+
+    /// [`AllowedSet::judge`] with what the run left behind: an outcome admitted through a concrete
+    /// allowed outcome must also end as one of the executions giving that outcome ended (undefined
+    /// behaviour leaves the end free).
+    pub fn judge_end(&self, o: &Outcome, end: &End) -> Judged {
+        let j = self.judge(o);
+        if j != Judged::Constrained || end.is_empty() || !self.outcomes.contains(o) || o.fault {
+            return j;
+        }
+        let known = self.ends_of(o);
+        let fits = known.is_empty() || known.iter().any(|e| e.admits(end));
+        if fits {
+            return j;
+        }
+        // The observations fit but the end does not: only an undefined-behaviour pattern can
+        // still admit it.
+        let mut vacuous = false;
+        for u in self.undefined.iter().filter(|u| u.admits(o)) {
+            if !u.is_vacuous() {
+                return Judged::Constrained;
+            }
+            vacuous = true;
+        }
+        if vacuous {
+            Judged::Vacuous
+        } else {
+            Judged::Rejected
+        }
+    }
+
+    /// The ends the executions giving outcome `o` reach (empty when none is known).
+    pub fn ends_of(&self, o: &Outcome) -> Vec<&End> {
+        self.ends
+            .range((o.clone(), End::default())..)
+            .take_while(|(k, _)| k == o)
+            .map(|(_, e)| e)
+            .collect()
+    }
+
+    /// The undefined-behaviour causes reached before any observation (each makes the set admit
+    /// every outcome); empty when the set constrains what can be seen.
+    pub fn vacuous_causes(&self) -> Vec<ViolationKind> {
+        let k: BTreeSet<ViolationKind> = self.undefined.iter().filter(|u| u.is_vacuous()).map(|u| u.cause).collect();
+        k.into_iter().collect()
+    }
+
+    /// The bound that stopped an incomplete exploration (`states` or `seconds`).
+    pub fn stopped_by(&self) -> Option<&str> {
+        self.stopped_by.as_deref()
     }
 
     /// The concrete outcomes, in order.
@@ -307,7 +590,8 @@ impl AllowedSet {
             ));
         }
         if !self.complete {
-            s.push_str(&format!(", incomplete (limit reached after {} states)", self.explored));
+            let by = self.stopped_by.as_deref().unwrap_or("states");
+            s.push_str(&format!(", incomplete ({by} limit reached after {} states)", self.explored));
         }
         s
     }
@@ -383,6 +667,8 @@ struct Machine {
     model: Model,
     timeout_pc: Vec<u32>,
     has_completion: Vec<bool>,
+    /// [`completion_vars`]: their final values are part of the outcome.
+    end_vars: Vec<u16>,
 }
 
 impl Machine {
@@ -398,8 +684,13 @@ impl Machine {
             timeout_pc.push(n + 1);
         }
         let has_completion = proto.barriers.iter().map(|b| b.completion.is_some()).collect();
+        // The caller's model settings carry over (a planted mutant must reach the enumeration too).
+        let mut widened = Model::new(proto);
+        widened.mutant = model.mutant;
+        widened.fine_grained = model.fine_grained;
         Machine {
-            model: Model::new(proto),
+            end_vars: completion_vars(&model.proto),
+            model: widened,
             timeout_pc,
             has_completion,
         }
@@ -469,6 +760,14 @@ impl Machine {
         o
     }
 
+    /// What the end probes and var reads see in state `s` (every thread exited or stuck).
+    fn end_of(&self, s: &State) -> End {
+        End {
+            parity: end_parity(s),
+            vars: self.end_vars.iter().map(|&v| s.vars[v as usize].value).collect(),
+        }
+    }
+
     fn undefined(&self, p: &Partial, cause: ViolationKind) -> Undefined {
         let mut prefix = p.obs.clone();
         for th in &mut prefix.threads {
@@ -499,6 +798,11 @@ impl Machine {
                 (self.model.step(&s2, Action::Thread(t)), None)
             }
         };
+        if let Some(e) = &out.internal {
+            // A model bug, never undefined behaviour of the program: the caller (the runner's
+            // stage guard) catches the panic and records the spec as failed.
+            panic!("model internal error [{}]: {}", e.rule, e.message);
+        }
         let Some(next) = out.next else {
             return vec![Next::Undefined(self.undefined(p, cause_of(&out.violations)))];
         };
@@ -588,6 +892,18 @@ impl Machine {
     }
 }
 
+/// What the end probes read in state `s`: the parity of each live barrier's phase in progress;
+/// [`PROBE_NONE`] for a barrier never initialised or invalidated (the kernel does not probe it).
+fn end_parity(s: &State) -> Vec<u8> {
+    s.barriers
+        .iter()
+        .map(|b| match b.life {
+            Life::Live => b.phase.rem_euclid(2) as u8,
+            Life::Uninit | Life::Invalidated => PROBE_NONE,
+        })
+        .collect()
+}
+
 /// The violation that ended an execution: the first undefined-behaviour kind, else the first.
 fn cause_of(v: &[Violation]) -> ViolationKind {
     v.iter()
@@ -599,7 +915,8 @@ fn cause_of(v: &[Violation]) -> ViolationKind {
 
 /// The end of an execution seen from some state: the observations from there on (`completions`
 /// as increments), and the undefined behaviour that ended it, if any.
-type Tail = (Option<ViolationKind>, Outcome);
+/// The end facts ride along unchanged from the leaf (`End::default()` after undefined behaviour).
+type Tail = (Option<ViolationKind>, Outcome, End);
 
 /// An edge out of a state: an execution ending right there, or a step into another state.
 #[allow(clippy::large_enum_variant)]
@@ -637,25 +954,76 @@ fn prepend(head: &Outcome, tail: &Outcome) -> Outcome {
 /// from there on) once, depth-first, and prepends each step's observations: the observations made
 /// so far never decide what happens next, so they are kept out of the memo key.
 pub fn allowed_outcomes(model: &Model, limit: usize) -> AllowedSet {
+    allowed_outcomes_within(model, limit, None)
+}
+
+/// [`allowed_outcomes`] with a deadline as well: past it the set is incomplete
+/// (`stopped_by() == Some("seconds")`).
+pub fn allowed_outcomes_within(model: &Model, limit: usize, deadline: Option<Instant>) -> AllowedSet {
     let m = Machine::new(model);
+    match m.start() {
+        Ok((s0, p0)) => explore(&m, s0, p0, limit, deadline),
+        Err(u) => {
+            let mut set = AllowedSet {
+                complete: true,
+                ..AllowedSet::default()
+            };
+            set.undefined.insert(u);
+            set
+        }
+    }
+}
+
+/// The outcomes allowed once the first `steps` actions of a trace have run: every execution from
+/// the state the trace reaches there, each outcome starting with the observations the trace made
+/// before it (what a replayed block that left the trace at that point may show). `steps == 0` is
+/// [`allowed_outcomes`]. Err when the prefix does not replay.
+pub fn allowed_after(
+    model: &Model,
+    actions: &[Action],
+    steps: usize,
+    limit: usize,
+    deadline: Option<Instant>,
+) -> Result<AllowedSet, String> {
+    let m = Machine::new(model);
+    let (mut s, mut p) = match m.start() {
+        Ok(x) => x,
+        Err(_) => return Ok(allowed_outcomes_within(model, limit, deadline)),
+    };
+    for (i, &a) in actions.iter().take(steps).enumerate() {
+        if !m.enabled(&s).contains(&a) {
+            return Err(format!("step {i}: {a:?} is not enabled"));
+        }
+        match m.apply(&s, &p, Move::Model(a), false).pop().expect("one successor") {
+            Next::Continue(s2, p2) => (s, p) = (s2, p2),
+            Next::Undefined(u) => {
+                // The trace reached undefined behaviour within the prefix: anything after it.
+                let mut set = AllowedSet {
+                    complete: true,
+                    ..AllowedSet::default()
+                };
+                set.undefined.insert(u);
+                return Ok(set);
+            }
+        }
+    }
+    Ok(explore(&m, s, p, limit, deadline))
+}
+
+/// The depth-first enumeration of every future of `(s0, p0)`; `p0.obs` (the observations made
+/// before) prefixes every outcome.
+fn explore(m: &Machine, s0: State, p0: Partial, limit: usize, deadline: Option<Instant>) -> AllowedSet {
     let mut set = AllowedSet {
         complete: true,
         ..AllowedSet::default()
     };
-    let (s0, p0) = match m.start() {
-        Ok(x) => x,
-        Err(u) => {
-            set.undefined.insert(u);
-            return set;
-        }
-    };
-    let empty = p0.obs.clone();
+    let empty = Outcome::empty(&m.model);
     // Edges out of a state, each with the observations of its step.
     let expand = |s: &State, p: &Partial| -> Vec<Edge> {
         let mut p = p.clone();
         match m.situation(s, &mut p) {
-            Situation::Done | Situation::Stuck => vec![Edge::Leaf((None, m.finish(s, &p)))],
-            Situation::ExitInFlight => vec![Edge::Leaf((Some(ViolationKind::Lifetime), p.obs.clone()))],
+            Situation::Done | Situation::Stuck => vec![Edge::Leaf((None, m.finish(s, &p), m.end_of(s)))],
+            Situation::ExitInFlight => vec![Edge::Leaf((Some(ViolationKind::Lifetime), p.obs.clone(), End::default()))],
             Situation::Moves(moves) => {
                 let mut edges = Vec::new();
                 for mv in moves {
@@ -664,7 +1032,7 @@ pub fn allowed_outcomes(model: &Model, limit: usize) -> AllowedSet {
                             Next::Undefined(u) => {
                                 let mut head = u.prefix;
                                 head.fault = false;
-                                Edge::Leaf((Some(u.cause), head))
+                                Edge::Leaf((Some(u.cause), head, End::default()))
                             }
                             Next::Continue(s2, mut p2) => {
                                 let head = std::mem::replace(&mut p2.obs, empty.clone());
@@ -681,9 +1049,19 @@ pub fn allowed_outcomes(model: &Model, limit: usize) -> AllowedSet {
     let nothing: Rc<Vec<Tail>> = Rc::new(Vec::new());
     // Depth-first, post-order: a state's futures are computed once all its successors' are.
     let mut stack: Vec<((State, Partial), Vec<Edge>, usize)> = Vec::new();
+    let mut iterations: u64 = 0; // for the deadline check
     let e0 = expand(&s0, &p0);
     stack.push(((s0, p0), e0, 0));
     let root = loop {
+        // Past the deadline the search stops at once: finishing the pending merges of a large
+        // stack can take longer than the budget itself, and an incomplete set is not used to judge.
+        iterations += 1;
+        if iterations % 256 == 0 && deadline.is_some_and(|d| Instant::now() >= d) {
+            set.complete = false;
+            set.stopped_by = Some("seconds".into());
+            set.explored = memo.len() + 1;
+            return set;
+        }
         let depth = stack.len();
         let (_, edges, next) = stack.last_mut().expect("the root is popped last");
         if *next < edges.len() {
@@ -693,6 +1071,7 @@ pub fn allowed_outcomes(model: &Model, limit: usize) -> AllowedSet {
                 if !memo.contains_key(key) {
                     if memo.len() + depth >= limit {
                         set.complete = false;
+                        set.stopped_by.get_or_insert_with(|| "states".into());
                         continue;
                     }
                     let key = key.clone();
@@ -711,8 +1090,8 @@ pub fn allowed_outcomes(model: &Model, limit: usize) -> AllowedSet {
                 }
                 Edge::Step(head, child) => {
                     let sub = memo.get(&child).unwrap_or(&nothing);
-                    for (u, t) in sub.iter() {
-                        tails.insert((*u, prepend(&head, t)));
+                    for (u, t, e) in sub.iter() {
+                        tails.insert((*u, prepend(&head, t), e.clone()));
                     }
                 }
             }
@@ -724,10 +1103,11 @@ pub fn allowed_outcomes(model: &Model, limit: usize) -> AllowedSet {
         memo.insert(key, tails);
     };
     set.explored = memo.len() + 1;
-    for (u, o) in root.iter() {
+    for (u, o, e) in root.iter() {
         match u {
             None => {
                 set.outcomes.insert(o.clone());
+                set.ends.insert((o.clone(), e.clone()));
             }
             Some(cause) => {
                 let mut prefix = o.clone();
@@ -765,6 +1145,9 @@ pub struct Forced {
     pub undefined: Option<ViolationKind>,
     /// Threads that timed out after the trace, in order (the trace ended with the CTA quiet).
     pub timeouts: Vec<u16>,
+    /// What the run leaves behind, when the trace fixes it (it runs until nothing can move).
+    #[serde(default)]
+    pub end: Option<End>,
 }
 
 /// Replay `actions` from the initial state and return what they force; see [`forced_outcome`].
@@ -779,16 +1162,18 @@ pub fn forced(model: &Model, actions: &[Action]) -> Result<Forced, String> {
                 ends: vec![ThreadEnd::Blocked; n],
                 undefined: Some(u.cause),
                 timeouts: Vec::new(),
+                end: None,
             })
         }
     };
     let undefined_end = |m: &Machine, s: &State, p: &Partial, cause: ViolationKind, timeouts: Vec<u16>| {
-        let (outcome, ends) = ends_of(m, s, p, false);
+        let (outcome, ends, _) = ends_of(m, s, p, false);
         Forced {
             outcome,
             ends,
             undefined: Some(cause),
             timeouts,
+            end: None,
         }
     };
     for (i, &a) in actions.iter().enumerate() {
@@ -826,18 +1211,41 @@ pub fn forced(model: &Model, actions: &[Action]) -> Result<Forced, String> {
         return Ok(undefined_end(&m, &s, &p, ViolationKind::Lifetime, timeouts));
     }
     let terminal = s.all_done() || m.enabled(&s).is_empty();
-    let (outcome, ends) = ends_of(&m, &s, &p, terminal);
+    let (outcome, ends, end) = ends_of(&m, &s, &p, terminal);
     Ok(Forced {
         outcome,
         ends,
         undefined: None,
         timeouts,
+        end,
     })
+}
+
+/// The observations a trace has made after each of its first k steps, k = 0..=len (no widening,
+/// no continuation): what a replayed block that followed the trace that far has recorded at least.
+/// Stops early (shorter result) where the trace reaches undefined behaviour.
+pub fn prefix_observations(model: &Model, actions: &[Action]) -> Result<Vec<Outcome>, String> {
+    let m = Machine::new(model);
+    let Ok((mut s, mut p)) = m.start() else {
+        return Ok(vec![Outcome::empty(model)]);
+    };
+    let mut out = vec![p.obs.clone()];
+    for (i, &a) in actions.iter().enumerate() {
+        if !m.enabled(&s).contains(&a) {
+            return Err(format!("step {i}: {a:?} is not enabled"));
+        }
+        match m.apply(&s, &p, Move::Model(a), false).pop().expect("one successor") {
+            Next::Continue(s2, p2) => (s, p) = (s2, p2),
+            Next::Undefined(_) => break,
+        }
+        out.push(p.obs.clone());
+    }
+    Ok(out)
 }
 
 /// Per-thread ends and the outcome in state `s`. `terminal`: nothing can move any more, so an
 /// unfinished thread is hung rather than blocked.
-fn ends_of(m: &Machine, s: &State, p: &Partial, terminal: bool) -> (Outcome, Vec<ThreadEnd>) {
+fn ends_of(m: &Machine, s: &State, p: &Partial, terminal: bool) -> (Outcome, Vec<ThreadEnd>, Option<End>) {
     let enabled = m.enabled(s);
     let mut o = p.obs.clone();
     o.fault = false;
@@ -859,7 +1267,9 @@ fn ends_of(m: &Machine, s: &State, p: &Partial, terminal: bool) -> (Outcome, Vec
         o.threads[t].finished = matches!(end, ThreadEnd::Finished | ThreadEnd::Running);
         ends.push(end);
     }
-    (o, ends)
+    // Only an execution that cannot go on fixes the barriers' final phases.
+    let end = (terminal && !s.all_done() || s.all_done() && s.copies.is_empty()).then(|| m.end_of(s));
+    (o, ends, end)
 }
 
 /// The outcome a trace forces on the threads' observations. Reads take the model's value.
@@ -913,6 +1323,15 @@ mod tests {
             completions: completions.to_vec(),
             fault: false,
         }
+    }
+
+    /// The set's outcomes without their end probes (most tests are about the observations).
+    fn plain(set: &AllowedSet) -> Vec<Outcome> {
+        set.iter().map(strip).collect()
+    }
+
+    fn strip(o: &Outcome) -> Outcome {
+        o.clone()
     }
 
     const LIMIT: usize = 2_000_000;
@@ -1004,7 +1423,7 @@ role producer[1] {
         assert!(set.is_complete());
         let consumer = th(true, &[0, 1, 2, 3], &[], &[0, 0, 1, 1]);
         let want = oc(vec![th(true, &[], &[], &[0, 0, 1, 1]), consumer.clone(), consumer], &[0, 0, 0, 0]);
-        assert_eq!(set.iter().cloned().collect::<Vec<_>>(), vec![want.clone()], "{set}");
+        assert_eq!(plain(&set), vec![want.clone()], "{set}");
         assert!(!set.fault_allowed());
         assert!(set.contains(&want));
         let mut stale = want.clone();
@@ -1020,9 +1439,50 @@ role producer[1] {
     }
 
     #[test]
+    fn the_end_probes_are_predicted_and_judged() {
+        let m = model(DOUBLE_BUFFER);
+        let set = allowed_outcomes(&m, LIMIT);
+        let o = set.iter().next().unwrap().clone();
+        // Every barrier of the double buffer completes two phases: phase 2 is in progress.
+        let ends = set.ends_of(&o);
+        assert_eq!(ends.len(), 1);
+        let end = ends[0].clone();
+        assert_eq!(end.parity, vec![PROBE_PARITY_0; 4]);
+        let line = format!("{o}{}", end.suffix());
+        assert!(line.ends_with("phases=[0,0,0,0]"), "{line}");
+        assert_eq!(Outcome::parse_observed(&line, 4).unwrap(), (o.clone(), end.clone()));
+        assert_eq!(set.judge_end(&o, &end), Judged::Constrained);
+        let mut wrong = end.clone();
+        wrong.parity[2] = PROBE_PARITY_1;
+        assert_eq!(set.judge_end(&o, &wrong), Judged::Rejected);
+        wrong.parity[2] = PROBE_BOTH;
+        assert_eq!(set.judge_end(&o, &wrong), Judged::Rejected);
+        // Not probed by the backend: a wildcard; not recorded at all: ignored.
+        wrong.parity[2] = PROBE_NONE;
+        assert_eq!(set.judge_end(&o, &wrong), Judged::Constrained);
+        assert_eq!(set.judge_end(&o, &End::default()), Judged::Constrained);
+        // A trace that runs to the end forces the same end.
+        let f = forced(&m, &one_run(&m)).unwrap();
+        assert_eq!(f.end, Some(end));
+    }
+
+    fn one_run(m: &Model) -> Vec<Action> {
+        let mut s = m.init().next.unwrap();
+        let mut acts = Vec::new();
+        let mut en = Vec::new();
+        while !s.all_done() {
+            en.clear();
+            m.actions(&s, &mut en);
+            acts.push(en[0]);
+            s = m.step(&s, en[0]).next.unwrap();
+        }
+        acts
+    }
+
+    #[test]
     fn try_wait_may_see_either_result() {
         let set = allowed_outcomes(&model(POLL), LIMIT);
-        let got: Vec<Outcome> = set.iter().cloned().collect();
+        let got: Vec<Outcome> = plain(&set);
         let want: Vec<Outcome> = [false, true]
             .into_iter()
             .map(|r| oc(vec![th(true, &[], &[], &[0]), th(true, &[], &[r], &[])], &[0]))
@@ -1036,9 +1496,9 @@ role producer[1] {
         let m = model(DEADLOCK);
         let set = allowed_outcomes(&m, LIMIT);
         let want = oc(vec![th(false, &[], &[], &[0])], &[0]);
-        assert_eq!(set.iter().cloned().collect::<Vec<_>>(), vec![want.clone()], "{set}");
+        assert_eq!(plain(&set), vec![want.clone()], "{set}");
         let f = forced(&m, &[Action::Thread(0)]).unwrap();
-        assert_eq!(f.outcome, want);
+        assert_eq!(strip(&f.outcome), want);
         assert_eq!(f.ends, vec![ThreadEnd::Hung]);
         assert_eq!(f.timeouts, vec![0]);
     }
@@ -1048,10 +1508,10 @@ role producer[1] {
         let m = model(CASCADE);
         let set = allowed_outcomes(&m, LIMIT);
         let want = oc(vec![th(false, &[], &[], &[]), th(true, &[], &[], &[0])], &[0]);
-        assert_eq!(set.iter().cloned().collect::<Vec<_>>(), vec![want.clone()], "{set}");
+        assert_eq!(plain(&set), vec![want.clone()], "{set}");
         // Once the late thread is at syncthreads, the CTA is quiet.
         let f = forced(&m, &[Action::Thread(1)]).unwrap();
-        assert_eq!(f.outcome, want);
+        assert_eq!(strip(&f.outcome), want);
         assert_eq!(f.ends, vec![ThreadEnd::Hung, ThreadEnd::Finished]);
     }
 
@@ -1073,17 +1533,34 @@ role producer[1] {
         .into_iter()
         .map(|c| oc(vec![producer.clone(), c], &[0]))
         .collect();
-        assert_eq!(set.iter().cloned().collect::<Vec<_>>(), want, "{set}");
+        assert_eq!(plain(&set), want, "{set}");
         assert!(!set.fault_allowed());
         let bad = oc(vec![th(true, &[], &[], &[0]), th(true, &[3], &[], &[])], &[0]);
         assert!(!set.contains(&bad));
     }
 
     #[test]
+    fn what_completion_functions_compute_is_part_of_the_outcome() {
+        let m = model(COMPLETION);
+        assert_eq!(completion_vars(&m.proto), vec![0]);
+        let set = allowed_outcomes(&m, LIMIT);
+        let o = set.iter().next().unwrap();
+        let end = set.ends_of(o)[0].clone();
+        assert_eq!(end.vars, vec![3]);
+        assert!(end.suffix().contains("vars=[3]"));
+        let lost = End {
+            vars: vec![2],
+            ..end.clone()
+        };
+        assert_eq!(set.judge_end(o, &lost), Judged::Rejected);
+        assert_eq!(set.judge_end(o, &end), Judged::Constrained);
+    }
+
+    #[test]
     fn completion_runs_are_counted_per_barrier() {
         let set = allowed_outcomes(&model(COMPLETION), LIMIT);
         let want = oc(vec![th(true, &[], &[], &[]), th(true, &[], &[], &[])], &[3, 0]);
-        assert_eq!(set.iter().cloned().collect::<Vec<_>>(), vec![want], "{set}");
+        assert_eq!(plain(&set), vec![want], "{set}");
     }
 
     #[test]
@@ -1100,9 +1577,8 @@ role producer[1] {
         assert!(set.contains(&oc(vec![th(true, &[], &[], &[0, 1])], &[0])));
         assert!(set.contains(&oc(vec![th(false, &[], &[], &[0])], &[0])));
         assert!(set.contains(&Outcome {
-            threads: vec![],
-            completions: vec![],
-            fault: true
+            fault: true,
+            ..Outcome::default()
         }));
         // ... but not a first token of the wrong parity.
         assert!(!set.contains(&oc(vec![th(true, &[], &[], &[1])], &[0])));

@@ -1,7 +1,7 @@
 //! Runner pieces that need no GPU: the replay schedule, parsing a block's results, no-driver exit.
 
 use phasecheck_gpu::codegen::{generate, status, Backend, CAP, HEADER_WORDS, THREAD_WORDS};
-use phasecheck_gpu::runner::{commit_mates, replay_schedule, schedule};
+use phasecheck_gpu::schedule::{commit_mates, replay_schedule, schedule};
 use phasecheck_model::spec::load as load_spec;
 use phasecheck_model::step::{Action, Model};
 use phasecheck_verifier::{check, CheckOptions};
@@ -95,7 +95,7 @@ fn schedule_gives_a_group_commit_turn_to_every_converged_lane() {
 fn block_records_parse_into_outcome_vectors() {
     let spec = fixture("double_buffer.phase");
     let k = generate(&spec.proto, &spec.source, Backend::Ptx, 0).unwrap();
-    assert_eq!(k.block_words, 3 * THREAD_WORDS + 4);
+    assert_eq!(k.block_words, 3 * THREAD_WORDS + 2 * 4);
     let mut w = vec![0i32; k.block_words];
     // thread 1: finished, read versions 0 and -1 (torn), one bad expect
     let t = THREAD_WORDS;
@@ -110,7 +110,12 @@ fn block_records_parse_into_outcome_vectors() {
     w[HEADER_WORDS + 2 * CAP] = 0;
     w[HEADER_WORDS + 2 * CAP + 1] = 1;
     w[3 * THREAD_WORDS + 2] = 5; // completions of barrier 2
+    w[3 * THREAD_WORDS + 4] = 4 | 2; // barrier 0: parity 1 complete, phase of parity 0 in progress
+    w[3 * THREAD_WORDS + 5] = 4 | 1; // barrier 1: parity 1 in progress
     let r = k.parse_block(&w);
+    assert_eq!(r.probes, vec![6, 5, 0, 0]);
+    let (_, end, _) = phasecheck_gpu::compare::outcome_of(&k, &w, 0);
+    assert_eq!(end.parity, vec![0, 1, 2, 2]);
     assert_eq!(r.threads[1].reads, vec![0, -1]);
     assert_eq!(r.threads[1].bad_expect, 1);
     assert_eq!(r.threads[0].status, status::HUNG);
@@ -119,20 +124,34 @@ fn block_records_parse_into_outcome_vectors() {
 }
 
 #[test]
+fn completion_vars_are_read_back_from_the_block() {
+    let spec = fixture("completion_rotate.phase");
+    let k = generate(&spec.proto, &spec.source, Backend::Libcu, 0).unwrap();
+    let ncv = phasecheck_gpu::outcome::completion_vars(&spec.proto).len();
+    assert!(ncv > 0);
+    let nb = spec.proto.barriers.len();
+    assert_eq!(k.block_words, k.threads * THREAD_WORDS + 2 * nb + 1 + 2 * ncv);
+    let mut w = vec![0i32; k.block_words];
+    assert!(k.parse_block(&w).end_vars.is_empty(), "no marker: not recorded");
+    let at = k.threads * THREAD_WORDS + 2 * nb;
+    w[at] = 1;
+    w[at + 1] = -5; // low word of -5
+    w[at + 2] = -1; // high word
+    assert_eq!(k.parse_block(&w).end_vars[0], -5);
+    assert!(k.source().contains("vars[0] = 1;"));
+}
+
+#[test]
 fn without_a_driver_gpu_run_says_so_and_exits_zero() {
     if phasecheck_gpu::sys::driver_present() {
         return; // a real GPU machine: covered by run-on-device.sh
     }
     let exe = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
-    let args = phasecheck_gpu::runner::RunArgs {
+    let args = phasecheck_gpu::plan::Settings {
         paths: vec![exe],
-        backend: phasecheck_gpu::runner::BackendSel::Both,
-        mode: phasecheck_gpu::runner::ModeSel::Both,
         runs: 16,
         out: Some(std::env::temp_dir().join("pc-no-driver.json")),
-        timeout_ms: 20,
-        outcome_limit: 1000,
-        check_seconds: 1.0,
+        ..Default::default()
     };
     assert_eq!(phasecheck_gpu::runner::run(&args), 0);
     assert!(
@@ -145,8 +164,8 @@ fn without_a_driver_gpu_run_says_so_and_exits_zero() {
 fn an_early_stopping_trace_forces_only_a_prefix() {
     // kinds/stale_wait: the trace stops with the observer blocked on an aliased parity; on the GPU
     // the workers' last round releases it, so "t2 finished" is what the trace forces, as a prefix.
+    use phasecheck_gpu::compare::as_forced;
     use phasecheck_gpu::outcome::forced;
-    use phasecheck_gpu::runner::as_forced;
     let spec = load_spec(
         &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../specs/kinds/stale_wait.phase"),
         &[],

@@ -1,0 +1,492 @@
+//! The comparison policy: how the outcomes a GPU run recorded are judged against the model.
+//!
+//! Every case gets one of three verdicts ([`Verdict`]):
+//!
+//! - **within**: every observed outcome is admitted by the model, and the model *constrained* it:
+//!   a concrete allowed outcome matched, or an undefined-behaviour pattern whose prefix holds at
+//!   least one observation did ([`Judged::Constrained`]).
+//! - **unchecked**: every outcome is admitted, but some only by undefined behaviour reached before
+//!   any observation (the model allows anything from the start, so agreement means nothing). The
+//!   case says why (`why`); it never counts as agreement.
+//! - **OUTSIDE**: some outcome is not admitted.
+//!
+//! Stress blocks are judged against the spec's whole allowed set. A replay block that follows its
+//! forced schedule must show exactly the trace's outcome ([`as_forced`]; for a trace ending in
+//! undefined behaviour: the observations before it, then anything); a block that left the trace is
+//! counted apart and judged against the outcomes allowed from the point it left: the model state
+//! the trace reaches after k steps, each outcome prefixed by the trace's observations before it
+//! ([`crate::outcome::allowed_after`]). Where it left is not recorded by the kernel, so the
+//! judgement takes the latest step k whose observations the block's extend and whose set admits
+//! it (k = 0 is the whole allowed set).
+
+use crate::codegen::{status, Kernel};
+use crate::outcome::{allowed_after, prefix_observations, AllowedSet, End, Forced, Judged, Outcome, ThreadOutcome, Undefined};
+use phasecheck_model::step::{Action, Model};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::time::Instant;
+
+/// The verdict of one case.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
+pub enum Verdict {
+    #[serde(rename = "within")]
+    Within,
+    #[serde(rename = "unchecked")]
+    Unchecked,
+    #[serde(rename = "OUTSIDE")]
+    Outside,
+}
+
+impl Verdict {
+    pub fn name(self) -> &'static str {
+        match self {
+            Verdict::Within => "within",
+            Verdict::Unchecked => "unchecked",
+            Verdict::Outside => "OUTSIDE",
+        }
+    }
+}
+
+/// Blocks by how they were judged.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Tally {
+    /// Admitted, and the model constrained what they could show.
+    pub constrained: usize,
+    /// Admitted only by undefined behaviour reached before any observation.
+    pub vacuous: usize,
+    /// Not admitted.
+    pub outside: usize,
+}
+
+impl Tally {
+    pub fn add(&mut self, j: Judged, n: usize) {
+        match j {
+            Judged::Constrained => self.constrained += n,
+            Judged::Vacuous => self.vacuous += n,
+            Judged::Rejected => self.outside += n,
+        }
+    }
+
+    pub fn merge(&mut self, o: Tally) {
+        self.constrained += o.constrained;
+        self.vacuous += o.vacuous;
+        self.outside += o.outside;
+    }
+
+    /// OUTSIDE if any block is outside, unchecked if any was admitted only vacuously, else within.
+    pub fn verdict(&self) -> Verdict {
+        if self.outside > 0 {
+            Verdict::Outside
+        } else if self.vacuous > 0 {
+            Verdict::Unchecked
+        } else {
+            Verdict::Within
+        }
+    }
+}
+
+/// A judged case: its verdict, why (for unchecked), and the block counts.
+#[derive(Clone, Debug)]
+pub struct Judgement {
+    pub verdict: Verdict,
+    pub why: String,
+    pub tally: Tally,
+}
+
+fn judgement(tally: Tally, why: BTreeSet<String>) -> Judgement {
+    let verdict = tally.verdict();
+    let why = if verdict == Verdict::Unchecked {
+        why.into_iter().collect::<Vec<_>>().join("; ")
+    } else {
+        String::new()
+    };
+    Judgement { verdict, why, tally }
+}
+
+fn vacuous_reason(allowed: &AllowedSet) -> String {
+    let kinds: Vec<&str> = allowed.vacuous_causes().iter().map(|k| k.name()).collect();
+    format!(
+        "the model reaches undefined behaviour ({}) before any observation, so it allows every outcome",
+        kinds.join(", ")
+    )
+}
+
+/// Two-directional evidence for a stress case, litmus style: what the model allows, what was
+/// seen, and what it allows that was never seen (with a reason where one can be computed).
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+pub struct Litmus {
+    /// How many concrete outcomes the model allows (`allowed` lists at most [`LITMUS_LIST_MAX`]).
+    pub allowed_count: usize,
+    /// The concrete outcomes the model allows.
+    pub allowed: Vec<String>,
+    /// Undefined-behaviour patterns: `after CAUSE: PREFIX (then anything)`.
+    pub allowed_undefined: Vec<String>,
+    /// Distinct outcomes observed.
+    pub observed: Vec<String>,
+    /// Allowed concrete outcomes no block showed.
+    pub never_seen_count: usize,
+    pub never_seen: Vec<NeverSeen>,
+}
+
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct NeverSeen {
+    pub outcome: String,
+    /// What the outcome needs that no observed block did (a placeholder when none is found).
+    pub reason: String,
+}
+
+/// At most this many outcomes are listed per litmus list (the counts are always exact).
+pub const LITMUS_LIST_MAX: usize = 200;
+
+/// Why an allowed outcome may not have been seen: what it has that no observed outcome has at the
+/// same place, grouped (threads that must time out or finish, torn reads, values at positions the
+/// observed blocks reached but never with that value). A placeholder (`TODO`) when it is only a
+/// new combination of observed values.
+pub fn never_seen_reason(o: &Outcome, seen: &[&Outcome]) -> String {
+    let mut why: Vec<String> = Vec::new();
+    let th = |s: &Outcome, t: usize| s.threads.get(t).cloned().unwrap_or_default();
+    let list = |v: &[String]| v.join(", ");
+    let hang: Vec<String> = (0..o.threads.len())
+        .filter(|&t| !o.threads[t].finished && seen.iter().all(|s| th(s, t).finished))
+        .map(|t| format!("t{t}"))
+        .collect();
+    if !hang.is_empty() {
+        why.push(format!("requires a timeout/hang interleaving ({} hung in no block)", list(&hang)));
+    }
+    let finish: Vec<String> = (0..o.threads.len())
+        .filter(|&t| o.threads[t].finished && seen.iter().all(|s| !th(s, t).finished))
+        .map(|t| format!("t{t}"))
+        .collect();
+    if !finish.is_empty() {
+        why.push(format!(
+            "requires {} to finish (hung in every block: the interleaving that releases it never happened)",
+            list(&finish)
+        ));
+    }
+    if o.threads.iter().any(|t| t.reads.contains(&-1)) {
+        why.push("requires a torn read (a read overlapping a copy or write)".into());
+    }
+    type Field = fn(&ThreadOutcome) -> Vec<i64>;
+    let fields: [(Field, &str); 3] = [
+        (|t| t.reads.clone(), "reads racing with a copy or write to return other versions"),
+        (|t| t.try_waits.iter().map(|b| *b as i64).collect(), "try_waits to go the other way"),
+        (
+            |t| t.token_parities.iter().map(|p| *p as i64).collect(),
+            "arrivals in the other phase parity",
+        ),
+    ];
+    for (f, what) in fields {
+        let mut at = Vec::new();
+        for (t, x) in o.threads.iter().enumerate() {
+            for (i, v) in f(x).iter().enumerate() {
+                let reached: Vec<i64> = seen.iter().filter_map(|s| f(&th(s, t)).get(i).copied()).collect();
+                if *v != -1 && !reached.is_empty() && !reached.contains(v) {
+                    at.push(format!("t{t} #{}: {v}", i + 1));
+                }
+            }
+        }
+        if !at.is_empty() {
+            why.push(format!("requires {what} ({})", list(&at)));
+        }
+    }
+    if !seen.iter().any(|s| s.completions == o.completions) && o.completions.iter().any(|c| *c > 0) {
+        why.push("requires a different number of completion-function runs".into());
+    }
+    if why.is_empty() {
+        "TODO: reason (a combination of values each seen in other blocks)".into()
+    } else {
+        why.join("; ")
+    }
+}
+
+/// What run `i` of `observed` left behind (nothing recorded when `ends` is shorter).
+fn end_at(ends: &[End], i: usize) -> End {
+    ends.get(i).cloned().unwrap_or_default()
+}
+
+/// Judge a stress case: each distinct observed outcome against the whole allowed set, with what
+/// the run left behind (`ends[i]` belongs to `observed[i]`; empty: not recorded).
+pub fn judge_stress(allowed: &AllowedSet, observed: &[(Outcome, usize)], ends: &[End]) -> (Judgement, Litmus) {
+    let mut tally = Tally::default();
+    let mut why = BTreeSet::new();
+    for (i, (o, n)) in observed.iter().enumerate() {
+        let j = allowed.judge_end(o, &end_at(ends, i));
+        if j == Judged::Vacuous {
+            why.insert(vacuous_reason(allowed));
+        }
+        tally.add(j, *n);
+    }
+    let seen: Vec<&Outcome> = observed.iter().map(|(o, _)| o).collect();
+    let never: Vec<&Outcome> = allowed.iter().filter(|a| !seen.contains(a)).collect();
+    let litmus = Litmus {
+        allowed_count: allowed.len(),
+        allowed: allowed.iter().take(LITMUS_LIST_MAX).map(|o| o.to_string()).collect(),
+        allowed_undefined: allowed
+            .undefined()
+            .take(LITMUS_LIST_MAX)
+            .map(|u| format!("after {}: {} (then anything)", u.cause, u.prefix))
+            .collect(),
+        observed: observed
+            .iter()
+            .enumerate()
+            .take(LITMUS_LIST_MAX)
+            .map(|(i, (o, _))| format!("{o}{}", end_at(ends, i).suffix()))
+            .collect(),
+        never_seen_count: never.len(),
+        never_seen: never
+            .iter()
+            .take(LITMUS_LIST_MAX)
+            .map(|o| NeverSeen {
+                outcome: o.to_string(),
+                reason: never_seen_reason(o, &seen),
+            })
+            .collect(),
+    };
+    (judgement(tally, why), litmus)
+}
+
+/// How a replay case went against its trace.
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+pub struct ReplayInfo {
+    /// The violation kind the trace shows, or `complete execution`.
+    pub trace: String,
+    /// Where the trace came from: a counterexample file, or `verifier` / `model` (first enabled
+    /// action each step) when none exists for this (spec, kind).
+    pub trace_source: String,
+    pub steps: usize,
+    /// The outcome the trace forces (`after CAUSE: PREFIX (then anything)` for a trace ending in
+    /// undefined behaviour).
+    pub forced: String,
+    pub blocks: usize,
+    /// Blocks that showed exactly the forced outcome.
+    pub reproduced: usize,
+    /// Blocks that left the trace, judged from where they left.
+    pub left: usize,
+    /// Per step k: left blocks judged against the set allowed after the trace's first k steps
+    /// (the latest step whose set admits them); `none` holds those no step admits.
+    pub left_at: BTreeMap<String, usize>,
+    /// How the left blocks were judged.
+    pub left_judged: Tally,
+}
+
+/// At most this many prefix points are enumerated per case before falling back to step 0.
+const MAX_PREFIX_SETS: usize = 12;
+
+/// Judge a replay case. `allowed` is the spec's whole allowed set (complete); `limit` and
+/// `deadline` bound each enumeration from a prefix point.
+pub fn judge_replay(
+    model: &Model,
+    actions: &[Action],
+    fc: &Forced,
+    allowed: &AllowedSet,
+    observed: &[(Outcome, usize)],
+    ends: &[End],
+    limit: usize,
+    deadline: Option<Instant>,
+) -> (Judgement, ReplayInfo) {
+    let fo = &fc.outcome;
+    let forced_pattern = fc.undefined.map(|cause| Undefined { prefix: fo.clone(), cause });
+    let mut info = ReplayInfo {
+        steps: actions.len(),
+        forced: match &forced_pattern {
+            Some(u) => format!("after {}: {} (then anything)", u.cause, u.prefix),
+            None => format!("{fo}{}", fc.end.as_ref().map(|e| e.suffix()).unwrap_or_default()),
+        },
+        ..Default::default()
+    };
+    let prefixes = prefix_observations(model, actions).unwrap_or_default();
+    let mut sets: HashMap<usize, Option<AllowedSet>> = HashMap::new();
+    let mut tally = Tally::default();
+    let mut why = BTreeSet::new();
+    for (i, (o, n)) in observed.iter().enumerate() {
+        let end = end_at(ends, i);
+        info.blocks += n;
+        let reproduced = match &forced_pattern {
+            Some(u) => u.admits(o),
+            None => as_forced(fc, o) && fc.end.as_ref().is_none_or(|e| e.admits(&end)),
+        };
+        if reproduced {
+            info.reproduced += n;
+            if forced_pattern.as_ref().is_some_and(|u| u.is_vacuous()) {
+                why.insert(format!(
+                    "the trace reaches undefined behaviour ({}) before any observation: every outcome reproduces it",
+                    fc.undefined.map(|k| k.name()).unwrap_or("?")
+                ));
+                tally.add(Judged::Vacuous, *n);
+            } else {
+                tally.add(Judged::Constrained, *n);
+            }
+            continue;
+        }
+        info.left += n;
+        // The latest points whose observations the block extends, newest first; then step 0.
+        let consistent: Vec<usize> = (0..prefixes.len())
+            .rev()
+            .filter(|&k| extends(o, &prefixes[k]))
+            .filter(|&k| k > 0)
+            .take(MAX_PREFIX_SETS)
+            .chain(std::iter::once(0))
+            .collect();
+        let mut judged = (Judged::Rejected, None);
+        for k in consistent {
+            let set = if k == 0 {
+                Some(allowed)
+            } else {
+                sets.entry(k)
+                    .or_insert_with(|| allowed_after(model, actions, k, limit, deadline).ok())
+                    .as_ref()
+            };
+            let Some(set) = set else { continue };
+            let j = set.judge_end(o, &end);
+            if j != Judged::Rejected {
+                if j == Judged::Vacuous {
+                    why.insert(vacuous_reason(set));
+                }
+                judged = (j, Some(k));
+                break;
+            }
+        }
+        tally.add(judged.0, *n);
+        info.left_judged.add(judged.0, *n);
+        let key = judged.1.map(|k| k.to_string()).unwrap_or_else(|| "none".into());
+        *info.left_at.entry(key).or_default() += n;
+    }
+    (judgement(tally, why), info)
+}
+
+/// Per thread, `o`'s recorded vectors start with `p`'s, and its completion counts are at least
+/// `p`'s (a faulted run with no data read back extends everything).
+fn extends(o: &Outcome, p: &Outcome) -> bool {
+    Undefined {
+        prefix: p.clone(),
+        cause: phasecheck_model::ViolationKind::Assertion,
+    }
+    .admits(o)
+}
+
+/// The end-parity code ([`Outcome::end_parity`]) of a probe word written by the kernel.
+pub fn probe_code(w: i32) -> u8 {
+    use crate::outcome::{PROBE_BOTH, PROBE_NEITHER, PROBE_NONE, PROBE_PARITY_0, PROBE_PARITY_1};
+    if w & 4 == 0 {
+        return PROBE_NONE;
+    }
+    // test_wait.parity(P) is true when the phase of parity P has completed: the phase in progress
+    // is the parity whose probe is false.
+    match w & 3 {
+        2 => PROBE_PARITY_0,
+        1 => PROBE_PARITY_1,
+        3 => PROBE_BOTH,
+        _ => PROBE_NEITHER,
+    }
+}
+
+pub fn outcome_of(k: &Kernel, words: &[i32], block: usize) -> (Outcome, End, Flags) {
+    let rec = k.parse_block(&words[block * k.block_words..(block + 1) * k.block_words]);
+    let mut flags = Flags::default();
+    let threads = rec
+        .threads
+        .iter()
+        .map(|t| {
+            match t.status {
+                status::HUNG => flags.hung = true,
+                status::ASSERT_FAILED => flags.assert = true,
+                status::UNSUPPORTED => flags.unsupported = true,
+                status::OVERFLOW => flags.overflow = true,
+                _ => {}
+            }
+            flags.turn_lost |= t.turn_lost;
+            flags.torn |= t.reads.contains(&-1);
+            flags.wrong_version |= t.bad_expect > 0;
+            ThreadOutcome {
+                finished: t.status == status::FINISHED,
+                reads: t.reads.clone(),
+                try_waits: t.try_waits.clone(),
+                token_parities: t.token_parities.clone(),
+            }
+        })
+        .collect();
+    (
+        Outcome {
+            threads,
+            completions: rec.completions,
+            fault: false,
+        },
+        End {
+            parity: rec.probes.iter().map(|w| probe_code(*w)).collect(),
+            vars: rec.end_vars,
+        },
+        flags,
+    )
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Flags {
+    pub hung: bool,
+    pub turn_lost: bool,
+    pub assert: bool,
+    pub unsupported: bool,
+    pub overflow: bool,
+    pub torn: bool,
+    pub wrong_version: bool,
+    pub fault: bool,
+}
+
+impl Flags {
+    pub fn merge(&mut self, o: Flags) {
+        self.hung |= o.hung;
+        self.turn_lost |= o.turn_lost;
+        self.assert |= o.assert;
+        self.unsupported |= o.unsupported;
+        self.overflow |= o.overflow;
+        self.torn |= o.torn;
+        self.wrong_version |= o.wrong_version;
+        self.fault |= o.fault;
+    }
+    pub fn bug_shows(&self) -> bool {
+        self.hung || self.assert || self.torn || self.wrong_version || self.fault
+    }
+    pub fn describe(&self) -> String {
+        let mut v = Vec::new();
+        for (b, s) in [
+            (self.hung, "hang"),
+            (self.turn_lost, "left the trace, ran free"),
+            (self.assert, "assert failed"),
+            (self.torn, "torn read"),
+            (self.wrong_version, "wrong version"),
+            (self.fault, "fault"),
+            (self.unsupported, "unsupported index/size"),
+            (self.overflow, "record overflow"),
+        ] {
+            if b {
+                v.push(s);
+            }
+        }
+        v.join(", ")
+    }
+}
+
+/// Whether a replayed block did what the trace forces. Threads that finished or hung in the trace
+/// must match exactly. A trace that stops early (a state violation such as a stale wait, or a
+/// step violation that does not end the execution) forces only a prefix: its threads still blocked
+/// or able to run go on freely on the GPU after the last turn, so their recorded vectors must
+/// start with the forced ones and their end is free; completion-function runs may only grow.
+/// (Before this, such traces could never count as "exactly as forced": a thread blocked at the end
+/// of kinds/stale_wait's trace is released on the GPU by the workers' last round.)
+pub fn as_forced(fc: &crate::outcome::Forced, o: &Outcome) -> bool {
+    use crate::outcome::ThreadEnd;
+    let fo = &fc.outcome;
+    fn prefix<T: PartialEq>(a: &[T], b: &[T]) -> bool {
+        b.len() >= a.len() && b[..a.len()] == *a
+    }
+    if o == fo {
+        return true;
+    }
+    if fc.undefined.is_some() || o.fault || o.threads.len() != fo.threads.len() || o.completions.len() != fo.completions.len() {
+        return false;
+    }
+    fo.threads.iter().zip(&o.threads).zip(&fc.ends).all(|((f, g), end)| match end {
+        ThreadEnd::Finished | ThreadEnd::Hung => f == g,
+        ThreadEnd::Running | ThreadEnd::Blocked => {
+            prefix(&f.reads, &g.reads) && prefix(&f.try_waits, &g.try_waits) && prefix(&f.token_parities, &g.token_parities)
+        }
+    }) && fo.completions.iter().zip(&o.completions).all(|(f, g)| g >= f)
+}

@@ -1,0 +1,253 @@
+//! Re-judging a committed report: the observations a GPU run recorded (the `observed` keys are
+//! outcomes in their one-line form) judged again under the current model with the current policy
+//! ([`crate::compare`]). CI runs it on the committed H200 results, so a model change that would
+//! turn an observed outcome OUTSIDE (or make a case vacuous) shows up without a GPU.
+
+use crate::compare::{judge_replay, judge_stress, Verdict};
+use crate::outcome::{allowed_outcomes_within, forced, AllowedSet, Outcome};
+use crate::plan::{panic_text, Budget, Trace, TraceIndex};
+use crate::report::{Case, Report};
+use crate::schedule::one_execution;
+use phasecheck_model::spec::load as load_spec;
+use phasecheck_model::step::Model;
+use phasecheck_verifier::{check, CheckOptions};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// Where to find what a report names.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Spec paths in the report are relative to this folder (the repository root).
+    pub root: PathBuf,
+    /// Counterexample trace files (replay traces are taken from here first).
+    pub traces: Option<PathBuf>,
+    pub budget: Budget,
+}
+
+/// One case of the old report and its new judgement.
+#[derive(Clone, Debug)]
+pub struct Rejudged {
+    /// The old report's `observed_within_model` (null: nothing was judged).
+    pub old_within: Option<bool>,
+    /// The old report's `verdict`, for reports that have one.
+    pub old_verdict: Option<Verdict>,
+    pub case: Case,
+}
+
+impl Rejudged {
+    /// The verdict the old report implies: its `verdict`, else `within`/`OUTSIDE` from
+    /// `observed_within_model`.
+    pub fn old(&self) -> Option<Verdict> {
+        self.old_verdict
+            .or(self.old_within.map(|w| if w { Verdict::Within } else { Verdict::Outside }))
+    }
+}
+
+struct SpecCache {
+    model: Model,
+    source: phasecheck_model::spec::Spec,
+    allowed: Result<AllowedSet, String>,
+    traces: Option<Vec<Trace>>,
+}
+
+/// Parse `trace: LABEL (N steps)` from an old note.
+fn trace_of_note(note: &str) -> Option<(String, usize)> {
+    let at = note.find("trace: ")? + "trace: ".len();
+    let rest = &note[at..];
+    let open = rest.find(" (")?;
+    let label = rest[..open].to_string();
+    let steps = rest[open + 2..].split(' ').next()?.parse().ok()?;
+    Some((label, steps))
+}
+
+/// Re-judge every case of `report` (a parsed results file).
+pub fn rejudge(report: &serde_json::Value, o: &Options) -> Result<Vec<Rejudged>, String> {
+    let cases = report["cases"].as_array().ok_or("the report has no `cases` array")?;
+    let index = o.traces.as_deref().map(TraceIndex::load).unwrap_or_default();
+    let mut specs: HashMap<String, SpecCache> = HashMap::new();
+    let mut out = Vec::new();
+    for c in cases {
+        let old: Case = serde_json::from_value(c.clone()).map_err(|e| format!("a case does not parse: {e}"))?;
+        let old_verdict = c.get("verdict").and_then(|v| serde_json::from_value(v.clone()).ok());
+        let mut case = Case {
+            spec: old.spec.clone(),
+            backend: old.backend.clone(),
+            mode: old.mode.clone(),
+            runs: old.runs,
+            observed: old.observed.clone(),
+            bug_manifested: old.bug_manifested,
+            ..Case::default()
+        };
+        if old.observed_within_model.is_none() {
+            case.why = if old.why.is_empty() { old.note.clone() } else { old.why.clone() };
+            case.note = old.note.clone();
+            out.push(Rejudged {
+                old_within: None,
+                old_verdict,
+                case,
+            });
+            continue;
+        }
+        if !specs.contains_key(&old.spec) {
+            let spec = load_spec(&o.root.join(&old.spec), &[])?;
+            let model = Model::new(spec.proto.clone());
+            let deadline = Instant::now() + Duration::from_secs_f64(o.budget.outcome_seconds);
+            let allowed = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                allowed_outcomes_within(&model, o.budget.outcome_states, Some(deadline))
+            })) {
+                Ok(s) if s.is_complete() => Ok(s),
+                Ok(s) => Err(format!("not run (budget: model enumeration: {})", s.summary())),
+                Err(p) => Err(format!("model error: outcome enumeration: {}", panic_text(&*p))),
+            };
+            specs.insert(
+                old.spec.clone(),
+                SpecCache {
+                    model,
+                    source: spec,
+                    allowed,
+                    traces: None,
+                },
+            );
+        }
+        let sc = specs.get_mut(&old.spec).unwrap();
+        let allowed = match &sc.allowed {
+            Ok(a) => a,
+            Err(e) => {
+                case.why = e.clone();
+                out.push(Rejudged {
+                    old_within: old.observed_within_model,
+                    old_verdict,
+                    case,
+                });
+                continue;
+            }
+        };
+        let nb = sc.model.proto.barriers.len();
+        let mut obs: Vec<(Outcome, usize)> = Vec::new();
+        let mut ends = Vec::new();
+        for (line, n) in &old.observed {
+            let (o, e) = Outcome::parse_observed(line, nb).map_err(|e| format!("{}: {e}", old.spec))?;
+            obs.push((o, *n));
+            ends.push(e);
+        }
+        // A faulted launch was counted once per block in the old reports.
+        if case.mode == "stress" {
+            let (j, litmus) = judge_stress(allowed, &obs, &ends);
+            case.allowed = serde_json::json!(allowed.summary());
+            case.verdict = Some(j.verdict);
+            case.why = j.why;
+            case.blocks = Some(j.tally);
+            case.litmus = Some(litmus);
+            case.note = old.note.clone();
+        } else {
+            let (label, steps) = trace_of_note(&old.note).ok_or_else(|| format!("{}: no trace in the note `{}`", old.spec, old.note))?;
+            if sc.traces.is_none() {
+                sc.traces = Some(traces_for(&sc.source, &sc.model, &index, o));
+            }
+            let traces = sc.traces.as_ref().unwrap();
+            let t = traces
+                .iter()
+                .find(|t| t.label == label && t.actions.len() == steps)
+                .or_else(|| traces.iter().find(|t| t.label == label));
+            let Some(t) = t else {
+                case.why = format!("no trace of kind {label} found now");
+                out.push(Rejudged {
+                    old_within: old.observed_within_model,
+                    old_verdict,
+                    case,
+                });
+                continue;
+            };
+            let fc = forced(&sc.model, &t.actions).map_err(|e| format!("{}: trace does not replay: {e}", old.spec))?;
+            let deadline = Instant::now() + Duration::from_secs_f64(o.budget.outcome_seconds);
+            let (j, mut info) = judge_replay(
+                &sc.model,
+                &t.actions,
+                &fc,
+                allowed,
+                &obs,
+                &ends,
+                o.budget.outcome_states,
+                Some(deadline),
+            );
+            info.trace = t.label.clone();
+            info.trace_source = t.source.clone();
+            let mut note = format!(
+                "trace: {} ({} steps) from {}; reproduced as forced: {}/{}; {} left the trace",
+                t.label,
+                t.actions.len(),
+                t.source,
+                info.reproduced,
+                info.blocks,
+                info.left
+            );
+            if t.actions.len() != steps {
+                note.push_str(&format!("; the recorded run replayed a trace of {steps} steps"));
+            }
+            case.allowed = serde_json::json!(info.forced);
+            case.verdict = Some(j.verdict);
+            case.why = j.why;
+            case.blocks = Some(j.tally);
+            case.replay = Some(info);
+            case.note = note;
+        }
+        case.observed_within_model = case.verdict.map(|v| v != Verdict::Outside);
+        out.push(Rejudged {
+            old_within: old.observed_within_model,
+            old_verdict,
+            case,
+        });
+    }
+    Ok(out)
+}
+
+/// The traces a replay of this spec uses now: counterexample files first, then the verifier's
+/// (one per kind), then one complete execution.
+fn traces_for(spec: &phasecheck_model::spec::Spec, model: &Model, index: &TraceIndex, o: &Options) -> Vec<Trace> {
+    let mut notes = Vec::new();
+    let mut found = index.for_spec(spec, model, &mut notes);
+    let opts = CheckOptions {
+        max_seconds: Some(o.budget.check_seconds),
+        max_states: o.budget.check_states,
+        ..Default::default()
+    };
+    let rep = check(model, &opts);
+    for v in &rep.violations {
+        if !found.iter().any(|t| t.label == v.kind.name() && t.actions.len() == v.actions.len()) {
+            found.push(Trace {
+                label: v.kind.name().to_string(),
+                actions: v.actions.clone(),
+                is_violation: true,
+                source: "verifier".into(),
+            });
+        }
+    }
+    if let Some(ex) = one_execution(model) {
+        found.push(Trace {
+            label: "complete execution".into(),
+            actions: ex,
+            is_violation: false,
+            source: "model (first enabled action each step)".into(),
+        });
+    }
+    found
+}
+
+/// Re-judge a results file into a new report (device, driver and date kept).
+pub fn rejudge_file(path: &Path, o: &Options) -> Result<(Vec<Rejudged>, Report), String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    let t0 = Instant::now();
+    let r = rejudge(&v, o)?;
+    let s = |k: &str| v[k].as_str().unwrap_or("unknown").to_string();
+    let report = Report {
+        device: s("device"),
+        driver: s("driver"),
+        date: format!("{} (re-judged {})", s("date"), crate::report::today()),
+        wall_seconds: t0.elapsed().as_secs_f64(),
+        specs: Vec::new(),
+        cases: r.iter().map(|x| x.case.clone()).collect(),
+    };
+    Ok((r, report))
+}

@@ -1,0 +1,202 @@
+//! Issue 11, items 1-3: the three verdicts, replay judged against its trace, litmus evidence.
+
+use phasecheck_gpu::compare::{judge_replay, judge_stress, never_seen_reason, Verdict};
+use phasecheck_gpu::outcome::{allowed_outcomes, forced, Outcome};
+use phasecheck_gpu::report::{Case, Report};
+use phasecheck_model::spec::load as load_spec;
+use phasecheck_model::step::Model;
+use phasecheck_verifier::{check, CheckOptions};
+use std::path::PathBuf;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn model(rel: &str) -> Model {
+    Model::new(load_spec(&root().join(rel), &[]).unwrap().proto)
+}
+
+fn parse(m: &Model, s: &str) -> Outcome {
+    Outcome::parse(s, m.proto.barriers.len()).unwrap()
+}
+
+#[test]
+fn every_observed_outcome_of_the_committed_report_parses_back_to_its_line() {
+    let text = std::fs::read_to_string(root().join("gpu-conformance/results/2026-11-30-h200-after-soundness.json")).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let mut n = 0;
+    for c in v["cases"].as_array().unwrap() {
+        let m = model(c["spec"].as_str().unwrap());
+        for line in c["observed"].as_object().unwrap().keys() {
+            let o = parse(&m, line);
+            assert_eq!(&o.to_string(), line);
+            n += 1;
+        }
+    }
+    assert!(n > 400, "{n}");
+    assert!(Outcome::parse("t0 done | t2 done", 0).is_err(), "threads out of order");
+    assert!(Outcome::parse("t0 maybe", 0).is_err());
+    let f = Outcome::parse("fault", 3).unwrap();
+    assert!(f.fault && f.threads.is_empty());
+}
+
+#[test]
+fn the_three_verdicts_of_a_stress_case() {
+    // double_buffer: one outcome; a stale read is outside.
+    let m = model("specs/guide/double_buffer.phase");
+    let set = allowed_outcomes(&m, 1_000_000);
+    let good = set.iter().next().unwrap().clone();
+    let (j, lit) = judge_stress(&set, &[(good.clone(), 4096)], &[]);
+    assert_eq!(j.verdict, Verdict::Within);
+    assert_eq!((j.tally.constrained, j.tally.vacuous, j.tally.outside), (4096, 0, 0));
+    assert_eq!(lit.never_seen_count, 0);
+    let mut stale = good.clone();
+    stale.threads[1].reads[2] = 0;
+    let (j, _) = judge_stress(&set, &[(good, 4000), (stale, 96)], &[]);
+    assert_eq!(j.verdict, Verdict::Outside);
+    assert_eq!(j.tally.outside, 96);
+
+    // uninitialized: undefined behaviour before any observation; anything is admitted, and that
+    // is said, never counted as agreement.
+    let m = model("specs/kinds/uninitialized.phase");
+    let set = allowed_outcomes(&m, 1_000_000);
+    assert!(!set.vacuous_causes().is_empty(), "{set}");
+    let any = parse(&m, "t0 HUNG | t1 done");
+    let (j, _) = judge_stress(&set, &[(any, 32)], &[]);
+    assert_eq!(j.verdict, Verdict::Unchecked);
+    assert!(
+        j.why.contains("before any observation") && j.why.contains("uninitialized"),
+        "{}",
+        j.why
+    );
+
+    // over_arrival: the undefined behaviour comes after a recorded token: a fault is within (the
+    // model allows one), a first token of the wrong parity is outside.
+    let src = "protocol over\nbarrier b count 1\nrole w[1] {\n  let t = arrive(b)\n  wait(b, t)\n  arrive(b, 2)\n}\n";
+    let dir = std::env::temp_dir().join(format!("pc-judging-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("over.phase"), src).unwrap();
+    let m = Model::new(load_spec(&dir.join("over.phase"), &[]).unwrap().proto);
+    let set = allowed_outcomes(&m, 1_000_000);
+    assert!(set.vacuous_causes().is_empty());
+    let fault = Outcome::parse("fault", 1).unwrap();
+    assert_eq!(judge_stress(&set, &[(fault, 1)], &[]).0.verdict, Verdict::Within);
+    assert_eq!(
+        judge_stress(&set, &[(parse(&m, "t0 done parity=[0,1]"), 1)], &[]).0.verdict,
+        Verdict::Within
+    );
+    assert_eq!(
+        judge_stress(&set, &[(parse(&m, "t0 done parity=[1]"), 1)], &[]).0.verdict,
+        Verdict::Outside
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn litmus_lists_what_was_allowed_but_never_seen_with_a_reason() {
+    let m = model("gpu-conformance/tests/fixtures/wrong_parity.phase");
+    let set = allowed_outcomes(&m, 1_000_000);
+    assert!(set.len() >= 3, "{set}");
+    let seen: Vec<Outcome> = set
+        .iter()
+        .filter(|o| o.threads.iter().all(|t| t.finished && !t.reads.contains(&-1)))
+        .take(1)
+        .cloned()
+        .collect();
+    let (j, lit) = judge_stress(&set, &[(seen[0].clone(), 10)], &[]);
+    assert_eq!(j.verdict, Verdict::Within);
+    assert_eq!(lit.allowed.len(), set.len());
+    assert_eq!(lit.never_seen_count, set.len() - 1);
+    assert_eq!(lit.never_seen.len(), lit.never_seen_count);
+    let hung = lit
+        .never_seen
+        .iter()
+        .find(|n| n.outcome.contains("HUNG"))
+        .expect("a hang is allowed");
+    assert!(hung.reason.contains("timeout/hang"), "{}", hung.reason);
+    let torn = lit.never_seen.iter().find(|n| n.outcome.contains("torn"));
+    if let Some(t) = torn {
+        assert!(t.reason.contains("torn read"), "{}", t.reason);
+    }
+    // A combination of values each seen elsewhere gets the placeholder.
+    let o = seen[0].clone();
+    assert!(never_seen_reason(&o, &[&o]).starts_with("TODO"));
+
+    // The hardware-notes section lists it.
+    let case = Case {
+        spec: "x.phase".into(),
+        backend: "ptx".into(),
+        mode: "stress".into(),
+        verdict: Some(Verdict::Within),
+        litmus: Some(lit),
+        ..Default::default()
+    };
+    let r = Report {
+        device: "dev".into(),
+        date: "d".into(),
+        cases: vec![case],
+        ..Default::default()
+    };
+    let s = r.hardware_notes_section();
+    assert!(s.contains("### x.phase") && s.contains("HUNG") && s.contains("timeout/hang"), "{s}");
+}
+
+#[test]
+fn a_replay_block_is_judged_against_its_trace_then_from_where_it_left() {
+    let m = model("specs/mistakes/consumer_wrong_parity.phase");
+    let set = allowed_outcomes(&m, 1_000_000);
+    let rep = check(&m, &CheckOptions::default());
+    let v = rep.violations.iter().find(|v| v.kind.name() == "data-race").unwrap();
+    let fc = forced(&m, &v.actions).unwrap();
+    // Exactly the forced outcome: reproduced.
+    let (j, info) = judge_replay(&m, &v.actions, &fc, &set, &[(fc.outcome.clone(), 32)], &[], 1_000_000, None);
+    assert_eq!(j.verdict, Verdict::Within);
+    assert_eq!((info.reproduced, info.left), (32, 0));
+    // What the H200 showed: the consumer hung after two reads. Not the forced outcome; allowed
+    // from a point late in the trace.
+    let hung = parse(&m, "t0 done parity=[0,0,1] | t1 HUNG reads=[0,1] parity=[0,0]");
+    let (j, info) = judge_replay(&m, &v.actions, &fc, &set, &[(hung.clone(), 32)], &[], 1_000_000, None);
+    assert_eq!(j.verdict, Verdict::Within);
+    assert_eq!((info.reproduced, info.left), (0, 32));
+    let (k, n) = info.left_at.iter().next().unwrap();
+    assert_eq!(*n, 32);
+    assert!(
+        k.parse::<usize>().unwrap() > 0,
+        "judged from a point after the start: {:?}",
+        info.left_at
+    );
+    // Something no execution allows: outside, judged from nowhere.
+    let bad = parse(&m, "t0 done parity=[1,1,1] | t1 done reads=[0,1,2] parity=[0,0]");
+    let (j, info) = judge_replay(&m, &v.actions, &fc, &set, &[(bad, 1), (hung, 31)], &[], 1_000_000, None);
+    assert_eq!(j.verdict, Verdict::Outside);
+    assert_eq!(info.left_at.get("none"), Some(&1));
+    assert_eq!(info.left_judged.outside, 1);
+}
+
+#[test]
+fn a_replayed_block_must_end_in_the_phases_its_trace_fixes() {
+    use phasecheck_gpu::outcome::{End, PROBE_NONE};
+    let m = model("specs/guide/double_buffer.phase");
+    let set = allowed_outcomes(&m, 1_000_000);
+    let acts = phasecheck_gpu::schedule::one_execution_landings_first(&m).unwrap();
+    let fc = forced(&m, &acts).unwrap();
+    let end = fc.end.clone().expect("the trace runs to the end");
+    assert_eq!(end.parity.len(), 4);
+    let obs = [(fc.outcome.clone(), 32)];
+    let (j, info) = judge_replay(&m, &acts, &fc, &set, &obs, std::slice::from_ref(&end), 1_000_000, None);
+    assert_eq!((j.verdict, info.reproduced), (Verdict::Within, 32));
+    // Every thread as forced, but a barrier one phase off: not reproduced, and nothing allows it.
+    let mut off = end.clone();
+    off.parity[0] ^= 1;
+    let (j, info) = judge_replay(&m, &acts, &fc, &set, &obs, std::slice::from_ref(&off), 1_000_000, None);
+    assert_eq!((info.reproduced, info.left), (0, 32));
+    assert_eq!(j.verdict, Verdict::Outside);
+    let (j, _) = judge_stress(&set, &obs, std::slice::from_ref(&off));
+    assert_eq!(j.verdict, Verdict::Outside);
+    // Not probed (a libcu++ software barrier): a wildcard; nothing recorded: ignored.
+    off.parity[0] = PROBE_NONE;
+    let (j, info) = judge_replay(&m, &acts, &fc, &set, &obs, &[off], 1_000_000, None);
+    assert_eq!((j.verdict, info.reproduced), (Verdict::Within, 32));
+    let (j, _) = judge_stress(&set, &obs, &[End::default()]);
+    assert_eq!(j.verdict, Verdict::Within);
+}
