@@ -23,7 +23,7 @@ fi
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv || true; } > "$OUT/device.txt" 2>&1
 
 # 1. The suite: all specs, both backends, both modes, one process tree (children per faulting spec).
-timeout 175 "$BIN" gpu run specs --backend both --mode both --outcome-seconds 60 --out "$REPORT" > "$OUT/gpu-run.log" 2>&1
+timeout 420 "$BIN" gpu run specs --backend both --mode both --outcome-seconds 60 --out "$REPORT" > "$OUT/gpu-run.log" 2>&1
 rc=$?
 echo "gpu run exit status: $rc" >> "$OUT/gpu-run.log"
 
