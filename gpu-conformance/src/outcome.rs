@@ -647,6 +647,9 @@ enum Situation {
     Done,
     /// Every thread exited with an async copy still in flight: undefined behaviour (lifetime).
     ExitInFlight,
+    /// Nothing can move and a lane waits at a warp collective for a lane of its mask that never
+    /// executes a matching one: undefined behaviour (`Model::warp_collective_ub`).
+    WarpCollective,
     /// Nothing can move: the unfinished threads wait at execution barriers forever.
     Stuck,
     Moves(Vec<Move>),
@@ -737,6 +740,9 @@ impl Machine {
             .filter(|&t| s.threads[t].status == Status::Running && !enabled.contains(&Action::Thread(t as u16)))
             .collect();
         if enabled.is_empty() {
+            if self.model.warp_collective_ub(s).is_some() {
+                return Situation::WarpCollective;
+            }
             for &t in &blocked {
                 p.armed[t] = true;
             }
@@ -1024,6 +1030,7 @@ fn explore(m: &Machine, s0: State, p0: Partial, limit: usize, deadline: Option<I
         match m.situation(s, &mut p) {
             Situation::Done | Situation::Stuck => vec![Edge::Leaf((None, m.finish(s, &p), m.end_of(s)))],
             Situation::ExitInFlight => vec![Edge::Leaf((Some(ViolationKind::Lifetime), p.obs.clone(), End::default()))],
+            Situation::WarpCollective => vec![Edge::Leaf((Some(ViolationKind::Assertion), p.obs.clone(), End::default()))],
             Situation::Moves(moves) => {
                 let mut edges = Vec::new();
                 for mv in moves {
@@ -1195,6 +1202,7 @@ pub fn forced(model: &Model, actions: &[Action]) -> Result<Forced, String> {
             match m.situation(&s, &mut p) {
                 Situation::Done | Situation::Stuck => break,
                 Situation::ExitInFlight => return Ok(undefined_end(&m, &s, &p, ViolationKind::Lifetime, timeouts)),
+                Situation::WarpCollective => return Ok(undefined_end(&m, &s, &p, ViolationKind::Assertion, timeouts)),
                 Situation::Moves(moves) => {
                     let mv = moves[0];
                     if let Move::Timeout(t) = mv {

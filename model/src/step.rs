@@ -494,6 +494,13 @@ impl Model {
             }
         }
         if enabled.is_empty() && !s.all_done() {
+            if let Some(m) = self.warp_collective_ub(s) {
+                out.push(Violation {
+                    kind: K::Assertion,
+                    message: m,
+                });
+                return out;
+            }
             // The cause is explained by the verifier from the trace that led here
             // (verifier/src/explain/deadlock.rs): the state alone does not say who stopped arriving.
             out.push(Violation {
@@ -626,6 +633,32 @@ impl Model {
                     && mask.is_none_or(|k| self.proto.threads[m].lane < 64 && (k >> self.proto.threads[m].lane) & 1 != 0)
             })
             .collect()
+    }
+
+    /// In a state where nothing can move, a lane that waits at a warp collective (`syncwarp`,
+    /// `syncwarp(mask)`, `elect()`) for a lane of its mask that will never execute a matching one.
+    /// CUDA makes that undefined behaviour, not a hang ("all non-exited threads named in mask must
+    /// execute a corresponding __syncwarp() with the same mask, or the result is undefined"; the
+    /// same for elect.sync's membermask): the H200 let such lanes through (docs/hardware-notes.md).
+    pub fn warp_collective_ub(&self, s: &State) -> Option<String> {
+        let p = &self.proto;
+        (0..s.threads.len()).find_map(|t| {
+            if s.threads[t].status != Status::AtSyncWarp || self.warp_sync_group(s, t).is_some() {
+                return None;
+            }
+            let what = if self.at_elect(s, t).is_some() { "elect()" } else { "syncwarp" };
+            let group = self.warp_sync_participants(s, t);
+            let missing = group.iter().copied().find(|&m| {
+                s.threads[m].status != Status::AtSyncWarp
+                    || (self.at_elect(s, m).is_some() != self.at_elect(s, t).is_some())
+                    || self.warp_sync_participants(s, m) != group
+            })?;
+            Some(format!(
+                "{} waits at {what} for {}, which its mask names but which never executes a matching one (undefined behaviour in CUDA: every non-exited lane named in the mask must execute it with the same mask)",
+                p.thread_label(t),
+                p.thread_label(missing)
+            ))
+        })
     }
 
     /// The group a waiting lane would be released with, once every participant waits for the
