@@ -747,8 +747,22 @@ impl Machine {
                 p.armed[t] = true;
             }
         }
+        // Threads that can only spin (a `while` polling what no one can change any more) are
+        // blocked as surely as a wait: the kernel bounds their loop in time too.
+        let spinning: Vec<usize> = if !enabled.is_empty()
+            && enabled.iter().all(|a| matches!(a, Action::Thread(t) if self.model.spins(s, *t as usize)))
+        {
+            enabled.iter().filter_map(|a| if let Action::Thread(t) = a { Some(*t as usize) } else { None }).collect()
+        } else {
+            Vec::new()
+        };
+        for &t in blocked.iter().chain(&spinning) {
+            if !spinning.is_empty() {
+                p.armed[t] = true;
+            }
+        }
         let mut moves: Vec<Move> = enabled.into_iter().map(Move::Model).collect();
-        moves.extend(blocked.into_iter().filter(|&t| p.armed[t]).map(|t| Move::Timeout(t as u16)));
+        moves.extend(blocked.into_iter().chain(spinning).filter(|&t| p.armed[t]).map(|t| Move::Timeout(t as u16)));
         if moves.is_empty() {
             Situation::Stuck
         } else {
@@ -1054,10 +1068,21 @@ fn explore(m: &Machine, s0: State, p0: Partial, limit: usize, deadline: Option<I
     };
     let mut memo: HashMap<(State, Partial), Rc<Vec<Tail>>> = HashMap::new();
     let nothing: Rc<Vec<Tail>> = Rc::new(Vec::new());
+    // `while` loops make the graph cyclic. A state on a cycle whose entry (an ancestor still on
+    // the stack) is not finished has futures that lack the entry's: it is kept apart ("open",
+    // with the lowest stack index it depends on) and not memoised, and dropped when that
+    // ancestor finishes, whose futures then include everything the cycle can reach (Tarjan's
+    // lowlink). An edge back to a state on the stack adds nothing of its own: the futures of the
+    // state it returns to are that state's.
+    let mut on_stack: HashMap<(State, Partial), usize> = HashMap::new();
+    let mut open: HashMap<(State, Partial), (Rc<Vec<Tail>>, usize)> = HashMap::new();
+    let mut lows: Vec<usize> = Vec::new();
     // Depth-first, post-order: a state's futures are computed once all its successors' are.
     let mut stack: Vec<((State, Partial), Vec<Edge>, usize)> = Vec::new();
     let mut iterations: u64 = 0; // for the deadline check
     let e0 = expand(&s0, &p0);
+    on_stack.insert((s0.clone(), p0.clone()), 0);
+    lows.push(0);
     stack.push(((s0, p0), e0, 0));
     let root = loop {
         // Past the deadline the search stops at once: finishing the pending merges of a large
@@ -1075,7 +1100,12 @@ fn explore(m: &Machine, s0: State, p0: Partial, limit: usize, deadline: Option<I
             let i = *next;
             *next += 1;
             if let Edge::Step(_, key) = &edges[i] {
-                if !memo.contains_key(key) {
+                let me = depth - 1;
+                if let Some(&j) = on_stack.get(key) {
+                    lows[me] = lows[me].min(j);
+                } else if let Some((_, low)) = open.get(key) {
+                    lows[me] = lows[me].min(*low);
+                } else if !memo.contains_key(key) {
                     if memo.len() + depth >= limit {
                         set.complete = false;
                         set.stopped_by.get_or_insert_with(|| "states".into());
@@ -1083,12 +1113,17 @@ fn explore(m: &Machine, s0: State, p0: Partial, limit: usize, deadline: Option<I
                     }
                     let key = key.clone();
                     let e = expand(&key.0, &key.1);
+                    on_stack.insert(key.clone(), depth);
+                    lows.push(depth);
                     stack.push((key, e, 0));
                 }
             }
             continue;
         }
         let (key, edges, _) = stack.pop().expect("non-empty");
+        let me = stack.len();
+        let low = lows.pop().expect("one per frame");
+        on_stack.remove(&key);
         let mut tails: HashSet<Tail> = HashSet::new();
         for e in edges {
             match e {
@@ -1096,7 +1131,7 @@ fn explore(m: &Machine, s0: State, p0: Partial, limit: usize, deadline: Option<I
                     tails.insert(t);
                 }
                 Edge::Step(head, child) => {
-                    let sub = memo.get(&child).unwrap_or(&nothing);
+                    let sub = memo.get(&child).or_else(|| open.get(&child).map(|(t, _)| t)).unwrap_or(&nothing);
                     for (u, t, e) in sub.iter() {
                         tails.insert((*u, prepend(&head, t), e.clone()));
                     }
@@ -1107,7 +1142,17 @@ fn explore(m: &Machine, s0: State, p0: Partial, limit: usize, deadline: Option<I
         if stack.is_empty() {
             break tails;
         }
-        memo.insert(key, tails);
+        if let Some(parent) = lows.last_mut() {
+            *parent = (*parent).min(low);
+        }
+        if low < me {
+            open.insert(key, (tails, low));
+        } else {
+            // The entry of every cycle through it is finished: what depended on it is complete
+            // in its own futures and must be computed afresh if reached again.
+            open.retain(|_, (_, l)| *l < me);
+            memo.insert(key, tails);
+        }
     };
     set.explored = memo.len() + 1;
     for (u, o, e) in root.iter() {
