@@ -750,9 +750,14 @@ impl Machine {
         // Threads that can only spin (a `while` polling what no one can change any more) are
         // blocked as surely as a wait: the kernel bounds their loop in time too.
         let spinning: Vec<usize> = if !enabled.is_empty()
-            && enabled.iter().all(|a| matches!(a, Action::Thread(t) if self.model.spins(s, *t as usize)))
+            && enabled
+                .iter()
+                .all(|a| matches!(a, Action::Thread(t) if self.model.spins(s, *t as usize)))
         {
-            enabled.iter().filter_map(|a| if let Action::Thread(t) = a { Some(*t as usize) } else { None }).collect()
+            enabled
+                .iter()
+                .filter_map(|a| if let Action::Thread(t) = a { Some(*t as usize) } else { None })
+                .collect()
         } else {
             Vec::new()
         };
@@ -762,7 +767,13 @@ impl Machine {
             }
         }
         let mut moves: Vec<Move> = enabled.into_iter().map(Move::Model).collect();
-        moves.extend(blocked.into_iter().chain(spinning).filter(|&t| p.armed[t]).map(|t| Move::Timeout(t as u16)));
+        moves.extend(
+            blocked
+                .into_iter()
+                .chain(spinning)
+                .filter(|&t| p.armed[t])
+                .map(|t| Move::Timeout(t as u16)),
+        );
         if moves.is_empty() {
             Situation::Stuck
         } else {
