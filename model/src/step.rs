@@ -724,13 +724,7 @@ impl Model {
                 let group = self.warp_sync_group(s, t).unwrap_or_else(|| vec![t]);
                 x.obs.push(Obs::Elected { thread: t as u16 });
                 x.release_elect(&group, "elect", Some(t));
-                Event {
-                    action: a,
-                    thread: t as u16,
-                    pc,
-                    span: instr.span,
-                    obs: std::mem::take(&mut x.obs),
-                }
+                x.event(a, t as u16, pc, instr.span)
             }
             Action::Thread(t) => {
                 let t = t as usize;
@@ -747,13 +741,7 @@ impl Model {
                 if !x.ended && x.s.threads[t].status == Status::Done {
                     x.obs.push(Obs::Exited { thread: t as u16 });
                 }
-                Event {
-                    action: a,
-                    thread: t as u16,
-                    pc,
-                    span: instr.span,
-                    obs: std::mem::take(&mut x.obs),
-                }
+                x.event(a, t as u16, pc, instr.span)
             }
             Action::LandPart(i) => {
                 let c = x.s.copies[i as usize];
@@ -761,25 +749,13 @@ impl Model {
                 x.s.copies[i as usize].bytes -= part;
                 x.land_part(c, part);
                 let span = c.stmt;
-                Event {
-                    action: a,
-                    thread: c.issuer,
-                    pc: u32::MAX,
-                    span,
-                    obs: std::mem::take(&mut x.obs),
-                }
+                x.event(a, c.issuer, u32::MAX, span)
             }
             Action::Land(i) => {
                 let c = x.s.copies.remove(i as usize);
                 x.land(c);
                 let span = c.stmt;
-                Event {
-                    action: a,
-                    thread: c.issuer,
-                    pc: u32::MAX,
-                    span,
-                    obs: std::mem::take(&mut x.obs),
-                }
+                x.event(a, c.issuer, u32::MAX, span)
             }
         };
         if !x.ended {
@@ -840,6 +816,17 @@ struct Exec<'m> {
 type R<T> = Result<T, ()>;
 
 impl<'m> Exec<'m> {
+    /// The step's event, taking the observations made so far.
+    fn event(&mut self, action: Action, thread: u16, pc: u32, span: Span) -> Event {
+        Event {
+            action,
+            thread,
+            pc,
+            span,
+            obs: std::mem::take(&mut self.obs),
+        }
+    }
+
     fn new(m: &'m Model, s: State) -> Exec<'m> {
         Exec {
             m,

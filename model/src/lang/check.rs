@@ -784,23 +784,18 @@ impl Checker {
             deps.insert(&f.name.name, (f.name.span, out));
             order.push(f.name.name.as_str());
         }
-        let mut state: HashMap<&str, u8> = HashMap::new();
-        for start in &order {
-            let mut path: Vec<&str> = Vec::new();
-            if let Some(cycle) = visit(start, &deps, &mut state, &mut path) {
-                let span = deps[cycle[0].as_str()].0;
-                return Err(err(
-                    "E038",
-                    span,
-                    format!(
-                        "`{}` calls itself ({}); inline functions are expanded at each call, so they cannot be recursive: write the repetition as a loop",
-                        cycle[0],
-                        cycle.join(" -> ")
-                    ),
-                ));
-            }
+        match first_cycle(&order, &deps) {
+            Some((span, cycle)) => Err(err(
+                "E038",
+                span,
+                format!(
+                    "`{}` calls itself ({}); inline functions are expanded at each call, so they cannot be recursive: write the repetition as a loop",
+                    cycle[0],
+                    cycle.join(" -> ")
+                ),
+            )),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     /// Params and role sizes may refer to each other, but not in a circle.
@@ -819,25 +814,33 @@ impl Checker {
             deps.insert(&name.name, (name.span, out));
             order.push(name.name.as_str());
         }
-        // 0 = unvisited, 1 = on the path, 2 = done.
-        let mut state: HashMap<&str, u8> = HashMap::new();
-        for start in &order {
-            let mut path: Vec<&str> = Vec::new();
-            if let Some(cycle) = visit(start, &deps, &mut state, &mut path) {
-                let span = deps[cycle[0].as_str()].0;
-                return Err(err(
-                    "E034",
-                    span,
-                    format!(
-                        "`{}` depends on itself ({}); define it from literals or other params",
-                        cycle[0],
-                        cycle.join(" -> ")
-                    ),
-                ));
-            }
+        match first_cycle(&order, &deps) {
+            Some((span, cycle)) => Err(err(
+                "E034",
+                span,
+                format!(
+                    "`{}` depends on itself ({}); define it from literals or other params",
+                    cycle[0],
+                    cycle.join(" -> ")
+                ),
+            )),
+            None => Ok(()),
         }
-        Ok(())
     }
+}
+
+/// The first cycle of a dependency graph (names in `order`, edges in `deps`), as the span of its
+/// first name and the names around it.
+fn first_cycle<'a>(order: &[&'a str], deps: &'a HashMap<&'a str, (Span, Vec<String>)>) -> Option<(Span, Vec<String>)> {
+    // 0 = unvisited, 1 = on the path, 2 = done.
+    let mut state: HashMap<&str, u8> = HashMap::new();
+    for start in order {
+        let mut path: Vec<&str> = Vec::new();
+        if let Some(cycle) = visit(start, deps, &mut state, &mut path) {
+            return Some((deps[cycle[0].as_str()].0, cycle));
+        }
+    }
+    None
 }
 
 fn visit<'a>(
