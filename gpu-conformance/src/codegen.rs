@@ -534,6 +534,27 @@ struct Gen<'a> {
 }
 
 /// Generate the kernel of one protocol. `index` makes its symbol unique within a module.
+/// The C++ the kernels evaluate for one expression of `code` (locals are `NAME_SLOT`, shared vars
+/// `s.var_NAME`, identities `th.tid` ...), for the test that checks it computes what the model's
+/// evaluator does (gpu-conformance/tests/expr_eval.rs).
+pub fn expression_cpp(p: &Protocol, code: &Code, e: &IExpr) -> String {
+    let g = Gen {
+        p,
+        src: "",
+        backend: Backend::Ptx,
+        out: String::new(),
+        group_completion: Vec::new(),
+        track: false,
+        pc: 0,
+    };
+    g.expr(code, e)
+}
+
+/// The name a local of `code` has in the generated C++.
+pub fn local_cpp(code: &Code, slot: u16) -> String {
+    Gen::local_name(code, slot)
+}
+
 pub fn generate(p: &Protocol, source: &str, backend: Backend, index: usize) -> Result<Kernel, NotExpressible> {
     let ws = p.warp_size as usize;
     if ws > 32 || ws == 0 {
