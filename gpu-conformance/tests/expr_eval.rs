@@ -13,21 +13,9 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::Command;
 
+/// Every spec of the library (the CLI's own folder walk).
 fn library() -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../specs")];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if p.extension().is_some_and(|x| x == "phase") {
-                out.push(p);
-            }
-        }
-    }
-    out.sort();
-    out
+    phasecheck_model::spec::expand(&[PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../specs")]).unwrap()
 }
 
 /// The helpers the kernels' expressions call (`pc_div`, `pc_rem`), taken from the prelude the
