@@ -5,7 +5,12 @@
 //! force exactly the order of a trace. Each instruction is preceded by a comment quoting the spec
 //! line it came from, so the kernel reads like a listing of the spec.
 //!
-//! Warp-batched `commit` follows the model's rule, not the hardware's `__activemask()`: in a role
+//! Warp-batched `commit` has two forms, chosen at launch. Free-running launches with
+//! `sched = [0, HW_COMMIT]` batch as the hardware does: the lanes of the warp executing the commit
+//! together (`__activemask()`, split by barrier with `__match_any_sync`) make one arrival, from the
+//! lowest of them. That tests the model's convergence rule against the silicon. Every other
+//! launch (stress and replay; a turnstile serializes lanes, so the hardware form cannot be forced)
+//! emulates the model's rule, and the runner labels those cases "emulated". The emulation: in a role
 //! with a commit every Branch appends `pc << 1 | taken` (IR pc) to the thread's path, published in
 //! shared memory as prefix hashes (`PcLane`, cleared at syncwarp); a commit waits (bounded) until
 //! every unfinished lane of its warp and role whose path is compatible with its own stands at the
@@ -26,6 +31,9 @@
 
 use phasecheck_model::ir::*;
 use phasecheck_model::lang::ast::{BinOp, UnOp};
+
+/// `sched[1]` of a free-running launch whose commits the hardware batches (module docs).
+pub const HW_COMMIT: i32 = 1;
 
 /// Observations recorded per list and thread; more are counted but dropped (status `OVERFLOW`).
 pub const CAP: usize = 32;
@@ -195,7 +203,8 @@ struct PcThread {
   int* completions;       // this block's completion-function counters (one per barrier)
   const int* src;         // copy source: row v holds version v in every word
   int src_words;
-  const int* sched;       // replay schedule (sched[0] == 0: free running)
+  const int* sched;       // replay schedule (sched[0] == 0: free running; then sched[1] == 1:
+                          // commits batched by the hardware, see the module docs)
   u64 timeout_ns;         // bound of every wait
   unsigned rng;           // per-thread pseudo-random delays (stress)
   unsigned max_delay;     // clock cycles
@@ -645,7 +654,7 @@ fn code_commits(code: &Code) -> bool {
     })
 }
 
-fn has_commit(p: &Protocol) -> bool {
+pub fn has_commit(p: &Protocol) -> bool {
     p.roles.iter().any(|r| code_commits(&r.code))
 }
 
@@ -1559,6 +1568,14 @@ impl<'a> Gen<'a> {
                     format!("(void)pc_mbar_arrive(&{b}, 1)")
                 };
                 let pc = self.pc;
+                self.w(format!("  if (th.sched[0] == 0 && th.sched[1] == {HW_COMMIT}) {{"));
+                self.w("    // as the hardware batches it: the lanes executing this commit together, per barrier");
+                self.w(format!(
+                    "    unsigned group = __match_any_sync(__activemask(), (unsigned)(unsigned long long)&{b});"
+                ));
+                self.w(format!("    if (th.lane == __ffs(group) - 1) {arrive};"));
+                self.w("    th.commit_seq++;");
+                self.w("  } else");
                 self.w("  { // warp-batched arrive: ONE arrival per converged group of lanes (the model's rule)");
                 self.w(format!(
                     "    unsigned group = pc_commit_group(th, &s.lanes[warp_first[th.warp]], {pc});"

@@ -139,8 +139,8 @@ pub const LITMUS_LIST_MAX: usize = 200;
 
 /// Why an allowed outcome may not have been seen: what it has that no observed outcome has at the
 /// same place, grouped (threads that must time out or finish, torn reads, values at positions the
-/// observed blocks reached but never with that value). A placeholder (`TODO`) when it is only a
-/// new combination of observed values.
+/// observed blocks reached but never with that value); for a new combination of observed values,
+/// which threads never came together ([`combination_reason`]).
 pub fn never_seen_reason(o: &Outcome, seen: &[&Outcome]) -> String {
     let mut why: Vec<String> = Vec::new();
     let th = |s: &Outcome, t: usize| s.threads.get(t).cloned().unwrap_or_default();
@@ -192,9 +192,60 @@ pub fn never_seen_reason(o: &Outcome, seen: &[&Outcome]) -> String {
         why.push("requires a different number of completion-function runs".into());
     }
     if why.is_empty() {
-        "TODO: reason (a combination of values each seen in other blocks)".into()
-    } else {
-        why.join("; ")
+        why.push(combination_reason(o, seen));
+    }
+    why.join("; ")
+}
+
+/// The reason for an outcome made only of parts the stress blocks showed: which threads' results
+/// never came together in one block. Each of them was seen, so the hardware can produce it; the
+/// outcome needs those threads to interleave in a way no block did (timing, not the model).
+fn combination_reason(o: &Outcome, seen: &[&Outcome]) -> String {
+    let th = |s: &Outcome, t: usize| s.threads.get(t).cloned().unwrap_or_default();
+    let n = o.threads.len();
+    let mut apart = Vec::new();
+    for a in 0..n {
+        for b in a + 1..n {
+            if !seen.iter().any(|s| th(s, a) == o.threads[a] && th(s, b) == o.threads[b]) {
+                apart.push(format!("t{a} with t{b}"));
+            }
+        }
+    }
+    let parts_seen = (0..n).all(|t| seen.iter().any(|s| th(s, t) == o.threads[t]));
+    let completions_seen = o.completions.iter().all(|c| *c == 0) || seen.iter().any(|s| s.completions == o.completions);
+    match (parts_seen && completions_seen, apart.is_empty()) {
+        (true, false) => format!(
+            "timing: every thread's part of it was seen, but never {} in one block (an interleaving the stress runs did not hit)",
+            apart.join(", ")
+        ),
+        (true, true) => "timing: every pair of threads' parts was seen together, never all of them in one block".into(),
+        (false, _) => {
+            let mut why = Vec::new();
+            for t in (0..n).filter(|&t| !seen.iter().any(|s| th(s, t) == o.threads[t])) {
+                let mine = &o.threads[t];
+                let lens = |x: &ThreadOutcome| [x.reads.len(), x.try_waits.len(), x.token_parities.len()];
+                let longer: Vec<&str> = ["reads", "try_waits", "token parities"]
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| seen.iter().all(|s| lens(&th(s, t))[*i] < lens(mine)[*i]))
+                    .map(|(_, w)| *w)
+                    .collect();
+                if !longer.is_empty() {
+                    why.push(format!(
+                        "t{t} records more {} than in any block (it gets further, or takes a path that another lane or thread took in every block)",
+                        longer.join(" and ")
+                    ));
+                } else if !mine.finished {
+                    why.push(format!("t{t} hangs after these records, where no block's t{t} hung (timing)"));
+                } else {
+                    why.push(format!("t{t} finishes with these records, which no block's t{t} did (timing)"));
+                }
+            }
+            if why.is_empty() {
+                why.push("the completion counts differ from every block's (timing)".into());
+            }
+            why.join("; ")
+        }
     }
 }
 
@@ -266,6 +317,10 @@ pub struct ReplayInfo {
     pub left_at: BTreeMap<String, usize>,
     /// How the left blocks were judged.
     pub left_judged: Tally,
+    /// Why blocks left the trace, read off the trace at the step where they left
+    /// ([`left_reason`]); empty when none left.
+    #[serde(default)]
+    pub left_why: String,
 }
 
 /// At most this many prefix points are enumerated per case before falling back to step 0.
@@ -297,6 +352,7 @@ pub fn judge_replay(
     let mut sets: HashMap<usize, Option<AllowedSet>> = HashMap::new();
     let mut tally = Tally::default();
     let mut why = BTreeSet::new();
+    let mut left_faulted = true;
     for (i, (o, n)) in observed.iter().enumerate() {
         let end = end_at(ends, i);
         info.blocks += n;
@@ -318,6 +374,7 @@ pub fn judge_replay(
             continue;
         }
         info.left += n;
+        left_faulted &= o.fault;
         // The latest points whose observations the block extends, newest first; then step 0.
         let consistent: Vec<usize> = (0..prefixes.len())
             .rev()
@@ -350,7 +407,49 @@ pub fn judge_replay(
         let key = judged.1.map(|k| k.to_string()).unwrap_or_else(|| "none".into());
         *info.left_at.entry(key).or_default() += n;
     }
+    if info.left > 0 {
+        info.left_why = left_reason(model, actions, &info.left_at, left_faulted);
+    }
     (judgement(tally, why), info)
+}
+
+/// Why blocks left a forced trace, from the trace itself at the earliest step where some left
+/// (`left_at`'s smallest step). The turnstile forces the order of thread steps, never the
+/// moment a copy lands: a trace that keeps a copy in flight past that step needs a landing the
+/// GPU makes within microseconds to wait, so the next step sees the copy landed. A block that
+/// left with no copy in flight at that point is a thread step going another way than forced,
+/// which nothing in the trace explains: the reason says so, for a reader to look into.
+pub fn left_reason(model: &Model, actions: &[Action], left_at: &BTreeMap<String, usize>, faulted: bool) -> String {
+    if faulted {
+        return "every block that left faulted (a sticky launch error) before the trace's end: the hardware \
+                stopped the kernel, so no observation past the fault exists"
+            .into();
+    }
+    let k = left_at.keys().filter_map(|k| k.parse::<usize>().ok()).min().unwrap_or(0);
+    let mut s = model.init().next;
+    for &a in &actions[..k.min(actions.len())] {
+        s = s.and_then(|s| model.step(&s, a).next);
+    }
+    let Some(s) = s else {
+        return format!("left after step {k}, past the trace's undefined behaviour (the model allows anything there)");
+    };
+    if s.copies.is_empty() {
+        return format!(
+            "left after step {k} with no copy in flight: a thread step the turnstile forces went another way \
+             (not explained by the trace)"
+        );
+    }
+    let lands = actions[k..]
+        .iter()
+        .position(|a| matches!(a, Action::Land(_) | Action::LandPart(_)))
+        .map(|j| format!("lands at step {}", k + j + 1))
+        .unwrap_or_else(|| "never lands before the trace ends".into());
+    let bufs: Vec<String> = s.copies.iter().map(|c| model.proto.buffers[c.buf as usize].name.clone()).collect();
+    format!(
+        "after step {k} the trace keeps a copy into {} in flight (it {lands}); on the GPU a copy lands within \
+         microseconds and the turnstile cannot hold it back, so the next forced step saw it landed",
+        bufs.join(", ")
+    )
 }
 
 /// Per thread, `o`'s recorded vectors start with `p`'s, and its completion counts are at least

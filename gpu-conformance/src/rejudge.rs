@@ -7,7 +7,7 @@ use crate::compare::{judge_replay, judge_stress, Verdict};
 use crate::outcome::{allowed_outcomes_within, forced, AllowedSet, Outcome};
 use crate::plan::{panic_text, Budget, Trace, TraceIndex};
 use crate::report::{Case, Report};
-use crate::schedule::one_execution;
+use crate::schedule::{one_execution, one_execution_landings_first};
 use phasecheck_model::spec::load as load_spec;
 use phasecheck_model::step::Model;
 use phasecheck_verifier::{check, CheckOptions};
@@ -132,7 +132,7 @@ pub fn rejudge(report: &serde_json::Value, o: &Options) -> Result<Vec<Rejudged>,
             ends.push(e);
         }
         // A faulted launch was counted once per block in the old reports.
-        if case.mode == "stress" {
+        if case.mode.starts_with("stress") {
             let (j, litmus) = judge_stress(allowed, &obs, &ends);
             case.allowed = serde_json::json!(allowed.summary());
             case.verdict = Some(j.verdict);
@@ -203,7 +203,7 @@ pub fn rejudge(report: &serde_json::Value, o: &Options) -> Result<Vec<Rejudged>,
 }
 
 /// The traces a replay of this spec uses now: counterexample files first, then the verifier's
-/// (one per kind), then one complete execution.
+/// (one per kind), then the complete executions.
 fn traces_for(spec: &phasecheck_model::spec::Spec, model: &Model, index: &TraceIndex, o: &Options) -> Vec<Trace> {
     let mut notes = Vec::new();
     let mut found = index.for_spec(spec, model, &mut notes);
@@ -222,6 +222,15 @@ fn traces_for(spec: &phasecheck_model::spec::Spec, model: &Model, index: &TraceI
                 source: "verifier".into(),
             });
         }
+    }
+    // Both complete executions the runner has replayed (older reports used the plain one).
+    if let Some(ex) = one_execution_landings_first(model) {
+        found.push(Trace {
+            label: "complete execution, landings first".into(),
+            actions: ex,
+            is_violation: false,
+            source: "model (copies land as soon as they can, else the first thread steps)".into(),
+        });
     }
     if let Some(ex) = one_execution(model) {
         found.push(Trace {

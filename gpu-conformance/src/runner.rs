@@ -11,12 +11,14 @@
 //!
 //! Modes: `stress` launches `runs` blocks (one execution per block) with pseudo-random delays
 //! before every step; `replay` forces the order of thread steps of a trace with the turnstile (see
-//! codegen and [`crate::schedule`]). One NVRTC module per backend; the jobs of specs that cannot
+//! codegen and [`crate::schedule`]). A spec with a warp-batched `commit` also gets
+//! `stress-hw-commit`: free running with the hardware batching the commit's lanes, judged against
+//! the same allowed set (its other cases emulate the model's convergence rule and say "emulated"). One NVRTC module per backend; the jobs of specs that cannot
 //! fault share one child, each spec that may fault (over-arrival, lifetime, tx-range, count-range,
 //! uninitialized) gets its own.
 
 use crate::child::{run_jobs, Job, JobFile, JobResult};
-use crate::codegen::{Backend, Kernel};
+use crate::codegen::{has_commit, Backend, Kernel, HW_COMMIT};
 use crate::compare::{as_forced, judge_replay, judge_stress, outcome_of, Flags, Verdict};
 use crate::outcome::{forced, End, Outcome};
 use crate::plan::{plan_spec, progress_line, Settings, SpecPlan, TraceIndex};
@@ -226,6 +228,14 @@ fn run_on_gpu(a: &Settings, specs: &mut [SpecPlan], cases: &mut Vec<Case>, save:
                     .push(mk(id, a.runs.max(1), vec![0, 0], 0x5EED ^ id as u32, 2048));
                 meta.insert(id, (si, "stress", None));
                 id += 1;
+                if has_commit(&s.model.proto) {
+                    groups
+                        .entry(group)
+                        .or_default()
+                        .push(mk(id, a.runs.max(1), vec![0, HW_COMMIT], 0x5EED ^ id as u32, 2048));
+                    meta.insert(id, (si, "stress-hw-commit", None));
+                    id += 1;
+                }
             }
             if a.replay {
                 for (ti, t) in s.traces.iter().enumerate() {
@@ -255,7 +265,7 @@ fn run_on_gpu(a: &Settings, specs: &mut [SpecPlan], cases: &mut Vec<Case>, save:
             let s = &specs[si];
             let k = s.kernels[&b].as_ref().unwrap();
             let res = results.get(&jid).cloned().unwrap_or(JobResult::Fault("no result".into()));
-            let blocks = if mode == "stress" { a.runs.max(1) } else { replay_blocks } as usize;
+            let blocks = if mode.starts_with("stress") { a.runs.max(1) } else { replay_blocks } as usize;
             let case = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| judge_case(s, k, b, mode, trace, res, blocks, a)))
                 .unwrap_or_else(|p| skip_case(s, b, mode, format!("model error: judging: {}", crate::plan::panic_text(&*p))));
             cases.push(case);
@@ -321,6 +331,9 @@ fn judge_case(s: &SpecPlan, k: &Kernel, b: Backend, mode: &str, trace: Option<us
     if let JobResult::Fault(e) = &res {
         note.push_str(&format!("launch fault: {e}; "));
     }
+    if has_commit(&s.model.proto) && mode != "stress-hw-commit" {
+        note.push_str("commit emulated (the model's convergence rule); ");
+    }
     let mut case = Case {
         spec: s.display.clone(),
         backend: b.name().into(),
@@ -329,7 +342,7 @@ fn judge_case(s: &SpecPlan, k: &Kernel, b: Backend, mode: &str, trace: Option<us
         observed: seen.iter().map(|((o, e), n)| (format!("{o}{}", e.suffix()), *n)).collect(),
         ..Case::default()
     };
-    if mode == "stress" {
+    if mode.starts_with("stress") {
         let (j, litmus) = judge_stress(allowed, &obs, &ends);
         case.allowed = serde_json::json!(allowed.summary());
         case.bug_manifested = s.has_bug.then_some(flags.bug_shows());

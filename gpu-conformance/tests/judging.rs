@@ -118,9 +118,16 @@ fn litmus_lists_what_was_allowed_but_never_seen_with_a_reason() {
     if let Some(t) = torn {
         assert!(t.reason.contains("torn read"), "{}", t.reason);
     }
-    // A combination of values each seen elsewhere gets the placeholder.
-    let o = seen[0].clone();
-    assert!(never_seen_reason(&o, &[&o]).starts_with("TODO"));
+    // A combination of parts each seen in another block is a timing reason naming the threads
+    // that never came together.
+    let x = seen[0].clone();
+    let (mut a, mut b, mut both) = (x.clone(), x.clone(), x.clone());
+    a.threads[0].reads = vec![7];
+    b.threads[1].reads = vec![8];
+    both.threads[0].reads = vec![7];
+    both.threads[1].reads = vec![8];
+    let r = never_seen_reason(&both, &[&a, &b]);
+    assert!(r.starts_with("timing:") && r.contains("never t0 with t1"), "{r}");
 
     // The hardware-notes section lists it.
     let case = Case {
@@ -160,6 +167,12 @@ fn a_replay_block_is_judged_against_its_trace_then_from_where_it_left() {
     assert_eq!((info.reproduced, info.left), (0, 32));
     let (k, n) = info.left_at.iter().next().unwrap();
     assert_eq!(*n, 32);
+    // Why: the trace holds the copy in flight past where the block left; the GPU lands it at once.
+    assert!(
+        info.left_why.contains("in flight") && info.left_why.contains("cannot hold it back"),
+        "{}",
+        info.left_why
+    );
     assert!(
         k.parse::<usize>().unwrap() > 0,
         "judged from a point after the start: {:?}",
