@@ -5,12 +5,14 @@
 //! force exactly the order of a trace. Each instruction is preceded by a comment quoting the spec
 //! line it came from, so the kernel reads like a listing of the spec.
 //!
-//! Warp-batched `commit` has two forms, chosen at launch. Free-running launches with
-//! `sched = [0, HW_COMMIT]` batch as the hardware does: the lanes of the warp executing the commit
-//! together (`__activemask()`, split by barrier with `__match_any_sync`) make one arrival, from the
-//! lowest of them. That tests the model's convergence rule against the silicon. Every other
-//! launch (stress and replay; a turnstile serializes lanes, so the hardware form cannot be forced)
-//! emulates the model's rule, and the runner labels those cases "emulated". The emulation: in a role
+//! Warp-batched `commit` has two forms, each its own kernel. [`generate_hw_commit`] batches as the
+//! hardware does: the lanes of the warp executing the commit together (`__activemask()`, split by
+//! barrier with `__match_any_sync`) make one arrival, from the lowest of them; it runs free (stress)
+//! and tests the model's convergence rule against the silicon. [`generate`] (every stress and replay
+//! case: a turnstile serializes lanes, so the hardware form cannot be forced) emulates the model's
+//! rule, and the runner labels those cases "emulated". The hardware form is a separate kernel so that
+//! the emulated kernels stay exactly as they were (convergence-sensitive intrinsics in a branch not
+//! taken still change how the compiler lays out reconvergence). The emulation: in a role
 //! with a commit every Branch appends `pc << 1 | taken` (IR pc) to the thread's path, published in
 //! shared memory as prefix hashes (`PcLane`, cleared at syncwarp); a commit waits (bounded) until
 //! every unfinished lane of its warp and role whose path is compatible with its own stands at the
@@ -31,9 +33,6 @@
 
 use phasecheck_model::ir::*;
 use phasecheck_model::lang::ast::{BinOp, UnOp};
-
-/// `sched[1]` of a free-running launch whose commits the hardware batches (module docs).
-pub const HW_COMMIT: i32 = 1;
 
 /// Observations recorded per list and thread; more are counted but dropped (status `OVERFLOW`).
 pub const CAP: usize = 32;
@@ -203,8 +202,7 @@ struct PcThread {
   int* completions;       // this block's completion-function counters (one per barrier)
   const int* src;         // copy source: row v holds version v in every word
   int src_words;
-  const int* sched;       // replay schedule (sched[0] == 0: free running; then sched[1] == 1:
-                          // commits batched by the hardware, see the module docs)
+  const int* sched;       // replay schedule (sched[0] == 0: free running)
   u64 timeout_ns;         // bound of every wait
   unsigned rng;           // per-thread pseudo-random delays (stress)
   unsigned max_delay;     // clock cycles
@@ -540,6 +538,8 @@ struct Gen<'a> {
     track: bool,
     /// IR pc of the instruction being generated.
     pc: usize,
+    /// Warp-batched commits as the hardware batches them ([`generate_hw_commit`]).
+    hw_commit: bool,
 }
 
 /// Generate the kernel of one protocol. `index` makes its symbol unique within a module.
@@ -555,6 +555,7 @@ pub fn expression_cpp(p: &Protocol, code: &Code, e: &IExpr) -> String {
         group_completion: Vec::new(),
         track: false,
         pc: 0,
+        hw_commit: false,
     };
     g.expr(code, e)
 }
@@ -565,6 +566,16 @@ pub fn local_cpp(code: &Code, slot: u16) -> String {
 }
 
 pub fn generate(p: &Protocol, source: &str, backend: Backend, index: usize) -> Result<Kernel, NotExpressible> {
+    generate_form(p, source, backend, index, false)
+}
+
+/// The kernel with every warp-batched `commit` batched by the hardware (module docs), for
+/// free-running launches only; its symbol ends in `_hwc`.
+pub fn generate_hw_commit(p: &Protocol, source: &str, backend: Backend, index: usize) -> Result<Kernel, NotExpressible> {
+    generate_form(p, source, backend, index, true)
+}
+
+fn generate_form(p: &Protocol, source: &str, backend: Backend, index: usize, hw_commit: bool) -> Result<Kernel, NotExpressible> {
     let ws = p.warp_size as usize;
     if ws > 32 || ws == 0 {
         return Err(NotExpressible(format!(
@@ -611,9 +622,10 @@ pub fn generate(p: &Protocol, source: &str, backend: Backend, index: usize) -> R
         group_completion,
         track: false,
         pc: 0,
+        hw_commit,
     };
     g.check_expressible()?;
-    let symbol = format!("pc_{}_{}", ident(&p.name), index);
+    let symbol = format!("pc_{}_{}{}", ident(&p.name), index, if hw_commit { "_hwc" } else { "" });
     let nb = p.barriers.len();
     let nt = p.threads.len();
     let block_words = block_words_of(p);
@@ -1568,14 +1580,16 @@ impl<'a> Gen<'a> {
                     format!("(void)pc_mbar_arrive(&{b}, 1)")
                 };
                 let pc = self.pc;
-                self.w(format!("  if (th.sched[0] == 0 && th.sched[1] == {HW_COMMIT}) {{"));
-                self.w("    // as the hardware batches it: the lanes executing this commit together, per barrier");
-                self.w(format!(
-                    "    unsigned group = __match_any_sync(__activemask(), (unsigned)(unsigned long long)&{b});"
-                ));
-                self.w(format!("    if (th.lane == __ffs(group) - 1) {arrive};"));
-                self.w("    th.commit_seq++;");
-                self.w("  } else");
+                if self.hw_commit {
+                    self.w("  { // warp-batched arrive as the hardware batches it: the lanes executing this commit together, per barrier");
+                    self.w(format!(
+                        "    unsigned group = __match_any_sync(__activemask(), (unsigned)(unsigned long long)&{b});"
+                    ));
+                    self.w(format!("    if (th.lane == __ffs(group) - 1) {arrive};"));
+                    self.w("    pc_turn_end(th, &s.turn);");
+                    self.w("  }");
+                    return Ok(());
+                }
                 self.w("  { // warp-batched arrive: ONE arrival per converged group of lanes (the model's rule)");
                 self.w(format!(
                     "    unsigned group = pc_commit_group(th, &s.lanes[warp_first[th.warp]], {pc});"

@@ -5,7 +5,7 @@
 //! fails (an internal error, a panic) makes it `model error: ...`; either way the other specs go
 //! on and the report lists every spec.
 
-use crate::codegen::{generate, Backend, Kernel};
+use crate::codegen::{generate, generate_hw_commit, has_commit, Backend, Kernel};
 use crate::outcome::{allowed_outcomes_within, forced, AllowedSet};
 use crate::schedule::{one_execution, one_execution_landings_first};
 use phasecheck_model::spec::Spec;
@@ -186,6 +186,9 @@ pub struct SpecPlan {
     /// judged.
     pub vars_racy: bool,
     pub kernels: BTreeMap<Backend, Result<Kernel, String>>,
+    /// For a spec with a warp-batched `commit`: its kernels with the hardware's batching
+    /// ([`crate::codegen::generate_hw_commit`]), run free as `stress-hw-commit`.
+    pub hw_commit_kernels: BTreeMap<Backend, Kernel>,
     pub allowed: Option<AllowedSet>,
     /// `ran` once judged; `planned`; `not run (budget: ...)`; `model error: ...`.
     pub status: String,
@@ -223,6 +226,7 @@ pub fn plan_spec(spec: &Spec, index: usize, s: &Settings, traces: &TraceIndex) -
         has_bug: false,
         vars_racy: false,
         kernels: BTreeMap::new(),
+        hw_commit_kernels: BTreeMap::new(),
         allowed: None,
         status: "planned".into(),
         notes: Vec::new(),
@@ -329,6 +333,13 @@ pub fn plan_spec(spec: &Spec, index: usize, s: &Settings, traces: &TraceIndex) -
             Ok(r) => r.map_err(|e| e.to_string()),
             Err(p) => Err(format!("code generation panicked: {}", panic_text(&*p))),
         };
+        if k.is_ok() && has_commit(&spec.proto) {
+            if let Ok(Ok(h)) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                generate_hw_commit(&spec.proto, &spec.source, be, index)
+            })) {
+                plan.hw_commit_kernels.insert(be, h);
+            }
+        }
         plan.kernels.insert(be, k);
     }
     plan.seconds.insert("codegen".into(), t.elapsed().as_secs_f64());

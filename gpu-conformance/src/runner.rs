@@ -18,7 +18,7 @@
 //! uninitialized) gets its own.
 
 use crate::child::{run_jobs, Job, JobFile, JobResult};
-use crate::codegen::{has_commit, Backend, Kernel, HW_COMMIT};
+use crate::codegen::{has_commit, Backend, Kernel};
 use crate::compare::{as_forced, judge_replay, judge_stress, outcome_of, Flags, Verdict};
 use crate::outcome::{forced, End, Outcome};
 use crate::plan::{plan_spec, progress_line, Settings, SpecPlan, TraceIndex};
@@ -177,7 +177,7 @@ fn run_on_gpu(a: &Settings, specs: &mut [SpecPlan], cases: &mut Vec<Case>, save:
         let ok: Vec<Kernel> = specs
             .iter()
             .filter(|s| s.ready())
-            .filter_map(|s| s.kernels[&b].as_ref().ok().cloned())
+            .flat_map(|s| s.kernels[&b].as_ref().ok().into_iter().chain(s.hw_commit_kernels.get(&b)).cloned())
             .collect();
         let tc = Instant::now();
         let ptx = nvrtc::compile_module(&ok, &format!("phasecheck_{}.cu", b.name()));
@@ -209,7 +209,7 @@ fn run_on_gpu(a: &Settings, specs: &mut [SpecPlan], cases: &mut Vec<Case>, save:
                 continue;
             }
             let group = if s.may_fault { si + 1 } else { 0 };
-            let mk = |id: usize, grid: u32, sched: Vec<i32>, seed: u32, max_delay: u32| Job {
+            let mk = |id: usize, grid: u32, sched: Vec<i32>, seed: u32, max_delay: u32, k: &Kernel| Job {
                 id,
                 symbol: k.symbol.clone(),
                 grid,
@@ -225,14 +225,14 @@ fn run_on_gpu(a: &Settings, specs: &mut [SpecPlan], cases: &mut Vec<Case>, save:
                 groups
                     .entry(group)
                     .or_default()
-                    .push(mk(id, a.runs.max(1), vec![0, 0], 0x5EED ^ id as u32, 2048));
+                    .push(mk(id, a.runs.max(1), vec![0, 0], 0x5EED ^ id as u32, 2048, k));
                 meta.insert(id, (si, "stress", None));
                 id += 1;
-                if has_commit(&s.model.proto) {
+                if let Some(h) = s.hw_commit_kernels.get(&b) {
                     groups
                         .entry(group)
                         .or_default()
-                        .push(mk(id, a.runs.max(1), vec![0, HW_COMMIT], 0x5EED ^ id as u32, 2048));
+                        .push(mk(id, a.runs.max(1), vec![0, 0], 0x5EED ^ id as u32, 2048, h));
                     meta.insert(id, (si, "stress-hw-commit", None));
                     id += 1;
                 }
@@ -242,7 +242,7 @@ fn run_on_gpu(a: &Settings, specs: &mut [SpecPlan], cases: &mut Vec<Case>, save:
                     groups
                         .entry(group)
                         .or_default()
-                        .push(mk(id, replay_blocks, replay_schedule(&s.model, &t.actions), 1, 0));
+                        .push(mk(id, replay_blocks, replay_schedule(&s.model, &t.actions), 1, 0, k));
                     meta.insert(id, (si, "replay", Some(ti)));
                     id += 1;
                 }

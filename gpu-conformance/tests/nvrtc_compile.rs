@@ -2,7 +2,7 @@
 //! with both backends. Without NVRTC the test skips locally but fails in CI (CI=true): source
 //! `gpu-conformance/ci/setup-nvrtc.sh` first.
 
-use phasecheck_gpu::codegen::{generate, Backend};
+use phasecheck_gpu::codegen::{generate, generate_hw_commit, has_commit, Backend};
 use phasecheck_gpu::nvrtc;
 use phasecheck_model::spec::{expand, load as load_spec};
 use std::path::PathBuf;
@@ -46,6 +46,12 @@ fn every_generated_kernel_compiles_for_sm90() {
                     }
                     compiled += 1;
                     kernels.push(k);
+                    // A spec with a warp-batched commit also runs with the hardware's batching.
+                    if has_commit(&spec.proto) {
+                        let h = generate_hw_commit(&spec.proto, &spec.source, backend, kernels.len()).unwrap();
+                        kernels.push(h);
+                        compiled += 1;
+                    }
                 }
                 Err(e) => eprintln!("{} [{}]: {e}", f.display(), backend.name()),
             }

@@ -34,6 +34,18 @@ snap!(memcpy_try_libcu, "memcpy_try", Backend::Libcu);
 snap!(memcpy_try_ptx, "memcpy_try", Backend::Ptx);
 snap!(commit_warp_ptx, "commit_warp", Backend::Ptx);
 
+/// The hardware-batched commit (`stress-hw-commit`): one arrival per group of lanes the hardware
+/// runs together, nothing of the emulation.
+#[test]
+fn commit_warp_ptx_hw_commit() {
+    let f = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/commit_warp.phase");
+    let spec = load_spec(&f, &[]).unwrap();
+    let k = phasecheck_gpu::codegen::generate_hw_commit(&spec.proto, &spec.source, Backend::Ptx, 0).unwrap();
+    assert!(k.symbol.ends_with("_hwc"));
+    assert!(!k.body.contains("pc_commit_group"), "no emulation in the hardware form");
+    insta::assert_snapshot!(k.body);
+}
+
 #[test]
 fn prelude_libcu() {
     insta::assert_snapshot!(phasecheck_gpu::codegen::prelude_text(Backend::Libcu));
