@@ -314,7 +314,7 @@ fn cmd_check(paths: &[PathBuf], a: &SearchArgs, format: Format, traces: &cmd_rep
                     println!("limits:  {}", limits::describe(a));
                 }
                 if let Some(h) = &hint {
-                    println!("{}", shrink::describe(h));
+                    println!("{}", shrink::describe(h, r.bound == Some(phasecheck_verifier::Bound::StepBudget)));
                 }
                 println!();
             }

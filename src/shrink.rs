@@ -83,10 +83,15 @@ pub fn suggest(spec: &Spec, overrides: &[(String, i64)], budget_states: usize) -
     out
 }
 
-/// The suggestion in words, at most three candidates.
-pub fn describe(s: &[Shrink]) -> String {
+/// The suggestion in words, at most three candidates. `step_budget`: the search stopped because
+/// one step ran past the step budget, which no flag raises.
+pub fn describe(s: &[Shrink], step_budget: bool) -> String {
     if s.is_empty() {
-        return "hint: no parameter or literal role size can be shrunk; raise the bound instead".into();
+        return if step_budget {
+            "hint: no parameter or literal role size can be shrunk, and the step budget cannot be raised: give the long local loop a smaller bound or a visible statement".into()
+        } else {
+            "hint: no parameter or literal role size can be shrunk; raise the bound instead".into()
+        };
     }
     let items: Vec<String> = s
         .iter()

@@ -135,6 +135,9 @@ fn a_loop_with_no_visible_statement_stops_at_the_time_bound() {
     let r = check_bounded(&f, 1024, &["--max-seconds", "20"]);
     assert!(r.stdout.contains("the step budget"), "{}", r.stdout);
     assert!(r.stdout.contains("verdict: incomplete"), "{}", r.stdout);
+    // No flag raises the step budget: the hint does not tell the user to raise a bound.
+    assert!(r.stdout.contains("the step budget cannot be raised"), "{}", r.stdout);
+    assert!(!r.stdout.contains("raise the bound instead"), "{}", r.stdout);
 }
 
 #[test]
