@@ -554,7 +554,7 @@ impl AllowedSet {
         k.into_iter().collect()
     }
 
-    /// The bound that stopped an incomplete exploration (`states` or `seconds`).
+    /// The bound that stopped an incomplete exploration (`states`, `seconds` or `step budget`).
     pub fn stopped_by(&self) -> Option<&str> {
         self.stopped_by.as_deref()
     }
@@ -659,6 +659,14 @@ enum Situation {
 enum Next {
     Continue(State, Partial),
     Undefined(Undefined),
+    /// The step ran past the model's step budget (`Outcome::cut`): no successor is known, and
+    /// the enumeration is incomplete, never an end of the execution.
+    Cut,
+}
+
+/// What a caller replaying one path says when a step is cut by the step budget.
+fn cut_error(i: usize) -> String {
+    format!("step {i} ran past the step budget (16,777,216 local instructions in one step)")
 }
 
 /// The model with a way to make a thread time out. Each role's code gets three instructions
@@ -699,14 +707,19 @@ impl Machine {
         }
     }
 
-    fn start(&self) -> Result<(State, Partial), Undefined> {
+    /// The initial state, or why there is none: undefined behaviour, or (None) initialisation
+    /// ran past the step budget.
+    fn start(&self) -> Result<(State, Partial), Option<Undefined>> {
         let empty = Outcome::empty(&self.model);
         let init = self.model.init();
+        if init.cut {
+            return Err(None);
+        }
         let Some(s) = init.next else {
-            return Err(Undefined {
+            return Err(Some(Undefined {
                 prefix: empty,
                 cause: cause_of(&init.violations),
-            });
+            }));
         };
         let p = &self.model.proto;
         let n = p.threads.len();
@@ -833,6 +846,9 @@ impl Machine {
             // A model bug, never undefined behaviour of the program: the caller (the runner's
             // stage guard) catches the panic and records the spec as failed.
             panic!("model internal error [{}]: {}", e.rule, e.message);
+        }
+        if out.cut {
+            return vec![Next::Cut];
         }
         let Some(next) = out.next else {
             return vec![Next::Undefined(self.undefined(p, cause_of(&out.violations)))];
@@ -994,7 +1010,7 @@ pub fn allowed_outcomes_within(model: &Model, limit: usize, deadline: Option<Ins
     let m = Machine::new(model);
     match m.start() {
         Ok((s0, p0)) => explore(&m, s0, p0, limit, deadline),
-        Err(u) => {
+        Err(Some(u)) => {
             let mut set = AllowedSet {
                 complete: true,
                 ..AllowedSet::default()
@@ -1002,6 +1018,11 @@ pub fn allowed_outcomes_within(model: &Model, limit: usize, deadline: Option<Ins
             set.undefined.insert(u);
             set
         }
+        Err(None) => AllowedSet {
+            complete: false,
+            stopped_by: Some("step budget".into()),
+            ..AllowedSet::default()
+        },
     }
 }
 
@@ -1036,6 +1057,7 @@ pub fn allowed_after(
                 set.undefined.insert(u);
                 return Ok(set);
             }
+            Next::Cut => return Err(cut_error(i)),
         }
     }
     Ok(explore(&m, s, p, limit, deadline))
@@ -1049,6 +1071,7 @@ fn explore(m: &Machine, s0: State, p0: Partial, limit: usize, deadline: Option<I
         ..AllowedSet::default()
     };
     let empty = Outcome::empty(&m.model);
+    let cut = std::cell::Cell::new(false);
     // Edges out of a state, each with the observations of its step.
     let expand = |s: &State, p: &Partial| -> Vec<Edge> {
         let mut p = p.clone();
@@ -1060,6 +1083,10 @@ fn explore(m: &Machine, s0: State, p0: Partial, limit: usize, deadline: Option<I
                 let mut edges = Vec::new();
                 for mv in moves {
                     for n in m.apply(s, &p, mv, true) {
+                        if let Next::Cut = n {
+                            cut.set(true);
+                            continue;
+                        }
                         edges.push(match n {
                             Next::Undefined(u) => {
                                 let mut head = u.prefix;
@@ -1070,6 +1097,7 @@ fn explore(m: &Machine, s0: State, p0: Partial, limit: usize, deadline: Option<I
                                 let head = std::mem::replace(&mut p2.obs, empty.clone());
                                 Edge::Step(head, (s2, p2))
                             }
+                            Next::Cut => unreachable!("skipped above"),
                         });
                     }
                 }
@@ -1166,6 +1194,10 @@ fn explore(m: &Machine, s0: State, p0: Partial, limit: usize, deadline: Option<I
         }
     };
     set.explored = memo.len() + 1;
+    if cut.get() {
+        set.complete = false;
+        set.stopped_by = Some("step budget".into());
+    }
     for (u, o, e) in root.iter() {
         match u {
             None => {
@@ -1219,7 +1251,8 @@ pub fn forced(model: &Model, actions: &[Action]) -> Result<Forced, String> {
     let n = model.proto.threads.len();
     let (mut s, mut p) = match m.start() {
         Ok(x) => x,
-        Err(u) => {
+        Err(None) => return Err(cut_error(0)),
+        Err(Some(u)) => {
             return Ok(Forced {
                 outcome: Outcome::empty(model),
                 ends: vec![ThreadEnd::Blocked; n],
@@ -1246,6 +1279,7 @@ pub fn forced(model: &Model, actions: &[Action]) -> Result<Forced, String> {
         match m.apply(&s, &p, Move::Model(a), false).pop().expect("one successor") {
             Next::Continue(s2, p2) => (s, p) = (s2, p2),
             Next::Undefined(u) => return Ok(undefined_end(&m, &s, &p, u.cause, Vec::new())),
+            Next::Cut => return Err(cut_error(i)),
         }
     }
     // A trace that ends with the CTA quiet (deadlock) goes on as the hardware does: blocked
@@ -1267,6 +1301,7 @@ pub fn forced(model: &Model, actions: &[Action]) -> Result<Forced, String> {
                     match m.apply(&s, &p, mv, false).pop().expect("one successor") {
                         Next::Continue(s2, p2) => (s, p) = (s2, p2),
                         Next::Undefined(u) => return Ok(undefined_end(&m, &s, &p, u.cause, timeouts)),
+                        Next::Cut => return Err(cut_error(actions.len())),
                     }
                 }
             }
@@ -1301,6 +1336,7 @@ pub fn prefix_observations(model: &Model, actions: &[Action]) -> Result<Vec<Outc
         match m.apply(&s, &p, Move::Model(a), false).pop().expect("one successor") {
             Next::Continue(s2, p2) => (s, p) = (s2, p2),
             Next::Undefined(_) => break,
+            Next::Cut => return Err(cut_error(i)),
         }
         out.push(p.obs.clone());
     }

@@ -130,3 +130,17 @@ fn bad_input_is_exit_2_before_anything_runs() {
     assert!(!dir.join("r.json").exists());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_step_past_the_step_budget_is_a_budget_not_the_end_of_an_execution() {
+    // A local loop of 2^62 rounds with no visible statement: the model cuts the step. The suite
+    // records the spec as over budget instead of taking the cut step for the end of an execution
+    // (which would make up an outcome: the thread's `arrive` never ran).
+    let spin = "protocol spin\nbarrier b count 1\nrole w[1] {\n  for i in 0..4611686018427387904 { }\n  arrive(b)\n}\n";
+    let dir = folder("cut", &[("spin.phase", spin.to_string())]);
+    let (rc, r, _) = run(&dir, Budget::default(), None);
+    assert_eq!(rc, 0);
+    let st = status(&r, "spin.phase");
+    assert!(st.starts_with("not run (budget: a model step ran past the step budget"), "{st}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
