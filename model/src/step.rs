@@ -155,6 +155,8 @@ pub struct Model {
     pub(crate) symmetry: Vec<Vec<usize>>,
     /// The threads of each model warp, in lane order.
     warps: Vec<Vec<usize>>,
+    /// Static footprints for the partial-order reduction (crate::footprint).
+    pub por: crate::footprint::Footprints,
 }
 
 fn roles_with_commit(proto: &Protocol) -> Vec<bool> {
@@ -248,6 +250,7 @@ pub enum WaitCheck {
 
 impl Model {
     pub fn new(proto: Protocol) -> Model {
+        let por = crate::footprint::Footprints::new(&proto, false);
         let mut m = Model {
             tracks_path: roles_with_commit(&proto),
             proto,
@@ -255,6 +258,7 @@ impl Model {
             mutant: None,
             symmetry: Vec::new(),
             warps: Vec::new(),
+            por,
         };
         m.warps = (0..m.proto.warp_count()).map(|w| m.proto.warp_members(w).collect()).collect();
         m.symmetry = crate::canon::symmetry_classes(&m);
@@ -262,8 +266,10 @@ impl Model {
     }
 
     pub fn fine_grained(proto: Protocol) -> Model {
+        let por = crate::footprint::Footprints::new(&proto, true);
         Model {
             fine_grained: true,
+            por,
             ..Model::new(proto)
         }
     }
