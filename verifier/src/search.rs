@@ -1,9 +1,11 @@
 //! The checker: every interleaving of thread steps and copy landings, explored by the engine
 //! (crate::engine), told as a verdict with shortest traces.
 //!
-//! Breadth-first order makes the first trace found for each violation kind a shortest one. States
+//! Breadth-first order makes the first trace found for each violation kind a shortest one (among
+//! the executions the partial-order reduction keeps; `por: false` for the shortest of all). States
 //! are stored exactly, in canonical form (symmetry of interchangeable threads, normalised clock
-//! epochs); `--no-symmetry` stores them as they are, and tests compare both.
+//! epochs); `--no-symmetry` stores them as they are, `--no-por` expands every enabled step, and
+//! tests compare them all.
 
 use crate::engine::{self, Limits, Tally};
 use phasecheck_model::step::{Action, Model};
