@@ -169,6 +169,34 @@ fn partial_order_reduction_keeps_every_library_verdict() {
     assert!(applicable > 0 && reduced_somewhere > 0, "the library never exercises the reduction");
 }
 
+/// The comparison above can fail: a reduction that ignores conflicts (the planted defect
+/// `por-ignores-conflicts` expands only the first enabled thread step) loses kinds on the library.
+#[test]
+fn a_partial_order_reduction_that_ignores_conflicts_loses_kinds() {
+    let mut lost = Vec::new();
+    for path in library() {
+        let mut model = model_of(&path, &[]);
+        if !model.por.applicable {
+            continue;
+        }
+        let full = run_with(&model, true, false, 1);
+        model.mutant = Some(phasecheck_model::step::Mutant::PorIgnoresConflicts);
+        let broken = check(
+            &model,
+            &CheckOptions {
+                threads: 1,
+                max_states: Some(2_000_000),
+                ..CheckOptions::default()
+            },
+        );
+        if kinds(&full) != kinds(&broken) {
+            lost.push(path.display().to_string());
+        }
+    }
+    eprintln!("the unsound reduction changes the kinds of {} specs", lost.len());
+    assert!(lost.len() >= 3, "an unsound reduction went unnoticed: {lost:?}");
+}
+
 /// Exact counts: the engine without symmetry stores exactly the naive search's states (packing,
 /// interning and epoch handling lose and merge nothing), and with symmetry the pinned count.
 #[test]

@@ -367,6 +367,12 @@ impl Footprints {
         if !self.applicable || enabled.len() < 2 {
             return false;
         }
+        if m.mutant == Some(crate::step::Mutant::PorIgnoresConflicts) {
+            if let Some(a) = enabled.iter().find(|a| matches!(a, Action::Thread(_))) {
+                out.push(*a);
+                return true;
+            }
+        }
         let n = s.threads.len();
         let mut thread_enabled = vec![false; n];
         for a in enabled {

@@ -205,10 +205,14 @@ pub enum Mutant {
     CommitPerLane,
     /// A wait that has fallen two phases behind is not reported.
     StaleWaitUnchecked,
+    /// The partial-order reduction expands only the first enabled thread step whenever two or
+    /// more steps are enabled, ignoring every conflict (an unsound reduction: the library's
+    /// expect lines and `tests/reductions.rs` must catch it).
+    PorIgnoresConflicts,
 }
 
 impl Mutant {
-    pub const ALL: [Mutant; 12] = [
+    pub const ALL: [Mutant; 13] = [
         Mutant::WaitAlwaysReady,
         Mutant::ArrivalsUncounted,
         Mutant::NoParityAliasing,
@@ -221,6 +225,7 @@ impl Mutant {
         Mutant::MissingWaitUnchecked,
         Mutant::CommitPerLane,
         Mutant::StaleWaitUnchecked,
+        Mutant::PorIgnoresConflicts,
     ];
 
     pub fn name(self) -> &'static str {
@@ -237,6 +242,7 @@ impl Mutant {
             Mutant::MissingWaitUnchecked => "missing-wait-unchecked",
             Mutant::CommitPerLane => "commit-per-lane",
             Mutant::StaleWaitUnchecked => "stale-wait-unchecked",
+            Mutant::PorIgnoresConflicts => "por-ignores-conflicts",
         }
     }
 }
