@@ -74,6 +74,10 @@ struct SearchArgs {
     /// verdict is the same, the state count larger).
     #[arg(long)]
     no_symmetry: bool,
+    /// Expand every enabled step of every state (turns the partial-order reduction off; the
+    /// verdict and the kinds found are the same, the state count larger).
+    #[arg(long)]
+    no_por: bool,
     /// Threads that expand states (default: every core). The verdict and traces do not depend on it.
     #[arg(long, value_name = "N")]
     threads: Option<usize>,
@@ -180,6 +184,7 @@ fn options(a: &SearchArgs) -> CheckOptions {
         progress: Some(progress),
         self_check: a.self_check,
         symmetry: !a.no_symmetry,
+        por: !a.no_por,
         threads: a
             .threads
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))

@@ -79,6 +79,13 @@ pub fn render_text(spec: &Spec, model: &Model, report: &Report) -> String {
             st.reductions.join(", ")
         }
     );
+    if st.reduced_states > 0 {
+        let _ = writeln!(
+            out,
+            "         partial-order: {} states expanded by a persistent subset ({} enabled steps left out; --no-por expands all)",
+            st.reduced_states, st.pruned_steps
+        );
+    }
     if st.past_violation_skipped > 0 {
         let _ = writeln!(
             out,
@@ -246,6 +253,8 @@ pub fn render_json(spec: &Spec, model: &Model, report: &Report) -> Value {
             "peak_memory_bytes": s.peak_memory_bytes,
             "reductions": s.reductions,
             "past_violation_skipped": s.past_violation_skipped,
+            "reduced_states": s.reduced_states,
+            "pruned_steps": s.pruned_steps,
         },
     })
 }

@@ -1,6 +1,7 @@
-//! The engine's reductions keep verdicts: symmetry of interchangeable threads, parallel expansion,
-//! interned storage and the time given to executions past a violation are each compared with a
-//! search without them, over the whole library; exact state counts are pinned against a naive
+//! The engine's reductions keep verdicts: symmetry of interchangeable threads, the partial-order
+//! reduction, parallel expansion, interned storage and the time given to executions past a
+//! violation are each compared with a search without them, over the whole library; exact state
+//! counts (of the search without partial-order reduction) are pinned against a naive
 //! breadth-first search written here, independent of the engine.
 
 mod common;
@@ -23,9 +24,15 @@ fn model_of(path: &Path, params: &[(String, i64)]) -> Model {
     Model::new(spec.proto)
 }
 
+/// Without partial-order reduction (what the exact counts and the symmetry comparisons are about).
 fn run(model: &Model, symmetry: bool, threads: usize) -> Report {
+    run_with(model, symmetry, false, threads)
+}
+
+fn run_with(model: &Model, symmetry: bool, por: bool, threads: usize) -> Report {
     let opts = CheckOptions {
         symmetry,
+        por,
         threads,
         max_states: Some(2_000_000),
         ..CheckOptions::default()
@@ -116,6 +123,80 @@ fn traces_found_on_canonical_states_replay_concretely_with_the_same_kind() {
     }
 }
 
+/// The partial-order reduction, with symmetry on and off, finds exactly the verdict and the kinds
+/// of the search without it on every spec of the library, never stores more states, does not
+/// depend on the thread count, and its traces replay concretely with their kind.
+#[test]
+fn partial_order_reduction_keeps_every_library_verdict() {
+    let (mut applicable, mut reduced_somewhere) = (0, 0);
+    for path in library() {
+        let model = model_of(&path, &[]);
+        let name = path.display();
+        applicable += model.por.applicable as usize;
+        for symmetry in [false, true] {
+            let full = run_with(&model, symmetry, false, 1);
+            let por = run_with(&model, symmetry, true, 1);
+            let parallel = run_with(&model, symmetry, true, 2);
+            assert_eq!(full.verdict, por.verdict, "{name} (symmetry {symmetry}): POR changed the verdict");
+            assert_eq!(kinds(&full), kinds(&por), "{name} (symmetry {symmetry}): POR changed the kinds");
+            assert!(por.stats.states <= full.stats.states, "{name}: POR stored more states");
+            reduced_somewhere += (por.stats.reduced_states > 0) as usize;
+            assert_eq!(
+                por.stats.states, parallel.stats.states,
+                "{name}: thread count changed the POR state count"
+            );
+            assert_eq!(por.stats.transitions, parallel.stats.transitions, "{name}");
+            assert_eq!(por.stats.reduced_states, parallel.stats.reduced_states, "{name}");
+            let traces = |r: &Report| {
+                r.violations
+                    .iter()
+                    .map(|v| (v.kind, v.actions.clone(), v.message.clone()))
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(traces(&por), traces(&parallel), "{name}: thread count changed a POR trace");
+            for v in &por.violations {
+                let replayed = phasecheck_verifier::trace::replay(&model, &v.actions)
+                    .unwrap_or_else(|e| panic!("{name}: {} trace found under POR does not replay: {e:?}", v.kind));
+                assert!(!replayed.steps.is_empty() || v.actions.is_empty());
+            }
+            if !model.por.applicable {
+                assert_eq!(por.stats.states, full.stats.states, "{name}: POR ran where it does not apply");
+                assert!(!por.stats.reductions.iter().any(|r| r == "partial-order"), "{name}");
+            }
+        }
+    }
+    eprintln!("POR applies to {applicable} specs; reduced some state in {reduced_somewhere} runs");
+    assert!(applicable > 0 && reduced_somewhere > 0, "the library never exercises the reduction");
+}
+
+/// The comparison above can fail: a reduction that ignores conflicts (the planted defect
+/// `por-ignores-conflicts` expands only the first enabled thread step) loses kinds on the library.
+#[test]
+fn a_partial_order_reduction_that_ignores_conflicts_loses_kinds() {
+    let mut lost = Vec::new();
+    for path in library() {
+        let mut model = model_of(&path, &[]);
+        if !model.por.applicable {
+            continue;
+        }
+        let full = run_with(&model, true, false, 1);
+        model.mutant = Some(phasecheck_model::step::Mutant::PorIgnoresConflicts);
+        let broken = check(
+            &model,
+            &CheckOptions {
+                threads: 1,
+                max_states: Some(2_000_000),
+                ..CheckOptions::default()
+            },
+        );
+        if kinds(&full) != kinds(&broken) {
+            lost.push(path.display().to_string());
+        }
+    }
+    eprintln!("the unsound reduction changes the kinds of {} specs", lost.len());
+    assert!(lost.len() >= 3, "an unsound reduction went unnoticed: {lost:?}");
+}
+
 /// Exact counts: the engine without symmetry stores exactly the naive search's states (packing,
 /// interning and epoch handling lose and merge nothing), and with symmetry the pinned count.
 #[test]
@@ -192,7 +273,7 @@ fn the_past_violation_budget_finds_every_kind_on_the_library() {
 #[test]
 fn buggy_ring_is_violated_in_every_mode() {
     let f = "benches/spin/ring_bug_wrong_parity.phase";
-    for mode in [&[][..], &["--all-kinds"][..], &["--stop-at-first"][..]] {
+    for mode in [&[][..], &["--all-kinds"][..], &["--stop-at-first"][..], &["--no-por"][..]] {
         let mut args = vec!["check", f, "--param", "STAGES=2", "--param", "CONSUMERS=2", "--param", "ITERS=8"];
         args.extend_from_slice(mode);
         let out = common::phasecheck(&args);

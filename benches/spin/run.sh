@@ -72,7 +72,7 @@ bug_size="2,2,8"
 
 PC_REDUCTIONS_ON=${PC_REDUCTIONS_ON:-}
 if "$pc" check --help 2>/dev/null | grep -q -- --no-symmetry; then
-  # Every reduction flag the binary has (it has no partial-order reduction: docs/model.md).
+  # Every reduction flag the binary has (--no-por since the partial-order reduction: docs/model.md).
   off="--no-symmetry"
   if "$pc" check --help 2>/dev/null | grep -q -- --no-por; then off="$off --no-por"; fi
   PC_REDUCTIONS_OFF=${PC_REDUCTIONS_OFF-$off}

@@ -19,6 +19,7 @@ pub mod step;
 
 pub mod api;
 pub mod canon;
+pub mod footprint;
 #[cfg(feature = "proptest")]
 pub mod strategies;
 pub mod ts;

@@ -155,6 +155,8 @@ pub struct Model {
     pub(crate) symmetry: Vec<Vec<usize>>,
     /// The threads of each model warp, in lane order.
     warps: Vec<Vec<usize>>,
+    /// Static footprints for the partial-order reduction (crate::footprint).
+    pub por: crate::footprint::Footprints,
 }
 
 fn roles_with_commit(proto: &Protocol) -> Vec<bool> {
@@ -203,10 +205,14 @@ pub enum Mutant {
     CommitPerLane,
     /// A wait that has fallen two phases behind is not reported.
     StaleWaitUnchecked,
+    /// The partial-order reduction expands only the first enabled thread step whenever two or
+    /// more steps are enabled, ignoring every conflict (an unsound reduction: the library's
+    /// expect lines and `tests/reductions.rs` must catch it).
+    PorIgnoresConflicts,
 }
 
 impl Mutant {
-    pub const ALL: [Mutant; 12] = [
+    pub const ALL: [Mutant; 13] = [
         Mutant::WaitAlwaysReady,
         Mutant::ArrivalsUncounted,
         Mutant::NoParityAliasing,
@@ -219,6 +225,7 @@ impl Mutant {
         Mutant::MissingWaitUnchecked,
         Mutant::CommitPerLane,
         Mutant::StaleWaitUnchecked,
+        Mutant::PorIgnoresConflicts,
     ];
 
     pub fn name(self) -> &'static str {
@@ -235,6 +242,7 @@ impl Mutant {
             Mutant::MissingWaitUnchecked => "missing-wait-unchecked",
             Mutant::CommitPerLane => "commit-per-lane",
             Mutant::StaleWaitUnchecked => "stale-wait-unchecked",
+            Mutant::PorIgnoresConflicts => "por-ignores-conflicts",
         }
     }
 }
@@ -248,6 +256,7 @@ pub enum WaitCheck {
 
 impl Model {
     pub fn new(proto: Protocol) -> Model {
+        let por = crate::footprint::Footprints::new(&proto, false);
         let mut m = Model {
             tracks_path: roles_with_commit(&proto),
             proto,
@@ -255,6 +264,7 @@ impl Model {
             mutant: None,
             symmetry: Vec::new(),
             warps: Vec::new(),
+            por,
         };
         m.warps = (0..m.proto.warp_count()).map(|w| m.proto.warp_members(w).collect()).collect();
         m.symmetry = crate::canon::symmetry_classes(&m);
@@ -262,8 +272,10 @@ impl Model {
     }
 
     pub fn fine_grained(proto: Protocol) -> Model {
+        let por = crate::footprint::Footprints::new(&proto, true);
         Model {
             fine_grained: true,
+            por,
             ..Model::new(proto)
         }
     }

@@ -24,6 +24,14 @@ pub trait TransitionSystem: Sync {
     /// Nothing after this state is meaningful (the CTA has exited under an async copy): the
     /// search records its state violations and does not expand it.
     fn is_final(&self, s: &Self::State) -> bool;
+    /// A persistent subset of `enabled` (the partial-order reduction, docs/model.md): actions
+    /// such that no execution from `s` made only of other actions can touch what they touch.
+    /// Appends it to `out` and returns `true`, or returns `false` to expand every enabled action
+    /// (the default: no reduction). The engine adds the cycle proviso and falls back to the full
+    /// set when a chosen step ends its execution.
+    fn persistent(&self, _s: &Self::State, _enabled: &[Self::Action], _out: &mut Vec<Self::Action>) -> bool {
+        false
+    }
 }
 
 /// How the engine stores states: as a fixed number of components, each a short word sequence the
@@ -78,6 +86,10 @@ impl TransitionSystem for crate::step::Model {
 
     fn is_final(&self, s: &Self::State) -> bool {
         s.all_done() && !s.copies.is_empty()
+    }
+
+    fn persistent(&self, s: &Self::State, enabled: &[Self::Action], out: &mut Vec<Self::Action>) -> bool {
+        self.por.persistent(self, s, enabled, out)
     }
 }
 

@@ -1,9 +1,11 @@
 //! The checker: every interleaving of thread steps and copy landings, explored by the engine
 //! (crate::engine), told as a verdict with shortest traces.
 //!
-//! Breadth-first order makes the first trace found for each violation kind a shortest one. States
+//! Breadth-first order makes the first trace found for each violation kind a shortest one (among
+//! the executions the partial-order reduction keeps; `por: false` for the shortest of all). States
 //! are stored exactly, in canonical form (symmetry of interchangeable threads, normalised clock
-//! epochs); `--no-symmetry` stores them as they are, and tests compare both.
+//! epochs); `--no-symmetry` stores them as they are, `--no-por` expands every enabled step, and
+//! tests compare them all.
 
 use crate::engine::{self, Limits, Tally};
 use phasecheck_model::step::{Action, Model};
@@ -36,6 +38,10 @@ pub struct CheckOptions {
     /// Threads of a role and warp that never read their identity are interchangeable: store one
     /// ordering of them (`--no-symmetry` turns it off).
     pub symmetry: bool,
+    /// Partial-order reduction: expand a persistent subset of a state's enabled steps where
+    /// static footprints show the others cannot interfere (`--no-por` turns it off;
+    /// docs/model.md).
+    pub por: bool,
     /// Worker threads that expand states (`--threads`); results do not depend on it.
     pub threads: usize,
 }
@@ -52,6 +58,7 @@ impl Default for CheckOptions {
             progress: None,
             self_check: false,
             symmetry: true,
+            por: true,
             threads: 1,
         }
     }
@@ -98,6 +105,10 @@ pub struct Stats {
     pub reductions: Vec<String>,
     /// States past a violation left unexpanded (`CheckOptions::past_violation_factor`).
     pub past_violation_skipped: usize,
+    /// States expanded with a proper persistent subset of their enabled steps (`CheckOptions::por`).
+    pub reduced_states: usize,
+    /// Enabled steps those expansions left out.
+    pub pruned_steps: u64,
 }
 
 #[derive(Clone, Debug)]
@@ -183,6 +194,7 @@ fn check_from_unguarded(model: &Model, prefix: &[Action], opts: &CheckOptions) -
         past_violation_factor: opts.past_violation_factor,
         threads: opts.threads,
         symmetry: opts.symmetry,
+        por: opts.por,
         progress: progress.as_ref().map(|p| p as &(dyn Fn(&Tally) + Sync)),
         check: if opts.self_check { Some(&self_check) } else { None },
     };
@@ -191,6 +203,9 @@ fn check_from_unguarded(model: &Model, prefix: &[Action], opts: &CheckOptions) -
     let mut reductions = vec!["local steps merged".to_string(), "epochs normalised".to_string()];
     if opts.symmetry && phasecheck_model::ts::Packed::has_symmetry(model) {
         reductions.push(format!("symmetry ({} classes)", model.symmetry_class_count()));
+    }
+    if opts.por && model.por.applicable {
+        reductions.push("partial-order".to_string());
     }
     let stats = Stats {
         states: t.states,
@@ -206,6 +221,8 @@ fn check_from_unguarded(model: &Model, prefix: &[Action], opts: &CheckOptions) -
         peak_memory_bytes: crate::bounds::peak_resident_bytes().unwrap_or(t.memory_bytes),
         reductions,
         past_violation_skipped: t.past_violation_skipped,
+        reduced_states: t.reduced_states,
+        pruned_steps: t.pruned_actions,
     };
     let mut internal = explored.internal.map(|(e, actions)| Internal {
         rule: e.rule.to_string(),

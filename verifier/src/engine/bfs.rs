@@ -69,6 +69,9 @@ pub struct Limits<'a, M: Packed> {
     /// Worker threads for expansion (1: expand on the calling thread).
     pub threads: usize,
     pub symmetry: bool,
+    /// Partial-order reduction: expand a persistent subset of the enabled actions where the
+    /// model offers one (`TransitionSystem::persistent`), with the cycle proviso (below).
+    pub por: bool,
     pub progress: Option<&'a (dyn Fn(&Tally) + Sync)>,
     pub check: Option<TransitionCheck<'a, M>>,
 }
@@ -93,6 +96,10 @@ pub struct Tally {
     pub memory_bytes: usize,
     /// States past a violation left unexpanded when the allowance ran out (`past_violation_factor`).
     pub past_violation_skipped: usize,
+    /// States expanded with a proper persistent subset of their enabled actions (`por`).
+    pub reduced_states: usize,
+    /// Enabled actions those expansions left out.
+    pub pruned_actions: u64,
 }
 
 /// The first violation of a kind, with the concrete actions from the initial state.
@@ -132,6 +139,8 @@ struct Expansion<A> {
     at: u32,
     state_violations: Vec<Violation>,
     succs: Vec<Succ<A>>,
+    /// Enabled actions left out by the partial-order reduction (0: expanded in full).
+    pruned: usize,
 }
 
 struct Batch<A> {
@@ -169,14 +178,25 @@ impl Store {
 }
 
 /// Expand the states `at` into `batch` (its buffers are reused from chunk to chunk).
-fn expand<M: Packed>(model: &M, store: &Store, limits: &Limits<M>, at: &[u32], batch: &mut Batch<M::Action>) {
+///
+/// With `por`, a state is expanded by the persistent subset the model offers, unless one of its
+/// steps ends the execution (a violation that is undefined behaviour: the other actions' futures
+/// must still be explored) or one of its successors was already stored before this level began
+/// (`old`: the cycle proviso). On a cycle of stored states, the state first stored is reached by
+/// an edge from a state expanded later, at a later level or the same one, so that edge meets an
+/// old state and its source is expanded in full: every cycle has a fully expanded state, and an
+/// action cannot be postponed forever. Only states stored before the level began count (not
+/// those added by earlier chunks of it), so the choice does not depend on chunking or threads.
+fn expand<M: Packed>(model: &M, store: &Store, limits: &Limits<M>, at: &[u32], old: u32, batch: &mut Batch<M::Action>) {
     batch.expansions.clear();
     batch.parts.clear();
     batch.words.clear();
     batch.ends.clear();
     let width = model.components();
     let mut enabled = Vec::new();
+    let mut subset = Vec::new();
     let mut perm = Vec::new();
+    let mut row = Vec::with_capacity(width);
     let mut packed = 0u32;
     for &i in at {
         let s = store.unpack(model, i);
@@ -184,43 +204,107 @@ fn expand<M: Packed>(model: &M, store: &Store, limits: &Limits<M>, at: &[u32], b
         model.actions(&s, &mut enabled);
         let state_violations = model.state_violations(&s, &enabled);
         let mut succs = Vec::new();
+        let mut pruned = 0;
         if !model.is_final(&s) {
-            for &a in &enabled {
-                let mut out = model.step(&s, a);
-                let internal = out.internal.take().or_else(|| limits.check.and_then(|c| c(&s, a, &out)));
-                let mut slot = None;
-                if internal.is_none() {
-                    if let Some(mut n) = out.next.take() {
-                        model.canonicalize(&mut n, limits.symmetry, &mut perm);
-                        let parent = store.states.row(i);
-                        for (part, &id) in parent.iter().enumerate().take(width) {
-                            if model.same_part(&s, &n, part) {
-                                batch.parts.push(id);
-                            } else {
-                                model.pack_part(&n, part, &mut batch.words);
-                                batch.ends.push(batch.words.len() as u32);
-                                batch.parts.push(FRESH);
+            subset.clear();
+            let reduce = limits.por && model.persistent(&s, &enabled, &mut subset);
+            let mark = (batch.parts.len(), batch.words.len(), batch.ends.len(), packed);
+            for pass in [reduce, false] {
+                if pass != reduce {
+                    // The reduced pass was rolled back: expand every action.
+                    batch.parts.truncate(mark.0);
+                    batch.words.truncate(mark.1);
+                    batch.ends.truncate(mark.2);
+                    packed = mark.3;
+                    succs.clear();
+                }
+                let take: &[M::Action] = if pass { &subset } else { &enabled };
+                let mut full = false;
+                for &a in take {
+                    let mut out = model.step(&s, a);
+                    let internal = out.internal.take().or_else(|| limits.check.and_then(|c| c(&s, a, &out)));
+                    let mut slot = None;
+                    if internal.is_none() {
+                        if let Some(mut n) = out.next.take() {
+                            model.canonicalize(&mut n, limits.symmetry, &mut perm);
+                            let parent = store.states.row(i);
+                            let (words_from, ends_from) = (batch.words.len(), batch.ends.len());
+                            for (part, &id) in parent.iter().enumerate().take(width) {
+                                if model.same_part(&s, &n, part) {
+                                    batch.parts.push(id);
+                                } else {
+                                    model.pack_part(&n, part, &mut batch.words);
+                                    batch.ends.push(batch.words.len() as u32);
+                                    batch.parts.push(FRESH);
+                                }
                             }
+                            if pass && !full {
+                                full = stored_before(
+                                    store,
+                                    &batch.parts[batch.parts.len() - width..],
+                                    &batch.words,
+                                    words_from,
+                                    &batch.ends[ends_from..],
+                                    old,
+                                    &mut row,
+                                );
+                            }
+                            slot = Some(packed);
+                            packed += 1;
+                        } else if pass {
+                            full = true;
                         }
-                        slot = Some(packed);
-                        packed += 1;
+                    } else if pass {
+                        full = true;
+                    }
+                    succs.push(Succ {
+                        action: a,
+                        cut: out.cut,
+                        violations: std::mem::take(&mut out.violations),
+                        internal,
+                        packed: slot,
+                    });
+                    if full {
+                        break;
                     }
                 }
-                succs.push(Succ {
-                    action: a,
-                    cut: out.cut,
-                    violations: std::mem::take(&mut out.violations),
-                    internal,
-                    packed: slot,
-                });
+                if pass && !full {
+                    pruned = enabled.len() - subset.len();
+                    break;
+                }
+                if !pass {
+                    break;
+                }
             }
         }
         batch.expansions.push(Expansion {
             at: i,
             state_violations,
             succs,
+            pruned,
         });
     }
+}
+
+/// Whether a successor packed into a batch (its component ids, `FRESH` for the ones whose words
+/// follow from `from` with the given ends) is a state stored with an id below `old`.
+fn stored_before(store: &Store, parts: &[u32], words: &[u32], mut from: usize, ends: &[u32], old: u32, row: &mut Vec<u32>) -> bool {
+    row.clear();
+    let mut k = 0;
+    for &id in parts {
+        if id == FRESH {
+            let to = ends[k] as usize;
+            k += 1;
+            match store.parts.find(&words[from..to]) {
+                Some(found) => row.push(found),
+                None => return false,
+            }
+            from = to;
+        } else {
+            row.push(id);
+        }
+    }
+    store.states.find(row).is_some_and(|j| j < old)
 }
 
 /// Explore every execution that begins with `prefix` (concrete actions from the initial state).
@@ -333,6 +417,8 @@ pub fn explore<M: Packed>(model: &M, prefix: &[M::Action], limits: &Limits<M>) -
     }
     'search: while !frontier.is_empty() {
         tally.depth = depth;
+        // States stored before this level began: the cycle proviso's "old" states (`expand`).
+        let level_start = store.states.len() as u32;
         let mut next: Vec<u32> = Vec::new();
         let mut done = 0usize;
         while done < frontier.len() {
@@ -364,14 +450,14 @@ pub fn explore<M: Packed>(model: &M, prefix: &[M::Action], limits: &Limits<M>) -
             }
             let part = &frontier[done..done + take];
             let used = if threads == 1 || take < 2 * threads {
-                expand(model, &store, limits, part, &mut pool[0]);
+                expand(model, &store, limits, part, level_start, &mut pool[0]);
                 1
             } else {
                 let per = take.div_ceil(threads);
                 let store = &store;
                 std::thread::scope(|sc| {
                     for (p, batch) in part.chunks(per).zip(pool.iter_mut()) {
-                        sc.spawn(move || expand(model, store, limits, p, batch));
+                        sc.spawn(move || expand(model, store, limits, p, level_start, batch));
                     }
                 });
                 take.div_ceil(per)
@@ -382,6 +468,10 @@ pub fn explore<M: Packed>(model: &M, prefix: &[M::Action], limits: &Limits<M>) -
                 let (mut from, mut fresh) = (0usize, 0usize);
                 for e in batch.expansions.drain(..) {
                     taint[e.at as usize] |= EXPANDED;
+                    if e.pruned > 0 {
+                        tally.reduced_states += 1;
+                        tally.pruned_actions += e.pruned as u64;
+                    }
                     if !e.state_violations.is_empty() {
                         record(&mut found, e.state_violations, &|| Place::Stored { at: e.at, last: None });
                     }

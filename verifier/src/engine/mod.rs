@@ -4,7 +4,8 @@
 //!
 //! - `store`: exact, interned storage of visited states.
 //! - `bfs`: breadth-first search, level by level, expansion in parallel, bookkeeping in order
-//!   (so results do not depend on the thread count), with symmetry-canonical states.
+//!   (so results do not depend on the thread count), with symmetry-canonical states and, where
+//!   the model offers persistent subsets, partial-order reduction with the cycle proviso.
 
 pub mod bfs;
 pub mod store;
