@@ -135,6 +135,14 @@ pub enum InstrKind {
     Elect {
         slot: u16,
     },
+    /// Issue 13: `bar_sync(ID, COUNT)` (`sync`) / `bar_arrive(ID, COUNT)`: PTX `bar.sync` /
+    /// `bar.arrive` on hardware barrier `ID` (0..=15). The warp arrives once all its unfinished
+    /// lanes executed it, counting `warp_size` threads towards `COUNT` (docs/model.md).
+    NamedBar {
+        id: IExpr,
+        count: IExpr,
+        sync: bool,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -301,6 +309,39 @@ pub enum IOp {
     Commit {
         bar: Ref,
     },
+
+    // ---- issue 13: cp.async with an mbarrier arrive-on ----
+    /// `cp_async(BUF, offset, bytes)`: a per-thread async copy into bytes `offset .. offset +
+    /// bytes` of BUF, not tracked by any barrier until a `CpAsyncArrive`.
+    CpAsync {
+        buf: Ref,
+        offset: IExpr,
+        bytes: IExpr,
+        version: Option<IExpr>,
+    },
+    /// `cp.async.mbarrier.arrive(.noinc)`: an arrival on `bar` once every cp.async copy this
+    /// thread issued before has landed; without `noinc` the pending count is raised by one now.
+    CpAsyncArrive {
+        bar: Ref,
+        noinc: bool,
+    },
+
+    // ---- issue 13: partial-buffer copies and reads (byte ranges) ----
+    /// A TMA-style copy into bytes `offset .. offset + bytes` of BUF (complete_tx(bytes) on `bar`).
+    CopyPart {
+        buf: Ref,
+        bar: Ref,
+        offset: IExpr,
+        bytes: IExpr,
+        version: Option<IExpr>,
+    },
+    /// A read of bytes `offset .. offset + bytes` of BUF.
+    ReadPart {
+        buf: Ref,
+        offset: IExpr,
+        bytes: IExpr,
+        expect: Option<IExpr>,
+    },
 }
 
 impl IExpr {
@@ -339,6 +380,10 @@ impl Instr {
             InstrKind::Branch { cond, .. } => f(cond),
             InstrKind::Assert(e) => f(e),
             InstrKind::SyncWarpMask { mask } => f(mask),
+            InstrKind::NamedBar { id, count, .. } => {
+                f(id);
+                f(count)
+            }
             InstrKind::Jump { .. }
             | InstrKind::Return
             | InstrKind::Work
@@ -385,6 +430,48 @@ impl Instr {
                     }
                 }
                 IOp::Inval { bar } | IOp::Commit { bar } => r(bar, f),
+                IOp::CpAsyncArrive { bar, .. } => r(bar, f),
+                IOp::CpAsync {
+                    buf,
+                    offset,
+                    bytes,
+                    version,
+                } => {
+                    r(buf, f);
+                    f(offset);
+                    f(bytes);
+                    if let Some(e) = version {
+                        f(e)
+                    }
+                }
+                IOp::CopyPart {
+                    buf,
+                    bar,
+                    offset,
+                    bytes,
+                    version,
+                } => {
+                    r(buf, f);
+                    r(bar, f);
+                    f(offset);
+                    f(bytes);
+                    if let Some(e) = version {
+                        f(e)
+                    }
+                }
+                IOp::ReadPart {
+                    buf,
+                    offset,
+                    bytes,
+                    expect,
+                } => {
+                    r(buf, f);
+                    f(offset);
+                    f(bytes);
+                    if let Some(e) = expect {
+                        f(e)
+                    }
+                }
             },
         }
     }

@@ -745,9 +745,95 @@ impl<'a> CodeBuilder<'a> {
             OpKind::Inval { bar } => IOp::Inval { bar: self.bar(bar)? },
             OpKind::Commit { bar } => IOp::Commit { bar: self.bar(bar)? },
             OpKind::Elect => unreachable!("handled above"),
+            // issue 13
+            OpKind::BarSync { id, count } | OpKind::BarArrive { id, count } => {
+                let kind = InstrKind::NamedBar {
+                    id: self.expr(id)?,
+                    count: self.expr(count)?,
+                    sync: matches!(op.kind, OpKind::BarSync { .. }),
+                };
+                self.emit(kind, span);
+                return Ok(());
+            }
+            OpKind::CpAsync {
+                buf,
+                offset,
+                bytes,
+                version,
+            } => {
+                let b = self.buf(buf)?;
+                let (offset, bytes) = self.byte_range(&b, offset.as_ref(), bytes.as_ref())?;
+                IOp::CpAsync {
+                    buf: b,
+                    offset,
+                    bytes,
+                    version: version.as_ref().map(|e| self.expr(e)).transpose()?,
+                }
+            }
+            OpKind::CpAsyncArrive { bar, noinc } => IOp::CpAsyncArrive {
+                bar: self.bar(bar)?,
+                noinc: *noinc,
+            },
+            OpKind::CopyAsyncPart {
+                buf,
+                bar,
+                offset,
+                bytes,
+                version,
+                libcu,
+            } => {
+                let b = self.buf(buf)?;
+                let r = self.bar(bar)?;
+                let (offset, bytes) = self.byte_range(&b, Some(offset), bytes.as_ref())?;
+                let copy = IOp::CopyPart {
+                    buf: b,
+                    bar: r.clone(),
+                    offset,
+                    bytes: bytes.clone(),
+                    version: version.as_ref().map(|e| self.expr(e)).transpose()?,
+                };
+                if !*libcu {
+                    copy
+                } else {
+                    // memcpy_async: the copy, then expect_tx(bytes), as for a whole buffer.
+                    self.emit(InstrKind::Op { op: copy, result: None }, span);
+                    IOp::ExpectTx { bar: r, bytes }
+                }
+            }
+            OpKind::ReadPart {
+                buf,
+                offset,
+                bytes,
+                expect,
+            } => {
+                let b = self.buf(buf)?;
+                let (offset, bytes) = self.byte_range(&b, Some(offset), bytes.as_ref())?;
+                IOp::ReadPart {
+                    buf: b,
+                    offset,
+                    bytes,
+                    expect: expect.as_ref().map(|e| self.expr(e)).transpose()?,
+                }
+            }
         };
         self.emit(InstrKind::Op { op: iop, result }, span);
         Ok(())
+    }
+
+    /// Issue 13: the byte range `offset .. offset + bytes` of a partial access; the offset
+    /// defaults to 0 and the size to the rest of the buffer.
+    fn byte_range(&mut self, b: &Ref, offset: Option<&ast::Expr>, bytes: Option<&ast::Expr>) -> Result<(IExpr, IExpr), Diagnostic> {
+        let size = buffer_bytes_of(self.env, &self.env.buffer_groups[b.group as usize]);
+        let offset = match offset {
+            Some(e) => self.expr(e)?,
+            None => IExpr::Const(0),
+        };
+        let bytes = match (bytes, &offset) {
+            (Some(e), _) => self.expr(e)?,
+            (None, IExpr::Const(o)) => IExpr::Const(size - o),
+            (None, o) => IExpr::Binary(BinOp::Sub, Box::new(IExpr::Const(size)), Box::new(o.clone())),
+        };
+        Ok((offset, bytes))
     }
 
     fn place(&mut self, p: &ast::Place, groups: &[Group], what: &str) -> Result<Ref, Diagnostic> {
