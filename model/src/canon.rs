@@ -495,16 +495,21 @@ impl Model {
                         CopyKind::ArriveOn { noinc: false } => 2,
                         CopyKind::ArriveOn { noinc: true } => 3,
                     };
+                    // Issue 13: the byte range only when it is not the whole buffer of a TMA copy
+                    // (so states of protocols without partial copies pack as before).
+                    let whole = c.kind == CopyKind::Tma && c.offset == 0 && c.len == self.proto.buffers[c.buf as usize].bytes;
                     w.extend_from_slice(&[
                         c.buf as u32 | (c.bar as u32) << 16,
-                        c.issuer as u32 | kind << 16,
+                        c.issuer as u32 | kind << 16 | (!whole as u32) << 18,
                         c.stmt.start,
                         c.stmt.end,
                     ]);
                     put_i64(w, c.bytes);
                     put_i64(w, c.version);
-                    put_i64(w, c.offset);
-                    put_i64(w, c.len);
+                    if !whole {
+                        put_i64(w, c.offset);
+                        put_i64(w, c.len);
+                    }
                 }
             }
             Part::Engines => {
@@ -632,15 +637,22 @@ impl Model {
                 stmt,
                 bytes: r.i(),
                 version: r.i(),
-                kind: match ik >> 16 {
+                kind: match (ik >> 16) & 3 {
                     0 => CopyKind::Tma,
                     1 => CopyKind::CpAsync,
                     2 => CopyKind::ArriveOn { noinc: false },
                     _ => CopyKind::ArriveOn { noinc: true },
                 },
-                offset: r.i(),
-                len: r.i(),
+                offset: 0,
+                len: 0,
             });
+            let c = copies.last_mut().expect("just pushed");
+            if ik >> 18 & 1 != 0 {
+                c.offset = r.i();
+                c.len = r.i();
+            } else {
+                c.len = p.buffers[c.buf as usize].bytes;
+            }
         }
         let mut r = Words {
             w: it.next().expect("engines"),
