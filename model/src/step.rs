@@ -115,8 +115,8 @@ pub enum Obs {
     NamedCompleted {
         id: u16,
     },
-    /// Issue 13: `cp_async_arrive` (without `.noinc`) raised the pending count of `bar` by one
-    /// (`delta` 1), or its arrive-on fired and took it back (`delta` -1).
+    /// Issue 13: `cp_async_arrive` (without `.noinc`) raised the pending count of `bar` by
+    /// `delta` (1); its arrive-on is an ordinary arrival (`Arrived`) when the copies land.
     CpAsyncPending {
         bar: u16,
         delta: i64,

@@ -457,9 +457,11 @@ impl Exec<'_> {
         }
     }
 
-    /// The arrive-on of a `cp_async_arrive(_noinc)`: with `.noinc` an arrival, without it the
-    /// pending count raised at issue comes back down.
-    fn fire_arrive_on(&mut self, b: usize, noinc: bool) -> R<()> {
+    /// The arrive-on of a `cp_async_arrive(_noinc)`: an arrival on the barrier's current phase.
+    /// Without `.noinc` the pending count was raised when the instruction ran, so in that phase
+    /// the two cancel out; if other arrivals completed the phase meanwhile (more arrivals than the
+    /// count), the arrive-on is an arrival on a later phase, as on hardware.
+    fn fire_arrive_on(&mut self, b: usize, _noinc: bool) -> R<()> {
         if self.s.barriers[b].life != Life::Live {
             let name = self.p().barriers[b].name.clone();
             self.fail(
@@ -468,19 +470,8 @@ impl Exec<'_> {
             );
             return Err(());
         }
-        if noinc {
-            self.arrive(b, 1, false, None)?;
-            return Ok(());
-        }
-        self.s.barriers[b].pending -= 1;
-        self.obs.push(Obs::CpAsyncPending { bar: b as u16, delta: -1 });
-        let bs = &self.s.barriers[b];
-        if bs.pending == 0 && bs.tx == 0 {
-            self.complete(b)
-        } else {
-            self.release_into(b);
-            Ok(())
-        }
+        self.arrive(b, 1, false, None)?;
+        Ok(())
     }
 
     // ---- byte ranges -------------------------------------------------------------------------
