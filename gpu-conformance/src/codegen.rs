@@ -1306,6 +1306,15 @@ impl<'a> Gen<'a> {
                 InstrKind::NamedBar { .. } => {
                     return Err(NotExpressible("named barriers (bar.sync) cannot be bounded by time".into()));
                 }
+                InstrKind::TokenCheck { origin, index, .. } => {
+                    // Issue 13: the model's check that a token is waited on at the array element
+                    // it came from (an assertion there).
+                    let o = Self::local_name(code, *origin);
+                    let ix = self.expr(code, index);
+                    self.w(format!(
+                        "  if ({o} != 0 && {o} != {ix} + 1) {{ th.status = PC_ASSERT; return; }}  // token of another element"
+                    ));
+                }
                 InstrKind::Op { op, result } => {
                     if memcpy_pair {
                         self.memcpy_async(code, op, &code.instrs[i + 1], step);

@@ -143,6 +143,14 @@ pub enum InstrKind {
         count: IExpr,
         sync: bool,
     },
+    /// Issue 13: before a wait on element `index` of barrier array `group` with a token from
+    /// local slot `origin`'s arrival: the token must come from the same element (`origin` holds
+    /// its index + 1, or 0 when not known). A local instruction.
+    TokenCheck {
+        origin: u16,
+        index: IExpr,
+        group: u16,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -384,6 +392,7 @@ impl Instr {
                 f(id);
                 f(count)
             }
+            InstrKind::TokenCheck { index, .. } => f(index),
             InstrKind::Jump { .. }
             | InstrKind::Return
             | InstrKind::Work

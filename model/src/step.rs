@@ -1030,6 +1030,12 @@ impl<'m> Exec<'m> {
                     self.s.threads[t].status = Status::Done;
                     return;
                 }
+                InstrKind::TokenCheck { origin, index, group } => {
+                    if self.token_check(t, *origin, index, *group).is_err() {
+                        return;
+                    }
+                    self.s.threads[t].pc += 1;
+                }
                 _ => unreachable!("only local instructions are invisible"),
             }
         }
@@ -1097,6 +1103,9 @@ impl<'m> Exec<'m> {
                 }
             }
             InstrKind::SyncThreads => self.s.threads[t].status = Status::AtSyncThreads,
+            InstrKind::TokenCheck { origin, index, group } => {
+                let _ = self.token_check(t, *origin, index, *group);
+            }
             InstrKind::NamedBar { id, count, .. } => {
                 // Evaluated here for their faults and shared-var reads; the warp's arrival
                 // (`settle`) reads them again.
@@ -1874,7 +1883,8 @@ impl<'m> Exec<'m> {
                 | InstrKind::SyncThreads
                 | InstrKind::SyncWarpMask { .. }
                 | InstrKind::Elect { .. }
-                | InstrKind::NamedBar { .. } => {
+                | InstrKind::NamedBar { .. }
+                | InstrKind::TokenCheck { .. } => {
                     self.fail(
                         K::CompletionMisuse,
                         format!(

@@ -168,6 +168,28 @@ impl Exec<'_> {
         false
     }
 
+    // ---- tokens of barrier-array elements ----------------------------------------------------
+
+    /// The token about to be waited on came from the element it is waited on (when known).
+    pub(super) fn token_check(&mut self, t: usize, origin: u16, index: &IExpr, group: u16) -> R<()> {
+        let from = self.s.threads[t].locals[origin as usize];
+        let at = self.eval(index)?;
+        if from != 0 && from != at + 1 {
+            let g = &self.p().barrier_groups[group as usize];
+            let name = g.name.clone();
+            self.fail(
+                K::Assertion,
+                format!(
+                    "{} waits on {name}[{at}] with a token of {name}[{}]: a token names a phase of the barrier it came from only (undefined: the wait answers about another barrier's phase)",
+                    self.label(),
+                    from - 1
+                ),
+            );
+            return Err(());
+        }
+        Ok(())
+    }
+
     // ---- operations --------------------------------------------------------------------------
 
     pub(super) fn op_issue13(&mut self, op: &IOp, locals: Option<&[i64]>) -> R<Option<i64>> {

@@ -111,6 +111,11 @@ pub fn supported(proto: &Protocol, directed: bool) -> Result<(), Unsupported> {
                 }
                 // Issue 13.
                 InstrKind::NamedBar { .. } => return Err(Unsupported("named barriers are not in the reference runtime".into())),
+                InstrKind::TokenCheck { .. } => {
+                    return Err(Unsupported(
+                        "token checks of barrier-array elements are not in the reference runtime".into(),
+                    ))
+                }
                 InstrKind::Op {
                     op: IOp::CpAsync { .. } | IOp::CpAsyncArrive { .. } | IOp::CopyPart { .. } | IOp::ReadPart { .. },
                     ..
@@ -685,7 +690,7 @@ impl World {
                 }
                 InstrKind::Return => break Ok(()),
                 InstrKind::Work => spin_hint(),
-                InstrKind::SyncWarpMask { .. } | InstrKind::Elect { .. } | InstrKind::NamedBar { .. } => {
+                InstrKind::SyncWarpMask { .. } | InstrKind::Elect { .. } | InstrKind::NamedBar { .. } | InstrKind::TokenCheck { .. } => {
                     break Err(Stop::Ub(Ub::new(ViolationKind::Assertion, "refused by `supported`")))
                 }
                 InstrKind::SyncWarp | InstrKind::SyncThreads => {
