@@ -37,6 +37,15 @@ enum Stmt {
     Loop(i64, Vec<Stmt>),
     /// `arrive_and_drop(b); return`.
     DropAndExit(usize),
+    // Issue 13.
+    /// `cp_async(buf, offset = 8 * half, bytes = 8)` then `cp_async_arrive(b)` (or `_noinc`).
+    CpAsyncArrive(usize, bool, i64),
+    /// `arrive_expect_tx(b, 8); copy_async(buf, b, offset = 8 * half, bytes = 8)`, then a wait.
+    PartCopyAndWait(usize, i64, Par),
+    /// `read(buf, offset = 8 * half, bytes = 8)`.
+    ReadPart(i64),
+    /// `bar_sync(id, 32)` or `bar_arrive(id, 32)`: every generated role lives in warp 0.
+    Named(i64, bool),
 }
 
 #[derive(Clone, Debug)]
@@ -85,6 +94,18 @@ fn stmts_text(out: &mut String, body: &[Stmt], var: &str, in_loop: bool, indent:
                 out.push_str(&format!("{pad}}}\n"));
             }
             Stmt::DropAndExit(b) => out.push_str(&format!("{pad}arrive_and_drop(b{b})\n{pad}return\n")),
+            Stmt::CpAsyncArrive(b, noinc, half) => out.push_str(&format!(
+                "{pad}cp_async(buf, offset = {}, bytes = 8)\n{pad}cp_async_arrive{}(b{b})\n",
+                8 * half,
+                if *noinc { "_noinc" } else { "" }
+            )),
+            Stmt::PartCopyAndWait(b, half, p) => out.push_str(&format!(
+                "{pad}arrive_expect_tx(b{b}, 8)\n{pad}copy_async(buf, b{b}, offset = {}, bytes = 8)\n{pad}wait_parity(b{b}, {})\n",
+                8 * half,
+                par_text(p, var, in_loop)
+            )),
+            Stmt::ReadPart(half) => out.push_str(&format!("{pad}read(buf, offset = {}, bytes = 8)\n", 8 * half)),
+            Stmt::Named(id, sync) => out.push_str(&format!("{pad}{}({id}, 32)\n", if *sync { "bar_sync" } else { "bar_arrive" })),
         }
     }
 }
@@ -120,10 +141,14 @@ fn arb_stmt(barriers: usize) -> impl Strategy<Value = Stmt> {
         3 => b.clone().prop_map(Stmt::ArriveAndWait),
         3 => (b.clone(), par.clone()).prop_map(|(b, p)| Stmt::WaitParity(b, p)),
         2 => b.clone().prop_map(Stmt::SplitArriveWait),
-        2 => (b.clone(), par).prop_map(|(b, p)| Stmt::CopyAndWait(b, p)),
+        2 => (b.clone(), par.clone()).prop_map(|(b, p)| Stmt::CopyAndWait(b, p)),
         1 => Just(Stmt::Read),
         1 => Just(Stmt::Work),
-        1 => b.prop_map(Stmt::DropAndExit),
+        1 => b.clone().prop_map(Stmt::DropAndExit),
+        1 => (b.clone(), any::<bool>(), 0..2i64).prop_map(|(b, n, h)| Stmt::CpAsyncArrive(b, n, h)),
+        1 => (b, 0..2i64, par.clone()).prop_map(|(b, h, p)| Stmt::PartCopyAndWait(b, h, p)),
+        1 => (0..2i64).prop_map(Stmt::ReadPart),
+        1 => (0..2i64, any::<bool>()).prop_map(|(id, s)| Stmt::Named(id, s)),
     ];
     leaf.prop_recursive(1, 6, 3, |inner| {
         (1..3i64, prop::collection::vec(inner, 1..3)).prop_map(|(n, body)| Stmt::Loop(n, body))

@@ -404,6 +404,17 @@ __device__ __forceinline__ void pc_bulk_copy(int* dst, const int* src, int bytes
                :: "r"(pc_smem(dst)), "l"(src), "r"(bytes), "r"(pc_smem(bar)) : "memory");
 }
 __device__ __forceinline__ int pc_state_parity(u64 state) { return (int)(state >> 63); }
+// sm_80 cp.async (4, 8 or 16 bytes, global -> shared) and its mbarrier arrive-on: without .noinc
+// the pending count is raised now and lowered when the thread's prior cp.async copies land.
+__device__ __forceinline__ void pc_cp_async(int* dst, const int* src, int bytes) {
+  if (bytes == 16) asm volatile("cp.async.ca.shared.global [%0], [%1], 16;" :: "r"(pc_smem(dst)), "l"(src) : "memory");
+  else if (bytes == 8) asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" :: "r"(pc_smem(dst)), "l"(src) : "memory");
+  else asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" :: "r"(pc_smem(dst)), "l"(src) : "memory");
+}
+__device__ __forceinline__ void pc_cp_async_arrive(u64* bar, bool noinc) {
+  if (noinc) asm volatile("cp.async.mbarrier.arrive.noinc.shared.b64 [%0];" :: "r"(pc_smem(bar)) : "memory");
+  else asm volatile("cp.async.mbarrier.arrive.shared.b64 [%0];" :: "r"(pc_smem(bar)) : "memory");
+}
 
 // ---- Warp convergence as the model defines it (warp-batched `commit`) --------------------------
 // Lanes of one warp and role are converged while their branch paths since the last syncwarp have
@@ -719,6 +730,13 @@ impl<'a> Gen<'a> {
         }
         for (code, _) in self.all_code() {
             for ins in &code.instrs {
+                if let InstrKind::NamedBar { .. } = &ins.kind {
+                    // Issue 13: named barriers.
+                    let (line, text) = line_of(self.src, ins.span.start);
+                    return Err(NotExpressible(format!(
+                        "line {line} `{text}`: bar.sync blocks in hardware with no timeout, and every wait of a generated kernel must be bounded (a named barrier that never completes would hang the launch instead of recording \"hung\")"
+                    )));
+                }
                 let InstrKind::Op { op, .. } = &ins.kind else { continue };
                 let (line, text) = line_of(self.src, ins.span.start);
                 let software = |r: &Ref| self.group_completion[r.group as usize].is_some();
@@ -757,6 +775,30 @@ impl<'a> Gen<'a> {
                         }
                     }
                     IOp::Commit { bar } if software(bar) && self.backend == Backend::Libcu => {}
+                    // Issue 13: cp.async moves 4, 8 or 16 bytes; bulk copies into part of a
+                    // buffer need 16-byte aligned offsets and sizes.
+                    IOp::CpAsyncArrive { bar, .. } if software(bar) => {
+                        return bad("cp.async.mbarrier.arrive needs a hardware mbarrier; a barrier with a completion function is a software barrier in libcu++".into());
+                    }
+                    IOp::CpAsync {
+                        bytes: IExpr::Const(n), ..
+                    } if ![4, 8, 16].contains(n) => {
+                        return bad(format!("a cp.async of {n} bytes: cp.async moves 4, 8 or 16 bytes"));
+                    }
+                    IOp::CopyPart { bar, offset, bytes, .. } => {
+                        if software(bar) {
+                            return bad("async copies complete on a hardware mbarrier; a barrier with a completion function is a software barrier in libcu++".into());
+                        }
+                        for e in [offset, bytes] {
+                            if let IExpr::Const(n) = e {
+                                if n % 16 != 0 || *n < 0 {
+                                    return bad(format!(
+                                        "a bulk copy at offset/size {n}: cp.async.bulk needs 16-byte aligned offsets and sizes"
+                                    ));
+                                }
+                            }
+                        }
+                    }
                     _ => {}
                 }
             }
@@ -1282,6 +1324,18 @@ impl<'a> Gen<'a> {
                     self.w("    if (elected) { if (!pc_turn_begin(th, &s.turn, NT)) return; pc_turn_end(th, &s.turn); }  // the release: a step of the elected lane");
                     self.w(format!("    {} = elected ? 1 : 0; }}", Self::local_name(code, *slot)));
                 }
+                InstrKind::NamedBar { .. } => {
+                    return Err(NotExpressible("named barriers (bar.sync) cannot be bounded by time".into()));
+                }
+                InstrKind::TokenCheck { origin, index, .. } => {
+                    // Issue 13: the model's check that a token is waited on at the array element
+                    // it came from (an assertion there).
+                    let o = Self::local_name(code, *origin);
+                    let ix = self.expr(code, index);
+                    self.w(format!(
+                        "  if ({o} != 0 && {o} != {ix} + 1) {{ th.status = PC_ASSERT; return; }}  // token of another element"
+                    ));
+                }
                 InstrKind::Op { op, result } => {
                     if memcpy_pair {
                         self.memcpy_async(code, op, &code.instrs[i + 1], step);
@@ -1321,6 +1375,97 @@ impl<'a> Gen<'a> {
         }
         let _ = p;
         Ok(())
+    }
+
+    /// Issue 13: cp.async, its mbarrier arrive-on, and copies and reads of part of a buffer.
+    fn op_issue13(&mut self, code: &Code, op: &IOp) {
+        let libcu = self.backend == Backend::Libcu;
+        match op {
+            IOp::CpAsync {
+                buf,
+                offset,
+                bytes,
+                version,
+            } => {
+                let (d, chk) = self.place(code, buf, false);
+                if let Some(c) = chk {
+                    self.w(format!("  {c}"));
+                }
+                let (off, n) = (self.expr(code, offset), self.expr(code, bytes));
+                let flat = self.flat_buf(code, buf);
+                let v = match version {
+                    Some(e) => self.expr(code, e),
+                    None => format!("(i64)s.writes[{flat}]"),
+                };
+                self.w(format!(
+                    "  if (({n} != 4 && {n} != 8 && {n} != 16) || {off} < 0 || {off} % {n} != 0 || {off} + {n} > (i64)sizeof({d})) {{ th.status = PC_UNSUPPORTED; return; }}"
+                ));
+                self.w(format!("  {{ i64 version = {v}; s.writes[{flat}]++;"));
+                self.w(format!(
+                    "  pc_cp_async((int*)((char*){d} + {off}), (const int*)((const char*)pc_src_row(th, version) + {off}), (int){n});  // lands asynchronously; no barrier tracks it yet"
+                ));
+                self.w("  }");
+            }
+            IOp::CpAsyncArrive { bar, noinc } => {
+                let (b, chk) = self.place(code, bar, true);
+                if let Some(c) = chk {
+                    self.w(format!("  {c}"));
+                }
+                let native = if libcu { self.native(&b) } else { format!("&{b}") };
+                self.w(format!(
+                    "  pc_cp_async_arrive({native}, {noinc});  // arrive-on once this thread's prior cp.async copies land"
+                ));
+            }
+            IOp::CopyPart {
+                buf,
+                bar,
+                offset,
+                bytes,
+                version,
+            } => {
+                let (b, chk1) = self.place(code, bar, true);
+                let (d, chk2) = self.place(code, buf, false);
+                for c in [chk1, chk2].into_iter().flatten() {
+                    self.w(format!("  {c}"));
+                }
+                let (off, n) = (self.expr(code, offset), self.expr(code, bytes));
+                let flat = self.flat_buf(code, buf);
+                let v = match version {
+                    Some(e) => self.expr(code, e),
+                    None => format!("(i64)s.writes[{flat}]"),
+                };
+                self.w(format!(
+                    "  if ({n} % 16 != 0 || {n} <= 0 || {off} % 16 != 0 || {off} < 0 || {off} + {n} > (i64)sizeof({d})) {{ th.status = PC_UNSUPPORTED; return; }}"
+                ));
+                self.w(format!("  {{ i64 version = {v}; s.writes[{flat}]++;"));
+                let dst = format!("(int*)((char*){d} + {off})");
+                let src = format!("(const int*)((const char*)pc_src_row(th, version) + {off})");
+                if libcu {
+                    self.w(format!(
+                        "  cuda::device::memcpy_async_tx({dst}, {src}, cuda::aligned_size_t<16>((size_t){n}), {b});  // complete_tx({n}) on landing"
+                    ));
+                } else {
+                    self.w(format!(
+                        "  pc_bulk_copy({dst}, {src}, (int){n}, &{b});  // complete_tx({n}) on landing"
+                    ));
+                }
+                self.w("  }");
+            }
+            IOp::ReadPart { buf, offset, bytes, .. } => {
+                let (d, chk) = self.place(code, buf, false);
+                if let Some(c) = chk {
+                    self.w(format!("  {c}"));
+                }
+                let (off, n) = (self.expr(code, offset), self.expr(code, bytes));
+                self.w(format!(
+                    "  if ({n} % 4 != 0 || {n} <= 0 || {off} % 4 != 0 || {off} < 0 || {off} + {n} > (i64)sizeof({d})) {{ th.status = PC_UNSUPPORTED; return; }}"
+                ));
+                self.w(format!(
+                    "  (void)pc_read((int*)((char*){d} + {off}), (int)({n} / 4));  // part of the buffer (not recorded)"
+                ));
+            }
+            _ => unreachable!("only issue 13 operations come here"),
+        }
     }
 
     fn memcpy_async(&mut self, code: &Code, copy: &IOp, _expect: &Instr, step: bool) {
@@ -1531,6 +1676,7 @@ impl<'a> Gen<'a> {
                 let flat = self.flat_buf(code, buf);
                 self.w(format!("  pc_write({d}, (int)(sizeof({d}) / 4), (int){v}); s.writes[{flat}]++;"));
             }
+            IOp::CpAsync { .. } | IOp::CpAsyncArrive { .. } | IOp::CopyPart { .. } | IOp::ReadPart { .. } => self.op_issue13(code, op),
             IOp::Init { bar, count } => {
                 let (b, chk) = self.place(code, bar, true);
                 if let Some(c) = chk {

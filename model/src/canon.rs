@@ -15,7 +15,7 @@
 //!   still be stored twice (less reduction, never a lost state).
 
 use crate::lang::ast::Span;
-use crate::state::{Access, BarrierState, Cell, CopyInFlight, Life, State, Status, ThreadState};
+use crate::state::{Access, BarrierState, Cell, CopyInFlight, CopyKind, Life, NamedBarState, RangeRec, State, Status, ThreadState};
 use crate::step::{Action, Model};
 
 /// The classes of interchangeable threads (each sorted, two or more members).
@@ -47,6 +47,8 @@ enum Part {
     Engines,
     EngineKnowledge,
     CommitLogs,
+    /// Issue 13: the named barriers (present only when the protocol uses them).
+    Named,
 }
 
 fn status_word(s: Status) -> u32 {
@@ -55,6 +57,8 @@ fn status_word(s: Status) -> u32 {
         Status::AtSyncWarp => 1,
         Status::AtSyncThreads => 2,
         Status::Done => 3,
+        Status::AtNamedBar => 4,
+        Status::AtNamedWait => 5,
     }
 }
 
@@ -145,13 +149,16 @@ fn permute(s: &mut State, perm: &[u32]) {
     }
     let remap_access = |a: &mut Access| a.agent = to_new[a.agent as usize] as u16;
     for c in s.buffers.iter_mut().chain(s.vars.iter_mut()) {
-        if let Some(w) = &mut c.last_write {
-            remap_access(w);
-        }
-        for r in c.reads.iter_mut() {
-            remap_access(r);
+        for a in c.accesses_mut() {
+            remap_access(a);
         }
         c.reads.sort_by_key(|r| r.agent);
+        for r in c.parts.iter_mut() {
+            r.reads.sort_by_key(|r| r.agent);
+        }
+    }
+    for nb in s.named.iter_mut() {
+        remap_clock(&mut nb.clock);
     }
     for c in s.copies.iter_mut() {
         c.issuer = to_new[c.issuer as usize] as u16;
@@ -165,6 +172,7 @@ fn clocks_mut(s: &mut State) -> impl Iterator<Item = &mut Box<[u32]>> {
         .map(|t| &mut t.clock)
         .chain(s.engines.iter_mut())
         .chain(s.barriers.iter_mut().flat_map(|b| [&mut b.clock, &mut b.prev_clock]))
+        .chain(s.named.iter_mut().map(|n| &mut n.clock))
 }
 
 /// Epochs at or above this are renumbered (`normalise_sorted`).
@@ -202,7 +210,7 @@ fn normalise_sorted(s: &mut State, agents: usize) {
         }
     }
     for c in s.buffers.iter().chain(s.vars.iter()) {
-        for acc in c.last_write.iter().chain(c.reads.iter()) {
+        for acc in c.accesses() {
             cols[acc.agent as usize].push(acc.epoch);
         }
     }
@@ -231,7 +239,7 @@ fn rename_epochs(s: &mut State, rank: &dyn Fn(usize, u32) -> u32) {
         }
     }
     for c in s.buffers.iter_mut().chain(s.vars.iter_mut()) {
-        for acc in c.last_write.iter_mut().chain(c.reads.iter_mut()) {
+        for acc in c.accesses_mut() {
             acc.epoch = rank(acc.agent as usize, acc.epoch);
         }
     }
@@ -312,12 +320,29 @@ fn get_access(r: &mut Words) -> Access {
 fn put_cell(out: &mut Vec<u32>, c: &Cell) {
     put_i64(out, c.value);
     out.push(c.writes);
-    out.push(c.in_flight as u32 | (c.last_write.is_some() as u32) << 1);
+    let parts = !c.parts.is_empty();
+    out.push(c.in_flight as u32 | (c.last_write.is_some() as u32) << 1 | (parts as u32) << 2);
     if let Some(w) = &c.last_write {
         put_access(out, w);
     }
+    if parts {
+        // Issue 13: per range records follow the whole-buffer reads, so they need a count.
+        out.push(c.reads.len() as u32);
+    }
     for r in &c.reads {
         put_access(out, r);
+    }
+    for r in &c.parts {
+        put_i64(out, r.lo);
+        put_i64(out, r.hi);
+        put_i64(out, r.value);
+        out.push(r.last_write.is_some() as u32 | (r.reads.len() as u32) << 1);
+        if let Some(w) = &r.last_write {
+            put_access(out, w);
+        }
+        for a in &r.reads {
+            put_access(out, a);
+        }
     }
 }
 
@@ -328,8 +353,29 @@ fn get_cell(w: &[u32]) -> Cell {
     let flags = r.u();
     let last_write = (flags & 2 != 0).then(|| get_access(&mut r));
     let mut reads = Vec::new();
-    while r.rest() {
-        reads.push(get_access(&mut r));
+    let mut parts = Vec::new();
+    if flags & 4 != 0 {
+        let n = r.u();
+        for _ in 0..n {
+            reads.push(get_access(&mut r));
+        }
+        while r.rest() {
+            let (lo, hi, value) = (r.i(), r.i(), r.i());
+            let f = r.u();
+            let last_write = (f & 1 != 0).then(|| get_access(&mut r));
+            let reads = (0..f >> 1).map(|_| get_access(&mut r)).collect();
+            parts.push(RangeRec {
+                lo,
+                hi,
+                value,
+                last_write,
+                reads,
+            });
+        }
+    } else {
+        while r.rest() {
+            reads.push(get_access(&mut r));
+        }
     }
     Cell {
         value,
@@ -337,6 +383,7 @@ fn get_cell(w: &[u32]) -> Cell {
         last_write,
         reads,
         in_flight: flags & 1 != 0,
+        parts,
     }
 }
 
@@ -345,7 +392,17 @@ impl Model {
     /// flight, the engines' clocks, the engines' knowledge and the warps' commit logs.
     pub fn component_count(&self) -> usize {
         let p = &self.proto;
-        p.threads.len() + p.barriers.len() + p.buffers.len() + p.vars.len() + 4
+        p.threads.len() + p.barriers.len() + p.buffers.len() + p.vars.len() + 4 + self.named_part() as usize
+    }
+
+    /// Issue 13: whether states have the named-barrier component (the protocol uses them).
+    fn named_part(&self) -> bool {
+        self.proto.roles.iter().any(|r| {
+            r.code
+                .instrs
+                .iter()
+                .any(|i| matches!(i.kind, crate::ir::InstrKind::NamedBar { .. }))
+        })
     }
 
     /// Append the words of every component to `w`, and after each component its end in `w`.
@@ -373,7 +430,8 @@ impl Model {
                 0 => Part::Copies,
                 1 => Part::Engines,
                 2 => Part::EngineKnowledge,
-                _ => Part::CommitLogs,
+                3 => Part::CommitLogs,
+                _ => Part::Named,
             }
         }
     }
@@ -389,6 +447,7 @@ impl Model {
             Part::Engines => a.engines == b.engines,
             Part::EngineKnowledge => a.engines_known == b.engines_known,
             Part::CommitLogs => a.commit_logs == b.commit_logs,
+            Part::Named => a.named == b.named,
         }
     }
 
@@ -430,9 +489,27 @@ impl Model {
             Part::Var(i) => put_cell(w, &s.vars[i]),
             Part::Copies => {
                 for c in &s.copies {
-                    w.extend_from_slice(&[c.buf as u32 | (c.bar as u32) << 16, c.issuer as u32, c.stmt.start, c.stmt.end]);
+                    let kind = match c.kind {
+                        CopyKind::Tma => 0,
+                        CopyKind::CpAsync => 1,
+                        CopyKind::ArriveOn { noinc: false } => 2,
+                        CopyKind::ArriveOn { noinc: true } => 3,
+                    };
+                    // Issue 13: the byte range only when it is not the whole buffer of a TMA copy
+                    // (so states of protocols without partial copies pack as before).
+                    let whole = c.kind == CopyKind::Tma && c.offset == 0 && c.len == self.proto.buffers[c.buf as usize].bytes;
+                    w.extend_from_slice(&[
+                        c.buf as u32 | (c.bar as u32) << 16,
+                        c.issuer as u32 | kind << 16 | (!whole as u32) << 18,
+                        c.stmt.start,
+                        c.stmt.end,
+                    ]);
                     put_i64(w, c.bytes);
                     put_i64(w, c.version);
+                    if !whole {
+                        put_i64(w, c.offset);
+                        put_i64(w, c.len);
+                    }
                 }
             }
             Part::Engines => {
@@ -452,6 +529,18 @@ impl Model {
                     w.push(log.len() as u32);
                     for &(seq, bar, sig) in log {
                         w.extend_from_slice(&[seq as u32 | (bar as u32) << 16, sig as u32, (sig >> 32) as u32]);
+                    }
+                }
+            }
+            Part::Named => {
+                for nb in s.named.iter() {
+                    put_i64(w, nb.count);
+                    put_i64(w, nb.arrived);
+                    if nb.count != 0 {
+                        w.extend_from_slice(&nb.clock);
+                        for &k in nb.known.iter() {
+                            put_i64(w, k);
+                        }
                     }
                 }
             }
@@ -475,6 +564,8 @@ impl Model {
                     0 => Status::Running,
                     1 => Status::AtSyncWarp,
                     2 => Status::AtSyncThreads,
+                    4 => Status::AtNamedBar,
+                    5 => Status::AtNamedWait,
                     _ => Status::Done,
                 };
                 let locals = (0..p.code_of(t).local_names.len()).map(|_| r.i()).collect();
@@ -537,16 +628,31 @@ impl Model {
         let mut copies = Vec::new();
         while r.rest() {
             let bb = r.u();
-            let issuer = r.u() as u16;
+            let ik = r.u();
             let stmt = Span { start: r.u(), end: r.u() };
             copies.push(CopyInFlight {
                 buf: bb as u16,
                 bar: (bb >> 16) as u16,
-                issuer,
+                issuer: ik as u16,
                 stmt,
                 bytes: r.i(),
                 version: r.i(),
+                kind: match (ik >> 16) & 3 {
+                    0 => CopyKind::Tma,
+                    1 => CopyKind::CpAsync,
+                    2 => CopyKind::ArriveOn { noinc: false },
+                    _ => CopyKind::ArriveOn { noinc: true },
+                },
+                offset: 0,
+                len: 0,
             });
+            let c = copies.last_mut().expect("just pushed");
+            if ik >> 18 & 1 != 0 {
+                c.offset = r.i();
+                c.len = r.i();
+            } else {
+                c.len = p.buffers[c.buf as usize].bytes;
+            }
         }
         let mut r = Words {
             w: it.next().expect("engines"),
@@ -575,6 +681,30 @@ impl Model {
                     .collect()
             })
             .collect();
+        let named = if self.named_part() {
+            let mut r = Words {
+                w: it.next().expect("named barriers"),
+                at: 0,
+            };
+            (0..crate::step::NAMED_BARRIERS)
+                .map(|_| {
+                    let (count, arrived) = (r.i(), r.i());
+                    let (clock, known) = if count != 0 {
+                        (r.slice(agents), (0..nb).map(|_| r.i()).collect())
+                    } else {
+                        (vec![0; agents].into_boxed_slice(), vec![0; nb].into_boxed_slice())
+                    };
+                    NamedBarState {
+                        count,
+                        arrived,
+                        clock,
+                        known,
+                    }
+                })
+                .collect()
+        } else {
+            Box::new([]) as Box<[NamedBarState]>
+        };
         State {
             threads,
             barriers,
@@ -584,6 +714,7 @@ impl Model {
             engines,
             engines_known,
             commit_logs,
+            named,
         }
     }
 }

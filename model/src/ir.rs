@@ -135,6 +135,22 @@ pub enum InstrKind {
     Elect {
         slot: u16,
     },
+    /// Issue 13: `bar_sync(ID, COUNT)` (`sync`) / `bar_arrive(ID, COUNT)`: PTX `bar.sync` /
+    /// `bar.arrive` on hardware barrier `ID` (0..=15). The warp arrives once all its unfinished
+    /// lanes executed it, counting `warp_size` threads towards `COUNT` (docs/model.md).
+    NamedBar {
+        id: IExpr,
+        count: IExpr,
+        sync: bool,
+    },
+    /// Issue 13: before a wait on element `index` of barrier array `group` with a token from
+    /// local slot `origin`'s arrival: the token must come from the same element (`origin` holds
+    /// its index + 1, or 0 when not known). A local instruction.
+    TokenCheck {
+        origin: u16,
+        index: IExpr,
+        group: u16,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -301,6 +317,39 @@ pub enum IOp {
     Commit {
         bar: Ref,
     },
+
+    // ---- issue 13: cp.async with an mbarrier arrive-on ----
+    /// `cp_async(BUF, offset, bytes)`: a per-thread async copy into bytes `offset .. offset +
+    /// bytes` of BUF, not tracked by any barrier until a `CpAsyncArrive`.
+    CpAsync {
+        buf: Ref,
+        offset: IExpr,
+        bytes: IExpr,
+        version: Option<IExpr>,
+    },
+    /// `cp.async.mbarrier.arrive(.noinc)`: an arrival on `bar` once every cp.async copy this
+    /// thread issued before has landed; without `noinc` the pending count is raised by one now.
+    CpAsyncArrive {
+        bar: Ref,
+        noinc: bool,
+    },
+
+    // ---- issue 13: partial-buffer copies and reads (byte ranges) ----
+    /// A TMA-style copy into bytes `offset .. offset + bytes` of BUF (complete_tx(bytes) on `bar`).
+    CopyPart {
+        buf: Ref,
+        bar: Ref,
+        offset: IExpr,
+        bytes: IExpr,
+        version: Option<IExpr>,
+    },
+    /// A read of bytes `offset .. offset + bytes` of BUF.
+    ReadPart {
+        buf: Ref,
+        offset: IExpr,
+        bytes: IExpr,
+        expect: Option<IExpr>,
+    },
 }
 
 impl IExpr {
@@ -339,6 +388,11 @@ impl Instr {
             InstrKind::Branch { cond, .. } => f(cond),
             InstrKind::Assert(e) => f(e),
             InstrKind::SyncWarpMask { mask } => f(mask),
+            InstrKind::NamedBar { id, count, .. } => {
+                f(id);
+                f(count)
+            }
+            InstrKind::TokenCheck { index, .. } => f(index),
             InstrKind::Jump { .. }
             | InstrKind::Return
             | InstrKind::Work
@@ -385,6 +439,48 @@ impl Instr {
                     }
                 }
                 IOp::Inval { bar } | IOp::Commit { bar } => r(bar, f),
+                IOp::CpAsyncArrive { bar, .. } => r(bar, f),
+                IOp::CpAsync {
+                    buf,
+                    offset,
+                    bytes,
+                    version,
+                } => {
+                    r(buf, f);
+                    f(offset);
+                    f(bytes);
+                    if let Some(e) = version {
+                        f(e)
+                    }
+                }
+                IOp::CopyPart {
+                    buf,
+                    bar,
+                    offset,
+                    bytes,
+                    version,
+                } => {
+                    r(buf, f);
+                    r(bar, f);
+                    f(offset);
+                    f(bytes);
+                    if let Some(e) = version {
+                        f(e)
+                    }
+                }
+                IOp::ReadPart {
+                    buf,
+                    offset,
+                    bytes,
+                    expect,
+                } => {
+                    r(buf, f);
+                    f(offset);
+                    f(bytes);
+                    if let Some(e) = expect {
+                        f(e)
+                    }
+                }
             },
         }
     }

@@ -345,6 +345,9 @@ struct CodeBuilder<'a> {
     /// Inline functions being expanded (a guard; `check` rejects recursion).
     inlining: usize,
     has_while: bool,
+    /// Issue 13: per local holding a token of an element of a barrier array, the hidden local
+    /// holding that element's index + 1 (0: not known), checked by `TokenCheck` at its waits.
+    token_origin: HashMap<u16, u16>,
 }
 
 impl<'a> CodeBuilder<'a> {
@@ -360,6 +363,7 @@ impl<'a> CodeBuilder<'a> {
             loop_vars: Vec::new(),
             inlining: 0,
             has_while: false,
+            token_origin: HashMap::new(),
         };
         b.block(body)?;
         Ok(Code {
@@ -393,6 +397,7 @@ impl<'a> CodeBuilder<'a> {
     fn emit(&mut self, kind: InstrKind, span: ast::Span) -> usize {
         let visible = match &kind {
             InstrKind::SetLocal { expr, .. } | InstrKind::Branch { cond: expr, .. } | InstrKind::Assert(expr) => expr.reads_var(),
+            InstrKind::TokenCheck { index, .. } => index.reads_var(),
             InstrKind::Jump { .. } => false,
             InstrKind::Return => false,
             _ => true,
@@ -438,6 +443,7 @@ impl<'a> CodeBuilder<'a> {
                     match value {
                         ast::Value::Expr(e) => {
                             let expr = self.expr(e)?;
+                            self.forget_or_copy_origin(slot, &expr, s.span);
                             self.emit(InstrKind::SetLocal { slot, expr }, s.span);
                         }
                         ast::Value::Op(op) => self.op(op, Some(slot), s.span)?,
@@ -623,6 +629,7 @@ impl<'a> CodeBuilder<'a> {
             self.emit(InstrKind::Elect { slot }, span);
             return Ok(());
         }
+        self.token_origins(op, result, span)?;
         let one = IExpr::Const(1);
         let iop = match &op.kind {
             OpKind::Arrive { bar, n } => IOp::Arrive {
@@ -745,9 +752,155 @@ impl<'a> CodeBuilder<'a> {
             OpKind::Inval { bar } => IOp::Inval { bar: self.bar(bar)? },
             OpKind::Commit { bar } => IOp::Commit { bar: self.bar(bar)? },
             OpKind::Elect => unreachable!("handled above"),
+            // issue 13
+            OpKind::BarSync { id, count } | OpKind::BarArrive { id, count } => {
+                let kind = InstrKind::NamedBar {
+                    id: self.expr(id)?,
+                    count: self.expr(count)?,
+                    sync: matches!(op.kind, OpKind::BarSync { .. }),
+                };
+                self.emit(kind, span);
+                return Ok(());
+            }
+            OpKind::CpAsync {
+                buf,
+                offset,
+                bytes,
+                version,
+            } => {
+                let b = self.buf(buf)?;
+                let (offset, bytes) = self.byte_range(&b, offset.as_ref(), bytes.as_ref())?;
+                IOp::CpAsync {
+                    buf: b,
+                    offset,
+                    bytes,
+                    version: version.as_ref().map(|e| self.expr(e)).transpose()?,
+                }
+            }
+            OpKind::CpAsyncArrive { bar, noinc } => IOp::CpAsyncArrive {
+                bar: self.bar(bar)?,
+                noinc: *noinc,
+            },
+            OpKind::CopyAsyncPart {
+                buf,
+                bar,
+                offset,
+                bytes,
+                version,
+                libcu,
+            } => {
+                let b = self.buf(buf)?;
+                let r = self.bar(bar)?;
+                let (offset, bytes) = self.byte_range(&b, Some(offset), bytes.as_ref())?;
+                let copy = IOp::CopyPart {
+                    buf: b,
+                    bar: r.clone(),
+                    offset,
+                    bytes: bytes.clone(),
+                    version: version.as_ref().map(|e| self.expr(e)).transpose()?,
+                };
+                if !*libcu {
+                    copy
+                } else {
+                    // memcpy_async: the copy, then expect_tx(bytes), as for a whole buffer.
+                    self.emit(InstrKind::Op { op: copy, result: None }, span);
+                    IOp::ExpectTx { bar: r, bytes }
+                }
+            }
+            OpKind::ReadPart {
+                buf,
+                offset,
+                bytes,
+                expect,
+            } => {
+                let b = self.buf(buf)?;
+                let (offset, bytes) = self.byte_range(&b, Some(offset), bytes.as_ref())?;
+                IOp::ReadPart {
+                    buf: b,
+                    offset,
+                    bytes,
+                    expect: expect.as_ref().map(|e| self.expr(e)).transpose()?,
+                }
+            }
         };
         self.emit(InstrKind::Op { op: iop, result }, span);
         Ok(())
+    }
+
+    /// Issue 13: tokens of barrier-array elements. An arrival into a local records the element's
+    /// index + 1 in a hidden local; a wait or try_wait with that local as its token on the same
+    /// array first checks the index (`TokenCheck`). Different declared barriers are E040 before
+    /// lowering; an index that reads a shared var is not tracked.
+    fn token_origins(&mut self, op: &ast::Op, result: Option<u16>, span: ast::Span) -> Result<(), Diagnostic> {
+        match &op.kind {
+            OpKind::Arrive { bar, .. } | OpKind::ArriveExpectTx { bar, .. } => {
+                let (Some(slot), Some(ix)) = (result, &bar.index) else {
+                    return Ok(());
+                };
+                let index = self.expr(ix)?;
+                let origin = match self.token_origin.get(&slot) {
+                    Some(&o) => o,
+                    None => {
+                        let o = self.new_local(&format!("$origin {}", self.local_names[slot as usize]), span)?;
+                        self.token_origin.insert(slot, o);
+                        o
+                    }
+                };
+                let expr = if index.reads_var() {
+                    IExpr::Const(0)
+                } else {
+                    IExpr::Binary(BinOp::Add, Box::new(index), Box::new(IExpr::Const(1)))
+                };
+                self.emit(InstrKind::SetLocal { slot: origin, expr }, span);
+            }
+            OpKind::Wait { bar, token } | OpKind::TryWait { bar, token } => {
+                let (ExprKind::Name(n), Some(ix)) = (&token.kind, &bar.index) else {
+                    return Ok(());
+                };
+                let Some(t) = self.lookup_local(n) else { return Ok(()) };
+                let Some(&origin) = self.token_origin.get(&t) else { return Ok(()) };
+                let index = self.expr(ix)?;
+                if index.reads_var() {
+                    return Ok(());
+                }
+                let group = self.bar(bar)?.group;
+                self.emit(InstrKind::TokenCheck { origin, index, group }, span);
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// `t = x`: a token's origin goes with it; any other value forgets it.
+    fn forget_or_copy_origin(&mut self, slot: u16, value: &IExpr, span: ast::Span) {
+        let Some(&o) = self.token_origin.get(&slot) else { return };
+        let from = match value {
+            IExpr::Local(x) => self.token_origin.get(x).map(|&xo| IExpr::Local(xo)),
+            _ => None,
+        };
+        self.emit(
+            InstrKind::SetLocal {
+                slot: o,
+                expr: from.unwrap_or(IExpr::Const(0)),
+            },
+            span,
+        );
+    }
+
+    /// Issue 13: the byte range `offset .. offset + bytes` of a partial access; the offset
+    /// defaults to 0 and the size to the rest of the buffer.
+    fn byte_range(&mut self, b: &Ref, offset: Option<&ast::Expr>, bytes: Option<&ast::Expr>) -> Result<(IExpr, IExpr), Diagnostic> {
+        let size = buffer_bytes_of(self.env, &self.env.buffer_groups[b.group as usize]);
+        let offset = match offset {
+            Some(e) => self.expr(e)?,
+            None => IExpr::Const(0),
+        };
+        let bytes = match (bytes, &offset) {
+            (Some(e), _) => self.expr(e)?,
+            (None, IExpr::Const(o)) => IExpr::Const(size - o),
+            (None, o) => IExpr::Binary(BinOp::Sub, Box::new(IExpr::Const(size)), Box::new(o.clone())),
+        };
+        Ok((offset, bytes))
     }
 
     fn place(&mut self, p: &ast::Place, groups: &[Group], what: &str) -> Result<Ref, Diagnostic> {

@@ -7,7 +7,7 @@
 //! step that passes an impossible wait or loses an arrival cannot also fool the check.
 
 use crate::ir::{IOp, InstrKind, MAX_COUNT};
-use crate::state::{Life, State, Status};
+use crate::state::{CopyKind, Life, State, Status};
 use crate::step::{Action, InternalError, Model, Obs, Outcome};
 
 fn broken(rule: &'static str, message: String) -> Result<(), InternalError> {
@@ -20,7 +20,14 @@ pub fn state(model: &Model, s: &State) -> Result<(), InternalError> {
     for (b, bs) in s.barriers.iter().enumerate() {
         let name = &p.barriers[b].name;
         if bs.life == Life::Live {
-            if !(0 <= bs.pending && bs.pending <= bs.expected && (1..=MAX_COUNT).contains(&bs.expected)) {
+            // Issue 13: a `cp_async_arrive` without `.noinc` holds one extra pending arrival until
+            // its arrive-on fires.
+            let held = s
+                .copies
+                .iter()
+                .filter(|c| c.kind == CopyKind::ArriveOn { noinc: false } && c.bar as usize == b)
+                .count() as i64;
+            if !(0 <= bs.pending && bs.pending <= bs.expected + held && (1..=MAX_COUNT).contains(&bs.expected)) {
                 return broken(
                     "I-COUNTS",
                     format!(
@@ -86,7 +93,7 @@ pub fn state(model: &Model, s: &State) -> Result<(), InternalError> {
         }
     }
     for (d, cell) in s.buffers.iter().enumerate() {
-        let flying = s.copies.iter().any(|c| c.buf as usize == d);
+        let flying = s.copies.iter().any(|c| c.is_copy() && c.buf as usize == d);
         if cell.in_flight != flying {
             return broken(
                 "I-IN-FLIGHT",
@@ -211,7 +218,16 @@ pub fn transition(model: &Model, pre: &State, a: Action, out: &Outcome) -> Resul
                     );
                 }
             }
-            Obs::Landed { bar, bytes, .. } | Obs::LandedPart { bar, bytes, .. } => landed_bytes[bar as usize] += bytes,
+            Obs::Landed { bar, bytes, .. } | Obs::LandedPart { bar, bytes, .. } if (bar as usize) < n => {
+                landed_bytes[bar as usize] += bytes
+            }
+            Obs::CpAsyncPending { bar, delta } => {
+                let b = bar as usize;
+                since_completion[b] -= delta;
+                if let Some(x) = pending[b].as_mut() {
+                    *x += delta;
+                }
+            }
             _ => {}
         }
     }
@@ -287,10 +303,13 @@ pub fn transition(model: &Model, pre: &State, a: Action, out: &Outcome) -> Resul
     }
     if let Action::Land(i) = a {
         let c = pre.copies[i as usize];
-        if post.buffers[c.buf as usize].value != c.version {
+        if c.len > 0 && post.buffers[c.buf as usize].value_at(c.offset) != c.version {
             return broken("I-LAND", format!("a landed copy did not deliver version {}", c.version));
         }
-        if pre.barriers[c.bar as usize].life != Life::Live && out.violations.iter().all(|v| v.kind != crate::ViolationKind::Lifetime) {
+        if c.kind == CopyKind::Tma
+            && pre.barriers[c.bar as usize].life != Life::Live
+            && out.violations.iter().all(|v| v.kind != crate::ViolationKind::Lifetime)
+        {
             return broken(
                 "I-LAND",
                 "a copy landed on a barrier that is not live with no lifetime violation".to_string(),

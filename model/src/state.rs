@@ -24,6 +24,23 @@ pub struct State {
     /// Per warp: the warp-batched commits made since the last `syncwarp`, as (sequence number,
     /// barrier, divergence signature of the group that made it).
     pub commit_logs: Box<[Vec<(u16, u16, u64)>]>,
+    /// Issue 13: the CTA's hardware named barriers (`bar_sync`/`bar_arrive`), ids 0..=15; empty
+    /// when the protocol uses none.
+    pub named: Box<[NamedBarState]>,
+}
+
+/// Issue 13: one hardware named barrier. Idle (`count == 0`) between uses: a use starts when the
+/// first warp arrives, fixing the thread count, and ends when `count` threads have arrived.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct NamedBarState {
+    /// The thread count of the current use; 0 when idle.
+    pub count: i64,
+    /// Threads arrived so far (whole warps: `warp_size` each).
+    pub arrived: i64,
+    /// Join of the arrivers' histories (bar.sync and bar.arrive order memory among participants).
+    pub clock: Clock,
+    /// Join of the arrivers' phase knowledge of the mbarriers.
+    pub known: Box<[i64]>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -33,6 +50,11 @@ pub enum Status {
     AtSyncWarp,
     /// Arrived at `syncthreads`, waiting for the rest of the CTA.
     AtSyncThreads,
+    /// Issue 13: executed `bar_sync`/`bar_arrive`, waiting for the other lanes of its warp (the
+    /// warp arrives as one).
+    AtNamedBar,
+    /// Issue 13: its warp arrived at a `bar_sync`; waiting for the named barrier to complete.
+    AtNamedWait,
     Done,
 }
 
@@ -98,7 +120,59 @@ pub struct Cell {
     pub reads: Vec<Access>,
     /// An async copy into it is in flight.
     pub in_flight: bool,
+    /// Issue 13: per byte range records, once a partial access (an `offset = ...` copy or read)
+    /// touched the buffer; sorted, disjoint, covering the buffer. While non-empty they replace
+    /// `value`, `last_write` and `reads`; empty whenever every range has the same record.
+    pub parts: Vec<RangeRec>,
 }
+
+/// Issue 13: the race record and version of bytes `lo .. hi` of a buffer.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct RangeRec {
+    pub lo: i64,
+    pub hi: i64,
+    pub value: i64,
+    pub last_write: Option<Access>,
+    pub reads: Vec<Access>,
+}
+
+impl Cell {
+    /// Every access record of the cell (whole-buffer and per range), for renamings.
+    pub fn accesses_mut(&mut self) -> impl Iterator<Item = &mut Access> {
+        self.last_write.iter_mut().chain(self.reads.iter_mut()).chain(
+            self.parts
+                .iter_mut()
+                .flat_map(|r| r.last_write.iter_mut().chain(r.reads.iter_mut())),
+        )
+    }
+
+    pub fn accesses(&self) -> impl Iterator<Item = &Access> {
+        self.last_write
+            .iter()
+            .chain(self.reads.iter())
+            .chain(self.parts.iter().flat_map(|r| r.last_write.iter().chain(r.reads.iter())))
+    }
+
+    /// The version of the byte at `at` (the whole buffer's while it has no per range records).
+    pub fn value_at(&self, at: i64) -> i64 {
+        self.parts.iter().find(|r| r.lo <= at && at < r.hi).map_or(self.value, |r| r.value)
+    }
+}
+
+/// Issue 13: what an entry of `State::copies` is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CopyKind {
+    /// A TMA-style bulk copy: its landing does complete_tx on `bar`.
+    Tma,
+    /// A `cp_async`: its landing writes the buffer only; `bar` is `NO_BAR`.
+    CpAsync,
+    /// Not a copy: the arrive-on of a `cp_async_arrive(_noinc)` on `bar`, which fires once no
+    /// cp.async copy of the same issuer precedes it in `State::copies` (`buf` is 0, unused).
+    ArriveOn { noinc: bool },
+}
+
+/// The barrier of a copy no barrier tracks (a cp.async before its arrive-on).
+pub const NO_BAR: u16 = u16::MAX;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Access {
@@ -117,6 +191,17 @@ pub struct CopyInFlight {
     pub issuer: u16,
     /// The statement that issued it: a landing is shown at its own copy's line.
     pub stmt: crate::lang::ast::Span,
+    /// Issue 13: what it is, and the byte range it writes (`0 .. buffer bytes` for whole copies).
+    pub kind: CopyKind,
+    pub offset: i64,
+    pub len: i64,
+}
+
+impl CopyInFlight {
+    /// A copy (not an arrive-on entry).
+    pub fn is_copy(&self) -> bool {
+        !matches!(self.kind, CopyKind::ArriveOn { .. })
+    }
 }
 
 impl ThreadState {

@@ -10,6 +10,9 @@ use crate::lang::ast::Span;
 use crate::state::*;
 use crate::ViolationKind as K;
 
+mod issue13;
+pub use issue13::NAMED_BARRIERS;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Action {
@@ -100,6 +103,23 @@ pub enum Obs {
     /// An `elect()` released its warp with this thread (global index) elected.
     Elected {
         thread: u16,
+    },
+    /// Issue 13: a warp arrived at named barrier `id` (`arrived` of `count` threads so far).
+    NamedArrived {
+        id: u16,
+        warp: u16,
+        arrived: i64,
+        count: i64,
+    },
+    /// Issue 13: named barrier `id` completed and released its waiting threads.
+    NamedCompleted {
+        id: u16,
+    },
+    /// Issue 13: `cp_async_arrive` (without `.noinc`) raised the pending count of `bar` by
+    /// `delta` (1); its arrive-on is an ordinary arrival (`Arrived`) when the copies land.
+    CpAsyncPending {
+        bar: u16,
+        delta: i64,
     },
 }
 
@@ -340,6 +360,7 @@ impl Model {
             last_write: None,
             reads: Vec::new(),
             in_flight: false,
+            parts: Vec::new(),
         };
         let s = State {
             threads: threads.into_boxed_slice(),
@@ -350,6 +371,7 @@ impl Model {
             engines: (0..p.buffers.len()).map(|b| fresh_clock(Some(p.threads.len() + b))).collect(),
             engines_known: (0..p.buffers.len()).map(|_| vec![0; p.barriers.len()].into_boxed_slice()).collect(),
             commit_logs: vec![Vec::new(); p.warp_count()].into_boxed_slice(),
+            named: issue13::initial_named(p, agents),
         };
         if !violations.is_empty() {
             return Outcome {
@@ -401,6 +423,16 @@ impl Model {
             // there (a chunk) or never (the whole count at once, which the H200 did for a 256-byte
             // copy: docs/hardware-notes.md). Both are allowed.
             let c = &s.copies[i];
+            // Issue 13: an arrive-on fires with the landing that completes its copies; a
+            // cp.async copy has no tx-count to land in part against.
+            match c.kind {
+                CopyKind::ArriveOn { .. } => continue,
+                CopyKind::CpAsync => {
+                    out.push(Action::Land(i as u16));
+                    continue;
+                }
+                CopyKind::Tma => {}
+            }
             let b = &s.barriers[c.bar as usize];
             let partial = b.life == Life::Live && b.tx > 0 && b.tx < c.bytes && self.mutant != Some(Mutant::NoPartialLanding);
             out.push(Action::Land(i as u16));
@@ -484,7 +516,8 @@ impl Model {
                 kind: K::Lifetime,
                 message: format!(
                     "every thread has exited while the async copy into {} (tracked by {}) is still in flight; the CTA's shared memory is released under it",
-                    p.buffers[c.buf as usize].name, p.barriers[c.bar as usize].name
+                    p.buffers[c.buf as usize].name,
+                    p.barriers.get(c.bar as usize).map_or("no barrier", |b| b.name.as_str())
                 ),
             });
             return out;
@@ -765,6 +798,7 @@ impl Model {
             }
             Action::Land(i) => {
                 let c = x.s.copies.remove(i as usize);
+                x.land_index = i as usize;
                 x.land(c);
                 let span = c.stmt;
                 x.event(a, c.issuer, u32::MAX, span)
@@ -798,6 +832,7 @@ fn same_but_locals(a: &State, b: &State, t: usize) -> bool {
         && a.engines == b.engines
         && a.engines_known == b.engines_known
         && a.commit_logs == b.commit_logs
+        && a.named == b.named
 }
 
 /// PTX's answer for a wait on `named` when the barrier is in phase `current`: complete exactly when
@@ -823,6 +858,8 @@ struct Exec<'m> {
     cut: bool,
     /// The statement being executed (what a copy records as its issue site).
     stmt: Span,
+    /// Issue 13: the index in `State::copies` of the copy landing in this step.
+    land_index: usize,
 }
 
 type R<T> = Result<T, ()>;
@@ -853,6 +890,7 @@ impl<'m> Exec<'m> {
             internal: None,
             cut: false,
             stmt: Span::default(),
+            land_index: 0,
         }
     }
 
@@ -1004,6 +1042,12 @@ impl<'m> Exec<'m> {
                     self.s.threads[t].status = Status::Done;
                     return;
                 }
+                InstrKind::TokenCheck { origin, index, group } => {
+                    if self.token_check(t, *origin, index, *group).is_err() {
+                        return;
+                    }
+                    self.s.threads[t].pc += 1;
+                }
                 _ => unreachable!("only local instructions are invisible"),
             }
         }
@@ -1071,6 +1115,16 @@ impl<'m> Exec<'m> {
                 }
             }
             InstrKind::SyncThreads => self.s.threads[t].status = Status::AtSyncThreads,
+            InstrKind::TokenCheck { origin, index, group } => {
+                let _ = self.token_check(t, *origin, index, *group);
+            }
+            InstrKind::NamedBar { id, count, .. } => {
+                // Evaluated here for their faults and shared-var reads; the warp's arrival
+                // (`settle`) reads them again.
+                if self.eval(id).is_ok() && self.eval(count).is_ok() {
+                    self.s.threads[t].status = Status::AtNamedBar;
+                }
+            }
             // Steps of their own only in the fine-grained model.
             InstrKind::Jump { to } => self.s.threads[t].pc = to.wrapping_sub(1),
             InstrKind::Return => self.s.threads[t].status = Status::Done,
@@ -1088,6 +1142,9 @@ impl<'m> Exec<'m> {
             let live: Vec<usize> = (0..n).filter(|&t| self.s.threads[t].status != Status::Done).collect();
             if !live.is_empty() && live.iter().all(|&t| self.s.threads[t].status == Status::AtSyncThreads) {
                 self.release(&live, "syncthreads");
+                continue;
+            }
+            if self.settle_named() {
                 continue;
             }
             let mut released = false;
@@ -1447,6 +1504,9 @@ impl<'m> Exec<'m> {
                     version,
                     issuer: self.agent.min(n - 1) as u16,
                     stmt: self.stmt,
+                    kind: CopyKind::Tma,
+                    offset: 0,
+                    len: self.p().buffers[d].bytes,
                 };
                 self.s.copies.push(c);
                 self.obs.push(Obs::CopyIssued {
@@ -1464,7 +1524,8 @@ impl<'m> Exec<'m> {
                     None => None,
                 };
                 self.read_cell(true, d)?;
-                let got = self.s.buffers[d].value;
+                let size = self.p().buffers[d].bytes;
+                let got = self.version_in(d, 0, size, want);
                 self.obs.push(Obs::Read {
                     buf: d as u16,
                     version: got,
@@ -1495,6 +1556,7 @@ impl<'m> Exec<'m> {
                 self.obs.push(Obs::Wrote { buf: d as u16, version: v });
                 Ok(None)
             }
+            IOp::CpAsync { .. } | IOp::CpAsyncArrive { .. } | IOp::CopyPart { .. } | IOp::ReadPart { .. } => self.op_issue13(op, locals),
             IOp::Init { bar, count } => {
                 let b = self.resolve_bar(bar, locals)?;
                 let count = match count {
@@ -1829,7 +1891,12 @@ impl<'m> Exec<'m> {
                 }
                 InstrKind::Return => break Ok(()),
                 InstrKind::Work => pc += 1,
-                InstrKind::SyncWarp | InstrKind::SyncThreads | InstrKind::SyncWarpMask { .. } | InstrKind::Elect { .. } => {
+                InstrKind::SyncWarp
+                | InstrKind::SyncThreads
+                | InstrKind::SyncWarpMask { .. }
+                | InstrKind::Elect { .. }
+                | InstrKind::NamedBar { .. }
+                | InstrKind::TokenCheck { .. } => {
                     self.fail(
                         K::CompletionMisuse,
                         format!(
@@ -1876,9 +1943,14 @@ impl<'m> Exec<'m> {
         let (d, b) = (c.buf as usize, c.bar as usize);
         self.agent = n + d;
         self.thread = None;
+        if c.kind != CopyKind::Tma || self.s.buffers[d].parts.len() > 0 || c.len != self.p().buffers[d].bytes {
+            // Issue 13: a cp.async copy, or a copy into part of the buffer.
+            self.land_issue13(c);
+            return;
+        }
         // Another copy into the same buffer may still be in flight (issuing it was already a
         // data race): the buffer stays under that one.
-        let still = self.s.copies.iter().any(|o| o.buf as usize == d);
+        let still = self.s.copies.iter().any(|o| o.is_copy() && o.buf as usize == d);
         let cell = &mut self.s.buffers[d];
         cell.value = c.version;
         cell.in_flight = still;
@@ -1956,6 +2028,11 @@ impl<'m> Exec<'m> {
 
     /// A read of a buffer or var: must be ordered after the last write and not under a copy.
     fn read_cell(&mut self, is_buf: bool, i: usize) -> R<()> {
+        if is_buf && !self.s.buffers[i].parts.is_empty() {
+            // Issue 13: the buffer has per range records; a whole read reads every range.
+            let size = self.p().buffers[i].bytes;
+            return self.read_range(i, 0, size);
+        }
         let cell = if is_buf { &self.s.buffers[i] } else { &self.s.vars[i] };
         let me = self.agent as u16;
         if cell.in_flight {
@@ -1963,7 +2040,7 @@ impl<'m> Exec<'m> {
                 .s
                 .copies
                 .iter()
-                .find(|c| c.buf as usize == i)
+                .find(|c| c.is_copy() && c.buf as usize == i)
                 .map(|c| self.p().thread_label(c.issuer as usize))
                 .unwrap_or_default();
             let msg = format!(
@@ -1990,6 +2067,11 @@ impl<'m> Exec<'m> {
 
     /// A write (or a copy issue): ordered after the last write and after every read since.
     fn write_cell(&mut self, is_buf: bool, i: usize, value: i64) -> R<()> {
+        if is_buf && !self.s.buffers[i].parts.is_empty() {
+            // Issue 13: a whole write (or copy issue) replaces every range's record.
+            let size = self.p().buffers[i].bytes;
+            return self.write_range(i, 0, size, value);
+        }
         let cell = if is_buf { &self.s.buffers[i] } else { &self.s.vars[i] };
         let me = self.agent as u16;
         if cell.in_flight {

@@ -308,3 +308,20 @@ fn diagnostics_render_with_a_caret() {
     assert!(r.contains("t.phase:9:10"), "{r}");
     assert!(r.contains("  arrive(dnoe)\n") && r.contains("         ^^^^"), "{r}");
 }
+
+#[test]
+fn e040_token_waited_on_another_barrier() {
+    let m = rejects(&in_role("  let t = arrive(done)\n  wait(full[0], t)"), "E040", 10, 17);
+    assert!(m.contains("`done`"), "{m}");
+    // Assigned from two barriers on two paths: not known, not rejected.
+    let ok = in_role("  let t = arrive(done)\n  if tid == 0 { t = arrive(full[0]) }\n  wait(done, t)");
+    let p = phasecheck_model::lang::parse(&ok).expect("parses");
+    assert!(phasecheck_model::lang::check_all(&p).is_empty());
+    // Named barriers and cp.async are role operations (E030 in a completion body).
+    rejects(
+        "protocol p\nbarrier b count 1 completion c\ncompletion c { bar_arrive(1, 32) }\nrole w[1] { arrive(b) }\n",
+        "E030",
+        3,
+        16,
+    );
+}

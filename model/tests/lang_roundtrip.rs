@@ -110,6 +110,30 @@ fn op() -> impl Strategy<Value = Op> {
         p().prop_map(|bar| OpKind::Inval { bar }),
         p().prop_map(|bar| OpKind::Commit { bar }),
         Just(OpKind::Elect),
+        // issue 13
+        (x(), x()).prop_map(|(id, count)| OpKind::BarSync { id, count }),
+        (x(), x()).prop_map(|(id, count)| OpKind::BarArrive { id, count }),
+        (p(), ox(), ox(), ox()).prop_map(|(buf, offset, bytes, version)| OpKind::CpAsync {
+            buf,
+            offset,
+            bytes,
+            version
+        }),
+        (p(), any::<bool>()).prop_map(|(bar, noinc)| OpKind::CpAsyncArrive { bar, noinc }),
+        (p(), p(), x(), ox(), ox(), any::<bool>()).prop_map(|(buf, bar, offset, bytes, version, libcu)| OpKind::CopyAsyncPart {
+            buf,
+            bar,
+            offset,
+            bytes,
+            version,
+            libcu
+        }),
+        (p(), x(), ox(), ox()).prop_map(|(buf, offset, bytes, expect)| OpKind::ReadPart {
+            buf,
+            offset,
+            bytes,
+            expect
+        }),
     ];
     kind.prop_map(|kind| Op {
         kind,

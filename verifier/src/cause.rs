@@ -136,7 +136,10 @@ fn bar_of(o: &Obs) -> Option<(u16, i64)> {
     match o {
         Obs::Arrived { bar, phase, .. } | Obs::Waited { bar, phase } | Obs::TryWait { bar, phase, .. } => Some((*bar, *phase)),
         Obs::PhaseCompleted { bar, phase, .. } => Some((*bar, *phase)),
-        Obs::CopyIssued { bar, .. } | Obs::Landed { bar, .. } | Obs::LandedPart { bar, .. } | Obs::CommitJoined { bar, .. } => {
+        // A cp.async copy (issue 13) has no barrier (`NO_BAR`).
+        Obs::CopyIssued { bar, .. } | Obs::Landed { bar, .. } | Obs::LandedPart { bar, .. } | Obs::CommitJoined { bar, .. }
+            if *bar != phasecheck_model::state::NO_BAR =>
+        {
             Some((*bar, -1))
         }
         _ => None,

@@ -96,6 +96,9 @@ fn obs_short(t: &TraceFile, o: &Obs) -> Option<String> {
         Obs::Released { what } => format!("{what} released"),
         Obs::Exited { .. } => "exits".into(),
         Obs::Elected { .. } => "elected".into(),
+        Obs::NamedArrived { id, arrived, count, .. } => format!("bar {id}: {arrived}/{count}"),
+        Obs::NamedCompleted { id } => format!("bar {id} done"),
+        Obs::CpAsyncPending { delta, .. } => format!("pending {delta:+}"),
     })
 }
 

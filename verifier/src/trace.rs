@@ -113,7 +113,10 @@ pub fn replay(model: &Model, actions: &[Action]) -> Result<Replayed, ReplayError
                 let c = s.copies[i as usize];
                 Some(CopyRef {
                     buffer: p.buffers[c.buf as usize].name.clone(),
-                    barrier: p.barriers[c.bar as usize].name.clone(),
+                    barrier: p
+                        .barriers
+                        .get(c.bar as usize)
+                        .map_or_else(|| "(none: cp.async)".to_string(), |b| b.name.clone()),
                     bytes: c.bytes,
                     version: c.version,
                     issuer: p.thread_label(c.issuer as usize),
@@ -228,5 +231,13 @@ pub fn describe_obs(o: &Obs, n: &dyn Names) -> String {
         Obs::Released { what } => format!("{what} releases"),
         Obs::Exited { thread } => format!("{} exits", n.thread(*thread)),
         Obs::Elected { thread } => format!("elect releases the warp; {} is elected", n.thread(*thread)),
+        Obs::NamedArrived { id, warp, arrived, count } => {
+            format!("warp {warp} arrives at named barrier {id} ({arrived} of {count} threads)")
+        }
+        Obs::NamedCompleted { id } => format!("named barrier {id} completes and releases its waiters"),
+        Obs::CpAsyncPending { bar, delta } if *delta > 0 => {
+            format!("cp.async.mbarrier.arrive raises the pending count of {}", n.barrier(*bar))
+        }
+        Obs::CpAsyncPending { bar, .. } => format!("the cp.async arrive-on on {} fires (pending count back down)", n.barrier(*bar)),
     }
 }

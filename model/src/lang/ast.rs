@@ -288,6 +288,55 @@ pub enum OpKind {
     },
     /// `elect()`: `elect.sync` over the whole warp; 1 in the lowest unfinished lane, 0 elsewhere.
     Elect,
+
+    // ---- issue 13: named barriers (PTX `bar.sync` / `bar.arrive`, ids 0..=15) ----
+    /// `bar_sync(ID, COUNT)`: the warp arrives at hardware barrier `ID` and waits until `COUNT`
+    /// threads (whole warps) have arrived.
+    BarSync {
+        id: Expr,
+        count: Expr,
+    },
+    /// `bar_arrive(ID, COUNT)`: the warp arrives at hardware barrier `ID` without waiting.
+    BarArrive {
+        id: Expr,
+        count: Expr,
+    },
+
+    // ---- issue 13: cp.async with an mbarrier arrive-on (sm_80 `cp.async` + `cp.async.mbarrier.arrive`) ----
+    /// `cp_async(BUF)`, optionally `offset = O`, `bytes = N`, `version = V`: a per-thread
+    /// asynchronous copy into (part of) BUF that no barrier tracks until `cp_async_arrive`.
+    CpAsync {
+        buf: Place,
+        offset: Option<Expr>,
+        bytes: Option<Expr>,
+        version: Option<Expr>,
+    },
+    /// `cp_async_arrive(B)` (`cp.async.mbarrier.arrive.shared.b64`: pending += 1 now, an arrival
+    /// once the thread's prior cp.async copies have landed: net zero) and
+    /// `cp_async_arrive_noinc(B)` (`.noinc`: only the arrival, which B's count must include).
+    CpAsyncArrive {
+        bar: Place,
+        noinc: bool,
+    },
+
+    // ---- issue 13: partial-buffer copies and reads (byte ranges) ----
+    /// `copy_async(BUF, B, offset = O, bytes = N, version = V)` (and `memcpy_async` with
+    /// `libcu`): a copy into bytes `O .. O + N` of BUF (N defaults to the rest of the buffer).
+    CopyAsyncPart {
+        buf: Place,
+        bar: Place,
+        offset: Expr,
+        bytes: Option<Expr>,
+        version: Option<Expr>,
+        libcu: bool,
+    },
+    /// `read(BUF, offset = O, bytes = N, expect = V)`: a read of bytes `O .. O + N` of BUF.
+    ReadPart {
+        buf: Place,
+        offset: Expr,
+        bytes: Option<Expr>,
+        expect: Option<Expr>,
+    },
 }
 
 impl OpKind {
@@ -312,6 +361,14 @@ impl OpKind {
             OpKind::Inval { .. } => "inval",
             OpKind::Commit { .. } => "commit",
             OpKind::Elect => "elect",
+            OpKind::BarSync { .. } => "bar_sync",
+            OpKind::BarArrive { .. } => "bar_arrive",
+            OpKind::CpAsync { .. } => "cp_async",
+            OpKind::CpAsyncArrive { noinc: false, .. } => "cp_async_arrive",
+            OpKind::CpAsyncArrive { noinc: true, .. } => "cp_async_arrive_noinc",
+            OpKind::CopyAsyncPart { libcu: false, .. } => "copy_async",
+            OpKind::CopyAsyncPart { libcu: true, .. } => "memcpy_async",
+            OpKind::ReadPart { .. } => "read",
         }
     }
 

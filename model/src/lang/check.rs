@@ -137,6 +137,11 @@ pub fn check_all(p: &Program) -> Vec<Diagnostic> {
     if let Err(d) = c.roles_present(p) {
         c.errors.push(d);
     }
+    if c.errors.is_empty() {
+        // issue 13: a token waited on at another barrier than the one it came from (E040).
+        c.errors.extend(super::tokens::check_token_barriers(p));
+        c.errors.sort_by_key(|d| d.span.start);
+    }
     c.errors.truncate(MAX_ERRORS);
     c.errors
 }
@@ -707,6 +712,71 @@ impl Checker {
                         "a completion function runs in no particular thread, so an `elect()` there has no warp to elect from; move it into a role body",
                     ));
                 }
+            }
+            // issue 13: named barriers, cp.async, partial copies and reads
+            OpKind::BarSync { id, count } | OpKind::BarArrive { id, count } => {
+                if self.ctx == Ctx::Completion {
+                    return Err(err(
+                        "E030",
+                        op.span,
+                        format!("a completion function runs in no particular thread, so a `{kw}` there has no warp to arrive with; move it into a role body"),
+                    ));
+                }
+                exprs.push(id);
+                exprs.push(count);
+            }
+            OpKind::CpAsync {
+                buf,
+                offset,
+                bytes,
+                version,
+            } => {
+                if self.ctx == Ctx::Completion {
+                    return Err(err(
+                        "E030",
+                        op.span,
+                        "a completion function runs in no particular thread, so a `cp_async` there has no thread to track it; issue it from a role body",
+                    ));
+                }
+                self.place(buf, false, kw)?;
+                exprs.extend(offset);
+                exprs.extend(bytes);
+                exprs.extend(version);
+            }
+            OpKind::CpAsyncArrive { bar, .. } => {
+                if self.ctx == Ctx::Completion {
+                    return Err(err(
+                        "E030",
+                        op.span,
+                        format!("a completion function runs in no particular thread, so a `{kw}` there has no cp.async copies of its own; issue it from a role body"),
+                    ));
+                }
+                self.place(bar, true, kw)?;
+            }
+            OpKind::CopyAsyncPart {
+                buf,
+                bar,
+                offset,
+                bytes,
+                version,
+                ..
+            } => {
+                self.place(buf, false, kw)?;
+                self.place(bar, true, kw)?;
+                exprs.push(offset);
+                exprs.extend(bytes);
+                exprs.extend(version);
+            }
+            OpKind::ReadPart {
+                buf,
+                offset,
+                bytes,
+                expect,
+            } => {
+                self.place(buf, false, kw)?;
+                exprs.push(offset);
+                exprs.extend(bytes);
+                exprs.extend(expect);
             }
         }
         for e in exprs {

@@ -7,6 +7,7 @@ pub mod diag;
 pub mod lexer;
 pub mod parser;
 pub mod pretty;
+pub mod tokens;
 
 pub use check::{check, check_all};
 pub use diag::Diagnostic;

@@ -31,6 +31,12 @@ pub const OPS: &[&str] = &[
     "inval",
     "commit",
     "elect",
+    // issue 13: named barriers, cp.async with an mbarrier arrive-on
+    "bar_sync",
+    "bar_arrive",
+    "cp_async",
+    "cp_async_arrive",
+    "cp_async_arrive_noinc",
 ];
 
 /// Words that cannot name a param, var, barrier, buffer, role, completion or local.
@@ -186,21 +192,36 @@ fn signature(op: &str) -> Sig {
         "copy_async" => (
             &[Place, Place],
             2,
-            &["bytes", "version"],
-            "`copy_async(BUF, B)`, optionally followed by `bytes = N` and `version = V`",
+            &["bytes", "version", "offset"],
+            "`copy_async(BUF, B)`, optionally followed by `bytes = N`, `version = V` and `offset = O`",
         ),
         "memcpy_async" => (
             &[Place, Place],
             2,
-            &["bytes", "version"],
-            "`memcpy_async(BUF, B)`, optionally followed by `bytes = N` and `version = V`",
+            &["bytes", "version", "offset"],
+            "`memcpy_async(BUF, B)`, optionally followed by `bytes = N`, `version = V` and `offset = O`",
         ),
-        "read" => (&[Place], 1, &["expect"], "`read(BUF)` or `read(BUF, expect = V)`"),
+        "read" => (
+            &[Place],
+            1,
+            &["expect", "offset", "bytes"],
+            "`read(BUF)` or `read(BUF, expect = V)`, optionally with `offset = O` and `bytes = N`",
+        ),
         "write" => (&[Place, Expr], 2, &[], "`write(BUF, V)`"),
         "init" => (&[Place, Expr], 1, &[], "`init(B)` or `init(B, COUNT)`"),
         "inval" => (&[Place], 1, &[], "`inval(B)`"),
         "commit" => (&[Place], 1, &[], "`commit(B)`"),
         "elect" => (&[], 0, &[], "`elect()`"),
+        "bar_sync" => (&[Expr, Expr], 2, &[], "`bar_sync(ID, COUNT)`"),
+        "bar_arrive" => (&[Expr, Expr], 2, &[], "`bar_arrive(ID, COUNT)`"),
+        "cp_async" => (
+            &[Place],
+            1,
+            &["offset", "bytes", "version"],
+            "`cp_async(BUF)`, optionally followed by `offset = O`, `bytes = N` and `version = V`",
+        ),
+        "cp_async_arrive" => (&[Place], 1, &[], "`cp_async_arrive(B)`"),
+        "cp_async_arrive_noinc" => (&[Place], 1, &[], "`cp_async_arrive_noinc(B)`"),
         _ => unreachable!("signature of a non-operation"),
     };
     Sig {
@@ -1022,6 +1043,9 @@ impl Parser {
                 ),
             ));
         }
+        if let Some(kind) = named_barrier_op(&kw, &mut pos_args) {
+            return Ok(Op { kind, span });
+        }
         let mut args = pos_args.into_iter();
         let Some(Arg::Place(first)) = args.next() else {
             unreachable!("every operation starts with a place");
@@ -1072,7 +1096,16 @@ impl Parser {
                 let bar = second_place.expect("a required argument was counted above");
                 let bytes = take_named("bytes");
                 let version = take_named("version");
-                if kw == "copy_async" {
+                if let Some(offset) = take_named("offset") {
+                    OpKind::CopyAsyncPart {
+                        buf: first,
+                        bar,
+                        offset,
+                        bytes,
+                        version,
+                        libcu: kw == "memcpy_async",
+                    }
+                } else if kw == "copy_async" {
                     OpKind::CopyAsync {
                         buf: first,
                         bar,
@@ -1088,9 +1121,38 @@ impl Parser {
                     }
                 }
             }
-            "read" => OpKind::Read {
+            "read" => {
+                let expect = take_named("expect");
+                let bytes = take_named("bytes");
+                match take_named("offset") {
+                    Some(offset) => OpKind::ReadPart {
+                        buf: first,
+                        offset,
+                        bytes,
+                        expect,
+                    },
+                    // `read(BUF, bytes = N)` reads the first N bytes.
+                    None if bytes.is_some() => OpKind::ReadPart {
+                        buf: first,
+                        offset: Expr {
+                            kind: ExprKind::Int(0),
+                            span,
+                        },
+                        bytes,
+                        expect,
+                    },
+                    None => OpKind::Read { buf: first, expect },
+                }
+            }
+            "cp_async" => OpKind::CpAsync {
                 buf: first,
-                expect: take_named("expect"),
+                offset: take_named("offset"),
+                bytes: take_named("bytes"),
+                version: take_named("version"),
+            },
+            "cp_async_arrive" | "cp_async_arrive_noinc" => OpKind::CpAsyncArrive {
+                bar: first,
+                noinc: kw == "cp_async_arrive_noinc",
             },
             "write" => OpKind::Write {
                 buf: first,
@@ -1310,4 +1372,22 @@ fn unknown_op(word: &str, span: Span) -> Diagnostic {
             ),
         ),
     }
+}
+
+/// `bar_sync(ID, COUNT)` / `bar_arrive(ID, COUNT)` (issue 13, named barriers): the only
+/// operations whose arguments are all expressions.
+fn named_barrier_op(kw: &str, args: &mut Vec<Arg>) -> Option<OpKind> {
+    if kw != "bar_sync" && kw != "bar_arrive" {
+        return None;
+    }
+    let mut it = std::mem::take(args).into_iter().map(|a| match a {
+        Arg::Expr(e) => e,
+        Arg::Place(_) => unreachable!("named barrier arguments are expressions"),
+    });
+    let (id, count) = (it.next()?, it.next()?);
+    Some(if kw == "bar_sync" {
+        OpKind::BarSync { id, count }
+    } else {
+        OpKind::BarArrive { id, count }
+    })
 }

@@ -362,8 +362,55 @@ pub fn op_str(op: &Op) -> String {
             args.extend(count.iter().map(expr));
         }
         OpKind::Elect => {}
+        // issue 13: named barriers, cp.async, partial copies and reads
+        OpKind::BarSync { id, count } | OpKind::BarArrive { id, count } => {
+            args.push(expr(id));
+            args.push(expr(count));
+        }
+        OpKind::CpAsync {
+            buf,
+            offset,
+            bytes,
+            version,
+        } => {
+            args.push(place(buf));
+            named_args(&mut args, &[("offset", offset), ("bytes", bytes), ("version", version)]);
+        }
+        OpKind::CpAsyncArrive { bar, .. } => args.push(place(bar)),
+        OpKind::CopyAsyncPart {
+            buf,
+            bar,
+            offset,
+            bytes,
+            version,
+            ..
+        } => {
+            args.push(place(buf));
+            args.push(place(bar));
+            args.push(format!("offset = {}", expr(offset)));
+            named_args(&mut args, &[("bytes", bytes), ("version", version)]);
+        }
+        OpKind::ReadPart {
+            buf,
+            offset,
+            bytes,
+            expect,
+        } => {
+            args.push(place(buf));
+            args.push(format!("offset = {}", expr(offset)));
+            named_args(&mut args, &[("bytes", bytes), ("expect", expect)]);
+        }
     }
     format!("{}({})", op.kind.keyword(), args.join(", "))
+}
+
+/// `name = EXPR` for each given named argument (issue 13 operations).
+fn named_args(args: &mut Vec<String>, named: &[(&str, &Option<Expr>)]) {
+    for (n, e) in named {
+        if let Some(e) = e {
+            args.push(format!("{n} = {}", expr(e)));
+        }
+    }
 }
 
 /// An expression with the fewest parentheses: a binary child is parenthesised when it binds less
@@ -582,6 +629,55 @@ fn so(op: &Op) -> Op {
         OpKind::Inval { bar } => OpKind::Inval { bar: sp(bar) },
         OpKind::Commit { bar } => OpKind::Commit { bar: sp(bar) },
         OpKind::Elect => OpKind::Elect,
+        OpKind::BarSync { id, count } => OpKind::BarSync {
+            id: se(id),
+            count: se(count),
+        },
+        OpKind::BarArrive { id, count } => OpKind::BarArrive {
+            id: se(id),
+            count: se(count),
+        },
+        OpKind::CpAsync {
+            buf,
+            offset,
+            bytes,
+            version,
+        } => OpKind::CpAsync {
+            buf: sp(buf),
+            offset: oe(offset),
+            bytes: oe(bytes),
+            version: oe(version),
+        },
+        OpKind::CpAsyncArrive { bar, noinc } => OpKind::CpAsyncArrive {
+            bar: sp(bar),
+            noinc: *noinc,
+        },
+        OpKind::CopyAsyncPart {
+            buf,
+            bar,
+            offset,
+            bytes,
+            version,
+            libcu,
+        } => OpKind::CopyAsyncPart {
+            buf: sp(buf),
+            bar: sp(bar),
+            offset: se(offset),
+            bytes: oe(bytes),
+            version: oe(version),
+            libcu: *libcu,
+        },
+        OpKind::ReadPart {
+            buf,
+            offset,
+            bytes,
+            expect,
+        } => OpKind::ReadPart {
+            buf: sp(buf),
+            offset: se(offset),
+            bytes: oe(bytes),
+            expect: oe(expect),
+        },
     };
     Op {
         kind,

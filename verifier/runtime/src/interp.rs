@@ -109,6 +109,21 @@ pub fn supported(proto: &Protocol, directed: bool) -> Result<(), Unsupported> {
                 InstrKind::SyncWarpMask { .. } | InstrKind::Elect { .. } => {
                     return Err(Unsupported("syncwarp(mask) and elect() are not in the reference runtime".into()))
                 }
+                // Issue 13.
+                InstrKind::NamedBar { .. } => return Err(Unsupported("named barriers are not in the reference runtime".into())),
+                InstrKind::TokenCheck { .. } => {
+                    return Err(Unsupported(
+                        "token checks of barrier-array elements are not in the reference runtime".into(),
+                    ))
+                }
+                InstrKind::Op {
+                    op: IOp::CpAsync { .. } | IOp::CpAsyncArrive { .. } | IOp::CopyPart { .. } | IOp::ReadPart { .. },
+                    ..
+                } => {
+                    return Err(Unsupported(
+                        "cp.async, its arrive-on and partial-buffer copies are not in the reference runtime".into(),
+                    ))
+                }
                 _ => {}
             }
         }
@@ -675,7 +690,7 @@ impl World {
                 }
                 InstrKind::Return => break Ok(()),
                 InstrKind::Work => spin_hint(),
-                InstrKind::SyncWarpMask { .. } | InstrKind::Elect { .. } => {
+                InstrKind::SyncWarpMask { .. } | InstrKind::Elect { .. } | InstrKind::NamedBar { .. } | InstrKind::TokenCheck { .. } => {
                     break Err(Stop::Ub(Ub::new(ViolationKind::Assertion, "refused by `supported`")))
                 }
                 InstrKind::SyncWarp | InstrKind::SyncThreads => {
@@ -816,6 +831,9 @@ impl World {
 
     fn op(&self, op: &IOp, ctx: &mut Ctx, rec: Option<Recorded>) -> Result<Option<i64>, Stop> {
         match op {
+            IOp::CpAsync { .. } | IOp::CpAsyncArrive { .. } | IOp::CopyPart { .. } | IOp::ReadPart { .. } => {
+                Err(Stop::Ub(Ub::new(ViolationKind::Assertion, "refused by `supported`")))
+            }
             IOp::Arrive { bar, n, drop, expect_tx } => {
                 let b = self.bar(bar, ctx)?;
                 self.own_barrier(ctx, b, "arrive")?;

@@ -631,6 +631,13 @@ impl Builder {
                 return unsupported(sp, "init and inval are modelled only by the explicit search")?
             }
             OpKind::Elect => return unsupported(sp, "elect() is a choice of the hardware; only the explicit search models it")?,
+            // Issue 13.
+            OpKind::BarSync { .. } | OpKind::BarArrive { .. } => {
+                return unsupported(sp, "named barriers are modelled only by the explicit search")?
+            }
+            OpKind::CpAsync { .. } | OpKind::CpAsyncArrive { .. } | OpKind::CopyAsyncPart { .. } | OpKind::ReadPart { .. } => {
+                return unsupported(sp, "cp.async and partial-buffer copies are modelled only by the explicit search")?
+            }
             OpKind::Commit { .. } => {
                 return unsupported(
                     sp,
@@ -820,6 +827,50 @@ fn visit_exprs(b: &ast::Block, f: &mut dyn FnMut(&ast::Expr)) {
                 place(bar, f);
                 if let Some(c) = count {
                     f(c)
+                }
+            }
+            // Issue 13.
+            OpKind::BarSync { id, count } | OpKind::BarArrive { id, count } => {
+                f(id);
+                f(count)
+            }
+            OpKind::CpAsync {
+                buf,
+                offset,
+                bytes,
+                version,
+            } => {
+                place(buf, f);
+                for e in [offset, bytes, version].into_iter().flatten() {
+                    f(e)
+                }
+            }
+            OpKind::CpAsyncArrive { bar, .. } => place(bar, f),
+            OpKind::CopyAsyncPart {
+                buf,
+                bar,
+                offset,
+                bytes,
+                version,
+                ..
+            } => {
+                place(buf, f);
+                place(bar, f);
+                f(offset);
+                for e in [bytes, version].into_iter().flatten() {
+                    f(e)
+                }
+            }
+            OpKind::ReadPart {
+                buf,
+                offset,
+                bytes,
+                expect,
+            } => {
+                place(buf, f);
+                f(offset);
+                for e in [bytes, expect].into_iter().flatten() {
+                    f(e)
                 }
             }
         }

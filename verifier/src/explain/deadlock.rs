@@ -92,6 +92,20 @@ pub fn explain(model: &Model, r: &Replayed) -> Option<String> {
             Status::Done => {}
             Status::AtSyncWarp => parts.push(format!("{me} waits at syncwarp for lanes that never arrive")),
             Status::AtSyncThreads => parts.push(format!("{me} waits at syncthreads for threads that never arrive")),
+            // Issue 13: named barriers.
+            Status::AtNamedBar => parts.push(format!(
+                "{me} waits at bar_sync/bar_arrive for lanes of its warp that never reach it (the warp arrives as one)"
+            )),
+            Status::AtNamedWait => {
+                let what = match model.named_bar_at(s, t) {
+                    Some((id, count, _)) => {
+                        let arrived = s.named.get(id as usize).map_or(0, |n| n.arrived);
+                        format!("named barrier {id}, which has {arrived} of its {count} threads (arrival shortfall)")
+                    }
+                    None => "a named barrier".to_string(),
+                };
+                parts.push(format!("{me} waits at bar_sync on {what}"))
+            }
             Status::Running if !model.commit_ready(s, t) => parts.push(format!(
                 "{me} waits at a commit for converged lanes of its warp that never reach it"
             )),
