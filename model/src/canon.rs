@@ -15,7 +15,7 @@
 //!   still be stored twice (less reduction, never a lost state).
 
 use crate::lang::ast::Span;
-use crate::state::{Access, BarrierState, Cell, CopyInFlight, Life, State, Status, ThreadState};
+use crate::state::{Access, AsyncRead, BarrierState, Cell, CopyInFlight, Life, ProxyState, State, Status, ThreadState};
 use crate::step::{Action, Model};
 
 /// The classes of interchangeable threads (each sorted, two or more members).
@@ -47,6 +47,8 @@ enum Part {
     Engines,
     EngineKnowledge,
     CommitLogs,
+    /// The async proxy (issue 13): reads in flight, unfenced writes and inits.
+    Proxy,
 }
 
 fn status_word(s: Status) -> u32 {
@@ -155,6 +157,11 @@ fn permute(s: &mut State, perm: &[u32]) {
     }
     for c in s.copies.iter_mut() {
         c.issuer = to_new[c.issuer as usize] as u16;
+    }
+    // The async proxy (issue 13): reads name their issuer. Their order is the issue order, which
+    // a renaming of threads does not change.
+    for r in s.proxy.reads.iter_mut() {
+        r.issuer = to_new[r.issuer as usize] as u16;
     }
 }
 
@@ -345,7 +352,7 @@ impl Model {
     /// flight, the engines' clocks, the engines' knowledge and the warps' commit logs.
     pub fn component_count(&self) -> usize {
         let p = &self.proto;
-        p.threads.len() + p.barriers.len() + p.buffers.len() + p.vars.len() + 4
+        p.threads.len() + p.barriers.len() + p.buffers.len() + p.vars.len() + 5
     }
 
     /// Append the words of every component to `w`, and after each component its end in `w`.
@@ -373,7 +380,8 @@ impl Model {
                 0 => Part::Copies,
                 1 => Part::Engines,
                 2 => Part::EngineKnowledge,
-                _ => Part::CommitLogs,
+                3 => Part::CommitLogs,
+                _ => Part::Proxy,
             }
         }
     }
@@ -389,6 +397,7 @@ impl Model {
             Part::Engines => a.engines == b.engines,
             Part::EngineKnowledge => a.engines_known == b.engines_known,
             Part::CommitLogs => a.commit_logs == b.commit_logs,
+            Part::Proxy => a.proxy == b.proxy,
         }
     }
 
@@ -453,6 +462,22 @@ impl Model {
                     for &(seq, bar, sig) in log {
                         w.extend_from_slice(&[seq as u32 | (bar as u32) << 16, sig as u32, (sig >> 32) as u32]);
                     }
+                }
+            }
+            Part::Proxy => {
+                let x = &s.proxy;
+                for flags in [&x.unfenced_write, &x.unfenced_init] {
+                    for chunk in flags.chunks(32) {
+                        w.push(chunk.iter().enumerate().fold(0u32, |m, (i, &f)| m | (f as u32) << i));
+                    }
+                }
+                for r in &x.reads {
+                    w.extend_from_slice(&[
+                        r.buf as u32 | (r.issuer as u32) << 16,
+                        r.age as u32 | (r.wgmma as u32) << 16,
+                        r.stmt.start,
+                        r.stmt.end,
+                    ]);
                 }
             }
         }
@@ -575,6 +600,27 @@ impl Model {
                     .collect()
             })
             .collect();
+        let mut r = Words {
+            w: it.next().expect("async proxy"),
+            at: 0,
+        };
+        let mut flags = |n: usize| -> Box<[bool]> {
+            let words: Vec<u32> = (0..n.div_ceil(32)).map(|_| r.u()).collect();
+            (0..n).map(|i| words[i / 32] >> (i % 32) & 1 != 0).collect()
+        };
+        let unfenced_write = flags(nd);
+        let unfenced_init = flags(nb);
+        let mut reads = Vec::new();
+        while r.rest() {
+            let (a, b) = (r.u(), r.u());
+            reads.push(AsyncRead {
+                buf: a as u16,
+                issuer: (a >> 16) as u16,
+                age: b as u16,
+                wgmma: b >> 16 != 0,
+                stmt: Span { start: r.u(), end: r.u() },
+            });
+        }
         State {
             threads,
             barriers,
@@ -584,6 +630,11 @@ impl Model {
             engines,
             engines_known,
             commit_logs,
+            proxy: ProxyState {
+                reads,
+                unfenced_write,
+                unfenced_init,
+            },
         }
     }
 }

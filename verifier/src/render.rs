@@ -96,6 +96,9 @@ fn obs_short(t: &TraceFile, o: &Obs) -> Option<String> {
         Obs::Released { what } => format!("{what} released"),
         Obs::Exited { .. } => "exits".into(),
         Obs::Elected { .. } => "elected".into(),
+        // The async proxy (issue 13).
+        Obs::AsyncReadIssued { buf: d, .. } => format!("async read {}", buf(d)),
+        Obs::AsyncReadDone { buf: d, .. } => format!("{} read done", buf(d)),
     })
 }
 

@@ -228,5 +228,10 @@ pub fn describe_obs(o: &Obs, n: &dyn Names) -> String {
         Obs::Released { what } => format!("{what} releases"),
         Obs::Exited { thread } => format!("{} exits", n.thread(*thread)),
         Obs::Elected { thread } => format!("elect releases the warp; {} is elected", n.thread(*thread)),
+        // The async proxy (issue 13).
+        Obs::AsyncReadIssued { buf, wgmma: false } => format!("TMA store starts reading {}", n.buffer(*buf)),
+        Obs::AsyncReadIssued { buf, wgmma: true } => format!("wgmma starts reading {}", n.buffer(*buf)),
+        Obs::AsyncReadDone { buf, wgmma: false } => format!("the TMA store's read of {} is done", n.buffer(*buf)),
+        Obs::AsyncReadDone { buf, wgmma: true } => format!("the wgmma's read of {} is done", n.buffer(*buf)),
     }
 }

@@ -362,6 +362,11 @@ pub fn op_str(op: &Op) -> String {
             args.extend(count.iter().map(expr));
         }
         OpKind::Elect => {}
+        // The async proxy (issue 13).
+        OpKind::CopyStoreAsync { buf } => args.push(place(buf)),
+        OpKind::WgmmaAsync { bufs } => args.extend(bufs.iter().map(place)),
+        OpKind::WaitGroup { n, .. } | OpKind::WgmmaWait { n } => args.push(expr(n)),
+        OpKind::CommitGroup | OpKind::FenceProxyAsync | OpKind::FenceMbarrierInit => {}
     }
     format!("{}({})", op.kind.keyword(), args.join(", "))
 }
@@ -582,6 +587,16 @@ fn so(op: &Op) -> Op {
         OpKind::Inval { bar } => OpKind::Inval { bar: sp(bar) },
         OpKind::Commit { bar } => OpKind::Commit { bar: sp(bar) },
         OpKind::Elect => OpKind::Elect,
+        // The async proxy (issue 13).
+        OpKind::CopyStoreAsync { buf } => OpKind::CopyStoreAsync { buf: sp(buf) },
+        OpKind::WgmmaAsync { bufs } => OpKind::WgmmaAsync {
+            bufs: bufs.iter().map(sp).collect(),
+        },
+        OpKind::WaitGroup { n, read } => OpKind::WaitGroup { n: se(n), read: *read },
+        OpKind::WgmmaWait { n } => OpKind::WgmmaWait { n: se(n) },
+        OpKind::CommitGroup => OpKind::CommitGroup,
+        OpKind::FenceProxyAsync => OpKind::FenceProxyAsync,
+        OpKind::FenceMbarrierInit => OpKind::FenceMbarrierInit,
     };
     Op {
         kind,
