@@ -352,7 +352,7 @@ impl Model {
     /// flight, the engines' clocks, the engines' knowledge and the warps' commit logs.
     pub fn component_count(&self) -> usize {
         let p = &self.proto;
-        p.threads.len() + p.barriers.len() + p.buffers.len() + p.vars.len() + 5
+        p.threads.len() + p.barriers.len() + p.buffers.len() + p.vars.len() + 4 + self.tracks_proxy as usize
     }
 
     /// Append the words of every component to `w`, and after each component its end in `w`.
@@ -600,10 +600,15 @@ impl Model {
                     .collect()
             })
             .collect();
-        let mut r = Words {
-            w: it.next().expect("async proxy"),
-            at: 0,
+        // The async proxy (issue 13): packed only where the protocol uses it; elsewhere it keeps
+        // the state `init` gave it.
+        let none = vec![0u32; nd.div_ceil(32) + nb.div_ceil(32)];
+        let proxy_words: &[u32] = if self.tracks_proxy {
+            it.next().expect("async proxy")
+        } else {
+            &none
         };
+        let mut r = Words { w: proxy_words, at: 0 };
         let mut flags = |n: usize| -> Box<[bool]> {
             let words: Vec<u32> = (0..n.div_ceil(32)).map(|_| r.u()).collect();
             (0..n).map(|i| words[i / 32] >> (i % 32) & 1 != 0).collect()

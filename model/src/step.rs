@@ -165,6 +165,9 @@ pub struct Model {
     /// (convergence decides their commits); elsewhere it would only keep states of different loop
     /// iterations apart and grow with depth.
     tracks_path: Vec<bool>,
+    /// The protocol uses the async proxy (issue 13): only then is `State::proxy` kept (and
+    /// packed); elsewhere it stays empty and costs nothing.
+    pub(crate) tracks_proxy: bool,
     /// Classes of interchangeable threads (crate::canon).
     pub(crate) symmetry: Vec<Vec<usize>>,
     /// The threads of each model warp, in lane order.
@@ -264,6 +267,7 @@ impl Model {
     pub fn new(proto: Protocol) -> Model {
         let mut m = Model {
             tracks_path: roles_with_commit(&proto),
+            tracks_proxy: proxy::uses_async_proxy(&proto),
             proto,
             fine_grained: false,
             mutant: None,
@@ -1524,7 +1528,9 @@ impl<'m> Exec<'m> {
                 let v = ev(self, version)?;
                 self.write_cell(true, d, v)?;
                 // A generic-proxy write: the async proxy sees it only after a proxy fence.
-                self.s.proxy.unfenced_write[d] = true;
+                if self.m.tracks_proxy {
+                    self.s.proxy.unfenced_write[d] = true;
+                }
                 self.obs.push(Obs::Wrote { buf: d as u16, version: v });
                 Ok(None)
             }
@@ -1557,7 +1563,9 @@ impl<'m> Exec<'m> {
                 bs.init_by = init_by;
                 bs.observed_prev = false;
                 // Visible to the async proxy only after a fence (issue 13).
-                self.s.proxy.unfenced_init[b] = true;
+                if self.m.tracks_proxy {
+                    self.s.proxy.unfenced_init[b] = true;
+                }
                 let bs = &mut self.s.barriers[b];
                 bs.clock.iter_mut().for_each(|c| *c = 0);
                 bs.prev_clock.iter_mut().for_each(|c| *c = 0);

@@ -18,6 +18,35 @@
 
 use super::*;
 
+/// Whether the protocol can observe the async proxy: it has an async-proxy statement, or it
+/// initialises a barrier in a thread and issues async copies (a copy on a barrier whose init
+/// is not fenced for the async proxy). Otherwise `State::proxy` never changes.
+pub(super) fn uses_async_proxy(p: &Protocol) -> bool {
+    let ops = || {
+        p.roles
+            .iter()
+            .flat_map(|r| r.code.instrs.iter())
+            .chain(p.completions.iter().flat_map(|c| c.instrs.iter()))
+            .filter_map(|i| match &i.kind {
+                InstrKind::Op { op, .. } => Some(op),
+                _ => None,
+            })
+    };
+    let proxy_op = ops().any(|op| {
+        matches!(
+            op,
+            IOp::StoreAsync { .. }
+                | IOp::CommitGroup
+                | IOp::WaitGroup { .. }
+                | IOp::Wgmma { .. }
+                | IOp::WgmmaWait { .. }
+                | IOp::FenceProxyAsync
+                | IOp::FenceMbarrierInit
+        )
+    });
+    proxy_op || (ops().any(|op| matches!(op, IOp::Init { .. })) && ops().any(|op| matches!(op, IOp::Copy { .. })))
+}
+
 impl Exec<'_> {
     /// Execute one async-proxy operation of the current thread.
     pub(super) fn proxy_op(&mut self, op: &IOp, locals: Option<&[i64]>) -> R<Option<i64>> {
