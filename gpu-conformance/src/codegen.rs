@@ -511,7 +511,92 @@ fn prelude(backend: Backend) -> &'static str {
 /// The prelude text (shared helpers) of a backend: the header plus the common helpers.
 pub fn prelude_text(backend: Backend) -> String {
     let extra = if backend == Backend::Libcu { PRELUDE_LIBCU } else { "" };
-    format!("{}{}{}", prelude(backend), PRELUDE_COMMON, extra)
+    // The async proxy (issue 13): TMA stores, bulk groups and proxy fences, per backend.
+    let proxy = if backend == Backend::Libcu {
+        PRELUDE_PROXY_LIBCU
+    } else {
+        PRELUDE_PROXY_PTX
+    };
+    format!("{}{}{}{}", prelude(backend), PRELUDE_COMMON, extra, proxy)
+}
+
+// ---- The async proxy (issue 13) ------------------------------------------------------------------
+// A TMA store (`copy_store_async`) is a cp.async.bulk shared::cta -> global in a bulk group, into a
+// sink nobody reads back: what matters is its asynchronous read of shared memory. `wait_group(N)`
+// needs an immediate N: 0..7 are generated, a larger N stops the thread as unsupported. A wgmma
+// needs sm_90a and matrix descriptors, so `wgmma_async` is emulated by bulk stores of its operands
+// (one bulk group per statement) and `wgmma_wait(N)` by `cp.async.bulk.wait_group.read N`: the same
+// asynchronous reads of shared memory, retired by the same kind of wait.
+const PRELUDE_PROXY_PTX: &str = r#"
+// ---- The async proxy: TMA stores, bulk async-groups, proxy fences (inline PTX) ---------------------
+__device__ __align__(16) int pc_store_sink[10240];
+__device__ __forceinline__ void pc_store_async(const int* src, int bytes) {
+  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;"
+               :: "l"(pc_store_sink), "r"(pc_smem(src)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void pc_bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+#define PC_BULK_WAIT(k) case k: \
+  if (read) asm volatile("cp.async.bulk.wait_group.read " #k ";" ::: "memory"); \
+  else asm volatile("cp.async.bulk.wait_group " #k ";" ::: "memory"); \
+  return true;
+__device__ bool pc_bulk_wait(PcThread& th, i64 n, bool read) {
+  switch (n) {
+    PC_BULK_WAIT(0) PC_BULK_WAIT(1) PC_BULK_WAIT(2) PC_BULK_WAIT(3)
+    PC_BULK_WAIT(4) PC_BULK_WAIT(5) PC_BULK_WAIT(6) PC_BULK_WAIT(7)
+    default: th.status = n < 0 ? PC_ASSERT : PC_UNSUPPORTED; return false;
+  }
+}
+__device__ __forceinline__ void pc_fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+__device__ __forceinline__ void pc_fence_mbarrier_init() { asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }
+"#;
+
+const PRELUDE_PROXY_LIBCU: &str = r#"
+// ---- The async proxy: TMA stores, bulk async-groups, proxy fences (libcu++ cuda::ptx) ---------------
+#include <cuda/ptx>
+__device__ __align__(16) int pc_store_sink[10240];
+__device__ __forceinline__ void pc_store_async(const int* src, int bytes) {
+  cuda::ptx::cp_async_bulk(cuda::ptx::space_global, cuda::ptx::space_shared, pc_store_sink, src, (unsigned)bytes);
+}
+__device__ __forceinline__ void pc_bulk_commit() { cuda::ptx::cp_async_bulk_commit_group(); }
+#define PC_BULK_WAIT(k) case k: \
+  if (read) cuda::ptx::cp_async_bulk_wait_group_read(cuda::ptx::n32_t<k>{}); \
+  else cuda::ptx::cp_async_bulk_wait_group(cuda::ptx::n32_t<k>{}); \
+  return true;
+__device__ bool pc_bulk_wait(PcThread& th, i64 n, bool read) {
+  switch (n) {
+    PC_BULK_WAIT(0) PC_BULK_WAIT(1) PC_BULK_WAIT(2) PC_BULK_WAIT(3)
+    PC_BULK_WAIT(4) PC_BULK_WAIT(5) PC_BULK_WAIT(6) PC_BULK_WAIT(7)
+    default: th.status = n < 0 ? PC_ASSERT : PC_UNSUPPORTED; return false;
+  }
+}
+__device__ __forceinline__ void pc_fence_proxy_async() { cuda::ptx::fence_proxy_async(cuda::ptx::space_shared); }
+__device__ __forceinline__ void pc_fence_mbarrier_init() { cuda::ptx::fence_mbarrier_init(cuda::ptx::sem_release, cuda::ptx::scope_cluster); }
+"#;
+
+/// The code issues TMA stores or manages bulk groups itself (issue 13).
+fn code_bulk_groups(code: &Code) -> bool {
+    code.instrs.iter().any(|i| {
+        matches!(
+            i.kind,
+            InstrKind::Op {
+                op: IOp::StoreAsync { .. } | IOp::CommitGroup | IOp::WaitGroup { .. },
+                ..
+            }
+        )
+    })
+}
+
+/// The code issues wgmma reads (issue 13).
+fn code_wgmma(code: &Code) -> bool {
+    code.instrs.iter().any(|i| {
+        matches!(
+            i.kind,
+            InstrKind::Op {
+                op: IOp::Wgmma { .. } | IOp::WgmmaWait { .. },
+                ..
+            }
+        )
+    })
 }
 
 const PRELUDE_LIBCU: &str = r#"
@@ -717,6 +802,12 @@ impl<'a> Gen<'a> {
         if let Some(r) = p.roles.iter().find(|r| code_commits(&r.code) && code_warp_ops(&r.code)) {
             return Err(NotExpressible(format!(
                 "role {} has a warp-batched commit and syncwarp(mask) or elect(): the kernel follows commit convergence only across full-warp syncwarps",
+                r.name
+            )));
+        }
+        if let Some(r) = p.roles.iter().find(|r| code_bulk_groups(&r.code) && code_wgmma(&r.code)) {
+            return Err(NotExpressible(format!(
+                "role {} uses both wgmma groups and bulk groups: a real wgmma needs sm_90a and matrix descriptors, so the kernel emulates its operand reads with bulk stores, whose groups would mix with the role's own TMA store groups",
                 r.name
             )));
         }
@@ -1715,6 +1806,38 @@ impl<'a> Gen<'a> {
                     self.w(format!("  pc_mbar_inval({});", self.native(&b)));
                 }
             }
+            // The async proxy (issue 13).
+            IOp::StoreAsync { buf } => {
+                let (d, chk) = self.place(code, buf, false);
+                if let Some(c) = chk {
+                    self.w(format!("  {c}"));
+                }
+                self.w(format!(
+                    "  pc_store_async({d}, (int)sizeof({d}));  // TMA store: the async proxy reads it until its group is waited for"
+                ));
+            }
+            IOp::CommitGroup => self.w("  pc_bulk_commit();"),
+            IOp::WaitGroup { n, read } => {
+                let n = self.expr(code, n);
+                self.w(format!("  if (!pc_bulk_wait(th, {n}, {read})) return;"));
+            }
+            IOp::Wgmma { bufs } => {
+                self.w("  // wgmma_async, emulated: a bulk store of each operand, one bulk group (the same async reads)");
+                for b in bufs {
+                    let (d, chk) = self.place(code, b, false);
+                    if let Some(c) = chk {
+                        self.w(format!("  {c}"));
+                    }
+                    self.w(format!("  pc_store_async({d}, (int)sizeof({d}));"));
+                }
+                self.w("  pc_bulk_commit();");
+            }
+            IOp::WgmmaWait { n } => {
+                let n = self.expr(code, n);
+                self.w(format!("  if (!pc_bulk_wait(th, {n}, true)) return;  // wgmma_wait, emulated"));
+            }
+            IOp::FenceProxyAsync => self.w("  pc_fence_proxy_async();"),
+            IOp::FenceMbarrierInit => self.w("  pc_fence_mbarrier_init();"),
             IOp::Commit { bar } => {
                 let (b, chk) = self.place(code, bar, true);
                 if let Some(c) = chk {

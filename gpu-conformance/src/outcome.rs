@@ -411,6 +411,12 @@ pub fn recorded(code: &Code, instr: &Instr) -> Option<Recorded> {
     }
 }
 
+/// No async copy is in flight and (the async proxy, issue 13) no asynchronous read of shared memory
+/// is either: a CTA whose threads have all exited with one outstanding is the model's `lifetime`.
+fn nothing_in_flight(s: &State) -> bool {
+    s.copies.is_empty() && s.proxy.reads.is_empty()
+}
+
 /// Undefined behaviour reached after `prefix`: every outcome extending it is allowed.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 pub struct Undefined {
@@ -742,7 +748,7 @@ impl Machine {
     /// What can happen next; arms the blocked threads when the CTA is quiet.
     fn situation(&self, s: &State, p: &mut Partial) -> Situation {
         if s.all_done() {
-            return if s.copies.is_empty() {
+            return if nothing_in_flight(s) {
                 Situation::Done
             } else {
                 Situation::ExitInFlight
@@ -1306,7 +1312,7 @@ pub fn forced(model: &Model, actions: &[Action]) -> Result<Forced, String> {
                 }
             }
         }
-    } else if s.all_done() && !s.copies.is_empty() {
+    } else if s.all_done() && !nothing_in_flight(&s) {
         return Ok(undefined_end(&m, &s, &p, ViolationKind::Lifetime, timeouts));
     }
     let terminal = s.all_done() || m.enabled(&s).is_empty();
@@ -1368,7 +1374,7 @@ fn ends_of(m: &Machine, s: &State, p: &Partial, terminal: bool) -> (Outcome, Vec
         ends.push(end);
     }
     // Only an execution that cannot go on fixes the barriers' final phases.
-    let end = (terminal && !s.all_done() || s.all_done() && s.copies.is_empty()).then(|| m.end_of(s));
+    let end = (terminal && !s.all_done() || s.all_done() && nothing_in_flight(s)).then(|| m.end_of(s));
     (o, ends, end)
 }
 

@@ -15,7 +15,9 @@
 //!   still be stored twice (less reduction, never a lost state).
 
 use crate::lang::ast::Span;
-use crate::state::{Access, BarrierState, Cell, CopyInFlight, CopyKind, Life, NamedBarState, RangeRec, State, Status, ThreadState};
+use crate::state::{
+    Access, AsyncRead, BarrierState, Cell, CopyInFlight, CopyKind, Life, NamedBarState, ProxyState, RangeRec, State, Status, ThreadState,
+};
 use crate::step::{Action, Model};
 
 /// The classes of interchangeable threads (each sorted, two or more members).
@@ -49,6 +51,8 @@ enum Part {
     CommitLogs,
     /// Issue 13: the named barriers (present only when the protocol uses them).
     Named,
+    /// The async proxy (issue 13): reads in flight, unfenced writes and inits.
+    Proxy,
 }
 
 fn status_word(s: Status) -> u32 {
@@ -162,6 +166,11 @@ fn permute(s: &mut State, perm: &[u32]) {
     }
     for c in s.copies.iter_mut() {
         c.issuer = to_new[c.issuer as usize] as u16;
+    }
+    // The async proxy (issue 13): reads name their issuer. Their order is the issue order, which
+    // a renaming of threads does not change.
+    for r in s.proxy.reads.iter_mut() {
+        r.issuer = to_new[r.issuer as usize] as u16;
     }
 }
 
@@ -392,7 +401,7 @@ impl Model {
     /// flight, the engines' clocks, the engines' knowledge and the warps' commit logs.
     pub fn component_count(&self) -> usize {
         let p = &self.proto;
-        p.threads.len() + p.barriers.len() + p.buffers.len() + p.vars.len() + 4 + self.named_part() as usize
+        p.threads.len() + p.barriers.len() + p.buffers.len() + p.vars.len() + 4 + self.named_part() as usize + self.tracks_proxy as usize
     }
 
     /// Issue 13: whether states have the named-barrier component (the protocol uses them).
@@ -431,7 +440,8 @@ impl Model {
                 1 => Part::Engines,
                 2 => Part::EngineKnowledge,
                 3 => Part::CommitLogs,
-                _ => Part::Named,
+                4 if self.named_part() => Part::Named,
+                _ => Part::Proxy,
             }
         }
     }
@@ -448,6 +458,7 @@ impl Model {
             Part::EngineKnowledge => a.engines_known == b.engines_known,
             Part::CommitLogs => a.commit_logs == b.commit_logs,
             Part::Named => a.named == b.named,
+            Part::Proxy => a.proxy == b.proxy,
         }
     }
 
@@ -542,6 +553,22 @@ impl Model {
                             put_i64(w, k);
                         }
                     }
+                }
+            }
+            Part::Proxy => {
+                let x = &s.proxy;
+                for flags in [&x.unfenced_write, &x.unfenced_init] {
+                    for chunk in flags.chunks(32) {
+                        w.push(chunk.iter().enumerate().fold(0u32, |m, (i, &f)| m | (f as u32) << i));
+                    }
+                }
+                for r in &x.reads {
+                    w.extend_from_slice(&[
+                        r.buf as u32 | (r.issuer as u32) << 16,
+                        r.age as u32 | (r.wgmma as u32) << 16,
+                        r.stmt.start,
+                        r.stmt.end,
+                    ]);
                 }
             }
         }
@@ -705,6 +732,32 @@ impl Model {
         } else {
             Box::new([]) as Box<[NamedBarState]>
         };
+        // The async proxy (issue 13): packed only where the protocol uses it; elsewhere it keeps
+        // the state `init` gave it.
+        let none = vec![0u32; nd.div_ceil(32) + nb.div_ceil(32)];
+        let proxy_words: &[u32] = if self.tracks_proxy {
+            it.next().expect("async proxy")
+        } else {
+            &none
+        };
+        let mut r = Words { w: proxy_words, at: 0 };
+        let mut flags = |n: usize| -> Box<[bool]> {
+            let words: Vec<u32> = (0..n.div_ceil(32)).map(|_| r.u()).collect();
+            (0..n).map(|i| words[i / 32] >> (i % 32) & 1 != 0).collect()
+        };
+        let unfenced_write = flags(nd);
+        let unfenced_init = flags(nb);
+        let mut reads = Vec::new();
+        while r.rest() {
+            let (a, b) = (r.u(), r.u());
+            reads.push(AsyncRead {
+                buf: a as u16,
+                issuer: (a >> 16) as u16,
+                age: b as u16,
+                wgmma: b >> 16 != 0,
+                stmt: Span { start: r.u(), end: r.u() },
+            });
+        }
         State {
             threads,
             barriers,
@@ -715,6 +768,11 @@ impl Model {
             engines_known,
             commit_logs,
             named,
+            proxy: ProxyState {
+                reads,
+                unfenced_write,
+                unfenced_init,
+            },
         }
     }
 }

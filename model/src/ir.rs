@@ -350,6 +350,32 @@ pub enum IOp {
         bytes: IExpr,
         expect: Option<IExpr>,
     },
+    // ---- The async proxy (issue 13): asynchronous reads of shared memory and proxy fences ----
+    /// `copy_store_async(BUF)`: a TMA store; the async proxy reads `buf` until the bulk group
+    /// holding it is waited for.
+    StoreAsync {
+        buf: Ref,
+    },
+    /// `commit_group()`: the thread's uncommitted bulk operations form its newest bulk group.
+    CommitGroup,
+    /// `wait_group(N)` / `wait_group_read(N)`: every bulk group of the thread but the `N` newest
+    /// is complete (the model retires their reads here).
+    WaitGroup {
+        n: IExpr,
+        read: bool,
+    },
+    /// `wgmma_async(BUF...)`: one wgmma group reading these operand buffers.
+    Wgmma {
+        bufs: Vec<Ref>,
+    },
+    /// `wgmma_wait(N)`: every wgmma group of the thread but the `N` newest is complete.
+    WgmmaWait {
+        n: IExpr,
+    },
+    /// `fence_proxy_async()`.
+    FenceProxyAsync,
+    /// `fence_mbarrier_init()`.
+    FenceMbarrierInit,
 }
 
 impl IExpr {
@@ -481,6 +507,15 @@ impl Instr {
                         f(e)
                     }
                 }
+                // The async proxy (issue 13).
+                IOp::StoreAsync { buf } => r(buf, f),
+                IOp::Wgmma { bufs } => {
+                    for b in bufs {
+                        r(b, f)
+                    }
+                }
+                IOp::WaitGroup { n, .. } | IOp::WgmmaWait { n } => f(n),
+                IOp::CommitGroup | IOp::FenceProxyAsync | IOp::FenceMbarrierInit => {}
             },
         }
     }

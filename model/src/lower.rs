@@ -822,6 +822,19 @@ impl<'a> CodeBuilder<'a> {
                     expect: expect.as_ref().map(|e| self.expr(e)).transpose()?,
                 }
             }
+            // The async proxy (issue 13).
+            OpKind::CopyStoreAsync { buf } => IOp::StoreAsync { buf: self.buf(buf)? },
+            OpKind::CommitGroup => IOp::CommitGroup,
+            OpKind::WaitGroup { n, read } => IOp::WaitGroup {
+                n: self.expr(n)?,
+                read: *read,
+            },
+            OpKind::WgmmaAsync { bufs } => IOp::Wgmma {
+                bufs: bufs.iter().map(|b| self.buf(b)).collect::<Result<_, _>>()?,
+            },
+            OpKind::WgmmaWait { n } => IOp::WgmmaWait { n: self.expr(n)? },
+            OpKind::FenceProxyAsync => IOp::FenceProxyAsync,
+            OpKind::FenceMbarrierInit => IOp::FenceMbarrierInit,
         };
         self.emit(InstrKind::Op { op: iop, result }, span);
         Ok(())

@@ -12,6 +12,8 @@ use crate::ViolationKind as K;
 
 mod issue13;
 pub use issue13::NAMED_BARRIERS;
+/// The async proxy (issue 13).
+mod proxy;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -121,6 +123,17 @@ pub enum Obs {
         bar: u16,
         delta: i64,
     },
+    // The async proxy (issue 13).
+    /// The async proxy started reading this buffer (a TMA store, or a wgmma operand).
+    AsyncReadIssued {
+        buf: u16,
+        wgmma: bool,
+    },
+    /// A wait of the issuer retired that asynchronous read.
+    AsyncReadDone {
+        buf: u16,
+        wgmma: bool,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -171,6 +184,9 @@ pub struct Model {
     /// (convergence decides their commits); elsewhere it would only keep states of different loop
     /// iterations apart and grow with depth.
     tracks_path: Vec<bool>,
+    /// The protocol uses the async proxy (issue 13): only then is `State::proxy` kept (and
+    /// packed); elsewhere it stays empty and costs nothing.
+    pub(crate) tracks_proxy: bool,
     /// Classes of interchangeable threads (crate::canon).
     pub(crate) symmetry: Vec<Vec<usize>>,
     /// The threads of each model warp, in lane order.
@@ -279,6 +295,7 @@ impl Model {
         let por = crate::footprint::Footprints::new(&proto, false);
         let mut m = Model {
             tracks_path: roles_with_commit(&proto),
+            tracks_proxy: proxy::uses_async_proxy(&proto),
             proto,
             fine_grained: false,
             mutant: None,
@@ -372,6 +389,11 @@ impl Model {
             engines_known: (0..p.buffers.len()).map(|_| vec![0; p.barriers.len()].into_boxed_slice()).collect(),
             commit_logs: vec![Vec::new(); p.warp_count()].into_boxed_slice(),
             named: issue13::initial_named(p, agents),
+            proxy: ProxyState {
+                reads: Vec::new(),
+                unfenced_write: vec![false; p.buffers.len()].into_boxed_slice(),
+                unfenced_init: vec![false; p.barriers.len()].into_boxed_slice(),
+            },
         };
         if !violations.is_empty() {
             return Outcome {
@@ -518,6 +540,20 @@ impl Model {
                     "every thread has exited while the async copy into {} (tracked by {}) is still in flight; the CTA's shared memory is released under it",
                     p.buffers[c.buf as usize].name,
                     p.barriers.get(c.bar as usize).map_or("no barrier", |b| b.name.as_str())
+                ),
+            });
+            return out;
+        }
+        // The async proxy (issue 13): shared memory released under a read still in flight.
+        if let Some(r) = s.proxy.reads.first().filter(|_| s.all_done()) {
+            out.push(Violation {
+                kind: K::Lifetime,
+                message: format!(
+                    "every thread has exited while {} issued by {} still reads {} (no {} retired it); the CTA's shared memory is released under it",
+                    if r.wgmma { "a wgmma_async" } else { "a TMA store" },
+                    p.thread_label(r.issuer as usize),
+                    p.buffers[r.buf as usize].name,
+                    if r.wgmma { "wgmma_wait" } else { "wait_group / wait_group_read" }
                 ),
             });
             return out;
@@ -833,6 +869,7 @@ fn same_but_locals(a: &State, b: &State, t: usize) -> bool {
         && a.engines_known == b.engines_known
         && a.commit_logs == b.commit_logs
         && a.named == b.named
+        && a.proxy == b.proxy
 }
 
 /// PTX's answer for a wait on `named` when the barrier is in phase `current`: complete exactly when
@@ -1380,6 +1417,14 @@ impl<'m> Exec<'m> {
                 }
                 Ok(None)
             }
+            // The async proxy (issue 13).
+            IOp::StoreAsync { .. }
+            | IOp::CommitGroup
+            | IOp::WaitGroup { .. }
+            | IOp::Wgmma { .. }
+            | IOp::WgmmaWait { .. }
+            | IOp::FenceProxyAsync
+            | IOp::FenceMbarrierInit => self.proxy_op(op, locals),
             IOp::Wait { bar, target, try_ } => {
                 // A completion function may run with no thread at all (a copy's landing completed
                 // the phase): the misuse is reported before anything asks for the thread.
@@ -1480,6 +1525,7 @@ impl<'m> Exec<'m> {
                     None => self.s.buffers[d].writes as i64,
                 };
                 self.live_barrier(b, "copy_async")?;
+                self.check_init_fenced(b)?;
                 self.check_range(
                     K::TxRange,
                     bytes,
@@ -1553,6 +1599,10 @@ impl<'m> Exec<'m> {
                 let d = self.resolve_buf(buf, locals)?;
                 let v = ev(self, version)?;
                 self.write_cell(true, d, v)?;
+                // A generic-proxy write: the async proxy sees it only after a proxy fence.
+                if self.m.tracks_proxy {
+                    self.s.proxy.unfenced_write[d] = true;
+                }
                 self.obs.push(Obs::Wrote { buf: d as u16, version: v });
                 Ok(None)
             }
@@ -1585,6 +1635,11 @@ impl<'m> Exec<'m> {
                 bs.tx = 0;
                 bs.init_by = init_by;
                 bs.observed_prev = false;
+                // Visible to the async proxy only after a fence (issue 13).
+                if self.m.tracks_proxy {
+                    self.s.proxy.unfenced_init[b] = true;
+                }
+                let bs = &mut self.s.barriers[b];
                 bs.clock.iter_mut().for_each(|c| *c = 0);
                 bs.prev_clock.iter_mut().for_each(|c| *c = 0);
                 // A new life: what anyone knew of the old phases no longer names anything.
@@ -1954,6 +2009,8 @@ impl<'m> Exec<'m> {
         let cell = &mut self.s.buffers[d];
         cell.value = c.version;
         cell.in_flight = still;
+        self.s.proxy.unfenced_write[d] = false;
+        let cell = &mut self.s.buffers[d];
         cell.reads.clear();
         cell.last_write = Some(Access {
             agent: (n + d) as u16,
@@ -2067,6 +2124,9 @@ impl<'m> Exec<'m> {
 
     /// A write (or a copy issue): ordered after the last write and after every read since.
     fn write_cell(&mut self, is_buf: bool, i: usize, value: i64) -> R<()> {
+        if is_buf {
+            self.check_async_reads(i);
+        }
         if is_buf && !self.s.buffers[i].parts.is_empty() {
             // Issue 13: a whole write (or copy issue) replaces every range's record.
             let size = self.p().buffers[i].bytes;

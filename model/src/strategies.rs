@@ -61,6 +61,17 @@ pub enum GenStmt {
     SyncThreads,
     /// `for i in 0..n { body }` (one level).
     Loop(i64, Vec<GenStmt>),
+    // The async proxy (issue 13).
+    /// `copy_store_async(d)` then `commit_group()`: a TMA store of the buffer in a group of its own.
+    StoreAsync(usize),
+    /// `wait_group_read(n)`.
+    WaitGroupRead(i64),
+    /// `wgmma_async(d)`.
+    Wgmma(usize),
+    /// `wgmma_wait(n)`.
+    WgmmaWait(i64),
+    /// `fence_proxy_async()`.
+    FenceProxyAsync,
 }
 
 /// A generated protocol.
@@ -81,6 +92,8 @@ pub struct GenConfig {
     pub syncthreads: bool,
     /// Statements per role body (top level), at most.
     pub max_stmts: usize,
+    /// Async-proxy statements (issue 13): TMA stores, bulk and wgmma waits, proxy fences.
+    pub async_proxy: bool,
 }
 
 impl Default for GenConfig {
@@ -88,6 +101,7 @@ impl Default for GenConfig {
         GenConfig {
             syncthreads: true,
             max_stmts: 4,
+            async_proxy: true,
         }
     }
 }
@@ -131,6 +145,14 @@ fn stmt_text(s: &GenStmt, in_loop: bool, fresh: &mut usize, out: &mut Vec<String
             }
             out.push("}".to_string());
         }
+        GenStmt::StoreAsync(d) => {
+            out.push(format!("copy_store_async(d{d})"));
+            out.push("commit_group()".to_string());
+        }
+        GenStmt::WaitGroupRead(n) => out.push(format!("wait_group_read({n})")),
+        GenStmt::Wgmma(d) => out.push(format!("wgmma_async(d{d})")),
+        GenStmt::WgmmaWait(n) => out.push(format!("wgmma_wait({n})")),
+        GenStmt::FenceProxyAsync => out.push("fence_proxy_async()".to_string()),
     }
 }
 
@@ -179,7 +201,7 @@ impl GenProtocol {
     }
 }
 
-fn simple_stmt(nbar: usize, nbuf: usize, sync: bool) -> BoxedStrategy<GenStmt> {
+fn simple_stmt(nbar: usize, nbuf: usize, sync: bool, async_proxy: bool) -> BoxedStrategy<GenStmt> {
     let bar = 0..nbar;
     let buf = 0..nbuf;
     let par = prop_oneof![Just(None), (0i64..2).prop_map(Some)];
@@ -211,6 +233,13 @@ fn simple_stmt(nbar: usize, nbuf: usize, sync: bool) -> BoxedStrategy<GenStmt> {
     if sync {
         options.push((1, Just(GenStmt::SyncThreads).boxed()));
     }
+    if async_proxy {
+        options.push((1, (0..nbuf).prop_map(GenStmt::StoreAsync).boxed()));
+        options.push((1, (0i64..2).prop_map(GenStmt::WaitGroupRead).boxed()));
+        options.push((1, (0..nbuf).prop_map(GenStmt::Wgmma).boxed()));
+        options.push((1, (0i64..2).prop_map(GenStmt::WgmmaWait).boxed()));
+        options.push((1, Just(GenStmt::FenceProxyAsync).boxed()));
+    }
     proptest::strategy::Union::new_weighted(options).boxed()
 }
 
@@ -220,7 +249,7 @@ fn simple_stmt(nbar: usize, nbuf: usize, sync: bool) -> BoxedStrategy<GenStmt> {
 /// compare behaviours, not verdicts); all are well formed.
 pub fn protocol(cfg: GenConfig) -> impl Strategy<Value = GenProtocol> {
     (1usize..=2, 1usize..=2, prop_oneof![Just((1u32, 1u32)), Just((1, 2)), Just((2, 1))]).prop_flat_map(move |(nbar, nbuf, (c0, c1))| {
-        let stmt = simple_stmt(nbar, nbuf, cfg.syncthreads);
+        let stmt = simple_stmt(nbar, nbuf, cfg.syncthreads, cfg.async_proxy);
         let top = prop_oneof![
             6 => stmt.clone(),
             1 => ((1i64..=2), prop::collection::vec(stmt.clone(), 1..=3)).prop_map(|(n, b)| GenStmt::Loop(n, b)),

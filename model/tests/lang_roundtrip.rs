@@ -134,6 +134,14 @@ fn op() -> impl Strategy<Value = Op> {
             bytes,
             expect
         }),
+        // The async proxy (issue 13).
+        p().prop_map(|buf| OpKind::CopyStoreAsync { buf }),
+        Just(OpKind::CommitGroup),
+        (x(), any::<bool>()).prop_map(|(n, read)| OpKind::WaitGroup { n, read }),
+        prop::collection::vec(p(), 1..=4).prop_map(|bufs| OpKind::WgmmaAsync { bufs }),
+        x().prop_map(|n| OpKind::WgmmaWait { n }),
+        Just(OpKind::FenceProxyAsync),
+        Just(OpKind::FenceMbarrierInit),
     ];
     kind.prop_map(|kind| Op {
         kind,

@@ -99,6 +99,9 @@ fn obs_short(t: &TraceFile, o: &Obs) -> Option<String> {
         Obs::NamedArrived { id, arrived, count, .. } => format!("bar {id}: {arrived}/{count}"),
         Obs::NamedCompleted { id } => format!("bar {id} done"),
         Obs::CpAsyncPending { delta, .. } => format!("pending {delta:+}"),
+        // The async proxy (issue 13).
+        Obs::AsyncReadIssued { buf: d, .. } => format!("async read {}", buf(d)),
+        Obs::AsyncReadDone { buf: d, .. } => format!("{} read done", buf(d)),
     })
 }
 

@@ -239,5 +239,10 @@ pub fn describe_obs(o: &Obs, n: &dyn Names) -> String {
             format!("cp.async.mbarrier.arrive raises the pending count of {}", n.barrier(*bar))
         }
         Obs::CpAsyncPending { bar, .. } => format!("the cp.async arrive-on on {} fires (pending count back down)", n.barrier(*bar)),
+        // The async proxy (issue 13).
+        Obs::AsyncReadIssued { buf, wgmma: false } => format!("TMA store starts reading {}", n.buffer(*buf)),
+        Obs::AsyncReadIssued { buf, wgmma: true } => format!("wgmma starts reading {}", n.buffer(*buf)),
+        Obs::AsyncReadDone { buf, wgmma: false } => format!("the TMA store's read of {} is done", n.buffer(*buf)),
+        Obs::AsyncReadDone { buf, wgmma: true } => format!("the wgmma's read of {} is done", n.buffer(*buf)),
     }
 }

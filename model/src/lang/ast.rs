@@ -337,6 +337,36 @@ pub enum OpKind {
         bytes: Option<Expr>,
         expect: Option<Expr>,
     },
+    // ---- The async proxy (issue 13): TMA stores, bulk async-groups, wgmma operand reads and
+    // proxy fences. See docs/semantics.md, "The async proxy".
+    /// `copy_store_async(BUF)`: a TMA store (`cp.async.bulk` shared -> global, bulk_group
+    /// completion); the async proxy reads `BUF` until a `wait_group`/`wait_group_read` retires it.
+    CopyStoreAsync {
+        buf: Place,
+    },
+    /// `commit_group()`: `cp.async.bulk.commit_group`: the thread's uncommitted stores form a group.
+    CommitGroup,
+    /// `wait_group(N)` / `wait_group_read(N)`: `cp.async.bulk.wait_group[.read] N`: all but the
+    /// `N` most recent bulk groups of the thread are complete (their reads of shared memory done).
+    WaitGroup {
+        n: Expr,
+        read: bool,
+    },
+    /// `wgmma_async(A, B)`: `wgmma.fence; wgmma.mma_async ...; wgmma.commit_group` folded into
+    /// one statement: the async proxy reads the operand buffers until `wgmma_wait` retires them.
+    WgmmaAsync {
+        bufs: Vec<Place>,
+    },
+    /// `wgmma_wait(N)`: `wgmma.wait_group N`: all but the `N` most recent wgmma groups are done.
+    WgmmaWait {
+        n: Expr,
+    },
+    /// `fence_proxy_async()`: `fence.proxy.async.shared::cta`: the thread's (and what it has
+    /// acquired) generic-proxy writes are ordered before its later async-proxy operations.
+    FenceProxyAsync,
+    /// `fence_mbarrier_init()`: `fence.mbarrier_init.release.cluster`: the thread's earlier
+    /// `init`s are visible to the async proxy (a TMA copy's complete_tx).
+    FenceMbarrierInit,
 }
 
 impl OpKind {
@@ -369,6 +399,15 @@ impl OpKind {
             OpKind::CopyAsyncPart { libcu: false, .. } => "copy_async",
             OpKind::CopyAsyncPart { libcu: true, .. } => "memcpy_async",
             OpKind::ReadPart { .. } => "read",
+            // The async proxy (issue 13).
+            OpKind::CopyStoreAsync { .. } => "copy_store_async",
+            OpKind::CommitGroup => "commit_group",
+            OpKind::WaitGroup { read: false, .. } => "wait_group",
+            OpKind::WaitGroup { read: true, .. } => "wait_group_read",
+            OpKind::WgmmaAsync { .. } => "wgmma_async",
+            OpKind::WgmmaWait { .. } => "wgmma_wait",
+            OpKind::FenceProxyAsync => "fence_proxy_async",
+            OpKind::FenceMbarrierInit => "fence_mbarrier_init",
         }
     }
 

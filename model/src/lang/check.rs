@@ -778,6 +778,30 @@ impl Checker {
                 exprs.extend(bytes);
                 exprs.extend(expect);
             }
+            // The async proxy (issue 13): operations of a thread's own bulk and wgmma groups.
+            OpKind::CopyStoreAsync { .. }
+            | OpKind::CommitGroup
+            | OpKind::WaitGroup { .. }
+            | OpKind::WgmmaAsync { .. }
+            | OpKind::WgmmaWait { .. }
+            | OpKind::FenceProxyAsync
+            | OpKind::FenceMbarrierInit
+                if self.ctx == Ctx::Completion =>
+            {
+                return Err(err(
+                    "E030",
+                    op.span,
+                    format!("a completion function runs in no particular thread, so `{kw}` there has no thread whose async operations it would order; move it into a role body"),
+                ));
+            }
+            OpKind::CopyStoreAsync { buf } => self.place(buf, false, kw)?,
+            OpKind::WgmmaAsync { bufs } => {
+                for b in bufs {
+                    self.place(b, false, kw)?;
+                }
+            }
+            OpKind::WaitGroup { n, .. } | OpKind::WgmmaWait { n } => exprs.push(n),
+            OpKind::CommitGroup | OpKind::FenceProxyAsync | OpKind::FenceMbarrierInit => {}
         }
         for e in exprs {
             self.expr(e)?;

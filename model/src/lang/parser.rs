@@ -37,6 +37,15 @@ pub const OPS: &[&str] = &[
     "cp_async",
     "cp_async_arrive",
     "cp_async_arrive_noinc",
+    // The async proxy (issue 13).
+    "copy_store_async",
+    "commit_group",
+    "wait_group",
+    "wait_group_read",
+    "wgmma_async",
+    "wgmma_wait",
+    "fence_proxy_async",
+    "fence_mbarrier_init",
 ];
 
 /// Words that cannot name a param, var, barrier, buffer, role, completion or local.
@@ -222,6 +231,20 @@ fn signature(op: &str) -> Sig {
         ),
         "cp_async_arrive" => (&[Place], 1, &[], "`cp_async_arrive(B)`"),
         "cp_async_arrive_noinc" => (&[Place], 1, &[], "`cp_async_arrive_noinc(B)`"),
+        // The async proxy (issue 13).
+        "copy_store_async" => (&[Place], 1, &[], "`copy_store_async(BUF)`"),
+        "commit_group" => (&[], 0, &[], "`commit_group()`"),
+        "wait_group" => (&[Expr], 1, &[], "`wait_group(N)`"),
+        "wait_group_read" => (&[Expr], 1, &[], "`wait_group_read(N)`"),
+        "wgmma_async" => (
+            &[Place, Place, Place, Place],
+            1,
+            &[],
+            "`wgmma_async(A)` or `wgmma_async(A, B)` (one to four operand buffers)",
+        ),
+        "wgmma_wait" => (&[Expr], 1, &[], "`wgmma_wait(N)`"),
+        "fence_proxy_async" => (&[], 0, &[], "`fence_proxy_async()`"),
+        "fence_mbarrier_init" => (&[], 0, &[], "`fence_mbarrier_init()`"),
         _ => unreachable!("signature of a non-operation"),
     };
     Sig {
@@ -1030,6 +1053,27 @@ impl Parser {
         if kw == "elect" {
             return Ok(Op { kind: OpKind::Elect, span });
         }
+        match kw.as_str() {
+            "commit_group" => {
+                return Ok(Op {
+                    kind: OpKind::CommitGroup,
+                    span,
+                })
+            }
+            "fence_proxy_async" => {
+                return Ok(Op {
+                    kind: OpKind::FenceProxyAsync,
+                    span,
+                })
+            }
+            "fence_mbarrier_init" => {
+                return Ok(Op {
+                    kind: OpKind::FenceMbarrierInit,
+                    span,
+                })
+            }
+            _ => {}
+        }
         if pos_args.len() < sig.required {
             return Err(err(
                 "E007",
@@ -1046,6 +1090,10 @@ impl Parser {
         if let Some(kind) = named_barrier_op(&kw, &mut pos_args) {
             return Ok(Op { kind, span });
         }
+        let pos_args = match async_proxy_op(&kw, pos_args) {
+            Ok(kind) => return Ok(Op { kind, span }),
+            Err(args) => args,
+        };
         let mut args = pos_args.into_iter();
         let Some(Arg::Place(first)) = args.next() else {
             unreachable!("every operation starts with a place");
@@ -1389,5 +1437,33 @@ fn named_barrier_op(kw: &str, args: &mut Vec<Arg>) -> Option<OpKind> {
         OpKind::BarSync { id, count }
     } else {
         OpKind::BarArrive { id, count }
+    })
+}
+
+/// The async-proxy operations (issue 13) whose arguments do not start with a barrier, built from
+/// their positional arguments (already counted against the signature); `Err` gives the
+/// arguments back for every other operation.
+fn async_proxy_op(kw: &str, args: Vec<Arg>) -> Result<OpKind, Vec<Arg>> {
+    let places = |args: Vec<Arg>| -> Vec<Place> {
+        args.into_iter()
+            .filter_map(|a| if let Arg::Place(p) = a { Some(p) } else { None })
+            .collect()
+    };
+    let first_expr = |args: Vec<Arg>| -> Expr {
+        args.into_iter()
+            .find_map(|a| if let Arg::Expr(e) = a { Some(e) } else { None })
+            .expect("a required argument was counted above")
+    };
+    Ok(match kw {
+        "copy_store_async" => OpKind::CopyStoreAsync {
+            buf: places(args).remove(0),
+        },
+        "wgmma_async" => OpKind::WgmmaAsync { bufs: places(args) },
+        "wait_group" | "wait_group_read" => OpKind::WaitGroup {
+            n: first_expr(args),
+            read: kw == "wait_group_read",
+        },
+        "wgmma_wait" => OpKind::WgmmaWait { n: first_expr(args) },
+        _ => return Err(args),
     })
 }

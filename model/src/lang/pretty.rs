@@ -400,6 +400,11 @@ pub fn op_str(op: &Op) -> String {
             args.push(format!("offset = {}", expr(offset)));
             named_args(&mut args, &[("bytes", bytes), ("expect", expect)]);
         }
+        // The async proxy (issue 13).
+        OpKind::CopyStoreAsync { buf } => args.push(place(buf)),
+        OpKind::WgmmaAsync { bufs } => args.extend(bufs.iter().map(place)),
+        OpKind::WaitGroup { n, .. } | OpKind::WgmmaWait { n } => args.push(expr(n)),
+        OpKind::CommitGroup | OpKind::FenceProxyAsync | OpKind::FenceMbarrierInit => {}
     }
     format!("{}({})", op.kind.keyword(), args.join(", "))
 }
@@ -678,6 +683,16 @@ fn so(op: &Op) -> Op {
             bytes: oe(bytes),
             expect: oe(expect),
         },
+        // The async proxy (issue 13).
+        OpKind::CopyStoreAsync { buf } => OpKind::CopyStoreAsync { buf: sp(buf) },
+        OpKind::WgmmaAsync { bufs } => OpKind::WgmmaAsync {
+            bufs: bufs.iter().map(sp).collect(),
+        },
+        OpKind::WaitGroup { n, read } => OpKind::WaitGroup { n: se(n), read: *read },
+        OpKind::WgmmaWait { n } => OpKind::WgmmaWait { n: se(n) },
+        OpKind::CommitGroup => OpKind::CommitGroup,
+        OpKind::FenceProxyAsync => OpKind::FenceProxyAsync,
+        OpKind::FenceMbarrierInit => OpKind::FenceMbarrierInit,
     };
     Op {
         kind,

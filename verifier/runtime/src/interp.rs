@@ -965,6 +965,26 @@ impl World {
                 Ok(None)
             }
             IOp::Commit { .. } => unreachable!("rejected by `supported`"),
+            // The async proxy (issue 13): asynchronous reads of shared memory and proxy fences
+            // change nothing the runtime observes (it judges no races); a negative group count is
+            // the model's assertion.
+            IOp::WaitGroup { n, .. } | IOp::WgmmaWait { n } => {
+                if self.eval(n, ctx)? < 0 {
+                    return Err(Stop::Ub(Ub::new(ViolationKind::Assertion, "a negative group count")));
+                }
+                Ok(None)
+            }
+            IOp::StoreAsync { buf } => {
+                self.buf(buf, ctx)?;
+                Ok(None)
+            }
+            IOp::Wgmma { bufs } => {
+                for b in bufs {
+                    self.buf(b, ctx)?;
+                }
+                Ok(None)
+            }
+            IOp::CommitGroup | IOp::FenceProxyAsync | IOp::FenceMbarrierInit => Ok(None),
         }
     }
 

@@ -644,6 +644,19 @@ impl Builder {
                     "commit makes one arrival per converged group of lanes; convergence is modelled only by the explicit search",
                 )?
             }
+            // The async proxy (issue 13).
+            OpKind::CopyStoreAsync { .. }
+            | OpKind::CommitGroup
+            | OpKind::WaitGroup { .. }
+            | OpKind::WgmmaAsync { .. }
+            | OpKind::WgmmaWait { .. }
+            | OpKind::FenceProxyAsync
+            | OpKind::FenceMbarrierInit => {
+                return unsupported(
+                    sp,
+                    "asynchronous reads of shared memory and proxy fences are modelled only by the explicit search",
+                )?
+            }
         })
     }
 
@@ -873,6 +886,11 @@ fn visit_exprs(b: &ast::Block, f: &mut dyn FnMut(&ast::Expr)) {
                     f(e)
                 }
             }
+            // The async proxy (issue 13).
+            OpKind::CopyStoreAsync { buf } => place(buf, f),
+            OpKind::WgmmaAsync { bufs } => bufs.iter().for_each(|b| place(b, f)),
+            OpKind::WaitGroup { n, .. } | OpKind::WgmmaWait { n } => f(n),
+            OpKind::CommitGroup | OpKind::FenceProxyAsync | OpKind::FenceMbarrierInit => {}
         }
     }
     for s in &b.stmts {

@@ -1,0 +1,245 @@
+//! The async proxy (issue 13): TMA stores and their bulk async-groups, wgmma operand reads, and
+//! the proxy fences (`fence_proxy_async`, `fence_mbarrier_init`).
+//!
+//! Shared memory is reached through two proxies. Threads read and write it through the *generic*
+//! proxy; TMA copies, TMA stores and wgmma operand fetches go through the *async* proxy. PTX
+//! orders the two only through a proxy fence: a generic write is seen by a later async-proxy
+//! operation when a `fence.proxy.async` lies between them in happens-before, and an mbarrier
+//! `init` is seen by the async proxy (a TMA copy's complete_tx) after a `fence.mbarrier_init`.
+//!
+//! An asynchronous read (a store's or a wgmma's) is in flight from its issue until its issuer
+//! retires it with a wait on its group (`wait_group`/`wait_group_read` for bulk groups,
+//! `wgmma_wait` for wgmma groups). Nothing else promises the read is over, so the model keeps it
+//! in flight until then instead of letting it end at an arbitrary moment: any write of the buffer
+//! before the retiring wait races with it, whenever the hardware actually finished. When the wait
+//! retires it, the read is recorded as a read of the buffer by the waiting thread at that point,
+//! so a later write races with it unless it is ordered after that wait (the usual
+//! release/acquire chains carry it to other threads).
+
+use super::*;
+
+/// Whether the protocol can observe the async proxy: it has an async-proxy statement, or it
+/// initialises a barrier in a thread and issues async copies (a copy on a barrier whose init
+/// is not fenced for the async proxy). Otherwise `State::proxy` never changes.
+pub(super) fn uses_async_proxy(p: &Protocol) -> bool {
+    let ops = || {
+        p.roles
+            .iter()
+            .flat_map(|r| r.code.instrs.iter())
+            .chain(p.completions.iter().flat_map(|c| c.instrs.iter()))
+            .filter_map(|i| match &i.kind {
+                InstrKind::Op { op, .. } => Some(op),
+                _ => None,
+            })
+    };
+    let proxy_op = ops().any(|op| {
+        matches!(
+            op,
+            IOp::StoreAsync { .. }
+                | IOp::CommitGroup
+                | IOp::WaitGroup { .. }
+                | IOp::Wgmma { .. }
+                | IOp::WgmmaWait { .. }
+                | IOp::FenceProxyAsync
+                | IOp::FenceMbarrierInit
+        )
+    });
+    proxy_op || (ops().any(|op| matches!(op, IOp::Init { .. })) && ops().any(|op| matches!(op, IOp::Copy { .. })))
+}
+
+impl Exec<'_> {
+    /// Execute one async-proxy operation of the current thread.
+    pub(super) fn proxy_op(&mut self, op: &IOp, locals: Option<&[i64]>) -> R<Option<i64>> {
+        let Some(t) = self.thread.filter(|_| !self.in_completion) else {
+            self.broken(
+                "R-PROXY",
+                "an async-proxy operation executed outside a thread's own code".to_string(),
+            );
+            return Err(());
+        };
+        let ev = |x: &mut Exec, e: &IExpr| match locals {
+            Some(l) => x.eval_with(e, l),
+            None => x.eval(e),
+        };
+        match op {
+            IOp::StoreAsync { buf } => {
+                let d = self.resolve_buf(buf, locals)?;
+                self.async_read_issue(t, d, false, "a TMA store (copy_store_async)");
+                Ok(None)
+            }
+            IOp::Wgmma { bufs } => {
+                let mut ds = Vec::with_capacity(bufs.len());
+                for b in bufs {
+                    ds.push(self.resolve_buf(b, locals)?);
+                }
+                // wgmma.commit_group is folded in: the operands of this statement are one group,
+                // the thread's newest.
+                for r in self.s.proxy.reads.iter_mut().filter(|r| r.issuer as usize == t && r.wgmma) {
+                    r.age = r.age.saturating_add(1);
+                }
+                for d in ds {
+                    self.async_read_issue(t, d, true, "wgmma_async");
+                }
+                Ok(None)
+            }
+            IOp::CommitGroup => {
+                for r in self.s.proxy.reads.iter_mut().filter(|r| r.issuer as usize == t && !r.wgmma) {
+                    r.age = r.age.saturating_add(1);
+                }
+                Ok(None)
+            }
+            IOp::WaitGroup { n, .. } | IOp::WgmmaWait { n } => {
+                let wgmma = matches!(op, IOp::WgmmaWait { .. });
+                let n = ev(self, n)?;
+                if n < 0 {
+                    let what = if wgmma { "wgmma_wait" } else { "wait_group" };
+                    self.fail(
+                        K::Assertion,
+                        format!("{}: {what}({n}) names a negative number of groups", self.label()),
+                    );
+                    return Err(());
+                }
+                self.retire(t, wgmma, n);
+                Ok(None)
+            }
+            IOp::FenceProxyAsync => {
+                // Every generic write ordered before the fence is now visible to the async proxy,
+                // and so is every init ordered before it (the programming guide fences TMA
+                // barriers' inits with fence.proxy.async).
+                let clock = self.s.threads[t].clock.clone();
+                for d in 0..self.s.buffers.len() {
+                    if self.s.proxy.unfenced_write[d]
+                        && self.s.buffers[d]
+                            .last_write
+                            .is_some_and(|w| w.agent as usize == t || ordered_before(&w, &clock))
+                    {
+                        self.s.proxy.unfenced_write[d] = false;
+                    }
+                }
+                for b in 0..self.s.barriers.len() {
+                    if self.s.proxy.unfenced_init[b]
+                        && self.s.barriers[b]
+                            .init_by
+                            .is_some_and(|(a, e)| a as usize == t || clock[a as usize] >= e)
+                    {
+                        self.s.proxy.unfenced_init[b] = false;
+                    }
+                }
+                Ok(None)
+            }
+            IOp::FenceMbarrierInit => {
+                // fence.mbarrier_init orders the executing thread's own earlier inits.
+                for b in 0..self.s.barriers.len() {
+                    if self.s.barriers[b].init_by.is_some_and(|(a, _)| a as usize == t) {
+                        self.s.proxy.unfenced_init[b] = false;
+                    }
+                }
+                Ok(None)
+            }
+            _ => {
+                self.broken("R-PROXY", "not an async-proxy operation".to_string());
+                Err(())
+            }
+        }
+    }
+
+    /// The async proxy starts reading buffer `d` for thread `t`: the data it reads must be
+    /// ordered before the issue (happens-before) and visible to the async proxy (fenced).
+    fn async_read_issue(&mut self, t: usize, d: usize, wgmma: bool, what: &str) {
+        let cell = &self.s.buffers[d];
+        let name = self.p().buffers[d].name.clone();
+        if cell.in_flight {
+            let msg = format!(
+                "{} issues {what} reading {name} before the async copy into it has landed and been waited for",
+                self.label()
+            );
+            self.fail(K::DataRace, msg);
+        } else if let Some(w) = cell
+            .last_write
+            .filter(|w| w.agent as usize != t && !ordered_before(w, self.clock()))
+        {
+            self.race(true, d, &format!("issues {what} reading"), Some(&w), "last write");
+        } else if self.s.proxy.unfenced_write[d] {
+            let w = self.s.buffers[d].last_write.expect("an unfenced write is a write");
+            let msg = format!(
+                "{} issues {what} reading {name} through the async proxy, but the last write to it (by {}, through the generic proxy) is not followed by a fence_proxy_async ordered before the issue: a data race across proxies",
+                self.label(),
+                self.agent_label(&w)
+            );
+            self.fail(K::DataRace, msg);
+        }
+        let age = if wgmma { 1 } else { 0 };
+        self.s.proxy.reads.push(AsyncRead {
+            buf: d as u16,
+            issuer: t as u16,
+            wgmma,
+            age,
+            stmt: self.stmt,
+        });
+        self.obs.push(Obs::AsyncReadIssued { buf: d as u16, wgmma });
+    }
+
+    /// Thread `t` waits until all but its `keep` newest groups (of wgmma or bulk operations) are
+    /// complete: their reads end here, as reads by `t` at this point.
+    fn retire(&mut self, t: usize, wgmma: bool, keep: i64) {
+        let mut i = 0;
+        while i < self.s.proxy.reads.len() {
+            let r = self.s.proxy.reads[i];
+            if r.issuer as usize == t && r.wgmma == wgmma && r.age >= 1 && r.age as i64 > keep {
+                self.s.proxy.reads.remove(i);
+                let acc = self.access();
+                let cell = &mut self.s.buffers[r.buf as usize];
+                match cell.reads.binary_search_by_key(&acc.agent, |a| a.agent) {
+                    Ok(k) => cell.reads[k] = acc,
+                    Err(k) => cell.reads.insert(k, acc),
+                }
+                self.obs.push(Obs::AsyncReadDone { buf: r.buf, wgmma });
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    /// A write (a thread's, or a copy's issue) into buffer `d` while the async proxy still reads
+    /// it: a data race, whoever writes.
+    pub(super) fn check_async_reads(&mut self, d: usize) {
+        let Some(r) = self.s.proxy.reads.iter().find(|r| r.buf as usize == d).copied() else {
+            return;
+        };
+        let how = if r.wgmma {
+            "a wgmma_async issued by {} still reads it as an operand (no wgmma_wait retired it yet)"
+        } else {
+            "a TMA store issued by {} still reads it (no wait_group_read retired its group yet)"
+        }
+        .replace("{}", &self.p().thread_label(r.issuer as usize));
+        let msg = format!("{} overwrites {} while {how}", self.label(), self.p().buffers[d].name);
+        self.fail(if self.in_completion { K::CompletionMisuse } else { K::DataRace }, msg);
+    }
+
+    /// Whether barrier `b` was initialised by a thread that has not made the init visible to the
+    /// async proxy yet: a TMA copy completing on it is a use before the init is visible.
+    pub(super) fn check_init_fenced(&mut self, b: usize) -> R<()> {
+        if !self.s.proxy.unfenced_init[b] {
+            return Ok(());
+        }
+        let who = self.s.barriers[b]
+            .init_by
+            .map(|(a, e)| {
+                self.agent_label(&Access {
+                    agent: a,
+                    epoch: e,
+                    in_completion: false,
+                })
+            })
+            .unwrap_or_default();
+        self.fail(
+            K::Uninitialized,
+            format!(
+                "{} issues an async copy that completes on {}, but the init by {who} is not visible to the async proxy (no fence_mbarrier_init or fence_proxy_async after it)",
+                self.label(),
+                self.p().barriers[b].name
+            ),
+        );
+        Err(())
+    }
+}
