@@ -560,7 +560,8 @@ impl AllowedSet {
         k.into_iter().collect()
     }
 
-    /// The bound that stopped an incomplete exploration (`states`, `seconds` or `step budget`).
+    /// The bound that stopped an incomplete exploration (`states`, `seconds`, `outcomes` or
+    /// `step budget`).
     pub fn stopped_by(&self) -> Option<&str> {
         self.stopped_by.as_deref()
     }
@@ -999,6 +1000,10 @@ fn prepend(head: &Outcome, tail: &Outcome) -> Outcome {
     }
 }
 
+/// The futures (observation tails) the enumeration may hold in its memo, summed over states:
+/// a few hundred bytes each, so a few hundred MB at most.
+pub const MAX_HELD_FUTURES: usize = 1_000_000;
+
 /// Every outcome the spec allows on hardware (see the module docs for the widening rules).
 /// `limit` bounds the distinct states explored (model state plus the racy/hung/armed
 /// bookkeeping); past it the set holds what the explored part gives and `is_complete() == false`.
@@ -1125,6 +1130,7 @@ fn explore(m: &Machine, s0: State, p0: Partial, limit: usize, deadline: Option<I
     // Depth-first, post-order: a state's futures are computed once all its successors' are.
     let mut stack: Vec<((State, Partial), Vec<Edge>, usize)> = Vec::new();
     let mut iterations: u64 = 0; // for the deadline check
+    let mut held: usize = 0; // futures memoised so far, summed over states
     let e0 = expand(&s0, &p0);
     on_stack.insert((s0.clone(), p0.clone()), 0);
     lows.push(0);
@@ -1182,6 +1188,15 @@ fn explore(m: &Machine, s0: State, p0: Partial, limit: usize, deadline: Option<I
                     }
                 }
             }
+        }
+        held += tails.len();
+        if held > MAX_HELD_FUTURES {
+            // Few states can still hold exponentially many futures (racy reads widen every
+            // value): the bound on memory is on the futures held, not only on the states.
+            set.complete = false;
+            set.stopped_by = Some("outcomes".into());
+            set.explored = memo.len() + 1;
+            return set;
         }
         let tails = Rc::new(tails.into_iter().collect::<Vec<_>>());
         if stack.is_empty() {

@@ -253,6 +253,11 @@ pub fn plan_spec(spec: &Spec, index: usize, s: &Settings, traces: &TraceIndex) -
                     b.outcome_seconds,
                     set.explored()
                 ),
+                Some("outcomes") => format!(
+                    "not run (budget: model enumeration held more than {} futures after {} states)",
+                    crate::outcome::MAX_HELD_FUTURES,
+                    set.explored()
+                ),
                 Some("step budget") => "not run (budget: a model step ran past the step budget of 16,777,216 local instructions)".into(),
                 _ => format!("not run (budget: model enumeration reached {} states)", b.outcome_states),
             };
