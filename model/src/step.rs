@@ -1571,7 +1571,7 @@ impl<'m> Exec<'m> {
                 };
                 self.read_cell(true, d)?;
                 let size = self.p().buffers[d].bytes;
-                let got = self.version_in(d, 0, size, want);
+                let got = self.version_in(d, 0, size);
                 self.obs.push(Obs::Read {
                     buf: d as u16,
                     version: got,
@@ -1586,8 +1586,9 @@ impl<'m> Exec<'m> {
                         self.fail(
                             K::StaleRead,
                             format!(
-                                "{} reads version {got} of {} but the protocol means version {w}{torn}",
+                                "{} reads {} of {} but the protocol means version {w}{torn}",
                                 self.label(),
+                                issue13::version_text(got),
                                 self.p().buffers[d].name
                             ),
                         );

@@ -29,6 +29,18 @@ fn idle_named(agents: usize, barriers: usize) -> NamedBarState {
     }
 }
 
+/// The version a read reports for bytes of different versions.
+pub const MIXED_VERSIONS: i64 = -1;
+
+/// `version 3`, or `a mix of versions`.
+pub(super) fn version_text(v: i64) -> String {
+    if v == MIXED_VERSIONS {
+        "a mix of versions".to_string()
+    } else {
+        format!("version {v}")
+    }
+}
+
 fn overlaps(a: (i64, i64), b: (i64, i64)) -> bool {
     a.0 < b.1 && b.0 < a.1 && a.0 < a.1 && b.0 < b.1
 }
@@ -299,7 +311,7 @@ impl Exec<'_> {
                     None => None,
                 };
                 self.read_range(d, off, off + n)?;
-                let got = self.version_in(d, off, off + n, want);
+                let got = self.version_in(d, off, off + n);
                 self.obs.push(Obs::Read {
                     buf: d as u16,
                     version: got,
@@ -309,8 +321,9 @@ impl Exec<'_> {
                         self.fail(
                             K::StaleRead,
                             format!(
-                                "{} reads version {got} of bytes {off}..{} of {} but the protocol means version {w}",
+                                "{} reads {} of bytes {off}..{} of {} but the protocol means version {w}",
                                 self.label(),
+                                version_text(got),
                                 off + n,
                                 self.p().buffers[d].name
                             ),
@@ -323,22 +336,19 @@ impl Exec<'_> {
         }
     }
 
-    /// The version a read of `lo .. hi` sees: the one it expects if every byte has it, else the
-    /// first other one.
-    pub(super) fn version_in(&self, d: usize, lo: i64, hi: i64, want: Option<i64>) -> i64 {
+    /// The version a read of `lo .. hi` sees: the one every byte has, or -1 for a mix of versions
+    /// (what the generated kernel's `pc_read` returns for a torn buffer).
+    pub(super) fn version_in(&self, d: usize, lo: i64, hi: i64) -> i64 {
         let cell = &self.s.buffers[d];
         if cell.parts.is_empty() {
             return cell.value;
         }
-        let inside: Vec<i64> = cell
-            .parts
-            .iter()
-            .filter(|r| overlaps((r.lo, r.hi), (lo, hi)))
-            .map(|r| r.value)
-            .collect();
-        match want {
-            Some(w) => inside.iter().copied().find(|&v| v != w).unwrap_or(w),
-            None => inside.first().copied().unwrap_or(cell.value),
+        let mut inside = cell.parts.iter().filter(|r| overlaps((r.lo, r.hi), (lo, hi))).map(|r| r.value);
+        let first = inside.next().unwrap_or(cell.value);
+        if inside.all(|v| v == first) {
+            first
+        } else {
+            MIXED_VERSIONS
         }
     }
 
