@@ -1000,9 +1000,9 @@ fn prepend(head: &Outcome, tail: &Outcome) -> Outcome {
     }
 }
 
-/// The futures (observation tails) the enumeration may hold in its memo, summed over states:
-/// a few hundred bytes each, so a few hundred MB at most.
-pub const MAX_HELD_FUTURES: usize = 1_000_000;
+/// The futures (observation tails) the enumeration may hold in its memo, summed over states, by
+/// default: about 700 bytes each (diverged_warp_commit holds 4.2 M, 2.9 GB peak), so ~6 GB at most.
+pub const MAX_HELD_FUTURES: usize = 8_000_000;
 
 /// Every outcome the spec allows on hardware (see the module docs for the widening rules).
 /// `limit` bounds the distinct states explored (model state plus the racy/hung/armed
@@ -1015,12 +1015,22 @@ pub fn allowed_outcomes(model: &Model, limit: usize) -> AllowedSet {
     allowed_outcomes_within(model, limit, None)
 }
 
+/// [`allowed_outcomes`] holding at most `futures` observation tails (instead of
+/// [`MAX_HELD_FUTURES`]): past it the set is incomplete (`stopped_by() == Some("outcomes")`).
+pub fn allowed_outcomes_capped(model: &Model, limit: usize, futures: usize) -> AllowedSet {
+    let m = Machine::new(model);
+    match m.start() {
+        Ok((s0, p0)) => explore(&m, s0, p0, limit, None, futures),
+        Err(_) => allowed_outcomes_within(model, limit, None),
+    }
+}
+
 /// [`allowed_outcomes`] with a deadline as well: past it the set is incomplete
 /// (`stopped_by() == Some("seconds")`).
 pub fn allowed_outcomes_within(model: &Model, limit: usize, deadline: Option<Instant>) -> AllowedSet {
     let m = Machine::new(model);
     match m.start() {
-        Ok((s0, p0)) => explore(&m, s0, p0, limit, deadline),
+        Ok((s0, p0)) => explore(&m, s0, p0, limit, deadline, MAX_HELD_FUTURES),
         Err(Some(u)) => {
             let mut set = AllowedSet {
                 complete: true,
@@ -1071,12 +1081,12 @@ pub fn allowed_after(
             Next::Cut => return Err(cut_error(i)),
         }
     }
-    Ok(explore(&m, s, p, limit, deadline))
+    Ok(explore(&m, s, p, limit, deadline, MAX_HELD_FUTURES))
 }
 
 /// The depth-first enumeration of every future of `(s0, p0)`; `p0.obs` (the observations made
 /// before) prefixes every outcome.
-fn explore(m: &Machine, s0: State, p0: Partial, limit: usize, deadline: Option<Instant>) -> AllowedSet {
+fn explore(m: &Machine, s0: State, p0: Partial, limit: usize, deadline: Option<Instant>, futures: usize) -> AllowedSet {
     let mut set = AllowedSet {
         complete: true,
         ..AllowedSet::default()
@@ -1190,7 +1200,7 @@ fn explore(m: &Machine, s0: State, p0: Partial, limit: usize, deadline: Option<I
             }
         }
         held += tails.len();
-        if held > MAX_HELD_FUTURES {
+        if held > futures {
             // Few states can still hold exponentially many futures (racy reads widen every
             // value): the bound on memory is on the futures held, not only on the states.
             set.complete = false;
