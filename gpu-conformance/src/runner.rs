@@ -62,15 +62,10 @@ pub fn run(a: &Settings) -> u8 {
         );
         return 0;
     }
-    // 1. Model stages, spec by spec.
+    // 1. Model stages, one spec per core at a time (each within its own budgets); the progress
+    // line of a spec comes when it is planned, the plans keep the specs' order.
     let index = a.traces.as_deref().map(TraceIndex::load).unwrap_or_default();
-    let mut specs: Vec<SpecPlan> = Vec::new();
-    let n = loaded.len();
-    for (i, spec) in loaded.iter().enumerate() {
-        let p = plan_spec(spec, i, a, &index);
-        eprintln!("{}", progress_line(i, n, &p));
-        specs.push(p);
-    }
+    let mut specs = plan_all(&loaded, a, &index);
     eprintln!(
         "gpu run: {} specs planned in {:.1} s ({} counterexample files indexed)",
         specs.len(),
@@ -139,6 +134,33 @@ pub fn run(a: &Settings) -> u8 {
     }
 }
 
+/// [`plan_spec`] for every spec, on as many threads as the machine has cores (at most one per
+/// spec). The stages are independent per spec, and each catches its own model failure.
+fn plan_all(loaded: &[phasecheck_model::spec::Spec], a: &Settings, index: &TraceIndex) -> Vec<SpecPlan> {
+    let n = loaded.len();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let done: std::sync::Mutex<Vec<Option<SpecPlan>>> = std::sync::Mutex::new((0..n).map(|_| None).collect());
+    let threads = std::thread::available_parallelism().map(|c| c.get()).unwrap_or(1).min(n.max(1));
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if i >= n {
+                    break;
+                }
+                let p = plan_spec(&loaded[i], i, a, index);
+                eprintln!("{}", progress_line(i, n, &p));
+                done.lock().unwrap()[i] = Some(p);
+            });
+        }
+    });
+    done.into_inner()
+        .unwrap()
+        .into_iter()
+        .map(|p| p.expect("every spec is planned"))
+        .collect()
+}
+
 fn modes(r: bool, s: bool) -> Vec<&'static str> {
     let mut v = Vec::new();
     if s {
@@ -173,20 +195,32 @@ fn run_on_gpu(a: &Settings, specs: &mut [SpecPlan], cases: &mut Vec<Case>, save:
     let timeout_ns = a.timeout_ms * 1_000_000;
     let replay_blocks = a.runs.clamp(1, 32);
     let modes = modes(a.replay, a.stress);
-    for &b in &a.backends {
-        let ok: Vec<Kernel> = specs
+    // Both backends' modules compile at once (NVRTC compiles separate programs concurrently).
+    let mut compiled: BTreeMap<Backend, (Result<String, String>, usize, f64)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = a
+            .backends
             .iter()
-            .filter(|s| s.ready())
-            .flat_map(|s| s.kernels[&b].as_ref().ok().into_iter().chain(s.hw_commit_kernels.get(&b)).cloned())
+            .map(|&b| {
+                let ok: Vec<Kernel> = specs
+                    .iter()
+                    .filter(|s| s.ready())
+                    .flat_map(|s| s.kernels[&b].as_ref().ok().into_iter().chain(s.hw_commit_kernels.get(&b)).cloned())
+                    .collect();
+                scope.spawn(move || {
+                    let tc = Instant::now();
+                    let ptx = nvrtc::compile_module(&ok, &format!("phasecheck_{}.cu", b.name()));
+                    (b, (ptx, ok.len(), tc.elapsed().as_secs_f64()))
+                })
+            })
             .collect();
-        let tc = Instant::now();
-        let ptx = nvrtc::compile_module(&ok, &format!("phasecheck_{}.cu", b.name()));
-        eprintln!(
-            "gpu run: {} kernels compiled for {} in {:.1} s",
-            ok.len(),
-            b.name(),
-            tc.elapsed().as_secs_f64()
-        );
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("an NVRTC compile thread panicked"))
+            .collect()
+    });
+    for &b in &a.backends {
+        let (ptx, count, secs) = compiled.remove(&b).expect("every backend was compiled");
+        eprintln!("gpu run: {count} kernels compiled for {} in {secs:.1} s", b.name());
         // Jobs: group 0 = specs that cannot fault; one group per spec that may.
         let mut groups: BTreeMap<usize, Vec<Job>> = BTreeMap::new();
         let mut meta: BTreeMap<usize, (usize, &'static str, Option<usize>)> = BTreeMap::new(); // job -> (spec, mode, trace)
