@@ -294,16 +294,32 @@ fn run_on_gpu(a: &Settings, specs: &mut [SpecPlan], cases: &mut Vec<Case>, save:
             };
             results.extend(run_jobs(&mut jf, &format!("{}-{g}", b.name()), &work, budget));
         }
-        // Judge.
-        for (jid, (si, mode, trace)) in meta {
-            let s = &specs[si];
-            let k = s.kernels[&b].as_ref().unwrap();
-            let res = results.get(&jid).cloned().unwrap_or(JobResult::Fault("no result".into()));
-            let blocks = if mode.starts_with("stress") { a.runs.max(1) } else { replay_blocks } as usize;
-            let case = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| judge_case(s, k, b, mode, trace, res, blocks, a)))
-                .unwrap_or_else(|p| skip_case(s, b, mode, format!("model error: judging: {}", crate::plan::panic_text(&*p))));
-            cases.push(case);
-        }
+        // Judge, one case per core at a time (a replay that left its trace enumerates what the
+        // model allows from where it left, which can take seconds); cases keep the jobs' order.
+        let jobs: Vec<(usize, (usize, &'static str, Option<usize>))> = meta.into_iter().collect();
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let judged: std::sync::Mutex<Vec<Option<Case>>> = std::sync::Mutex::new(vec![None; jobs.len()]);
+        let threads = std::thread::available_parallelism()
+            .map(|c| c.get())
+            .unwrap_or(1)
+            .min(jobs.len().max(1));
+        let specs_ro: &[SpecPlan] = specs;
+        std::thread::scope(|scope| {
+            for _ in 0..threads {
+                scope.spawn(|| loop {
+                    let j = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(&(jid, (si, mode, trace))) = jobs.get(j) else { break };
+                    let s = &specs_ro[si];
+                    let k = s.kernels[&b].as_ref().unwrap();
+                    let res = results.get(&jid).cloned().unwrap_or(JobResult::Fault("no result".into()));
+                    let blocks = if mode.starts_with("stress") { a.runs.max(1) } else { replay_blocks } as usize;
+                    let case = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| judge_case(s, k, b, mode, trace, res, blocks, a)))
+                        .unwrap_or_else(|p| skip_case(s, b, mode, format!("model error: judging: {}", crate::plan::panic_text(&*p))));
+                    judged.lock().unwrap()[j] = Some(case);
+                });
+            }
+        });
+        cases.extend(judged.into_inner().unwrap().into_iter().map(|c| c.expect("every job is judged")));
         for s in specs.iter().filter(|s| s.ready()) {
             let mine: Vec<&Case> = cases.iter().filter(|c| c.spec == s.display && c.backend == b.name()).collect();
             let v: Vec<String> = mine
