@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Instant;
 
-const REPORT: &str = "gpu-conformance/results/2026-11-30-h200-after-soundness.json";
+const REPORT: &str = "gpu-conformance/results/2026-11-30-h200-hopper-proxy.json";
 const ALLOW: &str = "gpu-conformance/results/unchecked.txt";
 
 fn root() -> PathBuf {
@@ -53,7 +53,7 @@ fn the_committed_h200_results_keep_their_verdicts() {
     let t = Instant::now();
     let (cases, report) = rejudge_file(&root().join(REPORT), &o).unwrap();
     eprintln!("re-judged {} cases in {:.1} s", cases.len(), t.elapsed().as_secs_f64());
-    assert_eq!(cases.len(), 470);
+    assert_eq!(cases.len(), 694);
     let mut problems = Vec::new();
     let mut used_unchecked = Vec::new();
     let mut used_budget = Vec::new();
