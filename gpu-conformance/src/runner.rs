@@ -138,8 +138,17 @@ pub fn run(a: &Settings) -> u8 {
 /// spec). The stages are independent per spec, and each catches its own model failure.
 fn plan_all(loaded: &[phasecheck_model::spec::Spec], a: &Settings, index: &TraceIndex) -> Vec<SpecPlan> {
     let n = loaded.len();
+    par_map(n, |i| {
+        let p = plan_spec(&loaded[i], i, a, index);
+        eprintln!("{}", progress_line(i, n, &p));
+        p
+    })
+}
+
+/// `f(0..n)` on as many threads as the machine has cores (at most `n`), results in index order.
+fn par_map<T: Send>(n: usize, f: impl Fn(usize) -> T + Sync) -> Vec<T> {
     let next = std::sync::atomic::AtomicUsize::new(0);
-    let done: std::sync::Mutex<Vec<Option<SpecPlan>>> = std::sync::Mutex::new((0..n).map(|_| None).collect());
+    let done: std::sync::Mutex<Vec<Option<T>>> = std::sync::Mutex::new((0..n).map(|_| None).collect());
     let threads = std::thread::available_parallelism().map(|c| c.get()).unwrap_or(1).min(n.max(1));
     std::thread::scope(|scope| {
         for _ in 0..threads {
@@ -148,16 +157,15 @@ fn plan_all(loaded: &[phasecheck_model::spec::Spec], a: &Settings, index: &Trace
                 if i >= n {
                     break;
                 }
-                let p = plan_spec(&loaded[i], i, a, index);
-                eprintln!("{}", progress_line(i, n, &p));
-                done.lock().unwrap()[i] = Some(p);
+                let r = f(i);
+                done.lock().unwrap()[i] = Some(r);
             });
         }
     });
     done.into_inner()
         .unwrap()
         .into_iter()
-        .map(|p| p.expect("every spec is planned"))
+        .map(|r| r.expect("every index is done"))
         .collect()
 }
 
@@ -297,29 +305,16 @@ fn run_on_gpu(a: &Settings, specs: &mut [SpecPlan], cases: &mut Vec<Case>, save:
         // Judge, one case per core at a time (a replay that left its trace enumerates what the
         // model allows from where it left, which can take seconds); cases keep the jobs' order.
         let jobs: Vec<(usize, (usize, &'static str, Option<usize>))> = meta.into_iter().collect();
-        let next = std::sync::atomic::AtomicUsize::new(0);
-        let judged: std::sync::Mutex<Vec<Option<Case>>> = std::sync::Mutex::new(vec![None; jobs.len()]);
-        let threads = std::thread::available_parallelism()
-            .map(|c| c.get())
-            .unwrap_or(1)
-            .min(jobs.len().max(1));
         let specs_ro: &[SpecPlan] = specs;
-        std::thread::scope(|scope| {
-            for _ in 0..threads {
-                scope.spawn(|| loop {
-                    let j = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    let Some(&(jid, (si, mode, trace))) = jobs.get(j) else { break };
-                    let s = &specs_ro[si];
-                    let k = s.kernels[&b].as_ref().unwrap();
-                    let res = results.get(&jid).cloned().unwrap_or(JobResult::Fault("no result".into()));
-                    let blocks = if mode.starts_with("stress") { a.runs.max(1) } else { replay_blocks } as usize;
-                    let case = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| judge_case(s, k, b, mode, trace, res, blocks, a)))
-                        .unwrap_or_else(|p| skip_case(s, b, mode, format!("model error: judging: {}", crate::plan::panic_text(&*p))));
-                    judged.lock().unwrap()[j] = Some(case);
-                });
-            }
-        });
-        cases.extend(judged.into_inner().unwrap().into_iter().map(|c| c.expect("every job is judged")));
+        cases.extend(par_map(jobs.len(), |j| {
+            let (jid, (si, mode, trace)) = jobs[j];
+            let s = &specs_ro[si];
+            let k = s.kernels[&b].as_ref().unwrap();
+            let res = results.get(&jid).cloned().unwrap_or(JobResult::Fault("no result".into()));
+            let blocks = if mode.starts_with("stress") { a.runs.max(1) } else { replay_blocks } as usize;
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| judge_case(s, k, b, mode, trace, res, blocks, a)))
+                .unwrap_or_else(|p| skip_case(s, b, mode, format!("model error: judging: {}", crate::plan::panic_text(&*p))))
+        }));
         for s in specs.iter().filter(|s| s.ready()) {
             let mine: Vec<&Case> = cases.iter().filter(|c| c.spec == s.display && c.backend == b.name()).collect();
             let v: Vec<String> = mine

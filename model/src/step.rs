@@ -2024,21 +2024,25 @@ impl<'m> Exec<'m> {
             bytes: c.bytes,
             version: c.version,
         });
-        let name = self.p().barriers[b].name.clone();
-        match self.s.barriers[b].life {
-            Life::Live => {}
-            Life::Uninit | Life::Invalidated => {
-                self.fail(
-                    K::Lifetime,
-                    format!(
-                        "the async copy into {} lands on {name}, which is no longer a live barrier",
-                        self.p().buffers[d].name
-                    ),
-                );
-                return;
-            }
+        self.land_on_barrier(b, d, c.bytes);
+    }
+
+    /// A copy into buffer `d` lands `bytes` on barrier `b`: complete_tx on a live barrier (a
+    /// landing on one that is not is a lifetime violation), its issuer's writes released into
+    /// the phase, which may complete.
+    pub(crate) fn land_on_barrier(&mut self, b: usize, d: usize, bytes: i64) {
+        if self.s.barriers[b].life != Life::Live {
+            let name = self.p().barriers[b].name.clone();
+            self.fail(
+                K::Lifetime,
+                format!(
+                    "the async copy into {} lands on {name}, which is no longer a live barrier",
+                    self.p().buffers[d].name
+                ),
+            );
+            return;
         }
-        if self.add_tx(b, -c.bytes).is_err() {
+        if self.add_tx(b, -bytes).is_err() {
             return;
         }
         self.release_into(b);

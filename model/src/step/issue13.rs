@@ -412,25 +412,7 @@ impl Exec<'_> {
             version: c.version,
         });
         match c.kind {
-            CopyKind::Tma => {
-                let b = c.bar as usize;
-                if self.s.barriers[b].life != Life::Live {
-                    let name = self.p().barriers[b].name.clone();
-                    self.fail(
-                        K::Lifetime,
-                        format!(
-                            "the async copy into {} lands on {name}, which is no longer a live barrier",
-                            self.p().buffers[d].name
-                        ),
-                    );
-                    return;
-                }
-                if self.add_tx(b, -c.bytes).is_err() {
-                    return;
-                }
-                self.release_into(b);
-                let _ = self.maybe_complete(b);
-            }
+            CopyKind::Tma => self.land_on_barrier(c.bar as usize, d, c.bytes),
             CopyKind::CpAsync => self.cp_async_landed(&c),
             CopyKind::ArriveOn { .. } => {}
         }
