@@ -406,12 +406,7 @@ impl Model {
 
     /// Issue 13: whether states have the named-barrier component (the protocol uses them).
     fn named_part(&self) -> bool {
-        self.proto.roles.iter().any(|r| {
-            r.code
-                .instrs
-                .iter()
-                .any(|i| matches!(i.kind, crate::ir::InstrKind::NamedBar { .. }))
-        })
+        self.tracks_named
     }
 
     /// Append the words of every component to `w`, and after each component its end in `w`.

@@ -187,6 +187,8 @@ pub struct Model {
     /// The protocol uses the async proxy (issue 13): only then is `State::proxy` kept (and
     /// packed); elsewhere it stays empty and costs nothing.
     pub(crate) tracks_proxy: bool,
+    /// The protocol uses named barriers (issue 13): only then is `State::named` packed.
+    pub(crate) tracks_named: bool,
     /// Classes of interchangeable threads (crate::canon).
     pub(crate) symmetry: Vec<Vec<usize>>,
     /// The threads of each model warp, in lane order.
@@ -296,6 +298,10 @@ impl Model {
         let mut m = Model {
             tracks_path: roles_with_commit(&proto),
             tracks_proxy: proxy::uses_async_proxy(&proto),
+            tracks_named: proto
+                .roles
+                .iter()
+                .any(|r| r.code.instrs.iter().any(|i| matches!(i.kind, InstrKind::NamedBar { .. }))),
             proto,
             fine_grained: false,
             mutant: None,
