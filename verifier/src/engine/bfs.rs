@@ -11,7 +11,7 @@
 //! initial state by re-running each stored step and composing the renamings the canonical form
 //! applied.
 
-use super::store::{Interner, StateSet};
+use super::store::{vec_growth, Interner, StateSet};
 use phasecheck_model::step::{InternalError, Outcome, Violation};
 use phasecheck_model::ts::Packed;
 use phasecheck_model::ViolationKind;
@@ -174,6 +174,18 @@ impl Store {
 
     fn bytes<A>(&self, actions: &[A]) -> usize {
         self.parts.bytes() + self.states.bytes() + self.parents.len() * 4 + std::mem::size_of_val(actions)
+    }
+
+    /// Bytes newly allocated if `states` more states with `parts` new components were stored:
+    /// every per-state vector and table that would have to grow for them.
+    fn growth<A>(&self, actions: &Vec<A>, taint: &Vec<u8>, next: &Vec<u32>, states: usize, parts: usize) -> usize {
+        let words_each = self.parts.bytes() / self.parts.len().max(1) / 4 + 1;
+        self.parts.growth(parts, words_each)
+            + self.states.growth(states)
+            + vec_growth(&self.parents, states)
+            + vec_growth(actions, states)
+            + vec_growth(taint, states)
+            + vec_growth(next, states)
     }
 }
 
@@ -403,6 +415,8 @@ pub fn explore<M: Packed>(model: &M, prefix: &[M::Action], limits: &Limits<M>) -
     let mut depth = 0usize;
     let mut stopped = None;
     let mut chunk = 16usize;
+    // The most states and components one chunk has added so far.
+    let mut peak_chunk = (0usize, 0usize);
     let mut last_progress = Instant::now();
     // Per state: reached only through a violation so far; left unexpanded for it; expanded.
     const TAINTED: u8 = 1;
@@ -423,6 +437,7 @@ pub fn explore<M: Packed>(model: &M, prefix: &[M::Action], limits: &Limits<M>) -
         let mut done = 0usize;
         while done < frontier.len() {
             let t0 = Instant::now();
+            let (states_before, parts_before) = (store.states.len(), store.parts.len());
             let mut take = chunk.min(frontier.len() - done);
             if let Some(allowance) = taint_allowance.as_mut() {
                 // States past a violation are expanded while the allowance lasts, in frontier
@@ -561,6 +576,15 @@ pub fn explore<M: Packed>(model: &M, prefix: &[M::Action], limits: &Limits<M>) -
             }
             let mem = resident();
             if mem >= limits.max_memory_bytes {
+                stopped = Some(Stop::MaxMemory);
+                break 'search;
+            }
+            // The store grows by doubling: stop before a growth the bound cannot hold, instead of
+            // meeting the bound halfway through a copy (about twice the next chunk's additions).
+            let (new_states, new_parts) = (store.states.len() - states_before, store.parts.len() - parts_before);
+            peak_chunk = (peak_chunk.0.max(new_states), peak_chunk.1.max(new_parts));
+            let ahead = store.growth(&actions, &taint, &next, 2 * peak_chunk.0 + 1024, 2 * peak_chunk.1 + 1024);
+            if mem + ahead >= limits.max_memory_bytes {
                 stopped = Some(Stop::MaxMemory);
                 break 'search;
             }

@@ -19,6 +19,27 @@ fn hash_words(w: &[u32]) -> u64 {
     h.finish()
 }
 
+/// Bytes a vector allocates to take `more` elements beyond its length, if that makes it grow (the
+/// old block stays until the copy is done, so this is on top of what it holds now).
+pub fn vec_growth<T>(v: &Vec<T>, more: usize) -> usize {
+    if v.len() + more <= v.capacity() {
+        0
+    } else {
+        (v.capacity() * 2).max(v.len() + more) * std::mem::size_of::<T>()
+    }
+}
+
+/// The same for a table of `u32` slots: it doubles its buckets (7/8 of them usable), each a slot
+/// and a control byte.
+fn table_growth(t: &HashTable<u32>, more: usize) -> usize {
+    if t.len() + more <= t.capacity() {
+        0
+    } else {
+        let buckets = ((t.len() + more) * 8 / 7).next_power_of_two().max(2 * t.capacity() * 8 / 7);
+        buckets * (std::mem::size_of::<u32>() + 1)
+    }
+}
+
 /// Distinct word sequences, each named by a dense id.
 #[derive(Default)]
 pub struct Interner {
@@ -75,6 +96,11 @@ impl Interner {
     pub fn bytes(&self) -> usize {
         self.words.len() * 4 + self.starts.len() * std::mem::size_of::<usize>() + self.table.len() * 5
     }
+
+    /// Bytes newly allocated if `more` components of `words_each` words were added.
+    pub fn growth(&self, more: usize, words_each: usize) -> usize {
+        vec_growth(&self.words, more * words_each) + vec_growth(&self.starts, more) + table_growth(&self.table, more)
+    }
 }
 
 /// Visited states as fixed-width rows of component ids, each row stored once.
@@ -128,5 +154,10 @@ impl StateSet {
     /// Bytes of the rows and their table entries (see `Interner::bytes`).
     pub fn bytes(&self) -> usize {
         self.rows.len() * 4 + self.table.len() * 5
+    }
+
+    /// Bytes newly allocated if `more` rows were added.
+    pub fn growth(&self, more: usize) -> usize {
+        vec_growth(&self.rows, more * self.width) + table_growth(&self.table, more)
     }
 }
