@@ -60,7 +60,14 @@ pub fn render_text(spec: &Spec, model: &Model, report: &Report) -> String {
     let roles = p
         .roles
         .iter()
-        .map(|r| format!("{}[{}]", r.name, r.count))
+        .map(|r| {
+            if r.uniform {
+                // One agent per warp: say how many the search interleaves.
+                format!("{}[{} uniform: {} agents]", r.name, r.count, r.count / p.warp_size)
+            } else {
+                format!("{}[{}]", r.name, r.count)
+            }
+        })
         .collect::<Vec<_>>()
         .join(" ");
     let _ = writeln!(out, "threads: {roles} (warp_size {})", p.warp_size);
