@@ -157,3 +157,39 @@ fn a_role_declared_uniform_that_is_not_is_rejected_naming_why() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The warps of a uniform role are interchangeable across warps (crate::canon): the verdict and
+/// the kinds must not depend on it.
+#[test]
+fn symmetry_across_uniform_warps_keeps_every_verdict() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut specs = Vec::new();
+    uniform_specs(&root.join("specs"), &mut specs);
+    let kinds = |f: &str, extra: &[&str]| {
+        let mut args = vec!["check", f, "--format", "json", "--threads", "1"];
+        args.extend_from_slice(extra);
+        let o = phasecheck(&args);
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let mut k: Vec<String> = v["violations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x["kind"].as_str().unwrap().to_string())
+            .collect();
+        k.sort();
+        (
+            v["verdict"].as_str().unwrap().to_string(),
+            k,
+            v["stats"]["states"].as_u64().unwrap(),
+        )
+    };
+    let mut reduced = 0;
+    for p in &specs {
+        let f = p.to_str().unwrap();
+        let (v1, k1, s1) = kinds(f, &[]);
+        let (v2, k2, s2) = kinds(f, &["--no-symmetry"]);
+        assert_eq!((v1, k1), (v2, k2), "{f}");
+        reduced += (s1 < s2) as usize;
+    }
+    assert!(reduced >= 1, "no uniform spec is reduced by symmetry across warps");
+}
