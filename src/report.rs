@@ -63,7 +63,13 @@ pub fn render_text(spec: &Spec, model: &Model, report: &Report) -> String {
         .map(|r| {
             if r.uniform {
                 // One agent per warp: say how many the search interleaves.
-                format!("{}[{} uniform: {} agents]", r.name, r.count, r.count / p.warp_size)
+                let agents = r.count / p.warp_size;
+                format!(
+                    "{}[{} uniform: {agents} agent{}]",
+                    r.name,
+                    r.count,
+                    if agents == 1 { "" } else { "s" }
+                )
             } else {
                 format!("{}[{}]", r.name, r.count)
             }

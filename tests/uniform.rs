@@ -193,3 +193,68 @@ fn symmetry_across_uniform_warps_keeps_every_verdict() {
     }
     assert!(reduced >= 1, "no uniform spec is reduced by symmetry across warps");
 }
+
+mod generated {
+    //! Generated uniform roles: whatever the lockstep model reports, the lanes as threads reach
+    //! too (every uniform execution is an expanded one whose lanes go back to back).
+    use phasecheck_model::api::parse_spec;
+    use phasecheck_verifier::api::check_with;
+    use phasecheck_verifier::search::{CheckOptions, Verdict};
+    use proptest::prelude::*;
+
+    fn stmt() -> impl Strategy<Value = (u8, u8)> {
+        (0u8..7, 0u8..2)
+    }
+
+    fn body(stmts: &[(u8, u8)], role: &str) -> String {
+        let mut out = String::new();
+        for (n, &(s, b)) in stmts.iter().enumerate() {
+            let e = format!("e_{role}_{n}");
+            let line = match s {
+                0 => format!("arrive(b[{b}])"),
+                1 => format!("wait_parity(b[{b}], {})", n % 2),
+                2 => "read(tile)".to_string(),
+                3 => format!("let {e} = elect()\n  if {e} == 1 {{\n    arrive(b[{b}])\n  }}"),
+                4 => format!("let {e} = elect()\n  if {e} == 1 {{\n    arrive_expect_tx(b[{b}], 64)\n    copy_async(tile, b[{b}])\n  }}"),
+                5 => "syncwarp".to_string(),
+                _ => format!("let {e} = elect()\n  if {e} == 1 {{\n    write(tile, {n})\n  }}"),
+            };
+            out.push_str("  ");
+            out.push_str(&line);
+            out.push('\n');
+        }
+        out
+    }
+
+    fn kinds(src: &str) -> Option<(Verdict, Vec<&'static str>)> {
+        let spec = parse_spec("gen.phase", src, &[]).unwrap_or_else(|e| panic!("{src}\n{e}"));
+        let opts = CheckOptions {
+            max_states: Some(60_000),
+            ..Default::default()
+        };
+        let c = check_with(&spec, &opts);
+        let mut k = c.kinds();
+        k.sort();
+        k.dedup();
+        (c.verdict() != Verdict::Incomplete).then_some((c.verdict(), k))
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+        #[test]
+        fn lockstep_kinds_are_a_subset_of_the_lanes_kinds(
+            counts in (1u8..5, 1u8..5),
+            p in prop::collection::vec(stmt(), 1..4),
+            q in prop::collection::vec(stmt(), 1..4),
+        ) {
+            let src = format!(
+                "protocol gen\nwarp_size 2\n\nbarrier b[2] count {}\nbuffer tile bytes 64\n\nrole p warps 1 uniform {{\n{}}}\n\nrole q warps 1 uniform {{\n{}}}\n",
+                counts.0.max(counts.1), body(&p, "p"), body(&q, "q")
+            );
+            let Some((vu, ku)) = kinds(&src) else { return Ok(()) };
+            prop_assert!(vu != Verdict::InternalError, "{src}");
+            let Some((_, kx)) = kinds(&src.replace(" uniform {", " {")) else { return Ok(()) };
+            prop_assert!(ku.iter().all(|k| kx.contains(k)), "{src}\nuniform {ku:?}, lanes as threads {kx:?}");
+        }
+    }
+}
