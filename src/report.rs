@@ -60,7 +60,20 @@ pub fn render_text(spec: &Spec, model: &Model, report: &Report) -> String {
     let roles = p
         .roles
         .iter()
-        .map(|r| format!("{}[{}]", r.name, r.count))
+        .map(|r| {
+            if r.uniform {
+                // One agent per warp: say how many the search interleaves.
+                let agents = r.count / p.warp_size;
+                format!(
+                    "{}[{} uniform: {agents} agent{}]",
+                    r.name,
+                    r.count,
+                    if agents == 1 { "" } else { "s" }
+                )
+            } else {
+                format!("{}[{}]", r.name, r.count)
+            }
+        })
         .collect::<Vec<_>>()
         .join(" ");
     let _ = writeln!(out, "threads: {roles} (warp_size {})", p.warp_size);

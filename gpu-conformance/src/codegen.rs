@@ -799,6 +799,12 @@ impl<'a> Gen<'a> {
     /// Reject what this backend cannot express, with the reason.
     fn check_expressible(&self) -> Result<(), NotExpressible> {
         let p = self.p;
+        if let Some(r) = p.roles.iter().find(|r| r.uniform) {
+            return Err(NotExpressible(format!(
+                "role {} is uniform: one model thread stands for a warp's lanes, and the kernel, the forced schedules and the outcome enumerator still map one model thread to one hardware thread",
+                r.name
+            )));
+        }
         if let Some(r) = p.roles.iter().find(|r| code_commits(&r.code) && code_warp_ops(&r.code)) {
             return Err(NotExpressible(format!(
                 "role {} has a warp-batched commit and syncwarp(mask) or elect(): the kernel follows commit convergence only across full-warp syncwarps",

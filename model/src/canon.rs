@@ -14,6 +14,7 @@
 //!   own records picks one representative; ties keep their order, so two equivalent states may
 //!   still be stored twice (less reduction, never a lost state).
 
+use crate::ir::{IOp, InstrKind};
 use crate::lang::ast::Span;
 use crate::state::{
     Access, AsyncRead, BarrierState, Cell, CopyInFlight, CopyKind, Life, NamedBarState, ProxyState, RangeRec, State, Status, ThreadState,
@@ -26,11 +27,25 @@ pub fn symmetry_classes(model: &Model) -> Vec<Vec<usize>> {
     let mut classes: Vec<((u16, u32), Vec<usize>)> = Vec::new();
     for (t, info) in p.threads.iter().enumerate() {
         let role = &p.roles[info.role as usize];
-        let identity = role.code.instrs.iter().any(|i| i.reads_identity());
+        let identity = role.code.instrs.iter().any(|i| i.reads_identity_in(role.uniform));
         if identity {
             continue;
         }
-        let key = (info.role, info.warp);
+        // The agents of a uniform role are whole warps, each alone in its warp: its election
+        // always picks it and nothing warp-level tells the warps apart unless the role commits
+        // (the per-warp commit logs), so they are interchangeable across warps, as whole warps
+        // of lanes running identity-free code are in the expanded model.
+        let whole_warps = role.uniform
+            && !role.code.instrs.iter().any(|i| {
+                matches!(
+                    i.kind,
+                    InstrKind::Op {
+                        op: IOp::Commit { .. },
+                        ..
+                    }
+                )
+            });
+        let key = (info.role, if whole_warps { u32::MAX } else { info.warp });
         match classes.iter_mut().find(|(k, _)| *k == key) {
             Some((_, members)) => members.push(t),
             None => classes.push((key, vec![t])),

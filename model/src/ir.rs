@@ -65,7 +65,11 @@ pub struct VarInfo {
 #[derive(Clone, Debug)]
 pub struct RoleInfo {
     pub name: String,
+    /// Threads (lanes) of the role, as `ROLE.count` says; a uniform role has fewer agents.
     pub count: u32,
+    /// Declared `uniform`: one agent per warp, each step counting for the warp's lanes
+    /// (crate::uniform).
+    pub uniform: bool,
     pub first_gtid: u32,
     pub code: Code,
 }
@@ -86,6 +90,9 @@ pub struct Code {
     pub local_names: Vec<String>,
     /// The code has a `while` loop: a thread may spin in it (docs/model.md, "Loops").
     pub has_while: bool,
+    /// A uniform role's elected blocks (`if e == 1 { ... }` after `let e = elect()`), as pc
+    /// ranges `start..end`: only the elected lane runs them, so their steps count once.
+    pub elected: Vec<(u32, u32)>,
 }
 
 #[derive(Clone, Debug)]
@@ -526,7 +533,14 @@ impl Instr {
     /// or `warp`, or it is an `elect()` (the elected lane differs from the others). Threads whose
     /// code has such an instruction are not interchangeable (crate::canon).
     pub fn reads_identity(&self) -> bool {
-        let mut found = matches!(self.kind, InstrKind::Elect { .. } | InstrKind::SyncWarpMask { .. });
+        self.reads_identity_in(false)
+    }
+
+    /// `reads_identity` in a role that is `uniform` or not: an agent of a uniform role is alone
+    /// in its warp, so its `elect()` always elects it and its `syncwarp(mask)` names the whole
+    /// warp (crate::uniform checks both): neither tells its agents apart.
+    pub fn reads_identity_in(&self, uniform: bool) -> bool {
+        let mut found = !uniform && matches!(self.kind, InstrKind::Elect { .. } | InstrKind::SyncWarpMask { .. });
         self.exprs(&mut |e| found |= e.reads_identity());
         found
     }
@@ -562,9 +576,25 @@ impl Protocol {
         &self.roles[self.threads[thread].role as usize].code
     }
 
-    /// `producer#0` style label for a thread.
+    /// `producer#0` style label for a thread; `consumer.w1 (x32 lanes)` for an agent of a
+    /// uniform role (its warp within the role, and how many lanes it stands for).
     pub fn thread_label(&self, thread: usize) -> String {
         let t = &self.threads[thread];
-        format!("{}#{}", self.roles[t.role as usize].name, t.tid)
+        let role = &self.roles[t.role as usize];
+        if role.uniform {
+            let ws = self.warp_size;
+            return format!("{}.w{} (x{ws} lanes)", role.name, t.tid / ws);
+        }
+        format!("{}#{}", role.name, t.tid)
+    }
+
+    /// How many lanes take part when `thread` executes the instruction at `pc`: the warp's
+    /// lanes for an agent of a uniform role outside its elected blocks, else 1.
+    pub fn lanes_at(&self, thread: usize, pc: u32) -> i64 {
+        let role = &self.roles[self.threads[thread].role as usize];
+        if !role.uniform || role.code.elected.iter().any(|&(lo, hi)| lo <= pc && pc < hi) {
+            return 1;
+        }
+        self.warp_size as i64
     }
 }

@@ -16,6 +16,7 @@ pub mod selfcheck;
 pub mod spec;
 pub mod state;
 pub mod step;
+pub mod uniform;
 
 pub mod api;
 pub mod canon;

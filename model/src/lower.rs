@@ -161,14 +161,21 @@ pub fn lower(program: &ast::Program, overrides: &[(String, i64)]) -> Result<Prot
             // Whole warps: the role starts at a warp boundary (the lanes skipped are not modelled).
             gtid = gtid.div_ceil(warp_size) * warp_size;
         }
-        let code = CodeBuilder::build(&env, &r.name.name, &r.body, true)?;
+        let mut code = CodeBuilder::build(&env, &r.name.name, &r.body, true)?;
+        if r.uniform {
+            crate::uniform::analyse(&r.name.name, &mut code, warp_size)?;
+        }
         roles.push(RoleInfo {
             name: r.name.name.clone(),
             count,
+            uniform: r.uniform,
             first_gtid: gtid,
             code,
         });
-        for tid in 0..count {
+        // A uniform role's agents are its warps' first lanes; the others are what the agent's
+        // multiplicity stands for (they still count in `gtid` and `ROLE.count`).
+        let stride = if r.uniform { warp_size } else { 1 };
+        for tid in (0..count).step_by(stride as usize) {
             threads.push(ThreadInfo {
                 role: index16(ri, "roles", r.name.span)?,
                 tid,
@@ -176,7 +183,7 @@ pub fn lower(program: &ast::Program, overrides: &[(String, i64)]) -> Result<Prot
                 lane: gtid % warp_size,
                 warp: gtid / warp_size,
             });
-            gtid += 1;
+            gtid += stride;
         }
     }
     if threads.len() > 512 {
@@ -371,6 +378,7 @@ impl<'a> CodeBuilder<'a> {
             instrs: b.instrs,
             local_names: b.local_names,
             has_while: b.has_while,
+            elected: Vec::new(),
         })
     }
 

@@ -14,6 +14,7 @@ mod issue13;
 pub use issue13::NAMED_BARRIERS;
 /// The async proxy (issue 13).
 mod proxy;
+mod uniform;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -1116,6 +1117,10 @@ impl<'m> Exec<'m> {
             }
             InstrKind::SetVar { var, expr } => {
                 if let Ok(v) = self.eval(expr) {
+                    let lanes = self.p().lanes_at(t, self.s.threads[t].pc);
+                    if lanes > 1 {
+                        self.lanes_race(lanes, false, *var as usize);
+                    }
                     let _ = self.write_var(*var as usize, v);
                 }
             }
@@ -1133,7 +1138,7 @@ impl<'m> Exec<'m> {
                 }
             }
             InstrKind::Op { op, result } => {
-                if let Ok(Some(v)) = self.op(op) {
+                if let Ok(Some(v)) = self.op_lanes(t, op) {
                     if let Some(slot) = result {
                         self.s.threads[t].locals[*slot as usize] = v;
                     }

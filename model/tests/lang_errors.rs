@@ -131,6 +131,19 @@ fn e011_repeated_header_or_attribute() {
 }
 
 #[test]
+fn e012_uniform_on_a_role_counted_in_threads() {
+    let m = rejects(
+        "protocol p\nbarrier b count 4\nrole w[4] uniform {\n  arrive(b)\n}\n",
+        "E012",
+        3,
+        11,
+    );
+    assert!(m.contains("`role w warps N uniform"), "{m}");
+    // On whole-warp roles it is accepted, and only there.
+    assert!(parse("protocol p\nrole w warps 1 uniform {\n  work\n}\nrole v warpgroups 1 uniform {\n  work\n}\n").is_ok());
+}
+
+#[test]
 fn e020_duplicate_declaration() {
     let m = rejects(
         "protocol p\nbarrier b count 1\nbuffer b bytes 4\nrole w[1] { work }\n",

@@ -220,12 +220,14 @@ fn item() -> impl Strategy<Value = Item> {
             name(),
             expr(),
             prop::sample::select(vec![RoleUnit::Threads, RoleUnit::Warps, RoleUnit::Warpgroups]),
+            any::<bool>(),
             body()
         )
-            .prop_map(|(n, count, unit, body)| Item::Role(RoleDecl {
+            .prop_map(|(n, count, unit, uniform, body)| Item::Role(RoleDecl {
                 name: ident(n),
                 count,
                 unit,
+                uniform: uniform && unit != RoleUnit::Threads,
                 body,
                 span: Span::default()
             })),

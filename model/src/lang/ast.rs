@@ -126,6 +126,9 @@ pub struct RoleDecl {
     /// In units of `unit`.
     pub count: Expr,
     pub unit: RoleUnit,
+    /// `role r warps N uniform { ... }`: every warp of the role runs as one agent whose steps
+    /// count for all its lanes (docs/model.md, "Warp-uniform roles"). Only whole-warp roles.
+    pub uniform: bool,
     pub body: Block,
     pub span: Span,
 }

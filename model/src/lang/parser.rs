@@ -699,12 +699,27 @@ impl Parser {
             self.expect_tok(Tok::RBracket, "to close the role's thread count")?;
             count
         };
+        let uniform = self.is_word("uniform");
+        if uniform {
+            let at = self.bump().span;
+            if unit == RoleUnit::Threads {
+                return Err(err(
+                    "E012",
+                    at,
+                    format!(
+                        "only a role laid out by whole warps can be `uniform` (one agent per warp); write `role {} warps N uniform {{ ... }}` or `warpgroups N uniform`, or drop `uniform`",
+                        name.name
+                    ),
+                ));
+            }
+        }
         let body = self.block()?;
         let span = self.since(start);
         Ok(RoleDecl {
             name,
             count,
             unit,
+            uniform,
             body,
             span,
         })

@@ -207,6 +207,9 @@ fn item_to(out: &mut String, item: &Item, c: &mut Comments) {
                 RoleUnit::Warps => write!(out, "role {} warps {} ", d.name.name, expr(&d.count)),
                 RoleUnit::Warpgroups => write!(out, "role {} warpgroups {} ", d.name.name, expr(&d.count)),
             };
+            if d.uniform {
+                out.push_str("uniform ");
+            }
             block_to(out, &d.body, 0, c);
         }
         Item::Function(d) => {
@@ -522,6 +525,7 @@ pub fn strip_spans(p: &Program) -> Program {
                     name: id(&d.name),
                     count: se(&d.count),
                     unit: d.unit,
+                    uniform: d.uniform,
                     body: sb(&d.body),
                     span: z,
                 }),

@@ -96,6 +96,14 @@ pub struct RunResult {
 /// have; directed runs also leave out `syncthreads`/`syncwarp` (a model step there is not one
 /// thread's step).
 pub fn supported(proto: &Protocol, directed: bool) -> Result<(), Unsupported> {
+    if let Some(r) = proto.roles.iter().find(|r| r.uniform) {
+        // One model thread stands for a warp's lanes there; this runtime runs one OS thread
+        // per model thread and would make one arrival where the lanes make warp_size.
+        return Err(Unsupported(format!(
+            "role {} is uniform (one thread per warp), which the reference runtime does not run",
+            r.name
+        )));
+    }
     let codes = proto.roles.iter().map(|r| &r.code).chain(proto.completions.iter());
     for code in codes {
         for i in &code.instrs {
