@@ -142,6 +142,7 @@ fn without_footprint(i: &Instr) -> bool {
                 | IOp::WgmmaWait { .. }
                 | IOp::FenceProxyAsync
                 | IOp::FenceMbarrierInit
+                | IOp::Remote { .. }
         ),
         _ => false,
     }
@@ -162,7 +163,10 @@ impl Footprints {
         let barriers = p.barriers.len();
         let buffers = p.buffers.len();
         let objects = barriers + buffers + p.vars.len();
+        // Cluster scope: a CTA's exit conflicts with every later remote access to it, which no
+        // footprint here records: a cluster is expanded in full.
         let applicable = !fine_grained
+            && p.cluster == 1
             && objects <= MAX_OBJECTS
             && p.roles
                 .iter()
@@ -311,7 +315,9 @@ impl Footprints {
             | InstrKind::SyncThreads
             | InstrKind::SyncWarpMask { .. }
             | InstrKind::Elect { .. }
-            | InstrKind::NamedBar { .. } => fp.global = true,
+            | InstrKind::NamedBar { .. }
+            | InstrKind::ClusterArrive { .. }
+            | InstrKind::ClusterWait { .. } => fp.global = true,
             InstrKind::Op { .. } if without_footprint(i) => fp.global = true,
             InstrKind::Op { op, .. } => match op {
                 IOp::Commit { .. } | IOp::Init { .. } => fp.global = true,
