@@ -226,7 +226,12 @@ fn signature(op: &str) -> Sig {
             &["expect", "offset", "bytes", "cta"],
             "`read(BUF)` or `read(BUF, expect = V)`, optionally with `offset = O`, `bytes = N` and `cta = R`",
         ),
-        "write" => (&[Place, Expr], 2, &[], "`write(BUF, V)`"),
+        "write" => (
+            &[Place, Expr],
+            2,
+            &["cta"],
+            "`write(BUF, V)`, optionally with `cta = R` (a DSMEM write into CTA R's BUF)",
+        ),
         "init" => (&[Place, Expr], 1, &[], "`init(B)` or `init(B, COUNT)`"),
         "inval" => (&[Place], 1, &[], "`inval(B)`"),
         "commit" => (&[Place], 1, &[], "`commit(B)`"),

@@ -99,6 +99,7 @@ impl Exec<'_> {
                 let what = match op {
                     IOp::Arrive { .. } => "arrives on a barrier of",
                     IOp::Read { .. } | IOp::ReadPart { .. } => "reads the shared memory of",
+                    IOp::Write { .. } => "writes the shared memory of",
                     _ => "copies into the shared memory of",
                 };
                 self.fail(
