@@ -128,3 +128,16 @@ fn the_front_end_rejects_bad_clusters_with_their_codes() {
     assert_eq!(c, 2, "{out}");
     assert!(out.contains("error[E030]"), "{out}");
 }
+
+#[test]
+fn a_remote_arrive_yields_no_token() {
+    let (c, out) = check(
+        "remote_token",
+        "protocol p\ncluster 2\nbarrier b count 1\nrole w[1] { let t = arrive(b, cta = 1) }\n",
+    );
+    assert_eq!(c, 2, "{out}");
+    assert!(
+        out.contains("error[E027]: `arrive` with `cta = ...` yields no value to store in `t`"),
+        "{out}"
+    );
+}

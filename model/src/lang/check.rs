@@ -524,6 +524,17 @@ impl Checker {
             Value::Expr(e) => self.expr(e),
             Value::Op(op) => {
                 self.op(op)?;
+                if let OpKind::Remote { target: to, .. } = &op.kind {
+                    return Err(err(
+                        "E027",
+                        op.span,
+                        format!(
+                            "`{}` with `{} = ...` yields no value to store in `{target}`: an operation on another CTA returns no token (PTX's `.shared::cluster` arrive has none); write it as a statement on its own",
+                            op.kind.keyword(),
+                            to.arg_name()
+                        ),
+                    ));
+                }
                 if !op.kind.yields_value() {
                     return Err(err(
                         "E027",
