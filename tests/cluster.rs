@@ -141,3 +141,16 @@ fn a_remote_arrive_yields_no_token() {
         "{out}"
     );
 }
+
+#[test]
+fn a_remote_arrive_expect_tx_announces_the_bytes_on_the_peers_barrier() {
+    // CTA 1 announces the bytes of the copy CTA 0 issues into its own tile: the copy may land
+    // before the announcement (the tx-count dips below zero), and the phase still completes only
+    // with both.
+    let (c, out) = check(
+        "remote_expect_tx",
+        "protocol p\nexpect holds\ncluster 2\nbarrier full count 1\nbuffer t bytes 64\nrole w[1] {\n  cluster_sync()\n  if cta == 1 {\n    arrive_expect_tx(full, 64, cta = 0)\n  } else {\n    copy_async(t, full)\n    wait_parity(full, 0)\n    read(t, expect = 0)\n  }\n}\n",
+    );
+    assert_eq!(c, 0, "{out}");
+    assert!(out.contains("verdict: holds"), "{out}");
+}

@@ -199,7 +199,12 @@ fn signature(op: &str) -> Sig {
             &["cta"],
             "`arrive(B)` or `arrive(B, n)`, optionally with `cta = R` (a remote arrive on CTA R's B)",
         ),
-        "arrive_expect_tx" => (&[Place, Expr], 2, &[], "`arrive_expect_tx(B, BYTES)`"),
+        "arrive_expect_tx" => (
+            &[Place, Expr],
+            2,
+            &["cta"],
+            "`arrive_expect_tx(B, BYTES)`, optionally with `cta = R` (on CTA R's B)",
+        ),
         "wait" => (&[Place, Expr], 2, &[], "`wait(B, token)`"),
         "wait_parity" => (&[Place, Expr], 2, &[], "`wait_parity(B, parity)`"),
         "try_wait" => (&[Place, Expr], 2, &[], "`try_wait(B, token)`"),
