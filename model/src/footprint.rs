@@ -123,12 +123,13 @@ fn is_collective(i: &Instr) -> bool {
     )
 }
 
-/// Issue 13's named barriers, cp.async arrive-ons, partial copies and reads, and the async
-/// proxy have no footprints here yet: a protocol with any of them is expanded in full (their
+/// Issue 13's named barriers, cp.async arrive-ons, partial copies and reads, the async proxy
+/// and cluster scope have no footprints here yet: a protocol with any of them is expanded in full (their
 /// steps count as touching everything, should one reach `instr`).
 fn without_footprint(i: &Instr) -> bool {
     match &i.kind {
-        InstrKind::NamedBar { .. } => true,
+        // Cluster scope: the cluster barrier is a collective like syncthreads, across CTAs.
+        InstrKind::NamedBar { .. } | InstrKind::ClusterArrive { .. } | InstrKind::ClusterWait { .. } => true,
         InstrKind::Op { op, .. } => matches!(
             op,
             IOp::CpAsync { .. }
