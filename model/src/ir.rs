@@ -71,6 +71,7 @@ pub struct VarInfo {
 pub struct RoleInfo {
     pub name: String,
     pub count: u32,
+    /// The `gtid` of its first thread, in the model's numbering (`ThreadInfo::gtid`).
     pub first_gtid: u32,
     pub code: Code,
 }

@@ -197,7 +197,7 @@ pub fn lower(program: &ast::Program, overrides: &[(String, i64)]) -> Result<Prot
             roles.push(RoleInfo {
                 name: cta_name(cluster, cta, &r.name.name),
                 count,
-                first_gtid: layout[ri],
+                first_gtid: at.gtid_base + layout[ri],
                 code,
             });
             for tid in 0..count {

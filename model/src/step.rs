@@ -301,12 +301,8 @@ impl Model {
         let mut m = Model {
             tracks_path: roles_with_commit(&proto),
             tracks_proxy: proxy::uses_async_proxy(&proto),
-            tracks_named: proto.roles.iter().any(|r| {
-                r.code
-                    .instrs
-                    .iter()
-                    .any(|i| matches!(i.kind, InstrKind::NamedBar { .. }) || r.code.cluster_slot.is_some())
-            }),
+            // The named barriers, or the cluster barrier, which shares their state component.
+            tracks_named: issue13::named_len(&proto) > 0,
             proto,
             fine_grained: false,
             mutant: None,
