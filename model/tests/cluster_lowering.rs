@@ -42,7 +42,8 @@ fn threads_are_numbered_cta_by_cta_in_whole_warps() {
 
 #[test]
 fn cluster_one_lowers_exactly_as_no_cluster_line() {
-    let plain = parse_spec("c", &format!("protocol c\n{BODY}"), &[]).unwrap().proto;
+    // A comment as long as the `cluster 1` line keeps every span the same.
+    let plain = parse_spec("c", &format!("protocol c\n// ------\n{BODY}"), &[]).unwrap().proto;
     let one = parse_spec("c", &format!("protocol c\ncluster 1\n{BODY}"), &[]).unwrap().proto;
     assert_eq!(format!("{plain:?}"), format!("{one:?}"));
     assert_eq!(plain.cluster, 1);
