@@ -661,6 +661,14 @@ pub fn local_cpp(code: &Code, slot: u16) -> String {
     Gen::local_name(code, slot)
 }
 
+/// Cluster scope (issue 13 item 9) is checked by the model only: the harness launches one CTA
+/// per execution, with no cluster dimension.
+fn not_clustered() -> NotExpressible {
+    NotExpressible(
+        "cluster scope (`cluster N`, remote and multicast operations, the cluster barrier): the harness launches one CTA per execution, without a cluster dimension".into(),
+    )
+}
+
 pub fn generate(p: &Protocol, source: &str, backend: Backend, index: usize) -> Result<Kernel, NotExpressible> {
     generate_form(p, source, backend, index, false)
 }
@@ -680,6 +688,9 @@ fn generate_form(p: &Protocol, source: &str, backend: Backend, index: usize, hw_
     }
     if p.threads.is_empty() {
         return Err(NotExpressible("the protocol has no threads".into()));
+    }
+    if p.cluster > 1 {
+        return Err(not_clustered());
     }
     // Model thread (warp w, lane l) -> threadIdx.x = 32 w + l: model warps are hardware warps.
     let hw_index = |t: &ThreadInfo| {
@@ -1424,6 +1435,7 @@ impl<'a> Gen<'a> {
                 InstrKind::NamedBar { .. } => {
                     return Err(NotExpressible("named barriers (bar.sync) cannot be bounded by time".into()));
                 }
+                InstrKind::ClusterArrive { .. } | InstrKind::ClusterWait { .. } => return Err(not_clustered()),
                 InstrKind::TokenCheck { origin, index, .. } => {
                     // Issue 13: the model's check that a token is waited on at the array element
                     // it came from (an assertion there).
@@ -1609,6 +1621,7 @@ impl<'a> Gen<'a> {
             None => format!("(void)({v});"),
         };
         match op {
+            IOp::Remote { .. } => return Err(not_clustered()),
             IOp::Arrive { bar, n, drop, expect_tx } => {
                 let (b, chk) = self.place(code, bar, true);
                 if let Some(c) = chk {

@@ -78,6 +78,7 @@ fn status_word(s: Status) -> u32 {
         Status::Done => 3,
         Status::AtNamedBar => 4,
         Status::AtNamedWait => 5,
+        Status::AtClusterWait => 6,
     }
 }
 
@@ -557,7 +558,9 @@ impl Model {
                 for nb in s.named.iter() {
                     put_i64(w, nb.count);
                     put_i64(w, nb.arrived);
-                    if nb.count != 0 {
+                    // An idle entry has no history (the cluster barrier's current phase has
+                    // arrivals but no count).
+                    if nb.count != 0 || nb.arrived != 0 {
                         w.extend_from_slice(&nb.clock);
                         for &k in nb.known.iter() {
                             put_i64(w, k);
@@ -603,6 +606,7 @@ impl Model {
                     2 => Status::AtSyncThreads,
                     4 => Status::AtNamedBar,
                     5 => Status::AtNamedWait,
+                    6 => Status::AtClusterWait,
                     _ => Status::Done,
                 };
                 let locals = (0..p.code_of(t).local_names.len()).map(|_| r.i()).collect();
@@ -723,10 +727,10 @@ impl Model {
                 w: it.next().expect("named barriers"),
                 at: 0,
             };
-            (0..crate::step::NAMED_BARRIERS)
+            (0..crate::step::named_len(&self.proto))
                 .map(|_| {
                     let (count, arrived) = (r.i(), r.i());
-                    let (clock, known) = if count != 0 {
+                    let (clock, known) = if count != 0 || arrived != 0 {
                         (r.slice(agents), (0..nb).map(|_| r.i()).collect())
                     } else {
                         (vec![0; agents].into_boxed_slice(), vec![0; nb].into_boxed_slice())

@@ -123,12 +123,13 @@ fn is_collective(i: &Instr) -> bool {
     )
 }
 
-/// Issue 13's named barriers, cp.async arrive-ons, partial copies and reads, and the async
-/// proxy have no footprints here yet: a protocol with any of them is expanded in full (their
+/// Issue 13's named barriers, cp.async arrive-ons, partial copies and reads, the async proxy
+/// and cluster scope have no footprints here yet: a protocol with any of them is expanded in full (their
 /// steps count as touching everything, should one reach `instr`).
 fn without_footprint(i: &Instr) -> bool {
     match &i.kind {
-        InstrKind::NamedBar { .. } => true,
+        // Cluster scope: the cluster barrier is a collective like syncthreads, across CTAs.
+        InstrKind::NamedBar { .. } | InstrKind::ClusterArrive { .. } | InstrKind::ClusterWait { .. } => true,
         InstrKind::Op { op, .. } => matches!(
             op,
             IOp::CpAsync { .. }
@@ -142,6 +143,7 @@ fn without_footprint(i: &Instr) -> bool {
                 | IOp::WgmmaWait { .. }
                 | IOp::FenceProxyAsync
                 | IOp::FenceMbarrierInit
+                | IOp::Remote { .. }
         ),
         _ => false,
     }
@@ -162,7 +164,10 @@ impl Footprints {
         let barriers = p.barriers.len();
         let buffers = p.buffers.len();
         let objects = barriers + buffers + p.vars.len();
+        // Cluster scope: a CTA's exit conflicts with every later remote access to it, which no
+        // footprint here records: a cluster is expanded in full.
         let applicable = !fine_grained
+            && p.cluster == 1
             && objects <= MAX_OBJECTS
             && p.roles
                 .iter()
@@ -311,7 +316,9 @@ impl Footprints {
             | InstrKind::SyncThreads
             | InstrKind::SyncWarpMask { .. }
             | InstrKind::Elect { .. }
-            | InstrKind::NamedBar { .. } => fp.global = true,
+            | InstrKind::NamedBar { .. }
+            | InstrKind::ClusterArrive { .. }
+            | InstrKind::ClusterWait { .. } => fp.global = true,
             InstrKind::Op { .. } if without_footprint(i) => fp.global = true,
             InstrKind::Op { op, .. } => match op {
                 IOp::Commit { .. } | IOp::Init { .. } => fp.global = true,

@@ -19,6 +19,11 @@ pub struct Protocol {
     pub expect: Option<Vec<ViolationKind>>,
     pub expect_given: bool,
     pub warp_size: u32,
+    /// CTAs in the thread-block cluster (`cluster N`; 1 when not given). With N > 1 every table
+    /// below holds N copies, CTA-major: CTA c's copy of barrier group g is group
+    /// `c * barrier_groups.len() / N + g`, and likewise for barriers, buffers, vars, completions
+    /// and roles; threads are numbered CTA by CTA.
+    pub cluster: u32,
     pub barriers: Vec<BarrierInfo>,
     pub barrier_groups: Vec<Group>,
     pub buffers: Vec<BufferInfo>,
@@ -70,6 +75,7 @@ pub struct RoleInfo {
     /// Declared `uniform`: one agent per warp, each step counting for the warp's lanes
     /// (crate::uniform).
     pub uniform: bool,
+    /// The `gtid` of its first thread, in the model's numbering (`ThreadInfo::gtid`).
     pub first_gtid: u32,
     pub code: Code,
 }
@@ -78,9 +84,14 @@ pub struct RoleInfo {
 pub struct ThreadInfo {
     pub role: u16,
     pub tid: u32,
+    /// In a cluster, `gtid` and `warp` number the threads and warps of the whole cluster (CTA c
+    /// starts at `c * Protocol::cta_stride()`), so that no warp spans two CTAs; the language's
+    /// `gtid` and `warp` are lowered to the CTA-local values.
     pub gtid: u32,
     pub lane: u32,
     pub warp: u32,
+    /// The CTA's rank in the cluster (0 without `cluster`).
+    pub cta: u16,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -93,6 +104,11 @@ pub struct Code {
     /// A uniform role's elected blocks (`if e == 1 { ... }` after `let e = elect()`), as pc
     /// ranges `start..end`: only the elected lane runs them, so their steps count once.
     pub elected: Vec<(u32, u32)>,
+    /// Cluster scope: the hidden local that holds the thread's state at the cluster barrier (0:
+    /// not arrived; 1 or 2: arrived on the phase of that mark and not yet waited, step/cluster.rs),
+    /// when the code
+    /// uses `cluster_arrive`/`cluster_wait`/`cluster_sync`.
+    pub cluster_slot: Option<u16>,
 }
 
 #[derive(Clone, Debug)]
@@ -157,6 +173,15 @@ pub enum InstrKind {
         origin: u16,
         index: IExpr,
         group: u16,
+    },
+    /// Cluster scope: `barrier.cluster.arrive.release` (`slot` is the code's `cluster_slot`).
+    ClusterArrive {
+        slot: u16,
+    },
+    /// Cluster scope: `barrier.cluster.wait.acquire`: blocks until the phase the thread arrived
+    /// on completes (every unfinished thread of the cluster arrived).
+    ClusterWait {
+        slot: u16,
     },
 }
 
@@ -383,6 +408,16 @@ pub enum IOp {
     FenceProxyAsync,
     /// `fence_mbarrier_init()`.
     FenceMbarrierInit,
+
+    // ---- Cluster scope (issue 13 item 9) ----
+    /// `op` on the objects of CTA `target` of the cluster (`multicast == false`: a remote
+    /// arrive or a DSMEM read through `mapa`), or on those of every CTA whose bit is set in
+    /// `target` (`multicast`: one copy landing in each, each its own async event).
+    Remote {
+        target: IExpr,
+        multicast: bool,
+        op: Box<IOp>,
+    },
 }
 
 impl IExpr {
@@ -411,11 +446,6 @@ impl IExpr {
 impl Instr {
     /// Every expression the instruction evaluates (operands, indices, targets), outermost ones.
     pub fn exprs(&self, f: &mut dyn FnMut(&IExpr)) {
-        let r = |r: &Ref, f: &mut dyn FnMut(&IExpr)| {
-            if let Some(i) = &r.index {
-                f(i)
-            }
-        };
         match &self.kind {
             InstrKind::SetLocal { expr, .. } | InstrKind::SetVar { expr, .. } => f(expr),
             InstrKind::Branch { cond, .. } => f(cond),
@@ -427,103 +457,121 @@ impl Instr {
             }
             InstrKind::TokenCheck { index, .. } => f(index),
             InstrKind::Jump { .. }
+            | InstrKind::ClusterArrive { .. }
+            | InstrKind::ClusterWait { .. }
             | InstrKind::Return
             | InstrKind::Work
             | InstrKind::SyncWarp
             | InstrKind::SyncThreads
             | InstrKind::Elect { .. } => {}
-            InstrKind::Op { op, .. } => match op {
-                IOp::Arrive { bar, n, expect_tx, .. } => {
-                    r(bar, f);
-                    f(n);
-                    if let Some(e) = expect_tx {
-                        f(e)
-                    }
+            InstrKind::Op { op, .. } => op.exprs(f),
+        }
+    }
+}
+
+impl IOp {
+    /// Every expression the operation evaluates (operands, indices, targets), outermost ones.
+    pub fn exprs(&self, f: &mut dyn FnMut(&IExpr)) {
+        let r = |r: &Ref, f: &mut dyn FnMut(&IExpr)| {
+            if let Some(i) = &r.index {
+                f(i)
+            }
+        };
+        match self {
+            IOp::Arrive { bar, n, expect_tx, .. } => {
+                r(bar, f);
+                f(n);
+                if let Some(e) = expect_tx {
+                    f(e)
                 }
-                IOp::Wait { bar, target, .. } => {
-                    r(bar, f);
-                    f(target.expr())
+            }
+            IOp::Wait { bar, target, .. } => {
+                r(bar, f);
+                f(target.expr())
+            }
+            IOp::ExpectTx { bar, bytes } | IOp::CompleteTx { bar, bytes } => {
+                r(bar, f);
+                f(bytes)
+            }
+            IOp::Copy { buf, bar, bytes, version } => {
+                r(buf, f);
+                r(bar, f);
+                for e in [bytes, version].into_iter().flatten() {
+                    f(e)
                 }
-                IOp::ExpectTx { bar, bytes } | IOp::CompleteTx { bar, bytes } => {
-                    r(bar, f);
-                    f(bytes)
+            }
+            IOp::Read { buf, expect } => {
+                r(buf, f);
+                if let Some(e) = expect {
+                    f(e)
                 }
-                IOp::Copy { buf, bar, bytes, version } => {
-                    r(buf, f);
-                    r(bar, f);
-                    for e in [bytes, version].into_iter().flatten() {
-                        f(e)
-                    }
+            }
+            IOp::Write { buf, version } => {
+                r(buf, f);
+                f(version)
+            }
+            IOp::Init { bar, count } => {
+                r(bar, f);
+                if let Some(e) = count {
+                    f(e)
                 }
-                IOp::Read { buf, expect } => {
-                    r(buf, f);
-                    if let Some(e) = expect {
-                        f(e)
-                    }
+            }
+            IOp::Inval { bar } | IOp::Commit { bar } => r(bar, f),
+            IOp::CpAsyncArrive { bar, .. } => r(bar, f),
+            IOp::CpAsync {
+                buf,
+                offset,
+                bytes,
+                version,
+            } => {
+                r(buf, f);
+                f(offset);
+                f(bytes);
+                if let Some(e) = version {
+                    f(e)
                 }
-                IOp::Write { buf, version } => {
-                    r(buf, f);
-                    f(version)
+            }
+            IOp::CopyPart {
+                buf,
+                bar,
+                offset,
+                bytes,
+                version,
+            } => {
+                r(buf, f);
+                r(bar, f);
+                f(offset);
+                f(bytes);
+                if let Some(e) = version {
+                    f(e)
                 }
-                IOp::Init { bar, count } => {
-                    r(bar, f);
-                    if let Some(e) = count {
-                        f(e)
-                    }
+            }
+            IOp::ReadPart {
+                buf,
+                offset,
+                bytes,
+                expect,
+            } => {
+                r(buf, f);
+                f(offset);
+                f(bytes);
+                if let Some(e) = expect {
+                    f(e)
                 }
-                IOp::Inval { bar } | IOp::Commit { bar } => r(bar, f),
-                IOp::CpAsyncArrive { bar, .. } => r(bar, f),
-                IOp::CpAsync {
-                    buf,
-                    offset,
-                    bytes,
-                    version,
-                } => {
-                    r(buf, f);
-                    f(offset);
-                    f(bytes);
-                    if let Some(e) = version {
-                        f(e)
-                    }
+            }
+            // The async proxy (issue 13).
+            IOp::StoreAsync { buf } => r(buf, f),
+            IOp::Wgmma { bufs } => {
+                for b in bufs {
+                    r(b, f)
                 }
-                IOp::CopyPart {
-                    buf,
-                    bar,
-                    offset,
-                    bytes,
-                    version,
-                } => {
-                    r(buf, f);
-                    r(bar, f);
-                    f(offset);
-                    f(bytes);
-                    if let Some(e) = version {
-                        f(e)
-                    }
-                }
-                IOp::ReadPart {
-                    buf,
-                    offset,
-                    bytes,
-                    expect,
-                } => {
-                    r(buf, f);
-                    f(offset);
-                    f(bytes);
-                    if let Some(e) = expect {
-                        f(e)
-                    }
-                }
-                // The async proxy (issue 13).
-                IOp::StoreAsync { buf } => r(buf, f),
-                IOp::Wgmma { bufs } => {
-                    for b in bufs {
-                        r(b, f)
-                    }
-                }
-                IOp::WaitGroup { n, .. } | IOp::WgmmaWait { n } => f(n),
-                IOp::CommitGroup | IOp::FenceProxyAsync | IOp::FenceMbarrierInit => {}
-            },
+            }
+            IOp::WaitGroup { n, .. } | IOp::WgmmaWait { n } => f(n),
+            IOp::CommitGroup | IOp::FenceProxyAsync | IOp::FenceMbarrierInit => {}
+            IOp::Remote { target, op, .. } => {
+                f(target);
+                op.exprs(f)
+            }
         }
     }
 }
@@ -574,6 +622,25 @@ impl Protocol {
 
     pub fn code_of(&self, thread: usize) -> &Code {
         &self.roles[self.threads[thread].role as usize].code
+    }
+
+    /// Cluster scope: threads per CTA in the model's numbering (`gtid` of CTA c's first thread is
+    /// `c * cta_stride()`): the CTA's threads rounded up to whole warps.
+    pub fn cta_stride(&self) -> u32 {
+        let n = self.threads.len() / self.cluster.max(1) as usize;
+        self.threads[..n]
+            .last()
+            .map_or(0, |t| (t.gtid + 1).div_ceil(self.warp_size) * self.warp_size)
+    }
+
+    /// The CTA that owns barrier `b` (tables are CTA-major).
+    pub fn cta_of_barrier(&self, b: usize) -> usize {
+        b / (self.barriers.len() / self.cluster.max(1) as usize).max(1)
+    }
+
+    /// The CTA that owns buffer `b`.
+    pub fn cta_of_buffer(&self, b: usize) -> usize {
+        b / (self.buffers.len() / self.cluster.max(1) as usize).max(1)
     }
 
     /// `producer#0` style label for a thread; `consumer.w1 (x32 lanes)` for an agent of a

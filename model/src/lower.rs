@@ -51,6 +51,22 @@ pub fn lower(program: &ast::Program, overrides: &[(String, i64)]) -> Result<Prot
         }
         None => 32,
     };
+    // Cluster scope: the CTAs of one cluster (PTX: at most 8 is portable; sm_90 allows 16 with
+    // an opt-in, which the model does not need to explore a protocol).
+    let cluster = match program.cluster() {
+        Some(e) => {
+            let n = const_eval(e, &consts, &HashMap::new())?;
+            if !(1..=8).contains(&n) {
+                return Err(Diagnostic::new(
+                    "E114",
+                    e.span,
+                    format!("cluster is {n}; a cluster has 1 to 8 CTAs (the portable cluster size of sm_90)"),
+                ));
+            }
+            n as u32
+        }
+        None => 1,
+    };
     let mut role_counts: HashMap<String, i64> = HashMap::new();
     for r in program.roles() {
         let n = const_eval(&r.count, &consts, &role_counts)?;
@@ -146,46 +162,91 @@ pub fn lower(program: &ast::Program, overrides: &[(String, i64)]) -> Result<Prot
         vars: &vars,
         buffers: &buffers,
         fns: program.functions().map(|f| (f.name.name.clone(), f)).collect(),
+        cluster,
     };
 
-    let mut completions = Vec::new();
-    for c in program.completions() {
-        completions.push(CodeBuilder::build(&env, &c.name.name, &c.body, false)?);
-    }
-    let mut roles = Vec::new();
-    let mut threads = Vec::new();
+    // The layout of one CTA: each role's first thread in it. Every CTA of a cluster has the
+    // same one; CTA c's threads start `stride` model threads after CTA c - 1's.
+    let mut layout = Vec::new();
     let mut gtid = 0u32;
-    for (ri, r) in program.roles().enumerate() {
-        let count = role_counts[&r.name.name] as u32;
+    for r in program.roles() {
         if r.unit != ast::RoleUnit::Threads {
             // Whole warps: the role starts at a warp boundary (the lanes skipped are not modelled).
             gtid = gtid.div_ceil(warp_size) * warp_size;
         }
-        let mut code = CodeBuilder::build(&env, &r.name.name, &r.body, true)?;
-        if r.uniform {
-            crate::uniform::analyse(&r.name.name, &mut code, warp_size)?;
+        layout.push(gtid);
+        gtid += role_counts[&r.name.name] as u32;
+    }
+    let stride = gtid.div_ceil(warp_size) * warp_size;
+    let role_decls = program.roles().count();
+    let mut completions = Vec::new();
+    let mut roles = Vec::new();
+    let mut threads = Vec::new();
+    for cta in 0..cluster {
+        let at = Cta {
+            rank: cta,
+            gtid_base: cta * stride,
+            warp_base: cta * stride / warp_size,
+        };
+        for c in program.completions() {
+            completions.push(CodeBuilder::build(&env, &cta_name(cluster, cta, &c.name.name), &c.body, false, at)?);
         }
-        roles.push(RoleInfo {
-            name: r.name.name.clone(),
-            count,
-            uniform: r.uniform,
-            first_gtid: gtid,
-            code,
-        });
-        // A uniform role's agents are its warps' first lanes; the others are what the agent's
-        // multiplicity stands for (they still count in `gtid` and `ROLE.count`).
-        let stride = if r.uniform { warp_size } else { 1 };
-        for tid in (0..count).step_by(stride as usize) {
-            threads.push(ThreadInfo {
-                role: index16(ri, "roles", r.name.span)?,
-                tid,
-                gtid,
-                lane: gtid % warp_size,
-                warp: gtid / warp_size,
+        for (ri, r) in program.roles().enumerate() {
+            let count = role_counts[&r.name.name] as u32;
+            let mut code = CodeBuilder::build(&env, &cta_name(cluster, cta, &r.name.name), &r.body, true, at)?;
+            let remote = code.instrs.iter().any(|i| matches!(i.kind, InstrKind::Op { op: IOp::Remote { .. }, .. }));
+            if r.uniform && (cluster > 1 || remote || code.cluster_slot.is_some()) {
+                // The two were built apart: a uniform agent's multiplicity is not yet applied to
+                // remote operations or to the cluster barrier's count.
+                return Err(Diagnostic::new(
+                    "E116",
+                    r.name.span,
+                    format!(
+                        "role `{}` is declared uniform in a protocol with cluster scope; uniform roles are modelled only within one CTA without remote or cluster-barrier operations (drop `uniform`, or model one CTA)",
+                        r.name.name
+                    ),
+                ));
+            }
+            if r.uniform {
+                crate::uniform::analyse(&r.name.name, &mut code, warp_size)?;
+            }
+            roles.push(RoleInfo {
+                name: cta_name(cluster, cta, &r.name.name),
+                count,
+                uniform: r.uniform,
+                first_gtid: at.gtid_base + layout[ri],
+                code,
             });
-            gtid += stride;
+            // A uniform role's agents are its warps' first lanes; the others are what the agent's
+            // multiplicity stands for (they still count in `gtid` and `ROLE.count`).
+            let lanes = if r.uniform { warp_size } else { 1 };
+            for tid in (0..count).step_by(lanes as usize) {
+                let gtid = at.gtid_base + layout[ri] + tid;
+                threads.push(ThreadInfo {
+                    role: index16(cta as usize * role_decls + ri, "roles", r.name.span)?,
+                    tid,
+                    gtid,
+                    lane: gtid % warp_size,
+                    warp: gtid / warp_size,
+                    cta: cta as u16,
+                });
+            }
         }
     }
+    let (barriers, barrier_groups, buffers, buffer_groups, vars) = if cluster == 1 {
+        (barriers, barrier_groups, buffers, buffer_groups, vars)
+    } else {
+        per_cta_tables(
+            cluster,
+            program,
+            &barriers,
+            &barrier_groups,
+            &buffers,
+            &buffer_groups,
+            &vars,
+            program.completions().count(),
+        )?
+    };
     if threads.len() > 512 {
         return Err(Diagnostic::new(
             "E104",
@@ -208,6 +269,7 @@ pub fn lower(program: &ast::Program, overrides: &[(String, i64)]) -> Result<Prot
         expect,
         expect_given,
         warp_size,
+        cluster,
         barriers,
         barrier_groups,
         buffers,
@@ -234,6 +296,82 @@ fn index16(n: usize, what: &str, span: ast::Span) -> Result<u16, Diagnostic> {
             format!("this needs more than {MAX_TABLE} {what}; the model addresses at most {MAX_TABLE} (make the program smaller)"),
         ))
     }
+}
+
+/// A role's or completion's name in the lowered program: `cta1.producer` in a cluster, the
+/// declared name otherwise.
+fn cta_name(cluster: u32, cta: u32, name: &str) -> String {
+    if cluster == 1 {
+        name.to_string()
+    } else {
+        format!("cta{cta}.{name}")
+    }
+}
+
+/// Cluster scope: CTA 0's tables repeated once per CTA (CTA-major), each copy's names prefixed
+/// with its CTA (`cta1.full[0]`) and its barriers' completions pointing at its own CTA's copy of
+/// the completion function.
+#[allow(clippy::type_complexity, clippy::too_many_arguments)]
+fn per_cta_tables(
+    cluster: u32,
+    program: &ast::Program,
+    barriers: &[BarrierInfo],
+    barrier_groups: &[Group],
+    buffers: &[BufferInfo],
+    buffer_groups: &[Group],
+    vars: &[VarInfo],
+    completions: usize,
+) -> Result<(Vec<BarrierInfo>, Vec<Group>, Vec<BufferInfo>, Vec<Group>, Vec<VarInfo>), Diagnostic> {
+    let n = cluster as usize;
+    let span = program.name.span;
+    index16(barriers.len() * n, "barriers", span)?;
+    index16(buffers.len() * n, "buffers", span)?;
+    index16(vars.len() * n, "shared vars", span)?;
+    index16(completions * n, "completion functions", span)?;
+    let groups = |gs: &[Group], per: usize| -> Vec<Group> {
+        (0..n)
+            .flat_map(|c| {
+                gs.iter().map(move |g| Group {
+                    name: format!("cta{c}.{}", g.name),
+                    base: (c * per) as u16 + g.base,
+                    len: g.len,
+                    is_array: g.is_array,
+                })
+            })
+            .collect()
+    };
+    let bars = (0..n)
+        .flat_map(|c| {
+            barriers.iter().map(move |b| BarrierInfo {
+                name: format!("cta{c}.{}", b.name),
+                completion: b.completion.map(|k| (c * completions) as u16 + k),
+                ..b.clone()
+            })
+        })
+        .collect();
+    let bufs = (0..n)
+        .flat_map(|c| {
+            buffers.iter().map(move |b| BufferInfo {
+                name: format!("cta{c}.{}", b.name),
+                bytes: b.bytes,
+            })
+        })
+        .collect();
+    let vs = (0..n)
+        .flat_map(|c| {
+            vars.iter().map(move |v| VarInfo {
+                name: format!("cta{c}.{}", v.name),
+                init: v.init,
+            })
+        })
+        .collect();
+    Ok((
+        bars,
+        groups(barrier_groups, barriers.len()),
+        bufs,
+        groups(buffer_groups, buffers.len()),
+        vs,
+    ))
 }
 
 fn element_name(name: &str, is_array: bool, i: i64) -> String {
@@ -334,11 +472,26 @@ struct Env<'a> {
     buffer_groups: &'a [Group],
     vars: &'a [VarInfo],
     buffers: &'a [BufferInfo],
+    /// CTAs in the cluster. The tables above are one CTA's (CTA 0's, as declared).
+    cluster: u32,
+}
+
+/// Cluster scope: the CTA whose copy of a role or completion is being lowered. Its code names its
+/// own CTA's objects (groups and vars offset by `rank` tables), `cta` is `rank`, and `gtid`/`warp`
+/// are CTA-local (the model numbers threads and warps across the cluster).
+#[derive(Clone, Copy)]
+struct Cta {
+    rank: u32,
+    gtid_base: u32,
+    warp_base: u32,
 }
 
 struct CodeBuilder<'a> {
     env: &'a Env<'a>,
     in_role: bool,
+    cta: Cta,
+    /// The hidden local of the cluster barrier, once the code uses it.
+    cluster_slot: Option<u16>,
     instrs: Vec<Instr>,
     local_names: Vec<String>,
     scopes: Vec<Vec<(String, u16)>>,
@@ -358,10 +511,12 @@ struct CodeBuilder<'a> {
 }
 
 impl<'a> CodeBuilder<'a> {
-    fn build(env: &'a Env<'a>, name: &str, body: &ast::Block, in_role: bool) -> Result<Code, Diagnostic> {
+    fn build(env: &'a Env<'a>, name: &str, body: &ast::Block, in_role: bool, cta: Cta) -> Result<Code, Diagnostic> {
         let mut b = CodeBuilder {
             env,
             in_role,
+            cta,
+            cluster_slot: None,
             instrs: Vec::new(),
             local_names: Vec::new(),
             scopes: vec![Vec::new()],
@@ -379,6 +534,7 @@ impl<'a> CodeBuilder<'a> {
             local_names: b.local_names,
             has_while: b.has_while,
             elected: Vec::new(),
+            cluster_slot: b.cluster_slot,
         })
     }
 
@@ -460,14 +616,16 @@ impl<'a> CodeBuilder<'a> {
                     match value {
                         ast::Value::Expr(e) => {
                             let expr = self.expr(e)?;
-                            self.emit(InstrKind::SetVar { var: var as u16, expr }, s.span);
+                            let var = self.own_var(var);
+                            self.emit(InstrKind::SetVar { var, expr }, s.span);
                         }
                         ast::Value::Op(op) => {
                             let tmp = self.new_local("$result", s.span)?;
                             self.op(op, Some(tmp), s.span)?;
+                            let var = self.own_var(var);
                             self.emit(
                                 InstrKind::SetVar {
-                                    var: var as u16,
+                                    var,
                                     expr: IExpr::Local(tmp),
                                 },
                                 s.span,
@@ -637,6 +795,9 @@ impl<'a> CodeBuilder<'a> {
             self.emit(InstrKind::Elect { slot }, span);
             return Ok(());
         }
+        if self.cluster_op(op, span)? {
+            return Ok(());
+        }
         self.token_origins(op, result, span)?;
         let one = IExpr::Const(1);
         let iop = match &op.kind {
@@ -725,7 +886,7 @@ impl<'a> CodeBuilder<'a> {
                 let bytes_expr = match bytes {
                     Some(e) => self.expr(e)?,
                     None => {
-                        let g = &self.env.buffer_groups[b.group as usize];
+                        let g = self.buffer_group(&b);
                         // The size is the same for every element of a buffer array.
                         IExpr::Const(buffer_bytes_of(self.env, g))
                     }
@@ -762,6 +923,13 @@ impl<'a> CodeBuilder<'a> {
             OpKind::Elect => unreachable!("handled above"),
             // issue 13
             OpKind::BarSync { id, count } | OpKind::BarArrive { id, count } => {
+                if self.env.cluster > 1 {
+                    return Err(Diagnostic::new(
+                        "E115",
+                        span,
+                        format!("`{}` in a cluster of {} CTAs: named barriers are per CTA and the model keeps them only without `cluster` (use mbarriers, or model one CTA)", op.kind.keyword(), self.env.cluster),
+                    ));
+                }
                 let kind = InstrKind::NamedBar {
                     id: self.expr(id)?,
                     count: self.expr(count)?,
@@ -843,9 +1011,69 @@ impl<'a> CodeBuilder<'a> {
             OpKind::WgmmaWait { n } => IOp::WgmmaWait { n: self.expr(n)? },
             OpKind::FenceProxyAsync => IOp::FenceProxyAsync,
             OpKind::FenceMbarrierInit => IOp::FenceMbarrierInit,
+            OpKind::Remote { .. } | OpKind::ClusterArrive | OpKind::ClusterWait | OpKind::ClusterSync => {
+                unreachable!("lowered by cluster_op")
+            }
         };
         self.emit(InstrKind::Op { op: iop, result }, span);
         Ok(())
+    }
+
+    /// Cluster scope: lowers a remote or multicast operation, or a cluster barrier statement;
+    /// false for every other operation.
+    fn cluster_op(&mut self, op: &ast::Op, span: ast::Span) -> Result<bool, Diagnostic> {
+        match &op.kind {
+            OpKind::Remote { target, op: inner } => {
+                let target_expr = self.expr(target.expr())?;
+                // The operation is lowered as for the own CTA (one instruction: remote ops are
+                // arrive, read and copy_async, none of which expands), then aimed at the target.
+                let at = self.instrs.len();
+                self.op(inner, None, span)?;
+                let Some(InstrKind::Op { op: own, .. }) = self.instrs.get_mut(at).map(|i| &mut i.kind) else {
+                    unreachable!("a remote operation lowers to one operation");
+                };
+                let own = std::mem::replace(own, IOp::FenceProxyAsync);
+                self.instrs[at].kind = InstrKind::Op {
+                    op: IOp::Remote {
+                        target: target_expr,
+                        multicast: matches!(target, ast::ClusterTarget::Multicast(_)),
+                        op: Box::new(own),
+                    },
+                    result: None,
+                };
+                Ok(true)
+            }
+            OpKind::ClusterArrive | OpKind::ClusterWait | OpKind::ClusterSync => {
+                let slot = match self.cluster_slot {
+                    Some(s) => s,
+                    None => {
+                        let s = self.new_local("$cluster", span)?;
+                        self.cluster_slot = Some(s);
+                        s
+                    }
+                };
+                if !matches!(op.kind, OpKind::ClusterWait) {
+                    self.emit(InstrKind::ClusterArrive { slot }, span);
+                }
+                if !matches!(op.kind, OpKind::ClusterArrive) {
+                    self.emit(InstrKind::ClusterWait { slot }, span);
+                }
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    /// Cluster scope: the lowered index of declared var `v` in this code's CTA.
+    fn own_var(&self, v: usize) -> u16 {
+        (self.cta.rank as usize * self.env.vars.len() + v) as u16
+    }
+
+    /// The declared (CTA 0) group of a lowered buffer reference: the sizes are the same in every
+    /// CTA.
+    fn buffer_group(&self, r: &Ref) -> &'a Group {
+        let groups = self.env.buffer_groups;
+        &groups[r.group as usize % groups.len()]
     }
 
     /// Issue 13: tokens of barrier-array elements. An arrival into a local records the element's
@@ -911,7 +1139,7 @@ impl<'a> CodeBuilder<'a> {
     /// Issue 13: the byte range `offset .. offset + bytes` of a partial access; the offset
     /// defaults to 0 and the size to the rest of the buffer.
     fn byte_range(&mut self, b: &Ref, offset: Option<&ast::Expr>, bytes: Option<&ast::Expr>) -> Result<(IExpr, IExpr), Diagnostic> {
-        let size = buffer_bytes_of(self.env, &self.env.buffer_groups[b.group as usize]);
+        let size = buffer_bytes_of(self.env, self.buffer_group(b));
         let offset = match offset {
             Some(e) => self.expr(e)?,
             None => IExpr::Const(0),
@@ -950,7 +1178,11 @@ impl<'a> CodeBuilder<'a> {
             };
             return Err(Diagnostic::new("E109", p.span, msg));
         }
-        Ok(Ref { group: g as u16, index })
+        // Cluster scope: this CTA's copy of the group.
+        Ok(Ref {
+            group: (self.cta.rank as usize * groups.len() + g) as u16,
+            index,
+        })
     }
 
     fn bar(&mut self, p: &ast::Place) -> Result<Ref, Diagnostic> {
@@ -972,15 +1204,17 @@ impl<'a> CodeBuilder<'a> {
                 } else if let Some(v) = self.env.consts.get(n) {
                     IExpr::Const(*v)
                 } else if let Some(v) = self.env.vars.iter().position(|v| &v.name == n) {
-                    IExpr::Var(v as u16)
+                    IExpr::Var(self.own_var(v))
                 } else if self.in_role && n == "tid" {
                     IExpr::Tid
                 } else if self.in_role && n == "gtid" {
-                    IExpr::Gtid
+                    cta_local(IExpr::Gtid, self.cta.gtid_base)
                 } else if self.in_role && n == "lane" {
                     IExpr::Lane
                 } else if self.in_role && n == "warp" {
-                    IExpr::Warp
+                    cta_local(IExpr::Warp, self.cta.warp_base)
+                } else if self.in_role && n == "cta" {
+                    IExpr::Const(self.cta.rank as i64)
                 } else {
                     return Err(Diagnostic::new(
                         "E110",
@@ -1017,6 +1251,15 @@ impl<'a> CodeBuilder<'a> {
                 }
             }
         })
+    }
+}
+
+/// `gtid`/`warp` as the CTA sees them: the model's cluster-wide number less the CTA's first.
+fn cta_local(e: IExpr, base: u32) -> IExpr {
+    if base == 0 {
+        e
+    } else {
+        IExpr::Binary(BinOp::Sub, Box::new(e), Box::new(IExpr::Const(base as i64)))
     }
 }
 

@@ -25,7 +25,9 @@ pub struct State {
     /// barrier, divergence signature of the group that made it).
     pub commit_logs: Box<[Vec<(u16, u16, u64)>]>,
     /// Issue 13: the CTA's hardware named barriers (`bar_sync`/`bar_arrive`), ids 0..=15; empty
-    /// when the protocol uses none.
+    /// when the protocol uses none. Cluster scope: when the protocol uses the cluster barrier,
+    /// two more entries follow them, the cluster barrier's current phase and its last completed
+    /// one (`count` = its phase mark, 0 before the first; step/cluster.rs).
     pub named: Box<[NamedBarState]>,
     /// The async proxy (issue 13): asynchronous reads in flight and proxy-fence bookkeeping.
     pub proxy: ProxyState,
@@ -87,6 +89,8 @@ pub enum Status {
     AtNamedBar,
     /// Issue 13: its warp arrived at a `bar_sync`; waiting for the named barrier to complete.
     AtNamedWait,
+    /// Cluster scope: at `cluster_wait`, until the phase it arrived on completes.
+    AtClusterWait,
     Done,
 }
 

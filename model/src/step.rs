@@ -11,7 +11,10 @@ use crate::state::*;
 use crate::ViolationKind as K;
 
 mod issue13;
-pub use issue13::NAMED_BARRIERS;
+pub use issue13::{named_len, NAMED_BARRIERS};
+/// Cluster scope (issue 13 item 9): remote and multicast operations, the cluster barrier, CTAs
+/// exiting under their peers.
+mod cluster;
 /// The async proxy (issue 13).
 mod proxy;
 mod uniform;
@@ -299,10 +302,8 @@ impl Model {
         let mut m = Model {
             tracks_path: roles_with_commit(&proto),
             tracks_proxy: proxy::uses_async_proxy(&proto),
-            tracks_named: proto
-                .roles
-                .iter()
-                .any(|r| r.code.instrs.iter().any(|i| matches!(i.kind, InstrKind::NamedBar { .. }))),
+            // The named barriers, or the cluster barrier, which shares their state component.
+            tracks_named: issue13::named_len(&proto) > 0,
             proto,
             fine_grained: false,
             mutant: None,
@@ -563,6 +564,10 @@ impl Model {
                     if r.wgmma { "wgmma_wait" } else { "wait_group / wait_group_read" }
                 ),
             });
+            return out;
+        }
+        if let Some(v) = self.cluster_lifetime(s) {
+            out.push(v);
             return out;
         }
         for t in 0..s.threads.len() {
@@ -904,6 +909,9 @@ struct Exec<'m> {
     stmt: Span,
     /// Issue 13: the index in `State::copies` of the copy landing in this step.
     land_index: usize,
+    /// Cluster scope: while a remote or multicast operation runs, the CTA whose objects its
+    /// references name.
+    remote: Option<usize>,
 }
 
 type R<T> = Result<T, ()>;
@@ -935,6 +943,7 @@ impl<'m> Exec<'m> {
             cut: false,
             stmt: Span::default(),
             land_index: 0,
+            remote: None,
         }
     }
 
@@ -1003,7 +1012,14 @@ impl<'m> Exec<'m> {
     }
 
     fn group_index(&mut self, r: &Ref, groups: &[Group], locals: Option<&[i64]>) -> R<usize> {
-        let g = &groups[r.group as usize];
+        // Cluster scope: a remote operation names the target CTA's copy of the group.
+        let g = match self.remote {
+            None => &groups[r.group as usize],
+            Some(cta) => {
+                let per = groups.len() / self.p().cluster as usize;
+                &groups[cta * per + r.group as usize % per]
+            }
+        };
         let i = match &r.index {
             None => 0,
             Some(e) => match locals {
@@ -1173,6 +1189,8 @@ impl<'m> Exec<'m> {
                     self.s.threads[t].status = Status::AtNamedBar;
                 }
             }
+            InstrKind::ClusterArrive { slot } => self.cluster_arrive(t, *slot as usize),
+            InstrKind::ClusterWait { slot } => self.cluster_wait(t, *slot as usize),
             // Steps of their own only in the fine-grained model.
             InstrKind::Jump { to } => self.s.threads[t].pc = to.wrapping_sub(1),
             InstrKind::Return => self.s.threads[t].status = Status::Done,
@@ -1187,9 +1205,23 @@ impl<'m> Exec<'m> {
                 return;
             }
             let n = self.s.threads.len();
-            let live: Vec<usize> = (0..n).filter(|&t| self.s.threads[t].status != Status::Done).collect();
-            if !live.is_empty() && live.iter().all(|&t| self.s.threads[t].status == Status::AtSyncThreads) {
-                self.release(&live, "syncthreads");
+            // `syncthreads` is per CTA (a cluster's CTAs pass theirs independently).
+            let mut released_cta = false;
+            for cta in 0..self.p().cluster as u16 {
+                let p = self.p();
+                let live: Vec<usize> = (0..n)
+                    .filter(|&t| p.threads[t].cta == cta && self.s.threads[t].status != Status::Done)
+                    .collect();
+                if !live.is_empty() && live.iter().all(|&t| self.s.threads[t].status == Status::AtSyncThreads) {
+                    self.release(&live, "syncthreads");
+                    released_cta = true;
+                    break;
+                }
+            }
+            if released_cta {
+                continue;
+            }
+            if self.settle_cluster() {
                 continue;
             }
             if self.settle_named() {
@@ -1436,6 +1468,7 @@ impl<'m> Exec<'m> {
             | IOp::WgmmaWait { .. }
             | IOp::FenceProxyAsync
             | IOp::FenceMbarrierInit => self.proxy_op(op, locals),
+            IOp::Remote { target, multicast, op } => self.remote(target, *multicast, op, locals),
             IOp::Wait { bar, target, try_ } => {
                 // A completion function may run with no thread at all (a copy's landing completed
                 // the phase): the misuse is reported before anything asks for the thread.
@@ -1963,6 +1996,8 @@ impl<'m> Exec<'m> {
                 | InstrKind::SyncWarpMask { .. }
                 | InstrKind::Elect { .. }
                 | InstrKind::NamedBar { .. }
+                | InstrKind::ClusterArrive { .. }
+                | InstrKind::ClusterWait { .. }
                 | InstrKind::TokenCheck { .. } => {
                     self.fail(
                         K::CompletionMisuse,

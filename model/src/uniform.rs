@@ -72,6 +72,7 @@ fn op_name(op: &IOp) -> &'static str {
         IOp::WgmmaWait { .. } => "wgmma_wait",
         IOp::FenceProxyAsync => "fence_proxy_async",
         IOp::FenceMbarrierInit => "fence_mbarrier_init",
+        IOp::Remote { op, .. } => op_name(op),
     }
 }
 

@@ -52,7 +52,13 @@ fn record(path: &Path, out: &mut String) -> Result<(), String> {
         r.verdict, r.stats.states, r.stats.transitions, r.stats.matched, r.stats.depth
     );
     for v in &r.violations {
-        let _ = writeln!(out, "  {} after {} steps: {}", v.kind.name(), v.actions.len(), v.message.replace('\n', " / "));
+        let _ = writeln!(
+            out,
+            "  {} after {} steps: {}",
+            v.kind.name(),
+            v.actions.len(),
+            v.message.replace('\n', " / ")
+        );
     }
     Ok(())
 }

@@ -53,6 +53,9 @@ pub struct Program {
 pub enum Item {
     Param(ParamDecl),
     WarpSize(Expr),
+    /// `cluster N`: the protocol runs on a thread-block cluster of N CTAs (1..=8), each with its
+    /// own copy of every role, barrier, buffer and var (docs/language.md, "Clusters").
+    Cluster(Expr),
     Barrier(BarrierDecl),
     Buffer(BufferDecl),
     Var(VarDecl),
@@ -370,6 +373,46 @@ pub enum OpKind {
     /// `fence_mbarrier_init()`: `fence.mbarrier_init.release.cluster`: the thread's earlier
     /// `init`s are visible to the async proxy (a TMA copy's complete_tx).
     FenceMbarrierInit,
+
+    // ---- Cluster scope (issue 13 item 9): sm_90 thread-block clusters ----
+    /// `arrive(B, cta = R)`, `read(BUF, cta = R, ...)`, `copy_async(BUF, B, multicast = MASK)`:
+    /// `op` on the objects of another CTA of the cluster (DSMEM through `mapa`), or a multicast
+    /// copy that lands in every CTA of the mask. `op` is never a `Remote` itself.
+    Remote {
+        target: ClusterTarget,
+        op: Box<Op>,
+    },
+    /// `cluster_arrive()`: `barrier.cluster.arrive.release`.
+    ClusterArrive,
+    /// `cluster_wait()`: `barrier.cluster.wait.acquire`.
+    ClusterWait,
+    /// `cluster_sync()`: both, as `cute::cluster_sync()` does.
+    ClusterSync,
+}
+
+/// Which CTAs a cluster-scope operation reaches.
+#[derive(Clone, Debug)]
+pub enum ClusterTarget {
+    /// `cta = R`: the CTA of rank R.
+    Cta(Expr),
+    /// `multicast = MASK`: every CTA whose bit is set in MASK.
+    Multicast(Expr),
+}
+
+impl ClusterTarget {
+    pub fn expr(&self) -> &Expr {
+        match self {
+            ClusterTarget::Cta(e) | ClusterTarget::Multicast(e) => e,
+        }
+    }
+
+    /// The named argument as written.
+    pub fn arg_name(&self) -> &'static str {
+        match self {
+            ClusterTarget::Cta(_) => "cta",
+            ClusterTarget::Multicast(_) => "multicast",
+        }
+    }
 }
 
 impl OpKind {
@@ -411,6 +454,10 @@ impl OpKind {
             OpKind::WgmmaWait { .. } => "wgmma_wait",
             OpKind::FenceProxyAsync => "fence_proxy_async",
             OpKind::FenceMbarrierInit => "fence_mbarrier_init",
+            OpKind::Remote { op, .. } => op.kind.keyword(),
+            OpKind::ClusterArrive => "cluster_arrive",
+            OpKind::ClusterWait => "cluster_wait",
+            OpKind::ClusterSync => "cluster_sync",
         }
     }
 
@@ -525,6 +572,12 @@ impl Program {
             .iter()
             .filter_map(|i| if let Item::Function(f) = i { Some(f) } else { None })
     }
+    pub fn cluster(&self) -> Option<&Expr> {
+        self.items
+            .iter()
+            .find_map(|i| if let Item::Cluster(e) = i { Some(e) } else { None })
+    }
+
     pub fn warp_size(&self) -> Option<&Expr> {
         self.items
             .iter()

@@ -8,7 +8,7 @@ use super::diag::Diagnostic;
 use std::collections::HashMap;
 
 /// The per-thread names a role body can read.
-pub const BUILTINS: &[&str] = &["tid", "gtid", "lane", "warp"];
+pub const BUILTINS: &[&str] = &["tid", "gtid", "lane", "warp", "cta"];
 
 /// The candidate closest to `name` by edit distance, if it is close enough to be a likely typo
 /// (distance at most 2, and at most half the name's length). Ties go to the earliest candidate.
@@ -183,7 +183,7 @@ impl Checker {
                 Item::Completion(d) => (&d.name, Global::Completion),
                 Item::Role(d) => (&d.name, Global::Role),
                 Item::Function(d) => (&d.name, Global::Function { arity: d.params.len() }),
-                Item::WarpSize(_) => continue,
+                Item::WarpSize(_) | Item::Cluster(_) => continue,
             };
             if BUILTINS.contains(&name.name.as_str()) {
                 return Err(builtin_redeclared(name));
@@ -227,6 +227,7 @@ impl Checker {
         match item {
             Item::Param(d) => self.const_expr(&d.value, "a param's value"),
             Item::WarpSize(e) => self.const_expr(e, "`warp_size`"),
+            Item::Cluster(e) => self.const_expr(e, "`cluster`"),
             Item::Barrier(d) => {
                 if let Some(len) = &d.len {
                     self.const_expr(len, "an array length")?;
@@ -523,6 +524,17 @@ impl Checker {
             Value::Expr(e) => self.expr(e),
             Value::Op(op) => {
                 self.op(op)?;
+                if let OpKind::Remote { target: to, .. } = &op.kind {
+                    return Err(err(
+                        "E027",
+                        op.span,
+                        format!(
+                            "`{}` with `{} = ...` yields no value to store in `{target}`: an operation on another CTA returns no token (PTX's `.shared::cluster` arrive has none); write it as a statement on its own",
+                            op.kind.keyword(),
+                            to.arg_name()
+                        ),
+                    ));
+                }
                 if !op.kind.yields_value() {
                     return Err(err(
                         "E027",
@@ -802,6 +814,20 @@ impl Checker {
             }
             OpKind::WaitGroup { n, .. } | OpKind::WgmmaWait { n } => exprs.push(n),
             OpKind::CommitGroup | OpKind::FenceProxyAsync | OpKind::FenceMbarrierInit => {}
+            // Cluster scope: a completion function runs on no thread of any particular CTA's
+            // program order, so it takes part in no cluster barrier and reaches no peer.
+            OpKind::Remote { .. } | OpKind::ClusterArrive | OpKind::ClusterWait | OpKind::ClusterSync if self.ctx == Ctx::Completion => {
+                return Err(err(
+                    "E030",
+                    op.span,
+                    format!("a completion function runs in no particular thread, so a cluster-scope `{kw}` there has no thread of the cluster to run it; move it into a role body"),
+                ));
+            }
+            OpKind::Remote { target, op } => {
+                self.op(op)?;
+                exprs.push(target.expr());
+            }
+            OpKind::ClusterArrive | OpKind::ClusterWait | OpKind::ClusterSync => {}
         }
         for e in exprs {
             self.expr(e)?;

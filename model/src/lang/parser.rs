@@ -46,6 +46,10 @@ pub const OPS: &[&str] = &[
     "wgmma_wait",
     "fence_proxy_async",
     "fence_mbarrier_init",
+    // Cluster scope (issue 13 item 9).
+    "cluster_arrive",
+    "cluster_wait",
+    "cluster_sync",
 ];
 
 /// Words that cannot name a param, var, barrier, buffer, role, completion or local.
@@ -54,6 +58,7 @@ pub const KEYWORDS: &[&str] = &[
     "expect",
     "param",
     "warp_size",
+    "cluster",
     "barrier",
     "buffer",
     "var",
@@ -188,8 +193,18 @@ struct Sig {
 fn signature(op: &str) -> Sig {
     use Slot::*;
     let (positional, required, named, usage): (&'static [Slot], usize, &'static [&'static str], _) = match op {
-        "arrive" => (&[Place, Expr], 1, &[], "`arrive(B)` or `arrive(B, n)`"),
-        "arrive_expect_tx" => (&[Place, Expr], 2, &[], "`arrive_expect_tx(B, BYTES)`"),
+        "arrive" => (
+            &[Place, Expr],
+            1,
+            &["cta"],
+            "`arrive(B)` or `arrive(B, n)`, optionally with `cta = R` (a remote arrive on CTA R's B)",
+        ),
+        "arrive_expect_tx" => (
+            &[Place, Expr],
+            2,
+            &["cta"],
+            "`arrive_expect_tx(B, BYTES)`, optionally with `cta = R` (on CTA R's B)",
+        ),
         "wait" => (&[Place, Expr], 2, &[], "`wait(B, token)`"),
         "wait_parity" => (&[Place, Expr], 2, &[], "`wait_parity(B, parity)`"),
         "try_wait" => (&[Place, Expr], 2, &[], "`try_wait(B, token)`"),
@@ -201,8 +216,8 @@ fn signature(op: &str) -> Sig {
         "copy_async" => (
             &[Place, Place],
             2,
-            &["bytes", "version", "offset"],
-            "`copy_async(BUF, B)`, optionally followed by `bytes = N`, `version = V` and `offset = O`",
+            &["bytes", "version", "offset", "multicast"],
+            "`copy_async(BUF, B)`, optionally followed by `bytes = N`, `version = V`, `offset = O` and `multicast = MASK`",
         ),
         "memcpy_async" => (
             &[Place, Place],
@@ -213,10 +228,15 @@ fn signature(op: &str) -> Sig {
         "read" => (
             &[Place],
             1,
-            &["expect", "offset", "bytes"],
-            "`read(BUF)` or `read(BUF, expect = V)`, optionally with `offset = O` and `bytes = N`",
+            &["expect", "offset", "bytes", "cta"],
+            "`read(BUF)` or `read(BUF, expect = V)`, optionally with `offset = O`, `bytes = N` and `cta = R`",
         ),
-        "write" => (&[Place, Expr], 2, &[], "`write(BUF, V)`"),
+        "write" => (
+            &[Place, Expr],
+            2,
+            &["cta"],
+            "`write(BUF, V)`, optionally with `cta = R` (a DSMEM write into CTA R's BUF)",
+        ),
         "init" => (&[Place, Expr], 1, &[], "`init(B)` or `init(B, COUNT)`"),
         "inval" => (&[Place], 1, &[], "`inval(B)`"),
         "commit" => (&[Place], 1, &[], "`commit(B)`"),
@@ -245,6 +265,9 @@ fn signature(op: &str) -> Sig {
         "wgmma_wait" => (&[Expr], 1, &[], "`wgmma_wait(N)`"),
         "fence_proxy_async" => (&[], 0, &[], "`fence_proxy_async()`"),
         "fence_mbarrier_init" => (&[], 0, &[], "`fence_mbarrier_init()`"),
+        "cluster_arrive" => (&[], 0, &[], "`cluster_arrive()`"),
+        "cluster_wait" => (&[], 0, &[], "`cluster_wait()`"),
+        "cluster_sync" => (&[], 0, &[], "`cluster_sync()`"),
         _ => unreachable!("signature of a non-operation"),
     };
     Sig {
@@ -492,6 +515,14 @@ impl Parser {
                     warp_size_seen = true;
                     items.push(Item::WarpSize(e));
                 }
+                "cluster" => {
+                    self.bump();
+                    let e = self.expr()?;
+                    if items.iter().any(|i| matches!(i, Item::Cluster(_))) {
+                        return Err(err("E011", at, "`cluster` is given twice; keep only one"));
+                    }
+                    items.push(Item::Cluster(e));
+                }
                 "barrier" => items.push(Item::Barrier(self.barrier()?)),
                 "buffer" => items.push(Item::Buffer(self.buffer()?)),
                 "var" => {
@@ -524,7 +555,17 @@ impl Parser {
                     ))
                 }
                 _ => {
-                    let decls = ["param", "warp_size", "barrier", "buffer", "var", "completion", "role", "expect"];
+                    let decls = [
+                        "param",
+                        "warp_size",
+                        "cluster",
+                        "barrier",
+                        "buffer",
+                        "var",
+                        "completion",
+                        "role",
+                        "expect",
+                    ];
                     let hint = match closest(&word, decls.iter().copied()) {
                         Some(d) => format!("; did you mean `{d}`?"),
                         None => " (`param`, `barrier`, `buffer`, `var`, `completion` or `role`)".to_string(),
@@ -1087,6 +1128,14 @@ impl Parser {
                     span,
                 })
             }
+            "cluster_arrive" | "cluster_wait" | "cluster_sync" => {
+                let kind = match kw.as_str() {
+                    "cluster_arrive" => OpKind::ClusterArrive,
+                    "cluster_wait" => OpKind::ClusterWait,
+                    _ => OpKind::ClusterSync,
+                };
+                return Ok(Op { kind, span });
+            }
             _ => {}
         }
         if pos_args.len() < sig.required {
@@ -1120,6 +1169,12 @@ impl Parser {
         };
         let req = |e: Option<Expr>| e.expect("a required argument was counted above");
         let mut take_named = |n: &str| named.iter().position(|(m, _, _)| m == n).map(|i| named.remove(i).1);
+        // Cluster scope: the target is taken first, the operation then built as for the own CTA.
+        let target = match (take_named("cta"), take_named("multicast")) {
+            (Some(r), _) => Some(ClusterTarget::Cta(r)),
+            (None, Some(m)) => Some(ClusterTarget::Multicast(m)),
+            (None, None) => None,
+        };
         let kind = match kw.as_str() {
             "arrive" => OpKind::Arrive {
                 bar: first,
@@ -1229,7 +1284,16 @@ impl Parser {
             "commit" => OpKind::Commit { bar: first },
             _ => unreachable!("every operation word has a case"),
         };
-        Ok(Op { kind, span })
+        Ok(match target {
+            None => Op { kind, span },
+            Some(target) => Op {
+                kind: OpKind::Remote {
+                    target,
+                    op: Box::new(Op { kind, span }),
+                },
+                span,
+            },
+        })
     }
 
     fn place(&mut self, op: &str) -> PResult<Place> {

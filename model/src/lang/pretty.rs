@@ -152,7 +152,7 @@ fn print_program(p: &Program, c: &mut Comments) -> String {
 fn item_span(item: &Item) -> (u32, u32) {
     match item {
         Item::Param(d) => (d.name.span.start, d.value.span.end),
-        Item::WarpSize(e) => (e.span.start, e.span.end),
+        Item::WarpSize(e) | Item::Cluster(e) => (e.span.start, e.span.end),
         Item::Barrier(d) => (d.name.span.start, d.span.end),
         Item::Buffer(d) => (d.name.span.start, d.span.end),
         Item::Var(d) => (d.name.span.start, d.init.span.end),
@@ -181,6 +181,9 @@ fn item_to(out: &mut String, item: &Item, c: &mut Comments) {
         }
         Item::WarpSize(e) => {
             let _ = write!(out, "warp_size {}", expr(e));
+        }
+        Item::Cluster(e) => {
+            let _ = write!(out, "cluster {}", expr(e));
         }
         Item::Barrier(d) => {
             let _ = write!(out, "barrier {}{} count {}", d.name.name, len_suffix(&d.len), expr(&d.count));
@@ -408,6 +411,15 @@ pub fn op_str(op: &Op) -> String {
         OpKind::WgmmaAsync { bufs } => args.extend(bufs.iter().map(place)),
         OpKind::WaitGroup { n, .. } | OpKind::WgmmaWait { n } => args.push(expr(n)),
         OpKind::CommitGroup | OpKind::FenceProxyAsync | OpKind::FenceMbarrierInit => {}
+        // Cluster scope: the operation as written for the own CTA, plus its target.
+        OpKind::Remote { target, op } => {
+            let inner = op_str(op);
+            let open = inner.find('(').map_or(inner.len(), |i| i + 1);
+            let body = &inner[open..inner.len().saturating_sub(1)];
+            args.extend((!body.is_empty()).then(|| body.to_string()));
+            args.push(format!("{} = {}", target.arg_name(), expr(target.expr())));
+        }
+        OpKind::ClusterArrive | OpKind::ClusterWait | OpKind::ClusterSync => {}
     }
     format!("{}({})", op.kind.keyword(), args.join(", "))
 }
@@ -493,6 +505,7 @@ pub fn strip_spans(p: &Program) -> Program {
                     value: se(&d.value),
                 }),
                 Item::WarpSize(e) => Item::WarpSize(se(e)),
+                Item::Cluster(e) => Item::Cluster(se(e)),
                 Item::Barrier(d) => Item::Barrier(BarrierDecl {
                     name: id(&d.name),
                     len: d.len.as_ref().map(se),
@@ -697,6 +710,16 @@ fn so(op: &Op) -> Op {
         OpKind::CommitGroup => OpKind::CommitGroup,
         OpKind::FenceProxyAsync => OpKind::FenceProxyAsync,
         OpKind::FenceMbarrierInit => OpKind::FenceMbarrierInit,
+        OpKind::Remote { target, op } => OpKind::Remote {
+            target: match target {
+                ClusterTarget::Cta(e) => ClusterTarget::Cta(se(e)),
+                ClusterTarget::Multicast(e) => ClusterTarget::Multicast(se(e)),
+            },
+            op: Box::new(so(op)),
+        },
+        OpKind::ClusterArrive => OpKind::ClusterArrive,
+        OpKind::ClusterWait => OpKind::ClusterWait,
+        OpKind::ClusterSync => OpKind::ClusterSync,
     };
     Op {
         kind,

@@ -12,15 +12,21 @@ pub const NAMED_BARRIERS: usize = 16;
 
 /// The named barriers of a fresh state: sixteen idle ones when the protocol uses any, else none.
 pub(super) fn initial_named(p: &Protocol, agents: usize) -> Box<[NamedBarState]> {
+    (0..named_len(p)).map(|_| idle_named(agents, p.barriers.len())).collect()
+}
+
+/// Entries of `State::named`: the sixteen named barriers when the protocol uses any, then the
+/// cluster barrier's two when it uses that (step/cluster.rs).
+pub fn named_len(p: &Protocol) -> usize {
     let uses = p
         .roles
         .iter()
         .any(|r| r.code.instrs.iter().any(|i| matches!(i.kind, InstrKind::NamedBar { .. })));
-    let n = if uses { NAMED_BARRIERS } else { 0 };
-    (0..n).map(|_| idle_named(agents, p.barriers.len())).collect()
+    let cluster = p.roles.iter().any(|r| r.code.cluster_slot.is_some());
+    (if uses { NAMED_BARRIERS } else { 0 }) + if cluster { 2 } else { 0 }
 }
 
-fn idle_named(agents: usize, barriers: usize) -> NamedBarState {
+pub(super) fn idle_named(agents: usize, barriers: usize) -> NamedBarState {
     NamedBarState {
         count: 0,
         arrived: 0,

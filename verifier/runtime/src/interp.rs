@@ -104,6 +104,9 @@ pub fn supported(proto: &Protocol, directed: bool) -> Result<(), Unsupported> {
             r.name
         )));
     }
+    if proto.cluster > 1 {
+        return Err(Unsupported("cluster scope (`cluster N`) is not in the reference runtime".into()));
+    }
     let codes = proto.roles.iter().map(|r| &r.code).chain(proto.completions.iter());
     for code in codes {
         for i in &code.instrs {
@@ -119,6 +122,15 @@ pub fn supported(proto: &Protocol, directed: bool) -> Result<(), Unsupported> {
                 }
                 // Issue 13.
                 InstrKind::NamedBar { .. } => return Err(Unsupported("named barriers are not in the reference runtime".into())),
+                InstrKind::ClusterArrive { .. }
+                | InstrKind::ClusterWait { .. }
+                | InstrKind::Op {
+                    op: IOp::Remote { .. }, ..
+                } => {
+                    return Err(Unsupported(
+                        "cluster scope (the cluster barrier, remote and multicast operations) is not in the reference runtime".into(),
+                    ))
+                }
                 InstrKind::TokenCheck { .. } => {
                     return Err(Unsupported(
                         "token checks of barrier-array elements are not in the reference runtime".into(),
@@ -698,9 +710,12 @@ impl World {
                 }
                 InstrKind::Return => break Ok(()),
                 InstrKind::Work => spin_hint(),
-                InstrKind::SyncWarpMask { .. } | InstrKind::Elect { .. } | InstrKind::NamedBar { .. } | InstrKind::TokenCheck { .. } => {
-                    break Err(Stop::Ub(Ub::new(ViolationKind::Assertion, "refused by `supported`")))
-                }
+                InstrKind::SyncWarpMask { .. }
+                | InstrKind::Elect { .. }
+                | InstrKind::NamedBar { .. }
+                | InstrKind::TokenCheck { .. }
+                | InstrKind::ClusterArrive { .. }
+                | InstrKind::ClusterWait { .. } => break Err(Stop::Ub(Ub::new(ViolationKind::Assertion, "refused by `supported`"))),
                 InstrKind::SyncWarp | InstrKind::SyncThreads => {
                     let Some(me) = ctx.me else {
                         break Err(Stop::Ub(Ub::new(
@@ -839,7 +854,7 @@ impl World {
 
     fn op(&self, op: &IOp, ctx: &mut Ctx, rec: Option<Recorded>) -> Result<Option<i64>, Stop> {
         match op {
-            IOp::CpAsync { .. } | IOp::CpAsyncArrive { .. } | IOp::CopyPart { .. } | IOp::ReadPart { .. } => {
+            IOp::CpAsync { .. } | IOp::CpAsyncArrive { .. } | IOp::CopyPart { .. } | IOp::ReadPart { .. } | IOp::Remote { .. } => {
                 Err(Stop::Ub(Ub::new(ViolationKind::Assertion, "refused by `supported`")))
             }
             IOp::Arrive { bar, n, drop, expect_tx } => {

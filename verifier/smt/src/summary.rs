@@ -157,6 +157,14 @@ impl Builder {
             groups: Vec::new(),
             vars: program.vars().map(|v| v.name.name.clone()).collect(),
         };
+        if let Some(e) = program.cluster() {
+            // Even `cluster 1`: the summary has no notion of CTA ranks (`cta`).
+            return Err(Unsupported {
+                span: e.span,
+                why: "cluster scope (`cluster N`: per-CTA copies, remote arrives, multicast copies, the cluster barrier) is modelled only by the explicit search".into(),
+            }
+            .into());
+        }
         let mut symbols = Vec::new();
         for p in program.params() {
             let t = match bind.get(&p.name.name) {
@@ -657,6 +665,12 @@ impl Builder {
                     "asynchronous reads of shared memory and proxy fences are modelled only by the explicit search",
                 )?
             }
+            OpKind::Remote { .. } | OpKind::ClusterArrive | OpKind::ClusterWait | OpKind::ClusterSync => {
+                return unsupported(
+                    sp,
+                    "cluster-scope operations (remote arrives and reads, multicast copies, the cluster barrier) are modelled only by the explicit search",
+                )?
+            }
         })
     }
 
@@ -774,7 +788,7 @@ fn need_concrete_of(t: &T, span: Span) -> BuildError {
 
 fn expr_uses_identity(e: &ast::Expr) -> bool {
     match &e.kind {
-        ExprKind::Name(n) => matches!(n.as_str(), "tid" | "gtid" | "lane" | "warp"),
+        ExprKind::Name(n) => matches!(n.as_str(), "tid" | "gtid" | "lane" | "warp" | "cta"),
         ExprKind::Int(_) | ExprKind::RoleCount(_) => false,
         ExprKind::Unary(_, a) => expr_uses_identity(a),
         ExprKind::Binary(_, a, b) => expr_uses_identity(a) || expr_uses_identity(b),
@@ -891,6 +905,11 @@ fn visit_exprs(b: &ast::Block, f: &mut dyn FnMut(&ast::Expr)) {
             OpKind::WgmmaAsync { bufs } => bufs.iter().for_each(|b| place(b, f)),
             OpKind::WaitGroup { n, .. } | OpKind::WgmmaWait { n } => f(n),
             OpKind::CommitGroup | OpKind::FenceProxyAsync | OpKind::FenceMbarrierInit => {}
+            OpKind::Remote { target, op: inner } => {
+                f(target.expr());
+                op(inner, f)
+            }
+            OpKind::ClusterArrive | OpKind::ClusterWait | OpKind::ClusterSync => {}
         }
     }
     for s in &b.stmts {

@@ -106,6 +106,10 @@ pub fn explain(model: &Model, r: &Replayed) -> Option<String> {
                 };
                 parts.push(format!("{me} waits at bar_sync on {what}"))
             }
+            // Cluster scope.
+            Status::AtClusterWait => parts.push(format!(
+                "{me} waits at cluster_wait for threads of the cluster that never cluster_arrive (nor exit)"
+            )),
             Status::Running if !model.commit_ready(s, t) => parts.push(format!(
                 "{me} waits at a commit for converged lanes of its warp that never reach it"
             )),

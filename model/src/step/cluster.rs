@@ -1,0 +1,259 @@
+//! Cluster scope (issue 13 item 9): the semantics of sm_90 thread-block clusters. Remote
+//! arrives and DSMEM reads (`cta = R`), multicast copies (`multicast = MASK`), the cluster
+//! barrier (`cluster_arrive`/`cluster_wait`/`cluster_sync`), and the lifetime rule for a CTA
+//! that exits while a peer may still reach its shared memory. docs/model.md, "Clusters", says
+//! why each rule is the one chosen.
+//!
+//! The lowering gives every CTA its own copy of each object, so most of the model needs no
+//! change: a remote operation is the same operation run with its references redirected to the
+//! target CTA's copies (`Exec::remote`, read by `group_index`).
+
+use super::issue13::idle_named;
+use super::*;
+
+impl Model {
+    /// The CTAs whose threads have all exited.
+    fn exited_ctas(&self, s: &State) -> Vec<bool> {
+        let p = &self.proto;
+        let mut exited = vec![true; p.cluster as usize];
+        for (t, th) in s.threads.iter().enumerate() {
+            if th.status != Status::Done {
+                exited[p.threads[t].cta as usize] = false;
+            }
+        }
+        exited
+    }
+
+    /// A CTA of a cluster has exited while an async copy (a multicast landing, or a copy its
+    /// peer issued) is still in flight into its shared memory: the hardware may already have
+    /// given that shared memory to another CTA. The single-CTA form of this rule (every thread
+    /// has exited) is `state_violations`' own.
+    pub(super) fn cluster_lifetime(&self, s: &State) -> Option<Violation> {
+        let p = &self.proto;
+        if p.cluster == 1 || s.copies.is_empty() {
+            return None;
+        }
+        let exited = self.exited_ctas(s);
+        let c = s.copies.iter().find(|c| {
+            c.is_copy() && (exited[p.cta_of_buffer(c.buf as usize)] || (c.bar != NO_BAR && exited[p.cta_of_barrier(c.bar as usize)]))
+        })?;
+        let cta = p.cta_of_buffer(c.buf as usize);
+        Some(Violation {
+            kind: K::Lifetime,
+            message: format!(
+                "CTA {cta} has exited while the async copy into {} issued by {} is still in flight; the CTA's shared memory may already belong to another CTA (end the kernel with cluster_sync())",
+                p.buffers[c.buf as usize].name,
+                p.thread_label(c.issuer as usize)
+            ),
+        })
+    }
+}
+
+/// The mark of the cluster barrier's phase after the one marked `completed` (0: none has
+/// completed yet). Marks alternate 1, 2, 1, ...: a thread cannot arrive on a phase until it has
+/// waited for the previous one, so no two live marks are more than one phase apart, and the
+/// state stays finite however many phases a loop completes.
+fn next_phase_mark(completed: i64) -> i64 {
+    completed % 2 + 1
+}
+
+impl Exec<'_> {
+    /// `arrive(B, cta = R)`, `read(BUF, cta = R)`: `op` on CTA R's objects; `copy_async(BUF, B,
+    /// multicast = MASK)`: one copy into each CTA of the mask, each landing on its own barrier
+    /// as its own event (the hardware writes each destination CTA and signals its mbarrier
+    /// independently; nothing orders one CTA's landing before another's).
+    pub(super) fn remote(&mut self, target: &IExpr, multicast: bool, op: &IOp, locals: Option<&[i64]>) -> R<Option<i64>> {
+        let value = match locals {
+            Some(l) => self.eval_with(target, l)?,
+            None => self.eval(target)?,
+        };
+        let n = self.p().cluster as i64;
+        let ctas: Vec<usize> = if multicast {
+            if !(1..(1 << n)).contains(&value) {
+                self.fail(
+                    K::Assertion,
+                    format!(
+                        "{}: multicast mask {value:#x} names no CTA or a CTA outside the cluster of {n} (undefined behaviour)",
+                        self.label()
+                    ),
+                );
+                return Err(());
+            }
+            (0..n as usize).filter(|c| (value >> c) & 1 != 0).collect()
+        } else {
+            if !(0..n).contains(&value) {
+                self.fail(
+                    K::Assertion,
+                    format!(
+                        "{}: CTA rank {value} is outside the cluster of {n} CTAs (mapa of a rank outside the cluster is undefined behaviour)",
+                        self.label()
+                    ),
+                );
+                return Err(());
+            }
+            vec![value as usize]
+        };
+        let exited = self.m.exited_ctas(&self.s);
+        for cta in ctas {
+            if exited[cta] {
+                let what = match op {
+                    IOp::Arrive { .. } => "arrives on a barrier of",
+                    IOp::Read { .. } | IOp::ReadPart { .. } => "reads the shared memory of",
+                    IOp::Write { .. } => "writes the shared memory of",
+                    _ => "copies into the shared memory of",
+                };
+                self.fail(
+                    K::Lifetime,
+                    format!(
+                        "{} {what} CTA {cta}, whose threads have all exited: its shared memory may already belong to another CTA (CTA {cta} must not exit before its peers are done with it: cluster_sync() before exit)",
+                        self.label()
+                    ),
+                );
+                return Err(());
+            }
+            self.peer_barriers_initialised(cta, op)?;
+            self.remote = Some(cta);
+            let r = self.op_with(op, locals);
+            self.remote = None;
+            r?;
+        }
+        Ok(None)
+    }
+
+    /// A peer's declared barriers are initialised by that CTA (its first thread, before any of
+    /// its threads runs): a thread of another CTA may arrive on them, or aim a multicast's
+    /// complete_tx at them, only once that init happens-before it, which in CUDA takes
+    /// `fence.mbarrier_init.release.cluster` and a cluster barrier (`cluster_sync()` after the
+    /// init, as every CUTLASS cluster kernel does). The model asks for the happens-before edge.
+    fn peer_barriers_initialised(&mut self, cta: usize, op: &IOp) -> R<()> {
+        let p = self.p();
+        let Some(t) = self.thread else { return Ok(()) };
+        let reaches_barrier = matches!(op, IOp::Arrive { .. } | IOp::Copy { .. } | IOp::CopyPart { .. });
+        if !reaches_barrier || p.threads[t].cta as usize == cta {
+            return Ok(());
+        }
+        let first = p.threads.iter().position(|i| i.cta as usize == cta).expect("every CTA has threads");
+        if self.s.threads[t].clock[first] == 0 {
+            self.fail(
+                K::Uninitialized,
+                format!(
+                    "{} reaches a barrier of CTA {cta} before that CTA's barrier init is visible to it (initialise, fence_mbarrier_init(), then cluster_sync() before any peer uses the barriers)",
+                    self.label()
+                ),
+            );
+            return Err(());
+        }
+        Ok(())
+    }
+
+    /// The cluster barrier's current phase and its last completed one (`State::named`).
+    fn cluster_entries(&self) -> (usize, usize) {
+        let n = self.s.named.len();
+        (n - 2, n - 1)
+    }
+
+    /// `barrier.cluster.arrive.release`: the thread's history is released into the current phase.
+    /// Arriving again before `cluster_wait` is undefined behaviour (PTX: each thread arrives once
+    /// per phase and must wait before it arrives again).
+    pub(super) fn cluster_arrive(&mut self, t: usize, slot: usize) {
+        if self.s.threads[t].locals[slot] != 0 {
+            self.fail(
+                K::Assertion,
+                format!(
+                    "{}: cluster_arrive while its previous cluster_arrive has not been waited for (undefined behaviour: each thread arrives once per phase of the cluster barrier and waits before it arrives again)",
+                    self.label()
+                ),
+            );
+            return;
+        }
+        let (cur, done) = self.cluster_entries();
+        self.s.threads[t].locals[slot] = next_phase_mark(self.s.named[done].count);
+        let clock = self.s.threads[t].clock.clone();
+        let known = self.s.threads[t].known.clone();
+        let nb = &mut self.s.named[cur];
+        join_into(&mut nb.clock, &clock);
+        join_known(&mut nb.known, &known);
+        nb.arrived += 1;
+        self.s.threads[t].clock[t] += 1;
+    }
+
+    /// `barrier.cluster.wait.acquire`: blocks until the phase the thread arrived on completes.
+    /// A wait with no arrival before it is undefined behaviour.
+    pub(super) fn cluster_wait(&mut self, t: usize, slot: usize) {
+        if self.s.threads[t].locals[slot] == 0 {
+            self.fail(
+                K::Assertion,
+                format!(
+                    "{}: cluster_wait without a cluster_arrive before it (undefined behaviour: the wait names the phase of the thread's own arrival)",
+                    self.label()
+                ),
+            );
+            return;
+        }
+        self.s.threads[t].status = Status::AtClusterWait;
+    }
+
+    /// The cluster barrier's phase completes once every unfinished thread of the cluster has
+    /// arrived on it (threads that exited count as arrived, as for `barrier.cluster`); then its
+    /// waiters acquire every arrival's history and run on. True if something changed.
+    pub(super) fn settle_cluster(&mut self) -> bool {
+        let p = self.p();
+        if !p.roles.iter().any(|r| r.code.cluster_slot.is_some()) {
+            return false;
+        }
+        let (cur, done) = self.cluster_entries();
+        let phase = next_phase_mark(self.s.named[done].count);
+        let arrived = |t: usize| {
+            p.code_of(t)
+                .cluster_slot
+                .is_some_and(|slot| self.s.threads[t].locals[slot as usize] == phase)
+        };
+        let n = self.s.threads.len();
+        let live: Vec<usize> = (0..n).filter(|&t| self.s.threads[t].status != Status::Done).collect();
+        if self.s.named[cur].arrived > 0 && !live.is_empty() && live.iter().all(|&t| arrived(t)) {
+            let idle = idle_named(p.agent_count(), p.barriers.len());
+            let mut completed = std::mem::replace(&mut self.s.named[cur], idle);
+            completed.count = phase;
+            self.s.named[done] = completed;
+            self.obs.push(Obs::Released {
+                what: "cluster barrier phase".to_string(),
+            });
+        }
+        let completed = self.s.named[done].count;
+        let waiters: Vec<usize> = (0..n)
+            .filter(|&t| {
+                self.s.threads[t].status == Status::AtClusterWait
+                    && p.code_of(t)
+                        .cluster_slot
+                        .is_some_and(|slot| self.s.threads[t].locals[slot as usize] == completed)
+            })
+            .collect();
+        if waiters.is_empty() {
+            return false;
+        }
+        let (clock, known) = (self.s.named[done].clock.clone(), self.s.named[done].known.clone());
+        for &t in &waiters {
+            let slot = p.code_of(t).cluster_slot.expect("a waiter has the slot") as usize;
+            let th = &mut self.s.threads[t];
+            join_into(&mut th.clock, &clock);
+            join_known(&mut th.known, &known);
+            th.clock[t] += 1;
+            th.locals[slot] = 0;
+            th.status = Status::Running;
+            th.pc += 1;
+        }
+        self.obs.push(Obs::Released {
+            what: "cluster_wait".to_string(),
+        });
+        for t in waiters {
+            if self.ended {
+                break;
+            }
+            let (agent, thread) = (self.agent, self.thread);
+            self.run_local(t);
+            self.agent = agent;
+            self.thread = thread;
+        }
+        true
+    }
+}

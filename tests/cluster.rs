@@ -1,0 +1,162 @@
+//! Cluster scope (issue 13 item 9): what the `specs/hopper/cluster_*` expect lines cannot say.
+//! The cluster barrier's undefined behaviour and its exited threads, the rank and mask checks,
+//! CTA-local thread identities, the front end's cluster errors, and that `cluster 1` is exactly
+//! the protocol without a `cluster` line.
+
+mod common;
+use common::{code, phasecheck, text};
+
+/// `phasecheck check` of `source` written to a fresh file: (exit status, stdout + stderr).
+fn check(name: &str, source: &str) -> (i32, String) {
+    let dir = std::env::temp_dir().join(format!("phasecheck-cluster-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join(format!("{name}.phase"));
+    std::fs::write(&f, source).unwrap();
+    let o = phasecheck(&["check", f.to_str().unwrap()]);
+    let out = format!("{}{}", text(&o.stdout), text(&o.stderr));
+    let _ = std::fs::remove_dir_all(&dir);
+    (code(&o), out)
+}
+
+fn states(out: &str) -> &str {
+    let at = out.find("stats:").expect("a stats line");
+    out[at..].split(" states").next().unwrap()
+}
+
+#[test]
+fn a_second_cluster_arrive_before_the_wait_is_undefined_behaviour() {
+    let (c, out) = check(
+        "double_arrive",
+        "protocol p\ncluster 2\nrole w[1] {\n  cluster_arrive()\n  cluster_arrive()\n  cluster_wait()\n}\n",
+    );
+    assert_eq!(c, 1, "{out}");
+    assert!(out.contains("verdict: violated (assertion)"), "{out}");
+    assert!(
+        out.contains("cluster_arrive while its previous cluster_arrive has not been waited for"),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_cluster_wait_without_an_arrive_is_undefined_behaviour() {
+    let (c, out) = check("wait_only", "protocol p\ncluster 2\nrole w[1] {\n  cluster_wait()\n}\n");
+    assert_eq!(c, 1, "{out}");
+    assert!(out.contains("cluster_wait without a cluster_arrive before it"), "{out}");
+}
+
+#[test]
+fn threads_that_exited_count_as_arrived_at_the_cluster_barrier() {
+    // CTA 1 exits at once; CTA 0's cluster_sync completes with its own arrival alone.
+    let (c, out) = check(
+        "exited_arrive",
+        "protocol p\nexpect holds\ncluster 2\nrole w[1] {\n  if cta == 0 { cluster_sync() }\n}\n",
+    );
+    assert_eq!(c, 0, "{out}");
+    assert!(out.contains("verdict: holds"), "{out}");
+}
+
+#[test]
+fn a_thread_that_never_arrives_leaves_the_cluster_waiting() {
+    // CTA 1 waits for an arrival CTA 0 makes only after the cluster barrier: neither moves.
+    let (c, out) = check(
+        "never_arrives",
+        "protocol p\ncluster 2\nbarrier go count 1\nrole w[1] {\n  if cta == 0 {\n    cluster_sync()\n    arrive(go, cta = 1)\n  } else {\n    wait_parity(go, 0)\n    cluster_sync()\n  }\n}\n",
+    );
+    assert_eq!(c, 1, "{out}");
+    assert!(out.contains("verdict: violated (deadlock)"), "{out}");
+    assert!(out.contains("waits at cluster_wait"), "{out}");
+}
+
+#[test]
+fn a_rank_outside_the_cluster_and_an_empty_multicast_mask_are_undefined_behaviour() {
+    let (c, out) = check(
+        "rank",
+        "protocol p\ncluster 2\nbarrier b count 2\nrole w[1] {\n  cluster_sync()\n  arrive(b, cta = cta + 1)\n}\n",
+    );
+    assert_eq!(c, 1, "{out}");
+    assert!(out.contains("CTA rank 2 is outside the cluster of 2 CTAs"), "{out}");
+    let (c, out) = check(
+        "mask",
+        "protocol p\ncluster 2\nbarrier b count 1\nbuffer t bytes 16\nrole w[1] {\n  cluster_sync()\n  arrive_expect_tx(b, 16)\n  copy_async(t, b, multicast = 4)\n}\n",
+    );
+    assert_eq!(c, 1, "{out}");
+    assert!(
+        out.contains("multicast mask 0x4 names no CTA or a CTA outside the cluster of 2"),
+        "{out}"
+    );
+}
+
+#[test]
+fn thread_identities_are_cta_local() {
+    // Whole-warp roles: CTA 1's first lane is model thread 4 (warp 2), but sees gtid 0, warp 0.
+    let (c, out) = check(
+        "identity",
+        "protocol p\nexpect holds\nwarp_size 2\ncluster 2\nrole a[1] { assert gtid == 0 && warp == 0 && lane == 0 }\nrole b warps 1 { assert gtid == 2 + tid && warp == 1 && lane == tid && cta < 2 }\n",
+    );
+    assert_eq!(c, 0, "{out}");
+    assert!(out.contains("threads: cta0.a[1] cta0.b[2] cta1.a[1] cta1.b[2]"), "{out}");
+}
+
+#[test]
+fn cluster_one_is_the_protocol_without_a_cluster_line() {
+    let body = "barrier full count 1\nbuffer tile bytes 64\nrole producer[1] {\n  arrive_expect_tx(full, 64)\n  copy_async(tile, full)\n}\nrole consumer[2] {\n  wait_parity(full, 0)\n  read(tile, expect = 0)\n}\n";
+    let (c0, plain) = check("plain", &format!("protocol p\nexpect holds\n{body}"));
+    let (c1, one) = check("one", &format!("protocol p\nexpect holds\ncluster 1\n{body}"));
+    assert_eq!((c0, c1), (0, 0), "{plain}\n{one}");
+    assert_eq!(states(&plain), states(&one));
+    assert!(one.contains("threads: producer[1] consumer[2]"), "{one}");
+}
+
+#[test]
+fn the_front_end_rejects_bad_clusters_with_their_codes() {
+    let (c, out) = check("too_big", "protocol p\ncluster 9\nrole w[1] { work }\n");
+    assert_eq!(c, 2, "{out}");
+    assert!(out.contains("error[E114]: cluster is 9"), "{out}");
+    let (c, out) = check("named", "protocol p\ncluster 2\nwarp_size 1\nrole w[1] { bar_sync(1, 1) }\n");
+    assert_eq!(c, 2, "{out}");
+    assert!(out.contains("error[E115]"), "{out}");
+    let (c, out) = check(
+        "uniform",
+        "protocol p\ncluster 2\nwarp_size 2\nbarrier b count 2\nrole c warps 1 uniform { arrive_and_wait(b) }\n",
+    );
+    assert_eq!(c, 2, "{out}");
+    assert!(out.contains("error[E116]"), "{out}");
+    let (c, out) = check(
+        "remote_wait",
+        "protocol p\ncluster 2\nbarrier b count 1\nrole w[1] { wait_parity(b, 0, cta = 1) }\n",
+    );
+    assert_eq!(c, 2, "{out}");
+    assert!(out.contains("error[E007]"), "{out}");
+    let (c, out) = check(
+        "in_completion",
+        "protocol p\ncluster 2\nbarrier b count 1 completion f\ncompletion f { cluster_sync() }\nrole w[1] { arrive(b) }\n",
+    );
+    assert_eq!(c, 2, "{out}");
+    assert!(out.contains("error[E030]"), "{out}");
+}
+
+#[test]
+fn a_remote_arrive_yields_no_token() {
+    let (c, out) = check(
+        "remote_token",
+        "protocol p\ncluster 2\nbarrier b count 1\nrole w[1] { let t = arrive(b, cta = 1) }\n",
+    );
+    assert_eq!(c, 2, "{out}");
+    assert!(
+        out.contains("error[E027]: `arrive` with `cta = ...` yields no value to store in `t`"),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_remote_arrive_expect_tx_announces_the_bytes_on_the_peers_barrier() {
+    // CTA 1 announces the bytes of the copy CTA 0 issues into its own tile: the copy may land
+    // before the announcement (the tx-count dips below zero), and the phase still completes only
+    // with both.
+    let (c, out) = check(
+        "remote_expect_tx",
+        "protocol p\nexpect holds\ncluster 2\nbarrier full count 1\nbuffer t bytes 64\nrole w[1] {\n  cluster_sync()\n  if cta == 1 {\n    arrive_expect_tx(full, 64, cta = 0)\n  } else {\n    copy_async(t, full)\n    wait_parity(full, 0)\n    read(t, expect = 0)\n  }\n}\n",
+    );
+    assert_eq!(c, 0, "{out}");
+    assert!(out.contains("verdict: holds"), "{out}");
+}
