@@ -9,32 +9,70 @@ const BODY: &str = "barrier full[2] count 1 completion c\nvar turns = 0\ncomplet
 
 #[test]
 fn every_table_is_repeated_per_cta_and_each_cta_names_its_own_copies() {
-    let p = parse_spec("c", &format!("protocol c\nwarp_size 4\ncluster 3\n{BODY}"), &[]).unwrap().proto;
+    let p = parse_spec("c", &format!("protocol c\nwarp_size 4\ncluster 3\n{BODY}"), &[])
+        .unwrap()
+        .proto;
     assert_eq!(p.cluster, 3);
     let names: Vec<&str> = p.barriers.iter().map(|b| b.name.as_str()).collect();
-    assert_eq!(names, ["cta0.full[0]", "cta0.full[1]", "cta1.full[0]", "cta1.full[1]", "cta2.full[0]", "cta2.full[1]"]);
+    assert_eq!(
+        names,
+        [
+            "cta0.full[0]",
+            "cta0.full[1]",
+            "cta1.full[0]",
+            "cta1.full[1]",
+            "cta2.full[0]",
+            "cta2.full[1]"
+        ]
+    );
     assert_eq!(p.barrier_groups.iter().map(|g| g.base).collect::<Vec<_>>(), [0, 2, 4]);
     // Each CTA's barriers run that CTA's copy of the completion, which writes that CTA's var.
-    assert_eq!(p.barriers.iter().map(|b| b.completion).collect::<Vec<_>>(), [Some(0), Some(0), Some(1), Some(1), Some(2), Some(2)]);
+    assert_eq!(
+        p.barriers.iter().map(|b| b.completion).collect::<Vec<_>>(),
+        [Some(0), Some(0), Some(1), Some(1), Some(2), Some(2)]
+    );
     for (c, code) in p.completions.iter().enumerate() {
-        assert!(code.instrs.iter().any(|i| matches!(i.kind, InstrKind::SetVar { var, .. } if var as usize == c)));
+        assert!(code
+            .instrs
+            .iter()
+            .any(|i| matches!(i.kind, InstrKind::SetVar { var, .. } if var as usize == c)));
     }
-    assert_eq!(p.vars.iter().map(|v| v.name.as_str()).collect::<Vec<_>>(), ["cta0.turns", "cta1.turns", "cta2.turns"]);
+    assert_eq!(
+        p.vars.iter().map(|v| v.name.as_str()).collect::<Vec<_>>(),
+        ["cta0.turns", "cta1.turns", "cta2.turns"]
+    );
     // CTA 2's producer arrives on CTA 2's group.
     let producer2 = &p.roles[4];
     assert_eq!(producer2.name, "cta2.producer");
-    assert!(producer2.code.instrs.iter().any(|i| matches!(&i.kind, InstrKind::Op { op: IOp::Arrive { bar, .. }, .. } if bar.group == 2)));
+    assert!(producer2
+        .code
+        .instrs
+        .iter()
+        .any(|i| matches!(&i.kind, InstrKind::Op { op: IOp::Arrive { bar, .. }, .. } if bar.group == 2)));
 }
 
 #[test]
 fn threads_are_numbered_cta_by_cta_in_whole_warps() {
-    let p = parse_spec("c", &format!("protocol c\nwarp_size 4\ncluster 2\n{BODY}"), &[]).unwrap().proto;
+    let p = parse_spec("c", &format!("protocol c\nwarp_size 4\ncluster 2\n{BODY}"), &[])
+        .unwrap()
+        .proto;
     // One CTA: producer at gtid 0, the consumer warp at 4..8: a stride of 8 model threads.
     assert_eq!(p.cta_stride(), 8);
     let at: Vec<(u16, u32, u32, u32)> = p.threads.iter().map(|t| (t.cta, t.gtid, t.warp, t.lane)).collect();
     assert_eq!(
         at,
-        [(0, 0, 0, 0), (0, 4, 1, 0), (0, 5, 1, 1), (0, 6, 1, 2), (0, 7, 1, 3), (1, 8, 2, 0), (1, 12, 3, 0), (1, 13, 3, 1), (1, 14, 3, 2), (1, 15, 3, 3)]
+        [
+            (0, 0, 0, 0),
+            (0, 4, 1, 0),
+            (0, 5, 1, 1),
+            (0, 6, 1, 2),
+            (0, 7, 1, 3),
+            (1, 8, 2, 0),
+            (1, 12, 3, 0),
+            (1, 13, 3, 1),
+            (1, 14, 3, 2),
+            (1, 15, 3, 3)
+        ]
     );
     assert_eq!(p.cta_of_barrier(3), 1);
     assert_eq!(p.cta_of_buffer(1), 1);
