@@ -194,7 +194,15 @@ pub fn lower(program: &ast::Program, overrides: &[(String, i64)]) -> Result<Prot
         for (ri, r) in program.roles().enumerate() {
             let count = role_counts[&r.name.name] as u32;
             let mut code = CodeBuilder::build(&env, &cta_name(cluster, cta, &r.name.name), &r.body, true, at)?;
-            let remote = code.instrs.iter().any(|i| matches!(i.kind, InstrKind::Op { op: IOp::Remote { .. }, .. }));
+            let remote = code.instrs.iter().any(|i| {
+                matches!(
+                    i.kind,
+                    InstrKind::Op {
+                        op: IOp::Remote { .. },
+                        ..
+                    }
+                )
+            });
             if r.uniform && (cluster > 1 || remote || code.cluster_slot.is_some()) {
                 // The two were built apart: a uniform agent's multiplicity is not yet applied to
                 // remote operations or to the cluster barrier's count.

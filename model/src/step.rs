@@ -1039,6 +1039,20 @@ impl<'m> Exec<'m> {
 
     // ---- control flow -------------------------------------------------------------------
 
+    /// Released threads (a barrier or collective let them go) run their local code as part of
+    /// the releasing step; the step's own agent and thread are restored after each.
+    pub(crate) fn run_released(&mut self, released: impl IntoIterator<Item = usize>) {
+        for t in released {
+            if self.ended {
+                return;
+            }
+            let (agent, thread) = (self.agent, self.thread);
+            self.run_local(t);
+            self.agent = agent;
+            self.thread = thread;
+        }
+    }
+
     /// Run local instructions from the thread's pc up to the next visible one (or the end).
     fn run_local(&mut self, t: usize) {
         let code = self.p().code_of(t);
@@ -1286,15 +1300,7 @@ impl<'m> Exec<'m> {
             th.pc += 1;
         }
         self.obs.push(Obs::Released { what: what.to_string() });
-        for &t in group {
-            if self.ended {
-                return;
-            }
-            let (agent, thread) = (self.agent, self.thread);
-            self.run_local(t);
-            self.agent = agent;
-            self.thread = thread;
-        }
+        self.run_released(group.iter().copied());
     }
 
     // ---- operations ---------------------------------------------------------------------
@@ -1453,10 +1459,7 @@ impl<'m> Exec<'m> {
                     if self.ended {
                         break;
                     }
-                    let (agent, thread) = (self.agent, self.thread);
-                    self.run_local(m);
-                    self.agent = agent;
-                    self.thread = thread;
+                    self.run_released([m]);
                 }
                 Ok(None)
             }

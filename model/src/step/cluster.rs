@@ -245,15 +245,7 @@ impl Exec<'_> {
         self.obs.push(Obs::Released {
             what: "cluster_wait".to_string(),
         });
-        for t in waiters {
-            if self.ended {
-                break;
-            }
-            let (agent, thread) = (self.agent, self.thread);
-            self.run_local(t);
-            self.agent = agent;
-            self.thread = thread;
-        }
+        self.run_released(waiters);
         true
     }
 }

@@ -172,15 +172,7 @@ impl Exec<'_> {
                 th.status = Status::Running;
                 th.pc += 1;
             }
-            for t in go {
-                if self.ended {
-                    break;
-                }
-                let (agent, thread) = (self.agent, self.thread);
-                self.run_local(t);
-                self.agent = agent;
-                self.thread = thread;
-            }
+            self.run_released(go);
             return true;
         }
         false
