@@ -807,6 +807,19 @@ impl<'a> Gen<'a> {
             .chain(p.completions.iter().map(|c| (c, true)))
     }
 
+    /// A copy into part of a buffer (`cp_async`, `copy_async` with a range): the C++ of its
+    /// offset and bytes, the buffer's flat index, and the version it writes (the buffer's write
+    /// count when the spec names none).
+    fn part_of(&self, code: &Code, buf: &Ref, offset: &IExpr, bytes: &IExpr, version: Option<&IExpr>) -> (String, String, String, String) {
+        let (off, n) = (self.expr(code, offset), self.expr(code, bytes));
+        let flat = self.flat_buf(code, buf);
+        let v = match version {
+            Some(e) => self.expr(code, e),
+            None => format!("(i64)s.writes[{flat}]"),
+        };
+        (off, n, flat, v)
+    }
+
     /// Reject what this backend cannot express, with the reason.
     fn check_expressible(&self) -> Result<(), NotExpressible> {
         let p = self.p;
@@ -1500,12 +1513,7 @@ impl<'a> Gen<'a> {
                 if let Some(c) = chk {
                     self.w(format!("  {c}"));
                 }
-                let (off, n) = (self.expr(code, offset), self.expr(code, bytes));
-                let flat = self.flat_buf(code, buf);
-                let v = match version {
-                    Some(e) => self.expr(code, e),
-                    None => format!("(i64)s.writes[{flat}]"),
-                };
+                let (off, n, flat, v) = self.part_of(code, buf, offset, bytes, version.as_ref());
                 self.w(format!(
                     "  if (({n} != 4 && {n} != 8 && {n} != 16) || {off} < 0 || {off} % {n} != 0 || {off} + {n} > (i64)sizeof({d})) {{ th.status = PC_UNSUPPORTED; return; }}"
                 ));
@@ -1537,12 +1545,7 @@ impl<'a> Gen<'a> {
                 for c in [chk1, chk2].into_iter().flatten() {
                     self.w(format!("  {c}"));
                 }
-                let (off, n) = (self.expr(code, offset), self.expr(code, bytes));
-                let flat = self.flat_buf(code, buf);
-                let v = match version {
-                    Some(e) => self.expr(code, e),
-                    None => format!("(i64)s.writes[{flat}]"),
-                };
+                let (off, n, flat, v) = self.part_of(code, buf, offset, bytes, version.as_ref());
                 self.w(format!(
                     "  if ({n} % 16 != 0 || {n} <= 0 || {off} % 16 != 0 || {off} < 0 || {off} + {n} > (i64)sizeof({d})) {{ th.status = PC_UNSUPPORTED; return; }}"
                 ));

@@ -57,21 +57,7 @@ fn expr() -> impl Strategy<Value = Expr> {
         name().prop_map(|n| e(ExprKind::RoleCount(n))),
     ];
     leaf.prop_recursive(5, 40, 2, |inner| {
-        let binops = prop::sample::select(vec![
-            BinOp::Add,
-            BinOp::Sub,
-            BinOp::Mul,
-            BinOp::Div,
-            BinOp::Rem,
-            BinOp::Eq,
-            BinOp::Ne,
-            BinOp::Lt,
-            BinOp::Le,
-            BinOp::Gt,
-            BinOp::Ge,
-            BinOp::And,
-            BinOp::Or,
-        ]);
+        let binops = prop::sample::select(BinOp::ALL.to_vec());
         prop_oneof![
             (prop::sample::select(vec![UnOp::Neg, UnOp::Not]), inner.clone()).prop_map(|(op, x)| e(ExprKind::Unary(op, Box::new(x)))),
             (binops, inner.clone(), inner).prop_map(|(op, a, b)| e(ExprKind::Binary(op, Box::new(a), Box::new(b)))),

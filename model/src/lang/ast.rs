@@ -511,6 +511,23 @@ pub enum BinOp {
 }
 
 impl BinOp {
+    /// Every operator, for tests that must cover each (a new one joins them here).
+    pub const ALL: [BinOp; 13] = [
+        BinOp::Add,
+        BinOp::Sub,
+        BinOp::Mul,
+        BinOp::Div,
+        BinOp::Rem,
+        BinOp::Eq,
+        BinOp::Ne,
+        BinOp::Lt,
+        BinOp::Le,
+        BinOp::Gt,
+        BinOp::Ge,
+        BinOp::And,
+        BinOp::Or,
+    ];
+
     pub fn symbol(self) -> &'static str {
         match self {
             BinOp::Add => "+",

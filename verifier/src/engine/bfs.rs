@@ -179,8 +179,7 @@ impl Store {
     /// Bytes newly allocated if `states` more states with `parts` new components were stored:
     /// every per-state vector and table that would have to grow for them.
     fn growth<A>(&self, actions: &Vec<A>, taint: &Vec<u8>, next: &Vec<u32>, states: usize, parts: usize) -> usize {
-        let words_each = self.parts.bytes() / self.parts.len().max(1) / 4 + 1;
-        self.parts.growth(parts, words_each)
+        self.parts.growth(parts)
             + self.states.growth(states)
             + vec_growth(&self.parents, states)
             + vec_growth(actions, states)

@@ -97,8 +97,9 @@ impl Interner {
         self.words.len() * 4 + self.starts.len() * std::mem::size_of::<usize>() + self.table.len() * 5
     }
 
-    /// Bytes newly allocated if `more` components of `words_each` words were added.
-    pub fn growth(&self, more: usize, words_each: usize) -> usize {
+    /// Bytes newly allocated if `more` components of the average size so far were added.
+    pub fn growth(&self, more: usize) -> usize {
+        let words_each = self.words.len().div_ceil(self.len().max(1));
         vec_growth(&self.words, more * words_each) + vec_growth(&self.starts, more) + table_growth(&self.table, more)
     }
 }
