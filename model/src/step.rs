@@ -26,10 +26,11 @@ pub enum Action {
     Thread(u16),
     /// The async copy at this index of `State::copies` lands.
     Land(u16),
-    /// Part of that copy lands: exactly the bytes that bring its barrier's tx-count to zero.
-    /// Only enabled when the tx-count is positive and smaller than the bytes still to land, i.e.
-    /// when the expect_tx under-counts the copy: the phase can then complete mid-copy, as the
-    /// hardware's byte-granular complete_tx allows.
+    /// Part of that copy lands ([`land_part_bytes`]): exactly the bytes that bring its barrier's
+    /// tx-count to zero when the copy alone crosses zero (an expect_tx that under-counts it: the
+    /// phase can then complete mid-copy, as the hardware's byte-granular complete_tx allows), or
+    /// all but its last [`LAND_CHUNK`] bytes when only the copies in flight together under-count
+    /// (another copy may then land across zero).
     LandPart(u16),
 }
 
@@ -464,7 +465,24 @@ impl Model {
                 CopyKind::Tma => {}
             }
             let b = &s.barriers[c.bar as usize];
-            let partial = b.life == Life::Live && b.tx > 0 && b.tx < c.bytes && self.mutant != Some(Mutant::NoPartialLanding);
+            // Copies land in chunks that interleave with the other copies on the barrier: when
+            // they together under-count it (a multicast stage whose expect_tx counts only the
+            // bytes its own producer issued), one copy landing in part lets another land across
+            // zero, and the phase never completes. The H200 did exactly that
+            // (docs/hardware-notes.md, "Copies that land together across zero"). Only once every
+            // arrival is in: before that no landing can complete the phase, and a split then is
+            // a split made after the last arrival.
+            let crossing = b.tx > 0 && b.tx < c.bytes;
+            let together = || {
+                let in_flight: i64 = s
+                    .copies
+                    .iter()
+                    .filter(|o| o.bar == c.bar && o.kind == CopyKind::Tma && o.is_copy())
+                    .map(|o| o.bytes)
+                    .sum();
+                b.pending == 0 && b.tx > 0 && c.bytes > LAND_CHUNK && in_flight > b.tx
+            };
+            let partial = b.life == Life::Live && (crossing || together()) && self.mutant != Some(Mutant::NoPartialLanding);
             out.push(Action::Land(i as u16));
             if partial {
                 out.push(Action::LandPart(i as u16));
@@ -838,7 +856,7 @@ impl Model {
             }
             Action::LandPart(i) => {
                 let c = x.s.copies[i as usize];
-                let part = x.s.barriers[c.bar as usize].tx;
+                let part = land_part_bytes(x.s.barriers[c.bar as usize].tx, c.bytes);
                 x.s.copies[i as usize].bytes -= part;
                 x.land_part(c, part);
                 let span = c.stmt;
@@ -862,6 +880,20 @@ impl Model {
             internal: x.internal,
             cut: x.cut,
         }
+    }
+}
+
+/// The smallest piece of a bulk copy's complete_tx the model splits off (the bulk-copy granule).
+pub const LAND_CHUNK: i64 = 16;
+
+/// The bytes a `LandPart` lands, from the barrier's tx-count and the copy's bytes still to land:
+/// the bytes that bring the tx-count to zero when the copy alone crosses it, else all but the
+/// copy's last chunk. The reference runtime lands the same (verifier/runtime barrier.rs).
+pub fn land_part_bytes(tx: i64, remaining: i64) -> i64 {
+    if tx < remaining {
+        tx
+    } else {
+        remaining - LAND_CHUNK
     }
 }
 

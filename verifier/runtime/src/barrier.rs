@@ -506,13 +506,17 @@ impl Barrier {
     /// left (an `expect_tx` that under-counts), only the bytes that bring it to zero land now,
     /// completing the phase mid-copy, as the hardware's byte-granular complete_tx does. Returns
     /// the bytes landed. `part` (directed runs replaying the model's `LandPart`): land just those
-    /// bytes whenever the tx-count is positive and smaller than what is left, arrivals in or not.
+    /// bytes whenever the tx-count is positive and smaller than what is left, arrivals in or not,
+    /// and otherwise all but the last chunk (`land_part_bytes`).
     pub fn land(&self, remaining: i64, part: bool, on_complete: OnComplete, bound: &Bound) -> Result<i64, WaitError> {
         self.live("the landing copy's complete_tx")?;
         let mut landed = 0;
         let (_, new) = self.update(true, bound, |old| {
             landed = if (old.pending == 0 || part) && old.tx > 0 && old.tx < remaining {
                 old.tx
+            } else if part && old.tx > 0 {
+                // The model split this copy so that another one may land across zero.
+                phasecheck_model::step::land_part_bytes(old.tx, remaining)
             } else {
                 remaining
             };
