@@ -113,6 +113,9 @@ pub struct Kernel {
     pub block_words: usize,
     /// Words per version row of the copy source (the largest buffer, in 32-bit words).
     pub src_words: usize,
+    /// CTAs per execution: the kernel is compiled with this cluster dimension and launched with
+    /// `cluster` blocks per execution, which share one result record.
+    pub cluster: u32,
 }
 
 impl Kernel {
@@ -217,7 +220,13 @@ struct PcThread {
   int gen;                // syncwarps passed
   u64 t0;                 // start: bounds `while` loops (a spin that never ends)
   int wsyncs;             // syncwarp(mask) passed
+  volatile int* turnp;    // the replay turnstile (a cluster's lives in CTA 0)
+  int cluster;            // CTAs in the cluster (1: none)
+  int cta;                // this CTA's rank in the cluster
 };
+
+// Cluster scope: ordering across the CTAs of a cluster (the turnstile, the cluster barrier).
+__device__ __forceinline__ void pc_fence_cluster() { asm volatile("fence.acq_rel.cluster;" ::: "memory"); }
 
 __device__ __forceinline__ u64 pc_now() {
   u64 t;
@@ -256,11 +265,12 @@ __device__ bool pc_turn_begin(PcThread& th, volatile int* turn, int nt) {
     // against every outcome the model allows, and the block no longer counts as forced.
     if (pc_now() - start > th.timeout_ns) { th.lost = 1; th.turn = -1; return true; }
   }
+  if (th.cluster > 1) pc_fence_cluster();  // the earlier steps, in any CTA, happen before mine
   th.turn = k < cnt ? want : -1;
   return true;
 }
 __device__ __forceinline__ void pc_turn_end(PcThread& th, volatile int* turn) {
-  if (th.turn >= 0) { __threadfence_block(); *turn = th.turn + 1; th.turn = -1; }
+  if (th.turn >= 0) { if (th.cluster > 1) pc_fence_cluster(); else __threadfence_block(); *turn = th.turn + 1; th.turn = -1; }
 }
 
 // Execution barriers in software so that they are bounded too. `live` counts threads not exited;
@@ -294,6 +304,49 @@ __device__ bool pc_sync_mask(PcThread& th, volatile int* count, volatile int* do
       if (pc_now() - start > th.timeout_ns) { th.status = PC_HUNG; return false; }
     }
   }
+  return true;
+}
+// Named barriers (bar.sync / bar.arrive) in software, so that they are bounded too. The hardware
+// counts whole warps: a warp arrives once every unfinished lane executed the instruction (they meet
+// at the warp's software sync), adding the warp size; bar.sync then waits for the barrier's phase
+// to complete. One lane per meeting (the first to claim the warp sync's generation) arrives for the
+// warp and publishes the phase it arrived on (-1: thread counts mixed on one barrier).
+struct PcNamed { int arrived; int count; int gen; int lock; };
+__device__ bool pc_named(PcThread& th, PcNamed* nb, PcSync* warp, int* lead, volatile int* at_gen, i64 id, i64 count, int ws, bool sync) {
+  if (id < 0 || id >= 16 || count <= 0 || count % ws != 0) { th.status = PC_ASSERT; return false; }
+  __threadfence_block();  // my writes before the arrival
+  int g = *(volatile int*)&warp->gen;
+  if (!pc_sync(th, warp)) return false;
+  if (atomicMax(lead, g + 1) < g + 1) {
+    u64 start = pc_now();
+    while (atomicCAS(&nb->lock, 0, 1) != 0) {
+      if (pc_now() - start > th.timeout_ns) { th.status = PC_HUNG; *at_gen = -2; break; }
+    }
+    if (th.status == PC_RUNNING) {
+      __threadfence_block();
+      volatile PcNamed* v = nb;
+      if (v->count != 0 && v->count != (int)count) {
+        *at_gen = -1;
+      } else {
+        v->count = (int)count;
+        *at_gen = v->gen;
+        v->arrived += ws;
+        if (v->arrived >= (int)count) { v->arrived = 0; v->count = 0; __threadfence_block(); atomicAdd(&nb->gen, 1); }
+      }
+      __threadfence_block();
+      atomicExch(&nb->lock, 0);
+    }
+  }
+  if (!pc_sync(th, warp)) return false;  // every lane sees what its warp's arrival was
+  int mine = *at_gen;
+  if (mine == -1) { th.status = PC_ASSERT; return false; }  // mixed thread counts: undefined
+  if (mine == -2) { th.status = PC_HUNG; return false; }
+  if (!sync) return true;
+  u64 start = pc_now();
+  while (*(volatile int*)&nb->gen == mine) {
+    if (pc_now() - start > th.timeout_ns) { th.status = PC_HUNG; return false; }
+  }
+  __threadfence_block();
   return true;
 }
 // A `while` loop's back edge: a spin that outlasts every wait bound is a hang.
@@ -517,8 +570,138 @@ pub fn prelude_text(backend: Backend) -> String {
     } else {
         PRELUDE_PROXY_PTX
     };
-    format!("{}{}{}{}", prelude(backend), PRELUDE_COMMON, extra, proxy)
+    format!("{}{}{}{}{}", prelude(backend), PRELUDE_COMMON, extra, proxy, PRELUDE_CLUSTER)
 }
+
+// ---- Cluster scope (issue 13 item 9) -------------------------------------------------------------
+// One cluster runs one execution: the kernel is compiled with `__cluster_dims__(N, 1, 1)` and CTA r
+// of the cluster runs the model's CTA r. Remote arrives and multicast copies are the hardware's own
+// (`mapa` + `mbarrier.arrive.release.cluster.shared::cluster`, `cp.async.bulk ... .multicast::cluster`);
+// DSMEM reads and writes go through `mapa` generic pointers. The spec's cluster barrier
+// (`cluster_arrive`/`cluster_wait`) is a software barrier in CTA 0's shared memory: the hardware's
+// `barrier.cluster.wait` cannot be bounded in time. Its semantics are the hardware's: a phase
+// completes once every thread of the cluster that has not exited arrived. The harness itself uses
+// the hardware cluster barrier twice, where no spec code runs between (after every CTA initialised
+// its barriers, and before any CTA exits, so that no peer's late access finds its shared memory
+// gone); both are reached by every thread because every wait in between is bounded.
+const PRELUDE_CLUSTER: &str = r#"
+// ---- Cluster scope: remote arrives, multicast copies, DSMEM, the cluster barrier ----------------
+__device__ __forceinline__ void* pc_mapa(const void* p, int rank) {
+  void* r;
+  asm volatile("mapa.u64 %0, %1, %2;" : "=l"(r) : "l"(p), "r"(rank));
+  return r;
+}
+__device__ __forceinline__ unsigned pc_mapa_smem(const void* p, int rank) {
+  unsigned r;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(pc_smem(p)), "r"(rank));
+  return r;
+}
+// The harness's own hardware cluster barrier (see the generator's notes: never inside spec code).
+__device__ __forceinline__ void pc_cluster_barrier_hw() {
+  asm volatile("barrier.cluster.arrive.release;\n\tbarrier.cluster.wait.acquire;" ::: "memory");
+}
+__device__ __forceinline__ int pc_cluster_rank() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return (int)r;
+}
+// An arrive on CTA `rank`'s copy of `bar` (the same offset in its shared memory).
+__device__ __forceinline__ void pc_mbar_arrive_remote(u64* bar, int rank, int n, bool drop) {
+  if (drop) asm volatile("mbarrier.arrive_drop.release.cluster.shared::cluster.b64 _, [%0], %1;" :: "r"(pc_mapa_smem(bar, rank)), "r"(n + pc_zero()) : "memory");
+  else asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0], %1;" :: "r"(pc_mapa_smem(bar, rank)), "r"(n + pc_zero()) : "memory");
+}
+__device__ __forceinline__ void pc_mbar_arrive_expect_tx_remote(u64* bar, int rank, int tx) {
+  asm volatile("mbarrier.arrive.expect_tx.release.cluster.shared::cluster.b64 _, [%0], %1;" :: "r"(pc_mapa_smem(bar, rank)), "r"(tx + pc_zero()) : "memory");
+}
+// A bulk copy that lands at the same offset in every CTA of `mask`, completing tx on each one's `bar`.
+__device__ __forceinline__ void pc_bulk_copy_multicast(int* dst, const int* src, int bytes, u64* bar, int mask) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1], %2, [%3], %4;"
+               :: "r"(pc_smem(dst)), "l"(src), "r"(bytes), "r"(pc_smem(bar)), "h"((unsigned short)mask) : "memory");
+}
+// Waits of a cluster kernel acquire at cluster scope: a peer's remote arrive (release.cluster) may
+// complete the phase, and what the peer wrote before it must be visible after the wait.
+__device__ __forceinline__ bool pc_mbar_test_token_cl(u64* bar, u64 state) {
+  unsigned ok;
+  asm volatile("{ .reg .pred p; mbarrier.test_wait.acquire.cluster.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+               : "=r"(ok) : "r"(pc_smem(bar)), "l"(state) : "memory");
+  return ok != 0;
+}
+__device__ __forceinline__ bool pc_mbar_test_parity_cl(u64* bar, int parity) {
+  unsigned ok;
+  asm volatile("{ .reg .pred p; mbarrier.test_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+               : "=r"(ok) : "r"(pc_smem(bar)), "r"(parity & 1) : "memory");
+  return ok != 0;
+}
+__device__ bool pc_mbar_wait_token_cl(PcThread& th, u64* bar, u64 state) {
+  u64 start = pc_now();
+  for (;;) {
+    unsigned ok;
+    asm volatile("{ .reg .pred p; mbarrier.try_wait.acquire.cluster.shared::cta.b64 p, [%1], %2, 1000; selp.u32 %0, 1, 0, p; }"
+                 : "=r"(ok) : "r"(pc_smem(bar)), "l"(state) : "memory");
+    if (ok) return true;
+    if (pc_now() - start > th.timeout_ns) { th.status = PC_HUNG; return false; }
+  }
+}
+__device__ bool pc_mbar_wait_parity_cl(PcThread& th, u64* bar, int parity) {
+  u64 start = pc_now();
+  for (;;) {
+    unsigned ok;
+    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2, 1000; selp.u32 %0, 1, 0, p; }"
+                 : "=r"(ok) : "r"(pc_smem(bar)), "r"(parity & 1) : "memory");
+    if (ok) return true;
+    if (pc_now() - start > th.timeout_ns) { th.status = PC_HUNG; return false; }
+  }
+}
+// The spec's cluster barrier, in software (bounded), in CTA 0's shared memory. `slot` is the
+// thread's hidden cluster local: 0, or 1 + the phase it arrived on and has not waited for yet.
+struct PcClusterBar { int arrived; int gen; int live; int lock; };
+__device__ bool pc_cbar_lock(PcThread& th, PcClusterBar* b) {
+  u64 start = pc_now();
+  while (atomicCAS(&b->lock, 0, 1) != 0) {
+    if (pc_now() - start > th.timeout_ns) { th.status = PC_HUNG; return false; }
+  }
+  pc_fence_cluster();
+  return true;
+}
+__device__ void pc_cbar_unlock(PcClusterBar* b) { pc_fence_cluster(); atomicExch(&b->lock, 0); }
+// Under the lock: the phase completes once every live thread arrived.
+__device__ void pc_cbar_settle(volatile PcClusterBar* b) {
+  if (b->arrived > 0 && b->arrived >= b->live) { b->arrived = 0; b->gen = b->gen + 1; }
+}
+__device__ bool pc_cluster_arrive(PcThread& th, PcClusterBar* b, i64& slot) {
+  if (slot != 0) { th.status = PC_ASSERT; return false; }  // arrived again before waiting: undefined
+  if (!pc_cbar_lock(th, b)) return false;
+  volatile PcClusterBar* v = b;
+  slot = 1 + (i64)v->gen;
+  v->arrived = v->arrived + 1;
+  pc_cbar_settle(v);
+  pc_cbar_unlock(b);
+  return true;
+}
+__device__ bool pc_cluster_wait(PcThread& th, PcClusterBar* b, i64& slot) {
+  if (slot == 0) { th.status = PC_ASSERT; return false; }  // a wait with no arrival: undefined
+  volatile PcClusterBar* v = b;
+  u64 start = pc_now();
+  while ((i64)v->gen == slot - 1) {
+    if (pc_now() - start > th.timeout_ns) { th.status = PC_HUNG; return false; }
+  }
+  pc_fence_cluster();
+  slot = 0;
+  return true;
+}
+// An exiting thread no longer holds the cluster barrier back.
+__device__ void pc_cluster_leave(PcThread& th, PcClusterBar* b) {
+  u64 start = pc_now();
+  while (atomicCAS(&b->lock, 0, 1) != 0) {
+    if (pc_now() - start > th.timeout_ns) return;
+  }
+  pc_fence_cluster();
+  volatile PcClusterBar* v = b;
+  v->live = v->live - 1;
+  pc_cbar_settle(v);
+  pc_cbar_unlock(b);
+}
+"#;
 
 // ---- The async proxy (issue 13) ------------------------------------------------------------------
 // A TMA store (`copy_store_async`) is a cp.async.bulk shared::cta -> global in a bulk group, into a
@@ -636,6 +819,12 @@ struct Gen<'a> {
     pc: usize,
     /// Warp-batched commits as the hardware batches them ([`generate_hw_commit`]).
     hw_commit: bool,
+    /// CTAs in the cluster (1: none). A CTA's shared memory holds one copy of each object (the
+    /// lowered program's CTA-major tables are folded onto it, see `local_group`).
+    cluster: usize,
+    /// While generating a remote operation: the C++ variable holding the target CTA's rank
+    /// (flat indices then name the target's copies).
+    remote: Option<&'static str>,
 }
 
 /// Generate the kernel of one protocol. `index` makes its symbol unique within a module.
@@ -652,6 +841,8 @@ pub fn expression_cpp(p: &Protocol, code: &Code, e: &IExpr) -> String {
         track: false,
         pc: 0,
         hw_commit: false,
+        cluster: p.cluster.max(1) as usize,
+        remote: None,
     };
     g.expr(code, e)
 }
@@ -661,12 +852,9 @@ pub fn local_cpp(code: &Code, slot: u16) -> String {
     Gen::local_name(code, slot)
 }
 
-/// Cluster scope (issue 13 item 9) is checked by the model only: the harness launches one CTA
-/// per execution, with no cluster dimension.
-fn not_clustered() -> NotExpressible {
-    NotExpressible(
-        "cluster scope (`cluster N`, remote and multicast operations, the cluster barrier): the harness launches one CTA per execution, without a cluster dimension".into(),
-    )
+/// The code uses the cluster barrier (`cluster_arrive`/`cluster_wait`/`cluster_sync`).
+fn uses_cluster_barrier(p: &Protocol) -> bool {
+    p.roles.iter().any(|r| r.code.cluster_slot.is_some())
 }
 
 pub fn generate(p: &Protocol, source: &str, backend: Backend, index: usize) -> Result<Kernel, NotExpressible> {
@@ -689,15 +877,15 @@ fn generate_form(p: &Protocol, source: &str, backend: Backend, index: usize, hw_
     if p.threads.is_empty() {
         return Err(NotExpressible("the protocol has no threads".into()));
     }
-    if p.cluster > 1 {
-        return Err(not_clustered());
-    }
-    // Model thread (warp w, lane l) -> threadIdx.x = 32 w + l: model warps are hardware warps.
+    // Model thread (warp w, lane l) -> threadIdx.x = 32 w + l: model warps are hardware warps. In
+    // a cluster, numbered within the thread's CTA (the model numbers threads across the cluster).
+    let stride = p.cta_stride() as usize;
     let hw_index = |t: &ThreadInfo| {
+        let base = t.cta as usize * stride;
         if ws == 32 {
-            t.gtid as usize
+            t.gtid as usize - base
         } else {
-            t.warp as usize * 32 + t.lane as usize
+            (t.warp as usize - base / ws) * 32 + t.lane as usize
         }
     };
     let block_dim = p.threads.iter().map(|t| hw_index(t) + 1).max().unwrap_or(1);
@@ -730,6 +918,8 @@ fn generate_form(p: &Protocol, source: &str, backend: Backend, index: usize, hw_
         track: false,
         pc: 0,
         hw_commit,
+        cluster: p.cluster.max(1) as usize,
+        remote: None,
     };
     g.check_expressible()?;
     let symbol = format!("pc_{}_{}{}", ident(&p.name), index, if hw_commit { "_hwc" } else { "" });
@@ -748,6 +938,7 @@ fn generate_form(p: &Protocol, source: &str, backend: Backend, index: usize, hw_
         barriers: nb,
         block_words,
         src_words,
+        cluster: p.cluster.max(1),
     })
 }
 
@@ -782,6 +973,13 @@ fn code_warp_ops(code: &Code) -> bool {
     code.instrs
         .iter()
         .any(|i| matches!(i.kind, InstrKind::SyncWarpMask { .. } | InstrKind::Elect { .. }))
+}
+
+/// The protocol uses named barriers (`bar_sync`/`bar_arrive`).
+fn has_named(p: &Protocol) -> bool {
+    p.roles
+        .iter()
+        .any(|r| r.code.instrs.iter().any(|i| matches!(i.kind, InstrKind::NamedBar { .. })))
 }
 
 fn has_warp_ops(p: &Protocol) -> bool {
@@ -829,6 +1027,39 @@ impl<'a> Gen<'a> {
                 r.name
             )));
         }
+        if p.cluster > 1 {
+            if !p.completions.is_empty() {
+                return Err(NotExpressible(
+                    "completion functions in a cluster: libcu++ runs them in software barriers, which remote arrives and multicast copies cannot reach".into(),
+                ));
+            }
+            for (code, _) in self.all_code() {
+                for ins in &code.instrs {
+                    let InstrKind::Op {
+                        op: IOp::Remote { multicast, op, .. },
+                        ..
+                    } = &ins.kind
+                    else {
+                        continue;
+                    };
+                    let (line, text) = line_of(self.src, ins.span.start);
+                    let bad = |why: &str| Err(NotExpressible(format!("line {line} `{text}`: {why}")));
+                    let mut reads_var = false;
+                    ins.exprs(&mut |e| reads_var |= e.reads_var());
+                    if reads_var {
+                        return bad("an operand of a remote operation reads a shared var; the kernel evaluates it in the target CTA's shared memory");
+                    }
+                    match (&**op, multicast) {
+                        (IOp::Copy { version: None, .. } | IOp::CopyPart { version: None, .. }, true) => {
+                            return bad("a multicast copy without `version =`: the default version is each target CTA's own write count");
+                        }
+                        (IOp::Copy { .. } | IOp::CopyPart { .. }, true) => {}
+                        (IOp::Arrive { .. } | IOp::Read { .. } | IOp::Write { .. } | IOp::ReadPart { .. }, false) => {}
+                        _ => return bad("this remote operation has no sm_90 form in the generated kernel (remote: arrive, arrive_expect_tx, read, write; multicast: copy_async)"),
+                    }
+                }
+            }
+        }
         if let Some(r) = p.roles.iter().find(|r| code_commits(&r.code) && code_warp_ops(&r.code)) {
             return Err(NotExpressible(format!(
                 "role {} has a warp-batched commit and syncwarp(mask) or elect(): the kernel follows commit convergence only across full-warp syncwarps",
@@ -851,13 +1082,6 @@ impl<'a> Gen<'a> {
         }
         for (code, _) in self.all_code() {
             for ins in &code.instrs {
-                if let InstrKind::NamedBar { .. } = &ins.kind {
-                    // Issue 13: named barriers.
-                    let (line, text) = line_of(self.src, ins.span.start);
-                    return Err(NotExpressible(format!(
-                        "line {line} `{text}`: bar.sync blocks in hardware with no timeout, and every wait of a generated kernel must be bounded (a named barrier that never completes would hang the launch instead of recording \"hung\")"
-                    )));
-                }
                 let InstrKind::Op { op, .. } = &ins.kind else { continue };
                 let (line, text) = line_of(self.src, ins.span.start);
                 let software = |r: &Ref| self.group_completion[r.group as usize].is_some();
@@ -970,17 +1194,39 @@ impl<'a> Gen<'a> {
     }
 
     fn var_name(&self, v: u16) -> String {
-        format!("var_{}", ident(&self.p.vars[v as usize].name))
+        let per = self.p.vars.len() / self.cluster;
+        format!("var_{}", ident(self.declared(&self.p.vars[v as usize % per.max(1)].name)))
+    }
+
+    /// A lowered object's name as declared: without the `ctaN.` the lowering gives each CTA's copy.
+    fn declared<'n>(&self, name: &'n str) -> &'n str {
+        if self.cluster > 1 {
+            name.split_once('.').map_or(name, |(_, rest)| rest)
+        } else {
+            name
+        }
+    }
+
+    /// The group of this CTA's shared memory that holds lowered group `g` (every CTA's copy of a
+    /// declared object sits at the same place in its own CTA).
+    fn local_group(&self, g: u16, barrier: bool) -> usize {
+        let n = if barrier {
+            self.p.barrier_groups.len()
+        } else {
+            self.p.buffer_groups.len()
+        };
+        g as usize % (n / self.cluster).max(1)
     }
 
     /// `s.full[idx]` for a barrier reference, with a bounds check statement when indexed.
     fn place(&self, code: &Code, r: &Ref, barrier: bool) -> (String, Option<String>) {
+        let lg = self.local_group(r.group, barrier);
         let (gname, len, is_array) = if barrier {
-            let g = &self.p.barrier_groups[r.group as usize];
-            (format!("bar_{}", ident(&g.name)), g.len, g.is_array)
+            let g = &self.p.barrier_groups[lg];
+            (format!("bar_{}", ident(self.declared(&g.name))), g.len, g.is_array)
         } else {
-            let g = &self.p.buffer_groups[r.group as usize];
-            (format!("buf_{}", ident(&g.name)), g.len, g.is_array)
+            let g = &self.p.buffer_groups[lg];
+            (format!("buf_{}", ident(self.declared(&g.name))), g.len, g.is_array)
         };
         match &r.index {
             None if !is_array => (format!("s.{gname}"), None),
@@ -1000,18 +1246,57 @@ impl<'a> Gen<'a> {
 
     /// Flat barrier index expression (for completion counters).
     fn flat_bar(&self, code: &Code, r: &Ref) -> String {
-        let g = &self.p.barrier_groups[r.group as usize];
-        match &r.index {
-            None => format!("{}", g.base),
-            Some(e) => format!("({} + {})", g.base, self.expr(code, e)),
-        }
+        self.flat(code, r, true)
     }
 
     fn flat_buf(&self, code: &Code, r: &Ref) -> String {
-        let g = &self.p.buffer_groups[r.group as usize];
+        self.flat(code, r, false)
+    }
+
+    /// The flat index of a reference; in a remote operation, of the target CTA's copy.
+    fn flat(&self, code: &Code, r: &Ref, barrier: bool) -> String {
+        let (groups, objects) = if barrier {
+            (&self.p.barrier_groups, self.p.barriers.len())
+        } else {
+            (&self.p.buffer_groups, self.p.buffers.len())
+        };
+        let base = match self.remote {
+            Some(rank) => format!(
+                "{rank} * {} + {}",
+                objects / self.cluster,
+                groups[self.local_group(r.group, barrier)].base
+            ),
+            None => groups[r.group as usize].base.to_string(),
+        };
         match &r.index {
-            None => format!("{}", g.base),
-            Some(e) => format!("({} + {})", g.base, self.expr(code, e)),
+            None if self.remote.is_none() => base,
+            None => format!("({base})"),
+            Some(e) => format!("({base} + {})", self.expr(code, e)),
+        }
+    }
+
+    /// A hardware wait or probe of a cluster kernel acquires at cluster scope (the `_cl` helpers):
+    /// a peer's remote arrive may be what completes the phase.
+    fn cluster_scoped(&self, call: String) -> String {
+        if self.cluster == 1 {
+            return call;
+        }
+        [
+            "pc_mbar_test_token",
+            "pc_mbar_test_parity",
+            "pc_mbar_wait_token",
+            "pc_mbar_wait_parity",
+        ]
+        .iter()
+        .fold(call, |c, f| c.replace(&format!("{f}("), &format!("{f}_cl(")))
+    }
+
+    /// The cluster barrier: CTA 0's, reached through DSMEM from the others.
+    fn cluster_bar(&self) -> &'static str {
+        if self.cluster > 1 {
+            "(PcClusterBar*)pc_mapa((const void*)&s.cbar, 0)"
+        } else {
+            "&s.cbar"
         }
     }
 
@@ -1076,7 +1361,10 @@ impl<'a> Gen<'a> {
             }
         }
         self.w("struct Shared {");
-        for g in &p.barrier_groups {
+        let nc = self.cluster;
+        let local_bar_groups = &p.barrier_groups[..p.barrier_groups.len() / nc];
+        let local_buf_groups = &p.buffer_groups[..p.buffer_groups.len() / nc];
+        for g in local_bar_groups {
             let b = &p.barriers[g.base as usize];
             let ty = match (self.backend, b.completion) {
                 (Backend::Ptx, _) => "u64".to_string(),
@@ -1088,20 +1376,23 @@ impl<'a> Gen<'a> {
             };
             let arr = if g.is_array { format!("[{}]", g.len) } else { String::new() };
             let (line, text) = line_of(self.src, b.span.start);
-            self.w(format!("  {ty} bar_{}{arr};  // spec {line}: {text}", ident(&g.name)));
+            self.w(format!(
+                "  {ty} bar_{}{arr};  // spec {line}: {text}",
+                ident(self.declared(&g.name))
+            ));
         }
-        for g in &p.buffer_groups {
+        for g in local_buf_groups {
             let b = &p.buffers[g.base as usize];
             let arr = if g.is_array { format!("[{}]", g.len) } else { String::new() };
             self.w(format!(
                 "  alignas(128) int buf_{}{arr}[{}];  // {} bytes of version stamps",
-                ident(&g.name),
+                ident(self.declared(&g.name)),
                 words_of(b.bytes),
                 b.bytes
             ));
         }
-        for v in &p.vars {
-            self.w(format!("  volatile i64 var_{};", ident(&v.name)));
+        for v in &p.vars[..p.vars.len() / nc] {
+            self.w(format!("  volatile i64 var_{};", ident(self.declared(&v.name))));
         }
         self.w(format!(
             "  int writes[{}];  // writes issued per buffer: the default version of the next copy",
@@ -1109,6 +1400,11 @@ impl<'a> Gen<'a> {
         ));
         if has_commit(p) {
             self.w("  PcLane lanes[NT];       // published branch paths: which lanes a commit is converged with");
+        }
+        if has_named(p) {
+            self.w("  PcNamed named[16];       // bar.sync / bar.arrive, in software (bounded)");
+            self.w("  int named_lead[NW];      // per warp: the last warp-sync generation that arrived at a named barrier");
+            self.w("  volatile int named_at[NW];  // per warp: the phase its last arrival was on");
         }
         if has_warp_ops(p) {
             self.w("  volatile int wcount[NT];     // syncwarp(mask): masked syncs passed, per thread");
@@ -1121,6 +1417,9 @@ impl<'a> Gen<'a> {
         ));
         self.w("  int exited;             // model threads that have exited: the last one probes the barriers");
         self.w("  volatile int turn;      // replay turnstile");
+        if uses_cluster_barrier(p) {
+            self.w("  PcClusterBar cbar;      // the cluster barrier (CTA 0's is the cluster's)");
+        }
         self.w("  PcSync block_sync;      // syncthreads");
         self.w("  PcSync warp_sync[NW];   // syncwarp, per model warp");
         self.w("};");
@@ -1152,29 +1451,51 @@ impl<'a> Gen<'a> {
         // Kernel.
         self.w("}  // namespace");
         self.w("");
-        let map: Vec<String> = {
-            let mut m = vec!["-1".to_string(); block_dim];
-            for (t, ti) in p.threads.iter().enumerate() {
-                m[hw_index(ti)] = t.to_string();
-            }
-            m
-        };
+        // Per CTA of the cluster (one row without a cluster): hardware thread -> model thread.
+        let maps: Vec<String> = (0..nc)
+            .map(|c| {
+                let mut m = vec!["-1".to_string(); block_dim];
+                for (t, ti) in p.threads.iter().enumerate().filter(|(_, ti)| ti.cta as usize == c) {
+                    m[hw_index(ti)] = t.to_string();
+                }
+                format!("{{{}}}", m.join(", "))
+            })
+            .collect();
         self.w(format!(
             "// One block runs one execution of the protocol; blockDim.x = {block_dim}."
         ));
-        self.w(format!("extern \"C\" __global__ void __launch_bounds__({block_dim}) {symbol}(int* out, const int* src, int src_words, const int* sched, u64 timeout_ns, unsigned seed, unsigned max_delay) {{"));
-        self.w(format!("  using namespace {ns};"));
-        self.w("  __shared__ Shared s;");
-        self.w("  // hardware thread -> model thread (-1: padding that exits after setup)");
-        self.w(format!("  const int model_thread[{block_dim}] = {{{}}};", map.join(", ")));
-        self.w("  const int me = model_thread[threadIdx.x];");
-        self.w(format!(
-            "  int* block_out = out + (i64)blockIdx.x * {};  // this block's results",
-            block_words_of(p)
-        ));
+        let ntc = nt / nc;
+        if nc == 1 {
+            self.w(format!("extern \"C\" __global__ void __launch_bounds__({block_dim}) {symbol}(int* out, const int* src, int src_words, const int* sched, u64 timeout_ns, unsigned seed, unsigned max_delay) {{"));
+            self.w(format!("  using namespace {ns};"));
+            self.w("  __shared__ Shared s;");
+            self.w("  // hardware thread -> model thread (-1: padding that exits after setup)");
+            self.w(format!("  const int model_thread[{block_dim}] = {};", maps[0]));
+            self.w("  const int me = model_thread[threadIdx.x];");
+            self.w(format!(
+                "  int* block_out = out + (i64)blockIdx.x * {};  // this block's results",
+                block_words_of(p)
+            ));
+        } else {
+            self.w(format!(
+                "// A cluster of {nc} CTAs runs one execution; CTA r of the cluster is the model's CTA r."
+            ));
+            self.w(format!("extern \"C\" __global__ void __cluster_dims__({nc}, 1, 1) __launch_bounds__({block_dim}) {symbol}(int* out, const int* src, int src_words, const int* sched, u64 timeout_ns, unsigned seed, unsigned max_delay) {{"));
+            self.w(format!("  using namespace {ns};"));
+            self.w("  __shared__ Shared s;");
+            self.w("  const int rank = pc_cluster_rank();");
+            self.w("  // per CTA: hardware thread -> model thread (-1: padding that exits after setup)");
+            self.w(format!("  const int model_thread[{nc}][{block_dim}] = {{{}}};", maps.join(", ")));
+            self.w("  const int me = model_thread[rank][threadIdx.x];");
+            self.w(format!(
+                "  int* block_out = out + (i64)(blockIdx.x / {nc}) * {};  // this cluster's results",
+                block_words_of(p)
+            ));
+        }
         self.w("  if (threadIdx.x == 0) {");
         self.w("    // Initialise every barrier not declared manual_init, before any thread runs.");
-        for (bi, b) in p.barriers.iter().enumerate() {
+        let local_barriers = p.barriers.len() / nc;
+        for (bi, b) in p.barriers.iter().enumerate().take(local_barriers) {
             if b.manual_init {
                 continue;
             }
@@ -1188,7 +1509,7 @@ impl<'a> Gen<'a> {
             } else {
                 String::new()
             };
-            let bar = format!("s.bar_{}{idx}", ident(&g.name));
+            let bar = format!("s.bar_{}{idx}", ident(self.declared(&g.name)));
             let count = b.count.clamp(i32::MIN as i64, i32::MAX as i64);
             match (self.backend, b.completion) {
                 (Backend::Ptx, _) => self.w(format!("    pc_mbar_init(&{bar}, {count});")),
@@ -1199,21 +1520,20 @@ impl<'a> Gen<'a> {
                 )),
             }
         }
-        for (gi, g) in p.buffer_groups.iter().enumerate() {
+        for g in local_buf_groups {
             let words = words_of(p.buffers[g.base as usize].bytes);
+            let name = ident(self.declared(&g.name));
             if g.is_array {
                 self.w(format!(
-                    "    for (int i = 0; i < {}; i++) pc_write(s.buf_{}[i], {words}, 0);",
-                    g.len,
-                    ident(&g.name)
+                    "    for (int i = 0; i < {}; i++) pc_write(s.buf_{name}[i], {words}, 0);",
+                    g.len
                 ));
             } else {
-                self.w(format!("    pc_write(s.buf_{}, {words}, 0);", ident(&g.name)));
+                self.w(format!("    pc_write(s.buf_{name}, {words}, 0);"));
             }
-            let _ = gi;
         }
-        for v in &p.vars {
-            self.w(format!("    s.var_{} = {};", ident(&v.name), v.init));
+        for v in &p.vars[..p.vars.len() / nc] {
+            self.w(format!("    s.var_{} = {};", ident(self.declared(&v.name)), v.init));
         }
         self.w("    for (int i = 0; i < (int)(sizeof(s.writes) / sizeof(int)); i++) s.writes[i] = 0;");
         let live: Vec<&str> = p.barriers.iter().map(|b| if b.manual_init { "0" } else { "1" }).collect();
@@ -1228,22 +1548,39 @@ impl<'a> Gen<'a> {
             self.w("    for (int i = 0; i < NT; i++) pc_lane_init(&s.lanes[i]);");
         }
         self.w("    s.turn = 0;");
-        self.w("    s.block_sync = PcSync{0, 0, NT, 0};");
+        self.w(format!("    s.block_sync = PcSync{{0, 0, {ntc}, 0}};"));
+        if uses_cluster_barrier(p) {
+            self.w("    s.cbar = PcClusterBar{0, 0, NT, 0};  // every model thread of the cluster");
+        }
         self.w("    for (int w = 0; w < NW; w++) s.warp_sync[w] = PcSync{0, 0, warp_n[w], 0};");
+        if has_named(p) {
+            self.w("    for (int i = 0; i < 16; i++) s.named[i] = PcNamed{0, 0, 0, 0};");
+            self.w("    for (int w = 0; w < NW; w++) { s.named_lead[w] = 0; s.named_at[w] = 0; }");
+        }
         if has_warp_ops(p) {
             self.w("    for (int i = 0; i < NT; i++) { s.wcount[i] = 0; s.wdone[i] = 0; }");
             self.w("    for (int w = 0; w < NW; w++) s.walive[w] = warp_n[w] >= 32 ? 0xffffffffu : (1u << warp_n[w]) - 1u;");
         }
-        if self.backend == Backend::Ptx {
+        if self.backend == Backend::Ptx || nc > 1 {
             self.w("    pc_fence_init();  // make the inits visible to the async proxy");
         }
         self.w("  }");
         self.w("  __syncthreads();");
+        if nc > 1 {
+            self.w("  pc_cluster_barrier_hw();  // every CTA's barriers are initialised before any thread of the cluster runs");
+        }
         self.w("  if (me < 0) return;");
         self.w("  PcThread th = {};");
         self.w("  th.rec = block_out + me * PC_THREAD_WORDS;");
         self.w("  th.completions = block_out + NT * PC_THREAD_WORDS;");
         self.w("  th.src = src; th.src_words = src_words; th.sched = sched; th.timeout_ns = timeout_ns;");
+        if nc > 1 {
+            self.w(format!(
+                "  th.cluster = {nc}; th.cta = rank; th.turnp = (volatile int*)pc_mapa((const void*)&s.turn, 0);  // the cluster's turnstile is CTA 0's"
+            ));
+        } else {
+            self.w("  th.cluster = 1; th.turnp = &s.turn;");
+        }
         self.w("  th.rng = seed ^ (blockIdx.x * 0x9E3779B9u) ^ (me * 0x85EBCA6Bu) | 1u; th.max_delay = max_delay;");
         let roles_of: Vec<String> = p
             .threads
@@ -1276,8 +1613,17 @@ impl<'a> Gen<'a> {
         if has_warp_ops(p) {
             self.w("  __threadfence_block(); s.wdone[me] = 1; atomicAnd((unsigned*)&s.walive[th.warp], ~(1u << th.lane));  // nor a syncwarp(mask) or elect()");
         }
+        if uses_cluster_barrier(p) {
+            self.w(format!(
+                "  pc_cluster_leave(th, {});  // nor the cluster barrier",
+                self.cluster_bar()
+            ));
+        }
         self.w("  th.rec[0] = th.status; th.rec[1] = th.nreads; th.rec[2] = th.ntry; th.rec[3] = th.ntok; th.rec[4] = th.nbad; th.rec[5] = th.lost;");
         self.end_probes();
+        if nc > 1 {
+            self.w("  pc_cluster_barrier_hw();  // no CTA exits while a peer may still reach its shared memory");
+        }
         self.w("}");
         Ok(())
     }
@@ -1295,17 +1641,26 @@ impl<'a> Gen<'a> {
         }
         self.w("  // The last model thread out probes every live barrier's phase (both parities).");
         self.w("  __threadfence_block();");
-        self.w("  if (atomicAdd(&s.exited, 1) == NT - 1) {");
+        let nc = self.cluster;
+        self.w(format!(
+            "  if (atomicAdd(&s.exited, 1) == {} - 1) {{",
+            if nc > 1 { format!("{}", p.threads.len() / nc) } else { "NT".into() }
+        ));
         self.w("    __threadfence_block();");
         self.w("    int* probes = block_out + NT * PC_THREAD_WORDS + NB;");
-        for (gi, g) in p.barrier_groups.iter().enumerate() {
+        for (gi, g) in p.barrier_groups.iter().enumerate().take(p.barrier_groups.len() / nc) {
             if self.backend == Backend::Libcu && self.group_completion[gi].is_some() {
                 continue;
             }
             for i in 0..g.len as usize {
-                let flat = g.base as usize + i;
+                // In a cluster each CTA probes its own copies.
+                let flat = if nc > 1 {
+                    format!("th.cta * {} + {}", p.barriers.len() / nc, g.base as usize + i)
+                } else {
+                    (g.base as usize + i).to_string()
+                };
                 let idx = if g.is_array { format!("[{i}]") } else { String::new() };
-                let bar = self.native(&format!("s.bar_{}{idx}", ident(&g.name)));
+                let bar = self.native(&format!("s.bar_{}{idx}", ident(self.declared(&g.name))));
                 self.w(format!(
                     "    if (s.bar_live[{flat}]) probes[{flat}] = 4 | (pc_mbar_test_parity({bar}, 0) ? 1 : 0) | (pc_mbar_test_parity({bar}, 1) ? 2 : 0);"
                 ));
@@ -1376,7 +1731,7 @@ impl<'a> Gen<'a> {
                 && matches!(code.instrs.get(i + 1), Some(Instr { kind: InstrKind::Op { op: IOp::ExpectTx { .. }, .. }, span, .. }) if *span == ins.span)
                 && !targets[i + 1];
             if step {
-                self.w("  if (!pc_turn_begin(th, &s.turn, NT)) return;");
+                self.w("  if (!pc_turn_begin(th, th.turnp, NT)) return;");
             }
             match &ins.kind {
                 InstrKind::SetLocal { slot, expr } => {
@@ -1401,7 +1756,7 @@ impl<'a> Gen<'a> {
                     };
                     if step {
                         self.w(format!(
-                            "  {{ bool taken = {c}; pc_turn_end(th, &s.turn);{push} if (!taken) goto L{else_to}; }}"
+                            "  {{ bool taken = {c}; pc_turn_end(th, th.turnp);{push} if (!taken) goto L{else_to}; }}"
                         ));
                     } else if self.track {
                         self.w(format!("  {{ bool taken = {c};{push} if (!taken) goto L{else_to}; }}"));
@@ -1416,7 +1771,7 @@ impl<'a> Gen<'a> {
                 InstrKind::Return => self.w("  return;"),
                 InstrKind::Work => self.w("  // independent local work: nothing shared"),
                 InstrKind::SyncWarp => {
-                    self.w("  pc_turn_end(th, &s.turn);  // the arrival is the step; the release follows it");
+                    self.w("  pc_turn_end(th, th.turnp);  // the arrival is the step; the release follows it");
                     self.w("  if (!pc_sync(th, &s.warp_sync[th.warp])) return;");
                     self.w("  __syncwarp(__activemask());  // reconverge the lanes that got here");
                     if self.track {
@@ -1424,31 +1779,52 @@ impl<'a> Gen<'a> {
                     }
                 }
                 InstrKind::SyncThreads => {
-                    self.w("  pc_turn_end(th, &s.turn);  // the arrival is the step; the release follows it");
+                    self.w("  pc_turn_end(th, th.turnp);  // the arrival is the step; the release follows it");
                     self.w("  if (!pc_sync(th, &s.block_sync)) return;");
                 }
                 InstrKind::SyncWarpMask { mask } => {
                     let m = self.expr(code, mask);
                     self.w(format!("  {{ i64 mask = {m};"));
                     self.w("    if (th.lane >= 32 || !((mask >> th.lane) & 1)) { th.status = PC_ASSERT; return; }  // not in its own mask: undefined");
-                    self.w("    pc_turn_end(th, &s.turn);  // the arrival is the step; the release follows it");
+                    self.w("    pc_turn_end(th, th.turnp);  // the arrival is the step; the release follows it");
                     self.w("    // __syncwarp(mask), in software so that it is bounded (exited lanes take no part)");
                     self.w("    if (!pc_sync_mask(th, s.wcount, s.wdone, warp_first[th.warp], warp_n[th.warp], (unsigned)mask)) return;");
                     self.w("    __threadfence_block(); }");
                 }
                 InstrKind::Elect { slot } => {
-                    self.w("  pc_turn_end(th, &s.turn);  // the arrival is the step");
+                    self.w("  pc_turn_end(th, th.turnp);  // the arrival is the step");
                     self.w("  if (!pc_sync(th, &s.warp_sync[th.warp])) return;  // every unfinished lane of the warp is here");
                     self.w("  { unsigned alive = s.walive[th.warp];");
                     self.w("    if (!pc_sync(th, &s.warp_sync[th.warp])) return;  // nobody exits before all have read `alive`");
                     self.w("    bool elected = pc_elect(alive);  // elect.sync: the hardware picks one lane");
-                    self.w("    if (elected) { if (!pc_turn_begin(th, &s.turn, NT)) return; pc_turn_end(th, &s.turn); }  // the release: a step of the elected lane");
+                    self.w("    if (elected) { if (!pc_turn_begin(th, th.turnp, NT)) return; pc_turn_end(th, th.turnp); }  // the release: a step of the elected lane");
                     self.w(format!("    {} = elected ? 1 : 0; }}", Self::local_name(code, *slot)));
                 }
-                InstrKind::NamedBar { .. } => {
-                    return Err(NotExpressible("named barriers (bar.sync) cannot be bounded by time".into()));
+                InstrKind::NamedBar { id, count, sync } => {
+                    let (id, count) = (self.expr(code, id), self.expr(code, count));
+                    let ws = p.warp_size;
+                    let what = if *sync { "bar.sync" } else { "bar.arrive" };
+                    self.w("  pc_turn_end(th, th.turnp);  // the arrival is the step; the release follows it");
+                    self.w(format!(
+                        "  {{ i64 id = {id}; // {what}, in software (bar.sync cannot be bounded in time)"
+                    ));
+                    self.w(format!(
+                        "    if (!pc_named(th, &s.named[id < 0 || id >= 16 ? 0 : id], &s.warp_sync[th.warp], &s.named_lead[th.warp], &s.named_at[th.warp], id, {count}, {ws}, {sync})) return; }}"
+                    ));
                 }
-                InstrKind::ClusterArrive { .. } | InstrKind::ClusterWait { .. } => return Err(not_clustered()),
+                InstrKind::ClusterArrive { slot } => {
+                    let (b, l) = (self.cluster_bar(), Self::local_name(code, *slot));
+                    self.w(format!(
+                        "  if (!pc_cluster_arrive(th, {b}, {l})) return;  // barrier.cluster.arrive.release, in software"
+                    ));
+                }
+                InstrKind::ClusterWait { slot } => {
+                    let (b, l) = (self.cluster_bar(), Self::local_name(code, *slot));
+                    self.w("  pc_turn_end(th, th.turnp);  // the wait is the step; the release follows the last arrival");
+                    self.w(format!(
+                        "  if (!pc_cluster_wait(th, {b}, {l})) return;  // barrier.cluster.wait.acquire, in software (bounded)"
+                    ));
+                }
                 InstrKind::TokenCheck { origin, index, .. } => {
                     // Issue 13: the model's check that a token is waited on at the array element
                     // it came from (an assertion there).
@@ -1484,11 +1860,13 @@ impl<'a> Gen<'a> {
                     InstrKind::Branch { .. }
                         | InstrKind::SyncWarp
                         | InstrKind::SyncThreads
+                        | InstrKind::NamedBar { .. }
+                        | InstrKind::ClusterWait { .. }
                         | InstrKind::SyncWarpMask { .. }
                         | InstrKind::Elect { .. }
                 )
             {
-                self.w("  pc_turn_end(th, &s.turn);");
+                self.w("  pc_turn_end(th, th.turnp);");
             }
             i += 1;
         }
@@ -1580,6 +1958,97 @@ impl<'a> Gen<'a> {
         }
     }
 
+    /// Cluster scope: an operation on a peer CTA's objects (`cta = R`), or a copy multicast into
+    /// several CTAs (`multicast = MASK`). Remote arrives and multicast copies are the hardware's;
+    /// DSMEM reads and writes run the local operation on the peer's shared memory through a `mapa`
+    /// pointer (`s` is rebound to it; `check_expressible` keeps shared vars out of the operands).
+    fn remote_op(
+        &mut self,
+        code: &Code,
+        target: &IExpr,
+        multicast: bool,
+        op: &IOp,
+        token_slots: &std::collections::HashSet<u16>,
+        rec: Option<crate::outcome::Recorded>,
+    ) -> Result<(), NotExpressible> {
+        let nc = self.cluster;
+        let t = self.expr(code, target);
+        if multicast {
+            let (bar, buf, version) = match op {
+                IOp::Copy { buf, bar, version, .. } | IOp::CopyPart { buf, bar, version, .. } => (bar, buf, version),
+                _ => unreachable!("check_expressible admits multicast copies only"),
+            };
+            let version = self.expr(
+                code,
+                version.as_ref().expect("check_expressible asks multicast copies for a version"),
+            );
+            let (b, chk1) = self.place(code, bar, true);
+            let (d, chk2) = self.place(code, buf, false);
+            self.w(format!("  {{ i64 mask = {t};"));
+            self.w(format!(
+                "    if (mask < 1 || mask >= {}) {{ th.status = PC_ASSERT; return; }}  // a CTA outside the cluster: undefined",
+                1u32 << nc
+            ));
+            for c in [chk1, chk2].into_iter().flatten() {
+                self.w(format!("    {c}"));
+            }
+            let (off, n) = match op {
+                IOp::CopyPart { offset, bytes, .. } => (self.expr(code, offset), self.expr(code, bytes)),
+                IOp::Copy { bytes: Some(e), .. } => ("0LL".to_string(), self.expr(code, e)),
+                _ => ("0LL".to_string(), format!("(i64)sizeof({d})")),
+            };
+            self.w(format!(
+                "    if ({n} % 16 != 0 || {n} <= 0 || {off} % 16 != 0 || {off} < 0 || {off} + {n} > (i64)sizeof({d})) {{ th.status = PC_UNSUPPORTED; return; }}"
+            ));
+            self.remote = Some("c");
+            let flat = self.flat_buf(code, buf);
+            self.remote = None;
+            self.w(format!(
+                "    for (int c = 0; c < {nc}; c++) if ((mask >> c) & 1) atomicAdd(&((Shared*)pc_mapa((const void*)&s, c))->writes[{flat}], 1);"
+            ));
+            self.w(format!(
+                "    pc_bulk_copy_multicast((int*)((char*){d} + {off}), (const int*)((const char*)pc_src_row(th, {version}) + {off}), (int){n}, {}, (int)mask);  // lands in every CTA of the mask, complete_tx({n}) on each one's barrier",
+                self.native(&b)
+            ));
+            self.w("  }");
+            return Ok(());
+        }
+        self.w(format!("  {{ i64 peer = {t};"));
+        self.w(format!(
+            "    if (peer < 0 || peer >= {nc}) {{ th.status = PC_ASSERT; return; }}  // mapa of a rank outside the cluster: undefined"
+        ));
+        match op {
+            IOp::Arrive { bar, n, drop, expect_tx } => {
+                let (b, chk) = self.place(code, bar, true);
+                if let Some(c) = chk {
+                    self.w(format!("    {c}"));
+                }
+                let native = self.native(&b);
+                match expect_tx {
+                    Some(tx) => {
+                        let tx = self.expr(code, tx);
+                        self.w(format!("    pc_mbar_arrive_expect_tx_remote({native}, (int)peer, (int){tx});  // mbarrier.arrive.expect_tx.release.cluster.shared::cluster"));
+                    }
+                    None => {
+                        let n = self.expr(code, n);
+                        self.w(format!("    pc_mbar_arrive_remote({native}, (int)peer, (int){n}, {drop});  // mbarrier.arrive.release.cluster.shared::cluster"));
+                    }
+                }
+            }
+            _ => {
+                self.w("    Shared& peer_s = *(Shared*)pc_mapa((const void*)&s, (int)peer);  // the peer's shared memory (DSMEM)");
+                self.w("    { Shared& s = peer_s;");
+                self.remote = Some("peer");
+                let r = self.op(code, op, None, token_slots, rec);
+                self.remote = None;
+                r?;
+                self.w("    }");
+            }
+        }
+        self.w("  }");
+        Ok(())
+    }
+
     fn memcpy_async(&mut self, code: &Code, copy: &IOp, _expect: &Instr, step: bool) {
         let IOp::Copy { buf, bar, bytes, version } = copy else {
             unreachable!()
@@ -1603,9 +2072,9 @@ impl<'a> Gen<'a> {
         ));
         if step {
             // Two model steps (copy, expect_tx) done by one call: take both turns.
-            self.w("  pc_turn_end(th, &s.turn);");
-            self.w("  if (!pc_turn_begin(th, &s.turn, NT)) return;  // the expect_tx step (already done inside memcpy_async)");
-            self.w("  pc_turn_end(th, &s.turn);");
+            self.w("  pc_turn_end(th, th.turnp);");
+            self.w("  if (!pc_turn_begin(th, th.turnp, NT)) return;  // the expect_tx step (already done inside memcpy_async)");
+            self.w("  pc_turn_end(th, th.turnp);");
         }
     }
 
@@ -1624,7 +2093,7 @@ impl<'a> Gen<'a> {
             None => format!("(void)({v});"),
         };
         match op {
-            IOp::Remote { .. } => return Err(not_clustered()),
+            IOp::Remote { target, multicast, op } => return self.remote_op(code, target, *multicast, op, token_slots, rec),
             IOp::Arrive { bar, n, drop, expect_tx } => {
                 let (b, chk) = self.place(code, bar, true);
                 if let Some(c) = chk {
@@ -1686,6 +2155,7 @@ impl<'a> Gen<'a> {
                     (_, _, true) => format!("pc_mbar_test_token({}, (u64){arg})", self.native(&b)),
                     (_, _, false) => format!("pc_mbar_test_parity({}, {arg})", self.native(&b)),
                 };
+                let test = self.cluster_scoped(test);
                 if *try_ {
                     self.w(format!("  {{ bool ok = {test};  // never blocks"));
                     if rec == Some(Recorded::TryWait) {
@@ -1707,6 +2177,7 @@ impl<'a> Gen<'a> {
                         (false, _, true) => format!("pc_mbar_wait_token(th, &{b}, (u64){arg})"),
                         (false, _, false) => format!("pc_mbar_wait_parity(th, &{b}, {arg})"),
                     };
+                    let wait = self.cluster_scoped(wait);
                     self.w(format!("  if (!{wait}) return;  // timed out: hung"));
                 }
             }
@@ -1877,7 +2348,7 @@ impl<'a> Gen<'a> {
                         "    unsigned group = __match_any_sync(__activemask(), (unsigned)(unsigned long long)&{b});"
                     ));
                     self.w(format!("    if (th.lane == __ffs(group) - 1) {arrive};"));
-                    self.w("    pc_turn_end(th, &s.turn);");
+                    self.w("    pc_turn_end(th, th.turnp);");
                     self.w("  }");
                     return Ok(());
                 }
@@ -1890,7 +2361,7 @@ impl<'a> Gen<'a> {
                 self.w("    bool leader = th.lane == __ffs(group) - 1;");
                 self.w(format!("    if (leader) {arrive};  // the lowest lane arrives for the group"));
                 self.w("    __syncwarp(group);  // no lane moves on before the arrival is made");
-                self.w("    pc_commit_leave(th, &s.lanes[th.t], leader, &s.turn);");
+                self.w("    pc_commit_leave(th, &s.lanes[th.t], leader, th.turnp);");
                 self.w("  }");
             }
         }

@@ -394,6 +394,11 @@ pub enum Recorded {
 pub fn recorded(code: &Code, instr: &Instr) -> Option<Recorded> {
     match &instr.kind {
         InstrKind::Op { op: IOp::Read { .. }, .. } => Some(Recorded::Read),
+        // A DSMEM read of a peer CTA's buffer (cluster scope) is a read like any other.
+        InstrKind::Op {
+            op: IOp::Remote { multicast: false, op, .. },
+            ..
+        } if matches!(**op, IOp::Read { .. }) => Some(Recorded::Read),
         // A try_wait polled in a `while` loop answers as often as the hardware spins: its
         // answers are not an outcome (the model bounds the loop by revisiting states, not by count).
         InstrKind::Op {

@@ -254,7 +254,8 @@ fn run_on_gpu(a: &Settings, specs: &mut [SpecPlan], cases: &mut Vec<Case>, save:
             let mk = |id: usize, grid: u32, sched: Vec<i32>, seed: u32, max_delay: u32, k: &Kernel| Job {
                 id,
                 symbol: k.symbol.clone(),
-                grid,
+                // A cluster kernel runs each execution on `cluster` CTAs, which share its record.
+                grid: grid * k.cluster,
                 block: k.block_dim,
                 out_words: grid as usize * k.block_words,
                 src_words: k.src_words as i32,

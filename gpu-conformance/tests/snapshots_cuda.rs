@@ -66,3 +66,52 @@ fn every_wait_is_bounded() {
         }
     }
 }
+
+snap!(cluster_mailbox_ptx, "cluster_mailbox", Backend::Ptx);
+snap!(named_pingpong_ptx, "named_pingpong", Backend::Ptx);
+
+fn kernel_of(name: &str, backend: Backend) -> phasecheck_gpu::codegen::Kernel {
+    let f = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(format!("{name}.phase"));
+    let spec = load_spec(&f, &[]).unwrap();
+    generate(&spec.proto, &spec.source, backend, 0).unwrap()
+}
+
+/// A cluster spec runs one execution per cluster: the kernel carries the cluster dimension, each
+/// CTA runs its own model threads (block_dim counts one CTA), and the cluster shares one record.
+#[test]
+fn a_cluster_kernel_runs_one_execution_per_cluster_of_ctas() {
+    for b in [Backend::Ptx, Backend::Libcu] {
+        let k = kernel_of("cluster_mailbox", b);
+        assert_eq!(k.cluster, 2);
+        assert_eq!(k.threads, 2, "one worker per CTA");
+        assert_eq!(k.block_dim, 1, "the block is one CTA's threads");
+        assert!(k.body.contains("__cluster_dims__(2, 1, 1)"));
+        assert!(k.body.contains("out + (i64)(blockIdx.x / 2)"), "two CTAs share a record");
+        // The hardware's remote arrive and multicast copy; cluster-scope waits.
+        assert!(k.body.contains("pc_mbar_arrive_remote("));
+        assert!(k.body.contains("pc_bulk_copy_multicast("));
+        assert!(k.body.contains("_cl(th, "), "waits acquire at cluster scope");
+        // The spec's cluster barrier is bounded: never the hardware wait inside spec code.
+        let roles = &k.body[..k.body.find("extern \"C\"").unwrap()];
+        assert!(
+            !roles.contains("pc_cluster_barrier_hw"),
+            "spec code uses the bounded software cluster barrier"
+        );
+        assert!(roles.contains("pc_cluster_wait("));
+    }
+    let single = kernel_of("double_buffer", Backend::Ptx);
+    assert_eq!(single.cluster, 1);
+    assert!(!single.body.contains("__cluster_dims__"));
+}
+
+/// Named barriers run as bounded software barriers with the hardware's warp-granular counting.
+#[test]
+fn named_barriers_are_generated_bounded() {
+    for b in [Backend::Ptx, Backend::Libcu] {
+        let k = kernel_of("named_pingpong", b);
+        assert!(k.body.contains("pc_named("), "{}", b.name());
+        assert!(!k.body.contains("asm volatile(\"bar"), "no hardware bar.sync/bar.arrive: unbounded");
+    }
+}
