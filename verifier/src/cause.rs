@@ -436,6 +436,26 @@ fn divergence(
                 }
                 (Obs::LandedPart { buf, bar, bytes }, None) => {
                     let full = s.copy.as_ref().map(|c| c.bytes).unwrap_or(*bytes);
+                    let completes = s.obs.iter().any(|o| matches!(o, Obs::PhaseCompleted { .. }));
+                    if !completes {
+                        // The split that lets another copy cross zero (step.rs, `LandPart`).
+                        return Divergence {
+                            raised: None,
+                            rule: Rule::TxMismatch,
+                            step: i,
+                            span: Some(s.span),
+                            bar: Some(*bar),
+                            phase: None,
+                            mismatch: None,
+                            what: format!(
+                                "the copies in flight on {} bring more bytes than its phase still expects: {bytes} of the {full} bytes of the copy into {} (line {} `{}`) land, and another copy can then cross zero whole, so the phase never completes",
+                                p.barriers[*bar as usize].name,
+                                p.buffers[*buf as usize].name,
+                                line(s.span),
+                                statement_text(source, s.span)
+                            ),
+                        };
+                    }
                     return Divergence {
                         raised: None,
                         rule: Rule::TxMismatch,
