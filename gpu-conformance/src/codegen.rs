@@ -657,11 +657,13 @@ struct PcUAgent {
   volatile int step, lost;     // the replay position, handed from the lane that took the turns
   volatile int cnt[5];         // nreads, ntry, ntok, nbad, status, handed back after an elected block
   volatile i64 tok;            // the leader's arrival token: the agent's (the first lane's, as modelled)
+  volatile i64 val;            // the leader's try_wait answer, branch decision or var read: the agent's
   volatile int fin[32][6];     // per lane at exit: status, nreads, ntry, ntok, nbad, lost
   volatile u64 hash[32];       // per lane at exit: hash of its observations outside elected blocks
   volatile int nobs[32];
   int out;                     // lanes exited
 };
+static_assert(sizeof(PcUAgent) <= 1280, "UNIFORM_AGENT_BYTES in codegen.rs bounds it");
 struct PcU {
   PcUAgent* a;                 // null: an ordinary model thread
   int lane, lanes;             // my lane in the agent's warp; the warp's lanes
@@ -712,11 +714,14 @@ __device__ bool pc_u_end(PcThread& th, PcU& u, volatile int* turn) {
 }
 // An observation outside elected blocks: every lane makes it and counts it, the leader records
 // it, and every lane hashes it (compared at exit: do the lanes see the same?).
+__device__ __forceinline__ void pc_u_observe(PcU& u, int list, int v) {
+  u.hash = (u.hash ^ (((u64)(unsigned)list << 32) | (u64)(unsigned)v)) * 0x100000001b3ull;
+  u.nobs++;
+}
 __device__ void pc_u_record(PcThread& th, PcU& u, int list, int& n, int v) {
   if (n < PC_CAP) { if (u.lane == 0) th.rec[PC_HEADER + list * PC_CAP + n] = v; } else th.status = PC_OVERFLOW;
   n++;
-  u.hash = (u.hash ^ (((u64)(unsigned)list << 32) | (u64)(unsigned)v)) * 0x100000001b3ull;
-  u.nobs++;
+  pc_u_observe(u, list, v);
 }
 __device__ __forceinline__ void pc_u_tick(PcU& u) { u.a->progress = u.a->progress + 1; }
 // The elected lane leaves its block (at its end, or stopped inside it): it hands its record
@@ -1950,9 +1955,23 @@ impl<'a> Gen<'a> {
                 self.w("    u.in_block = 1; }");
             }
             InstrKind::Branch { cond, else_to } if step => {
+                // A condition on shared state may change between the lanes' evaluations: the
+                // agent follows the leader's, every lane's own is compared at exit.
                 let c = self.expr(code, cond);
                 self.w(begin);
-                self.w(format!("  {{ bool taken = {c}; {end} if (!taken) goto L{else_to}; }}"));
+                self.w(format!(
+                    "  {{ bool mine = {c}; pc_u_observe(u, 3, mine ? 1 : 0); if (u.lane == 0) u.a->val = mine ? 1 : 0;"
+                ));
+                self.w(format!("    {end} if (!u.a->val) goto L{else_to}; }}"));
+            }
+            InstrKind::SetLocal { slot, expr } if step && expr.reads_var() => {
+                // A shared var read by every lane: the agent keeps the leader's value.
+                let e = self.expr(code, expr);
+                self.w(begin);
+                self.w(format!(
+                    "  {{ i64 mine = {e}; pc_u_observe(u, 4, (int)mine); if (u.lane == 0) u.a->val = mine;"
+                ));
+                self.w(format!("    {end} {} = u.a->val; }}", Self::local_name(code, *slot)));
             }
             InstrKind::SyncWarp | InstrKind::SyncWarpMask { .. } => {
                 // The agent is alone in its warp (a full mask, crate::uniform): syncwarp is its
@@ -2208,6 +2227,15 @@ impl<'a> Gen<'a> {
                     self.w(format!("  {{ bool ok = {test};  // never blocks"));
                     if rec == Some(Recorded::TryWait) {
                         self.w(format!("    {}", self.record(1, "ok")));
+                    } else if self.lanes {
+                        self.w("    pc_u_observe(u, 1, ok ? 1 : 0);");
+                    }
+                    if self.lanes {
+                        // The lanes may see the phase complete at different moments; the agent
+                        // goes on with the leader's answer, so that its lanes stay on one path.
+                        self.w("    if (u.lane == 0) u.a->val = ok ? 1 : 0;");
+                        self.w("    if (!pc_u_meet(th, u)) return;");
+                        self.w("    ok = u.a->val != 0;  // the agent's answer: the leader's");
                     }
                     self.w(format!("    {} }}", set("ok ? 1 : 0".into())));
                 } else {
