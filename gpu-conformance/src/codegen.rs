@@ -19,6 +19,36 @@
 //! same commit on the same path, then the group meets in `__syncwarp(group)` and its lowest lane
 //! arrives once. In replay every lane of the group holds the commit's turn; the leader ends it.
 //!
+//! Warp-uniform roles (`role R warps N uniform`, docs/model.md): one model thread (agent) stands
+//! for its warp's lanes, and the kernel runs it as those lanes, so the silicon makes every per-lane
+//! contribution the model counts. The choices (`UNIFORM_HELPERS`, docs/hardware-notes.md):
+//! - *Mapping.* Agent t's lanes are hardware lanes 0..warp_size of its model warp's hardware warp
+//!   (the agent owns that warp); `blockDim.x` counts every lane, `model_thread[]` maps each lane to
+//!   t, and `who[t]` stays the agent's identity (lane 0), which every lane evaluates expressions
+//!   with. Records stay one per agent (`Kernel::threads`; `Kernel::lanes` says how many lanes
+//!   each runs as); the block's results gain one word per model thread: the agent's lanes that
+//!   observed something else than lane 0 (the model's lockstep assumption failing).
+//! - *Lockstep.* Every model step of the agent is: the lanes meet (bounded), lane 0 (the leader)
+//!   holds the turn in replay, every lane does its part, the lanes meet, the leader ends the
+//!   turn. So no lane starts a step before every lane finished the previous one; within a step
+//!   the lanes run concurrently, each after its own pause when running free. Exited lanes are not
+//!   waited for. What the model does once for the warp (bulk and wgmma groups, TMA stores) the
+//!   leader does; arrivals are the leader's first, then the others', so all keep the first
+//!   arrival's token; try_wait answers, visible branch decisions and visible var reads are the
+//!   leader's for every lane (each lane's own goes into its observation hash).
+//! - *Records.* Outside elected blocks the leader writes the record and every lane counts and
+//!   hashes the observations; the last lane out writes the header and compares the hashes.
+//! - *Elected blocks.* `elect()` is a real `elect.sync` over the live lanes between meets; the
+//!   elected lane takes the release turn and runs the block with ordinary single-thread code and
+//!   its own turns, the others wait at the block's end (bounded by the elected lane's progress),
+//!   then take over its record counters, replay position and status (a hang in the block stops
+//!   the whole agent, as the model's timeout move has it).
+//! - *End probes* run once every hardware thread has exited (`NL` of them).
+//!
+//! The helpers sit in each such kernel's body behind an include guard, so the shared prelude and
+//! the kernels of specs without uniform roles are unchanged. A uniform role with a warp-batched
+//! `commit` is not expressible.
+//!
 //! Layout of one block's results (32-bit words), written by the kernel and parsed by
 //! [`Kernel::parse_block`]:
 //! ```text
@@ -820,7 +850,7 @@ struct Gen<'a> {
     hw_commit: bool,
     /// The instruction being generated runs on every lane of a uniform agent (a uniform role,
     /// outside its elected blocks): steps meet the lanes, observations are hashed, see
-    /// [`UNIFORM_HELPERS`].
+    /// `UNIFORM_HELPERS`.
     lanes: bool,
     /// The code being generated is a uniform role's.
     uni: bool,
