@@ -684,6 +684,7 @@ struct PcUAgent {
   volatile int elected;        // the lane the last elect() picked
   volatile int progress;       // steps the elected lane took in its block (the others' wait bound)
   volatile int blocks;         // elected blocks finished (or left by a stopped elected lane)
+  volatile int stopped;        // the status of a lane that stopped (hung, assert, unsupported): the agent stops
   volatile int step, lost;     // the replay position, handed from the lane that took the turns
   volatile int cnt[5];         // nreads, ntry, ntok, nbad, status, handed back after an elected block
   volatile i64 tok;            // the leader's arrival token: the agent's (the first lane's, as modelled)
@@ -704,7 +705,12 @@ struct PcU {
 __device__ void pc_u_agent_init(PcUAgent* a, int lanes) {
   a->meet = PcSync{0, 0, lanes, 0};
   a->alive = lanes >= 32 ? 0xffffffffu : (1u << lanes) - 1u;
-  a->elected = -1; a->progress = 0; a->blocks = 0; a->step = 0; a->lost = 0; a->tok = 0; a->out = 0;
+  a->elected = -1; a->progress = 0; a->blocks = 0; a->stopped = 0; a->step = 0; a->lost = 0; a->tok = 0; a->out = 0;
+}
+// An observation of one lane, into its hash (list 5: it stopped because another lane did).
+__device__ __forceinline__ void pc_u_observe(PcU& u, int list, int v) {
+  u.hash = (u.hash ^ (((u64)(unsigned)list << 32) | (u64)(unsigned)v)) * 0x100000001b3ull;
+  u.nobs++;
 }
 // The lanes meet. Between two meets a lane waits at most one bounded wait and one turn of the
 // turnstile, so four wait bounds is generous; a lane that exits is no longer waited for.
@@ -722,6 +728,10 @@ __device__ bool pc_u_meet(PcThread& th, PcU& u) {
     if (pc_now() - start > 4 * th.timeout_ns) { th.status = PC_HUNG; return false; }
   }
   __threadfence_block();
+  // A lane stopped (its wait timed out while mine returned, say): the agent stops where it did,
+  // as the model's agent would; the lanes that only follow hash it, so they count as apart.
+  int stop = u.a->stopped;
+  if (stop != 0) { th.status = stop; pc_u_observe(u, 5, stop); return false; }
   return true;
 }
 // A model step of the agent begins: the leader takes the turn, the lanes meet, every lane learns
@@ -744,10 +754,6 @@ __device__ bool pc_u_end(PcThread& th, PcU& u, volatile int* turn) {
 }
 // An observation outside elected blocks: every lane makes it and counts it, the leader records
 // it, and every lane hashes it (compared at exit: do the lanes see the same?).
-__device__ __forceinline__ void pc_u_observe(PcU& u, int list, int v) {
-  u.hash = (u.hash ^ (((u64)(unsigned)list << 32) | (u64)(unsigned)v)) * 0x100000001b3ull;
-  u.nobs++;
-}
 __device__ void pc_u_record(PcThread& th, PcU& u, int list, int& n, int v) {
   if (n < PC_CAP) { if (u.lane == 0) th.rec[PC_HEADER + list * PC_CAP + n] = v; } else th.status = PC_OVERFLOW;
   n++;
@@ -796,6 +802,7 @@ __device__ void pc_u_exit(PcThread& th, PcU& u, int* apart) {
   a->fin[u.lane][0] = th.status; a->fin[u.lane][1] = th.nreads; a->fin[u.lane][2] = th.ntry;
   a->fin[u.lane][3] = th.ntok; a->fin[u.lane][4] = th.nbad; a->fin[u.lane][5] = th.lost;
   a->hash[u.lane] = u.hash; a->nobs[u.lane] = u.nobs;
+  if (th.status != PC_FINISHED && th.status != PC_OVERFLOW) a->stopped = th.status;
   __threadfence_block();
   atomicAnd((unsigned*)&a->alive, ~(1u << u.lane));
   pc_leave(&a->meet);
