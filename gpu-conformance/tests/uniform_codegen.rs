@@ -4,7 +4,10 @@
 //! NVRTC for sm_90; the kernel's block and its hardware-thread -> model-thread map give each agent
 //! its warp's lanes.
 
-use phasecheck_gpu::codegen::{block_words_of, generate, has_uniform, module_source, thread_lanes, Backend, THREAD_WORDS};
+use phasecheck_gpu::codegen::{
+    block_words_of, generate, has_uniform, module_source, status, thread_lanes, Backend, HEADER_WORDS, THREAD_WORDS,
+};
+use phasecheck_gpu::compare::outcome_of;
 use phasecheck_gpu::nvrtc;
 use phasecheck_model::spec::{expand, load as load_spec, Spec};
 use std::path::PathBuf;
@@ -108,6 +111,41 @@ fn a_small_warp_size_leaves_the_other_hardware_lanes_idle() {
         };
         assert_eq!(t, want, "hardware thread {hw}");
     }
+}
+
+#[test]
+fn the_lanes_apart_words_are_read_and_reported() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let spec = load_spec(&root.join("../specs/hopper/uniform_leader_releases_early_fixed.phase"), &[]).unwrap();
+    let k = generate(&spec.proto, &spec.source, Backend::Ptx, 0).unwrap();
+    assert_eq!(k.threads, 2);
+    // Two blocks as the kernel writes them: agents finished, the consumer read 0, 1, 2.
+    let mut words = vec![0i32; 2 * k.block_words];
+    for b in 0..2 {
+        let base = b * k.block_words;
+        for t in 0..2 {
+            words[base + t * THREAD_WORDS] = status::FINISHED;
+        }
+        let consumer = base + THREAD_WORDS;
+        words[consumer + 1] = 3;
+        for (i, v) in [0, 1, 2].into_iter().enumerate() {
+            words[consumer + HEADER_WORDS + i] = v;
+        }
+    }
+    // In block 1, lanes 3 and 17 of the consumer agent saw something else than its lane 0.
+    words[2 * k.block_words - 1] = (1 << 3) | (1 << 17);
+    let rec0 = k.parse_block(&words[..k.block_words]);
+    assert_eq!(rec0.lanes_apart, vec![0, 0]);
+    assert!(rec0.end_vars.is_empty(), "the lanes-apart words are not end vars");
+    assert_eq!(rec0.threads[1].reads, vec![0, 1, 2]);
+    let rec1 = k.parse_block(&words[k.block_words..]);
+    assert_eq!(rec1.lanes_apart, vec![0, (1 << 3) | (1 << 17)]);
+    let (o0, _, f0) = outcome_of(&k, &words, 0);
+    let (o1, _, f1) = outcome_of(&k, &words, 1);
+    assert_eq!(o0, o1, "the agent's outcome is its leader's record either way");
+    assert!(!f0.lanes_apart);
+    assert!(f1.lanes_apart);
+    assert!(f1.describe().contains("lanes of a uniform warp observed differently"));
 }
 
 #[test]
