@@ -2001,6 +2001,21 @@ impl<'a> Gen<'a> {
                 ));
                 self.w(format!("    {end} if (!u.a->val) goto L{else_to}; }}"));
             }
+            InstrKind::SetVar { var, expr } => {
+                // Every lane writes (the model reports the race and writes once): the lanes read
+                // the old value before any of them writes, so all write the same one.
+                let e = self.expr(code, expr);
+                if step {
+                    self.w(begin);
+                }
+                self.w(format!(
+                    "  {{ i64 mine = {e}; if (!pc_u_meet(th, u)) return; s.{} = mine; }}",
+                    self.var_name(*var)
+                ));
+                if step {
+                    self.w(format!("  {end}"));
+                }
+            }
             InstrKind::SetLocal { slot, expr } if step && expr.reads_var() => {
                 // A shared var read by every lane: the agent keeps the leader's value.
                 let e = self.expr(code, expr);

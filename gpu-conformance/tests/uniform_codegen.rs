@@ -159,6 +159,125 @@ fn ordinary_kernels_carry_no_lane_bookkeeping() {
     assert_eq!(k.block_words, block_words_of(&spec.proto));
 }
 
+/// Every statement kind a uniform role may hold outside and inside an elected block, so that each
+/// of the kernel's lane forms (meets, leader-only groups, token and answer broadcasts, var writes,
+/// the hand-over at a block's end) is compiled, not only those the library's specs use.
+const EVERY_LANE_FORM: &str = r#"
+protocol uniform_every_lane_form
+expect holds
+warp_size 32
+
+barrier full count 32
+barrier tok_bar count 64
+barrier done count 1
+barrier counted count 1 completion bump
+var ctrl = 0
+var seen = 0
+completion bump { seen = seen + 1 }
+buffer tile bytes 256
+buffer out bytes 256
+
+role producer warps 1 uniform {
+  let e = elect()
+  if e == 1 {
+    arrive_expect_tx(full, 256)
+    copy_async(tile, full, version = 1)
+    let k = ctrl
+    if k == 0 {
+      write(out, 2)
+    }
+  }
+  syncwarp
+  ctrl = ctrl + 1
+  let c2 = arrive(counted)
+  wait(counted, c2)
+  expect_tx(done, 0)
+  arrive(done)
+  let t = arrive(tok_bar)
+  wait(tok_bar, t)
+  let ok = try_wait_parity(full, 0)
+  copy_store_async(out)
+  commit_group()
+  wait_group_read(0)
+  fence_proxy_async()
+  syncthreads
+}
+
+role consumer warps 1 uniform {
+  wait_parity(full, 0)
+  read(tile, expect = 1)
+  let c = ctrl
+  if c == 1 {
+    work
+  }
+  let t = arrive(tok_bar)
+  let ok = try_wait(tok_bar, t)
+  wait(tok_bar, t)
+  let e = elect()
+  if e == 1 {
+    arrive(counted)
+    read(tile, expect = 1)
+  }
+  syncthreads
+}
+"#;
+
+#[test]
+fn every_lane_form_generates_and_compiles() {
+    // As written (libcu++ only: a barrier with a completion function), and with `counted` a
+    // hardware mbarrier (both backends).
+    let hardware = EVERY_LANE_FORM
+        .replace("barrier counted count 1 completion bump", "barrier counted count 1")
+        .replace("completion bump { seen = seen + 1 }", "");
+    let mut kernels = Vec::new();
+    for (name, text) in [("every_lane_form", EVERY_LANE_FORM), ("every_lane_form_hw", hardware.as_str())] {
+        let spec = phasecheck_model::api::parse_spec(name, text, &[]).unwrap_or_else(|e| panic!("{e}"));
+        every_lane_form_kernels(&spec, &mut kernels);
+    }
+    assert_eq!(kernels.len(), 3);
+    if !nvrtc::available() {
+        if std::env::var("CI").is_ok_and(|v| v == "true" || v == "1") {
+            panic!("NVRTC is not installed but CI=true: source gpu-conformance/ci/setup-nvrtc.sh");
+        }
+        eprintln!("SKIPPED: libnvrtc not found");
+        return;
+    }
+    for k in &kernels {
+        if let Err(log) = nvrtc::compile_source(&k.source(), &format!("{}.cu", k.symbol)) {
+            panic!("[{}]:\n{log}", k.backend.name());
+        }
+    }
+}
+
+fn every_lane_form_kernels(spec: &phasecheck_model::api::Loaded, kernels: &mut Vec<phasecheck_gpu::codegen::Kernel>) {
+    let p = &spec.proto;
+    assert_eq!(thread_lanes(p), vec![32, 32]);
+    for b in [Backend::Ptx, Backend::Libcu] {
+        match generate(p, &spec.source, b, 0) {
+            Ok(k) => {
+                for form in [
+                    "pc_u_meet(th, u)",
+                    "u.a->tok = (i64)(",
+                    "ok = u.a->val != 0;",
+                    "if (u.lane == 0) {  // once for the warp",
+                    "if (u.in_block) pc_u_block_done(th, u);",
+                    "pc_u_block_wait(th, u, elected_e_",
+                    "s.var_ctrl = mine;",
+                    "pc_sync(th, &s.block_sync)",
+                ] {
+                    assert!(k.body.contains(form), "[{}] lacks {form}", b.name());
+                }
+                kernels.push(k);
+            }
+            // The completion function makes `counted` a software barrier, which PTX lacks.
+            Err(e) if b == Backend::Ptx && !p.completions.is_empty() => {
+                assert!(e.to_string().contains("completion function"), "{e}")
+            }
+            Err(e) => panic!("[{}] {e}", b.name()),
+        }
+    }
+}
+
 #[test]
 fn every_uniform_kernel_compiles_for_sm90() {
     if !nvrtc::available() {
