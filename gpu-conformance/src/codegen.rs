@@ -35,7 +35,8 @@
 //!   waited for. What the model does once for the warp (bulk and wgmma groups, TMA stores) the
 //!   leader does; arrivals are the leader's first, then the others', so all keep the first
 //!   arrival's token; try_wait answers, visible branch decisions and visible var reads are the
-//!   leader's for every lane (each lane's own goes into its observation hash).
+//!   leader's for every lane (each lane's own goes into its observation hash); a shared-var
+//!   assignment is computed by every lane before any of them writes it.
 //! - *Records.* Outside elected blocks the leader writes the record and every lane counts and
 //!   hashes the observations; the last lane out writes the header and compares the hashes.
 //! - *Elected blocks.* `elect()` is a real `elect.sync` over the live lanes between meets; the
