@@ -19,6 +19,37 @@
 //! same commit on the same path, then the group meets in `__syncwarp(group)` and its lowest lane
 //! arrives once. In replay every lane of the group holds the commit's turn; the leader ends it.
 //!
+//! Warp-uniform roles (`role R warps N uniform`, docs/model.md): one model thread (agent) stands
+//! for its warp's lanes, and the kernel runs it as those lanes, so the silicon makes every per-lane
+//! contribution the model counts. The choices (`UNIFORM_HELPERS`, docs/hardware-notes.md):
+//! - *Mapping.* Agent t's lanes are hardware lanes 0..warp_size of its model warp's hardware warp
+//!   (the agent owns that warp); `blockDim.x` counts every lane, `model_thread[]` maps each lane to
+//!   t, and `who[t]` stays the agent's identity (lane 0), which every lane evaluates expressions
+//!   with. Records stay one per agent (`Kernel::threads`; `Kernel::lanes` says how many lanes
+//!   each runs as); the block's results gain one word per model thread: the agent's lanes that
+//!   observed something else than lane 0 (the model's lockstep assumption failing).
+//! - *Lockstep.* Every model step of the agent is: the lanes meet (bounded), lane 0 (the leader)
+//!   holds the turn in replay, every lane does its part, the lanes meet, the leader ends the
+//!   turn. So no lane starts a step before every lane finished the previous one; within a step
+//!   the lanes run concurrently, each after its own pause when running free. Exited lanes are not
+//!   waited for. What the model does once for the warp (bulk and wgmma groups, TMA stores) the
+//!   leader does; arrivals are the leader's first, then the others', so all keep the first
+//!   arrival's token; try_wait answers, visible branch decisions and visible var reads are the
+//!   leader's for every lane (each lane's own goes into its observation hash); a shared-var
+//!   assignment is computed by every lane before any of them writes it.
+//! - *Records.* Outside elected blocks the leader writes the record and every lane counts and
+//!   hashes the observations; the last lane out writes the header and compares the hashes.
+//! - *Elected blocks.* `elect()` is a real `elect.sync` over the live lanes between meets; the
+//!   elected lane takes the release turn and runs the block with ordinary single-thread code and
+//!   its own turns, the others wait at the block's end (bounded by the elected lane's progress),
+//!   then take over its record counters, replay position and status (a hang in the block stops
+//!   the whole agent, as the model's timeout move has it).
+//! - *End probes* run once every hardware thread has exited (`NL` of them).
+//!
+//! The helpers sit in each such kernel's body behind an include guard, so the shared prelude and
+//! the kernels of specs without uniform roles are unchanged. A uniform role with a warp-batched
+//! `commit` is not expressible.
+//!
 //! Layout of one block's results (32-bit words), written by the kernel and parsed by
 //! [`Kernel::parse_block`]:
 //! ```text
@@ -29,6 +60,8 @@
 //!   test_wait.parity(1) << 1, read by the last model thread to exit, non-destructively)
 //! then, when completion functions write shared vars: a marker (1: written) and per such var
 //!   (`outcome::completion_vars`) its final value, low and high 32 bits
+//! then, when a role is warp-uniform: per model thread, the lanes of the agent that observed
+//!   something else than its leader lane (0: they agreed, or not an agent)
 //! ```
 
 use phasecheck_model::ir::*;
@@ -94,7 +127,41 @@ impl std::fmt::Display for NotExpressible {
 /// Words of one block's results for protocol `p` (see the module docs for the layout).
 pub fn block_words_of(p: &Protocol) -> usize {
     let ncv = crate::outcome::completion_vars(p).len();
-    p.threads.len() * THREAD_WORDS + 2 * p.barriers.len() + if ncv > 0 { 1 + 2 * ncv } else { 0 }
+    p.threads.len() * THREAD_WORDS
+        + 2 * p.barriers.len()
+        + if ncv > 0 { 1 + 2 * ncv } else { 0 }
+        + if has_uniform(p) { p.threads.len() } else { 0 }
+}
+
+/// Per model thread, the hardware threads it runs as (`Kernel::lanes`).
+pub fn thread_lanes(p: &Protocol) -> Vec<u32> {
+    p.threads
+        .iter()
+        .map(|t| if p.roles[t.role as usize].uniform { p.warp_size } else { 1 })
+        .collect()
+}
+
+/// The protocol has a warp-uniform role: its kernel runs agents as warps (`UNIFORM_HELPERS`).
+pub fn has_uniform(p: &Protocol) -> bool {
+    p.roles.iter().any(|r| r.uniform)
+}
+
+/// Shared memory of one agent's lane bookkeeping (`PcUAgent`), rounded up.
+const UNIFORM_AGENT_BYTES: usize = 1280;
+
+/// An agent's lanes are the hardware lanes 0..warp_size of its model warp's hardware warp, so that
+/// warp must hold nothing else (the language makes uniform roles whole warps; this guards it).
+fn uniform_layout(p: &Protocol) -> Result<(), NotExpressible> {
+    for (t, ti) in p.threads.iter().enumerate() {
+        let role = &p.roles[ti.role as usize];
+        if role.uniform && (ti.lane != 0 || p.warp_members(ti.warp as usize).any(|m| m != t)) {
+            return Err(NotExpressible(format!(
+                "an agent of uniform role {} does not own its warp: its lanes must be a whole hardware warp's first lanes",
+                role.name
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// One generated kernel and the launch facts the runner needs.
@@ -108,6 +175,9 @@ pub struct Kernel {
     pub body: String,
     pub threads: usize,
     pub block_dim: u32,
+    /// Per model thread, the hardware threads it runs as: a uniform role's agent runs as its
+    /// warp's `warp_size` lanes, every other model thread as one.
+    pub lanes: Vec<u32>,
     pub barriers: usize,
     /// Words of one block's results.
     pub block_words: usize,
@@ -782,6 +852,156 @@ fn code_wgmma(code: &Code) -> bool {
     })
 }
 
+/// Helpers of the kernels that run warp-uniform roles (`role R warps N uniform`): one model thread
+/// (agent) runs as its warp's hardware lanes. Emitted in the kernel body, once per translation unit
+/// (an include guard), so that kernels of other specs and the shared prelude stay as they were.
+const UNIFORM_HELPERS: &str = r#"#ifndef PC_UNIFORM_HELPERS
+#define PC_UNIFORM_HELPERS
+// ---- Warp-uniform roles: one model thread (agent) runs as its warp's hardware lanes -------------
+// The lanes meet (a bounded software warp barrier) before and after every model step of the agent;
+// lane 0 (the leader) takes the agent's turn in replay and writes its record. An elected block runs
+// on the lane elect.sync picked while the others wait at its end; that lane then hands the record
+// counters, the replay position and the status back to the others.
+struct PcUAgent {
+  PcSync meet;                 // the lanes' warp barrier (live: lanes not exited)
+  volatile unsigned alive;     // lanes not exited: elect.sync's member mask
+  volatile int elected;        // the lane the last elect() picked
+  volatile int progress;       // steps the elected lane took in its block (the others' wait bound)
+  volatile int blocks;         // elected blocks finished (or left by a stopped elected lane)
+  volatile int stopped;        // the status of a lane that stopped (hung, assert, unsupported): the agent stops
+  volatile int step, lost;     // the replay position, handed from the lane that took the turns
+  volatile int cnt[5];         // nreads, ntry, ntok, nbad, status, handed back after an elected block
+  volatile i64 tok;            // the leader's arrival token: the agent's (the first lane's, as modelled)
+  volatile i64 val;            // the leader's try_wait answer, branch decision or var read: the agent's
+  volatile int fin[32][6];     // per lane at exit: status, nreads, ntry, ntok, nbad, lost
+  volatile u64 hash[32];       // per lane at exit: hash of its observations outside elected blocks
+  volatile int nobs[32];
+  int out;                     // lanes exited
+};
+static_assert(sizeof(PcUAgent) <= 1280, "UNIFORM_AGENT_BYTES in codegen.rs bounds it");
+struct PcU {
+  PcUAgent* a;                 // null: an ordinary model thread
+  int lane, lanes;             // my lane in the agent's warp; the warp's lanes
+  int in_block;                // I am the elected lane, inside an elected block
+  int blocks;                  // elected blocks passed
+  u64 hash; int nobs;          // my observations outside elected blocks
+};
+__device__ void pc_u_agent_init(PcUAgent* a, int lanes) {
+  a->meet = PcSync{0, 0, lanes, 0};
+  a->alive = lanes >= 32 ? 0xffffffffu : (1u << lanes) - 1u;
+  a->elected = -1; a->progress = 0; a->blocks = 0; a->stopped = 0; a->step = 0; a->lost = 0; a->tok = 0; a->out = 0;
+}
+// An observation of one lane, into its hash (list 5: it stopped because another lane did).
+__device__ __forceinline__ void pc_u_observe(PcU& u, int list, int v) {
+  u.hash = (u.hash ^ (((u64)(unsigned)list << 32) | (u64)(unsigned)v)) * 0x100000001b3ull;
+  u.nobs++;
+}
+// The lanes meet. Between two meets a lane waits at most one bounded wait and one turn of the
+// turnstile, so four wait bounds is generous; a lane that exits is no longer waited for.
+__device__ bool pc_u_meet(PcThread& th, PcU& u) {
+  PcSync* b = &u.a->meet;
+  __threadfence_block();
+  int g = *(volatile int*)&b->gen;
+  atomicAdd(&b->arrived, 1);
+  u64 start = pc_now();
+  while (*(volatile int*)&b->gen == g) {
+    if (*(volatile int*)&b->arrived >= *(volatile int*)&b->live && atomicCAS(&b->lock, 0, 1) == 0) {
+      if (*(volatile int*)&b->gen == g) { atomicExch(&b->arrived, 0); __threadfence_block(); atomicAdd(&b->gen, 1); }
+      atomicExch(&b->lock, 0);
+    }
+    if (pc_now() - start > 4 * th.timeout_ns) { th.status = PC_HUNG; return false; }
+  }
+  __threadfence_block();
+  // A lane stopped (its wait timed out while mine returned, say): the agent stops where it did,
+  // as the model's agent would; the lanes that only follow hash it, so they count as apart.
+  int stop = u.a->stopped;
+  if (stop != 0) { th.status = stop; pc_u_observe(u, 5, stop); return false; }
+  return true;
+}
+// A model step of the agent begins: the leader takes the turn, the lanes meet, every lane learns
+// the replay position. Free running, each lane pauses on its own inside the step.
+__device__ bool pc_u_begin(PcThread& th, PcU& u, volatile int* turn, int nt) {
+  if (u.lane == 0) {
+    if (th.sched[0] != 0 && !th.lost) pc_turn_begin(th, turn, nt);
+    u.a->step = th.step; u.a->lost = th.lost;
+  }
+  if (!pc_u_meet(th, u)) return false;
+  if (u.lane != 0) { th.step = u.a->step; th.lost = u.a->lost; th.turn = -1; }
+  if (th.sched[0] == 0 || th.lost) pc_delay(th);
+  return true;
+}
+// ... and ends once every lane did its part.
+__device__ bool pc_u_end(PcThread& th, PcU& u, volatile int* turn) {
+  if (!pc_u_meet(th, u)) return false;
+  if (u.lane == 0) pc_turn_end(th, turn);
+  return true;
+}
+// An observation outside elected blocks: every lane makes it and counts it, the leader records
+// it, and every lane hashes it (compared at exit: do the lanes see the same?).
+__device__ void pc_u_record(PcThread& th, PcU& u, int list, int& n, int v) {
+  if (n < PC_CAP) { if (u.lane == 0) th.rec[PC_HEADER + list * PC_CAP + n] = v; } else th.status = PC_OVERFLOW;
+  n++;
+  pc_u_observe(u, list, v);
+}
+__device__ __forceinline__ void pc_u_tick(PcU& u) { u.a->progress = u.a->progress + 1; }
+// The elected lane leaves its block (at its end, or stopped inside it): it hands its record
+// counters, replay position and status to the lanes waiting at the block's end.
+__device__ void pc_u_block_done(PcThread& th, PcU& u) {
+  PcUAgent* a = u.a;
+  a->cnt[0] = th.nreads; a->cnt[1] = th.ntry; a->cnt[2] = th.ntok; a->cnt[3] = th.nbad; a->cnt[4] = th.status;
+  a->step = th.step; a->lost = th.lost;
+  __threadfence_block();
+  a->blocks = ++u.blocks;
+  u.in_block = 0;
+}
+// A lane the election passed over waits at the block's end for the elected lane, bounded by its
+// progress: it stops (hung) only when the elected lane took no step for three wait bounds.
+__device__ bool pc_u_block_wait(PcThread& th, PcU& u, int elected) {
+  PcUAgent* a = u.a;
+  u64 start = pc_now();
+  int seen = a->progress;
+  while (a->blocks == u.blocks) {
+    if (elected < 0 || !((a->alive >> elected) & 1u)) {
+      __threadfence_block();
+      if (a->blocks != u.blocks) break;
+      th.status = PC_HUNG; return false;   // the elected lane stopped outside the block
+    }
+    int p = a->progress;
+    if (p != seen) { seen = p; start = pc_now(); }
+    if (pc_now() - start > 3 * th.timeout_ns) { th.status = PC_HUNG; return false; }
+  }
+  __threadfence_block();
+  u.blocks++;
+  th.nreads = a->cnt[0]; th.ntry = a->cnt[1]; th.ntok = a->cnt[2]; th.nbad = a->cnt[3];
+  th.step = a->step; th.lost = a->lost;
+  int st = a->cnt[4];
+  if (st != PC_RUNNING) th.status = st;
+  return st == PC_RUNNING || st == PC_OVERFLOW;   // the elected lane stopped in the block: so does the agent
+}
+// A lane exits. The last lane out writes the agent's record header from the leader's counters and,
+// in `apart`, the lanes whose observations or end differ from the leader's.
+__device__ void pc_u_exit(PcThread& th, PcU& u, int* apart) {
+  PcUAgent* a = u.a;
+  if (u.in_block) pc_u_block_done(th, u);
+  a->fin[u.lane][0] = th.status; a->fin[u.lane][1] = th.nreads; a->fin[u.lane][2] = th.ntry;
+  a->fin[u.lane][3] = th.ntok; a->fin[u.lane][4] = th.nbad; a->fin[u.lane][5] = th.lost;
+  a->hash[u.lane] = u.hash; a->nobs[u.lane] = u.nobs;
+  if (th.status != PC_FINISHED && th.status != PC_OVERFLOW) a->stopped = th.status;
+  __threadfence_block();
+  atomicAnd((unsigned*)&a->alive, ~(1u << u.lane));
+  pc_leave(&a->meet);
+  if (atomicAdd(&a->out, 1) == u.lanes - 1) {
+    __threadfence_block();
+    for (int k = 0; k < 6; k++) th.rec[k] = a->fin[0][k];
+    unsigned m = 0;
+    for (int l = 1; l < u.lanes; l++)
+      if (a->fin[l][0] != a->fin[0][0] || a->hash[l] != a->hash[0] || a->nobs[l] != a->nobs[0]) m |= 1u << l;
+    *apart = (int)m;
+  }
+}
+#endif
+"#;
+
 const PRELUDE_LIBCU: &str = r#"
 // ---- libcu++ software barriers (a barrier with a completion function) --------------------------
 // cuda::barrier<thread_scope_block, F> keeps its phase as a bool; its only public waits block
@@ -825,6 +1045,12 @@ struct Gen<'a> {
     /// While generating a remote operation: the C++ variable holding the target CTA's rank
     /// (flat indices then name the target's copies).
     remote: Option<&'static str>,
+    /// The instruction being generated runs on every lane of a uniform agent (a uniform role,
+    /// outside its elected blocks): steps meet the lanes, observations are hashed, see
+    /// `UNIFORM_HELPERS`.
+    lanes: bool,
+    /// The code being generated is a uniform role's.
+    uni: bool,
 }
 
 /// Generate the kernel of one protocol. `index` makes its symbol unique within a module.
@@ -843,6 +1069,8 @@ pub fn expression_cpp(p: &Protocol, code: &Code, e: &IExpr) -> String {
         hw_commit: false,
         cluster: p.cluster.max(1) as usize,
         remote: None,
+        lanes: false,
+        uni: false,
     };
     g.expr(code, e)
 }
@@ -888,7 +1116,16 @@ fn generate_form(p: &Protocol, source: &str, backend: Backend, index: usize, hw_
             (t.warp as usize - base / ws) * 32 + t.lane as usize
         }
     };
-    let block_dim = p.threads.iter().map(|t| hw_index(t) + 1).max().unwrap_or(1);
+    // An agent of a uniform role runs as its warp's lanes: hardware threads hw_index .. + lanes.
+    let lanes = thread_lanes(p);
+    let block_dim = p
+        .threads
+        .iter()
+        .zip(&lanes)
+        .map(|(t, &l)| hw_index(t) + l as usize)
+        .max()
+        .unwrap_or(1);
+    uniform_layout(p)?;
     if block_dim > 1024 {
         return Err(NotExpressible(format!("{block_dim} threads per block: at most 1024")));
     }
@@ -898,7 +1135,8 @@ fn generate_form(p: &Protocol, source: &str, backend: Backend, index: usize, hw_
             "buffers take {buffer_bytes} bytes of shared memory; the generated kernel uses static shared memory (at most {MAX_BUFFER_BYTES})"
         )));
     }
-    let lane_bytes = if has_commit(p) { p.threads.len() * LANE_BYTES } else { 0 };
+    let lane_bytes = if has_commit(p) { p.threads.len() * LANE_BYTES } else { 0 }
+        + if has_uniform(p) { p.threads.len() * UNIFORM_AGENT_BYTES } else { 0 };
     if buffer_bytes + lane_bytes > MAX_SHARED_BYTES {
         return Err(NotExpressible(format!(
             "buffers ({buffer_bytes} bytes) and the branch paths of {} threads ({lane_bytes} bytes) exceed {MAX_SHARED_BYTES} bytes of static shared memory",
@@ -920,6 +1158,8 @@ fn generate_form(p: &Protocol, source: &str, backend: Backend, index: usize, hw_
         hw_commit,
         cluster: p.cluster.max(1) as usize,
         remote: None,
+        lanes: false,
+        uni: false,
     };
     g.check_expressible()?;
     let symbol = format!("pc_{}_{}{}", ident(&p.name), index, if hw_commit { "_hwc" } else { "" });
@@ -935,6 +1175,7 @@ fn generate_form(p: &Protocol, source: &str, backend: Backend, index: usize, hw_
         body: g.out,
         threads: nt,
         block_dim: block_dim as u32,
+        lanes,
         barriers: nb,
         block_words,
         src_words,
@@ -992,6 +1233,59 @@ fn words_of(bytes: i64) -> usize {
 }
 
 impl<'a> Gen<'a> {
+    /// Records observation `v` in list 0 (reads), 1 (try_waits) or 2 (token parities). On an
+    /// agent's lanes every lane counts and hashes it, and the leader writes it.
+    fn record(&self, list: usize, v: &str) -> String {
+        match (self.lanes, list) {
+            (false, 0) => format!("pc_record_read(th, {v});"),
+            (false, 1) => format!("pc_record_try(th, {v});"),
+            (false, _) => format!("pc_record_token(th, {v});"),
+            (true, 0) => format!("pc_u_record(th, u, 0, th.nreads, {v});"),
+            (true, 1) => format!("pc_u_record(th, u, 1, th.ntry, {v} ? 1 : 0);"),
+            (true, _) => format!("pc_u_record(th, u, 2, th.ntok, {v});"),
+        }
+    }
+
+    /// `i64 version = ...;` and the count of writes issued to buffer `flat`. On an agent's lanes
+    /// each lane's copy is one write (the model copies once per lane, each with the next default
+    /// version), so the count goes up atomically.
+    fn version_stmt(&self, flat: &str, v: &str, explicit: bool) -> String {
+        match (self.lanes, explicit) {
+            (false, _) => format!("i64 version = {v}; s.writes[{flat}]++;"),
+            (true, true) => format!("i64 version = {v}; atomicAdd(&s.writes[{flat}], 1);"),
+            (true, false) => format!("i64 version = (i64)atomicAdd(&s.writes[{flat}], 1);"),
+        }
+    }
+
+    /// The start of a model step: a turn of the thread, or of an agent's lanes together.
+    fn turn_begin(&self) -> &'static str {
+        if self.lanes {
+            "if (!pc_u_begin(th, u, th.turnp, NT)) return;"
+        } else if self.uni {
+            "if (!pc_turn_begin(th, th.turnp, NT)) return; pc_u_tick(u);"
+        } else {
+            "if (!pc_turn_begin(th, th.turnp, NT)) return;"
+        }
+    }
+
+    /// The end of a model step.
+    fn turn_end(&self) -> &'static str {
+        if self.lanes {
+            "if (!pc_u_end(th, u, th.turnp)) return;"
+        } else {
+            "pc_turn_end(th, th.turnp);"
+        }
+    }
+
+    /// Hardware threads model thread `t` runs as.
+    fn lanes_of(&self, t: usize) -> usize {
+        if self.p.roles[self.p.threads[t].role as usize].uniform {
+            self.p.warp_size as usize
+        } else {
+            1
+        }
+    }
+
     fn w(&mut self, s: impl AsRef<str>) {
         self.out.push_str(s.as_ref());
         self.out.push('\n');
@@ -1021,9 +1315,9 @@ impl<'a> Gen<'a> {
     /// Reject what this backend cannot express, with the reason.
     fn check_expressible(&self) -> Result<(), NotExpressible> {
         let p = self.p;
-        if let Some(r) = p.roles.iter().find(|r| r.uniform) {
+        if let Some(r) = p.roles.iter().find(|r| r.uniform && code_commits(&r.code)) {
             return Err(NotExpressible(format!(
-                "role {} is uniform: one model thread stands for a warp's lanes, and the kernel, the forced schedules and the outcome enumerator still map one model thread to one hardware thread",
+                "role {} is uniform and has a warp-batched commit: the kernel emulates commit convergence per hardware thread, not for the lanes of an agent",
                 r.name
             )));
         }
@@ -1328,8 +1622,18 @@ impl<'a> Gen<'a> {
             let ps: Vec<String> = p.params.iter().map(|(n, v)| format!("{} = {v}", comment_text(n))).collect();
             self.w(format!("// params: {}", ps.join(", ")));
         }
+        let uni = has_uniform(p);
+        if uni {
+            self.w(UNIFORM_HELPERS);
+        }
         self.w(format!("namespace {ns} {{"));
         self.w(format!("constexpr int NT = {nt};        // model threads"));
+        if uni {
+            let nl: u32 = thread_lanes(p).iter().sum();
+            self.w(format!(
+                "constexpr int NL = {nl};        // hardware threads running them (an agent of a uniform role: its warp's lanes)"
+            ));
+        }
         self.w(format!("constexpr int NB = {};        // barriers (flattened)", p.barriers.len()));
         self.w(format!("constexpr int NW = {nwarps};        // model warps"));
         if has_commit(p) {
@@ -1422,6 +1726,9 @@ impl<'a> Gen<'a> {
         }
         self.w("  PcSync block_sync;      // syncthreads");
         self.w("  PcSync warp_sync[NW];   // syncwarp, per model warp");
+        if uni {
+            self.w("  PcUAgent uagent[NT];    // per agent of a uniform role: its lanes' bookkeeping");
+        }
         self.w("};");
         // Buffer word counts per group.
         self.w("");
@@ -1441,9 +1748,22 @@ impl<'a> Gen<'a> {
         for (ri, r) in p.roles.iter().enumerate() {
             self.w("");
             self.w(format!("// role {}[{}]", comment_text(&r.name), r.count));
-            self.w(format!("__device__ void role_{}(Shared& s, PcThread& th) {{", ident(&r.name)));
+            if r.uniform {
+                self.w(format!(
+                    "// uniform: each agent runs as its warp's {} lanes, u.lane being mine",
+                    p.warp_size
+                ));
+                self.w(format!(
+                    "__device__ void role_{}(Shared& s, PcThread& th, PcU& u) {{",
+                    ident(&r.name)
+                ));
+            } else {
+                self.w(format!("__device__ void role_{}(Shared& s, PcThread& th) {{", ident(&r.name)));
+            }
             self.track = code_commits(&r.code);
+            self.uni = r.uniform;
             self.code_body(&r.code, false)?;
+            self.uni = false;
             self.track = false;
             self.w("}");
             let _ = ri;
@@ -1451,12 +1771,15 @@ impl<'a> Gen<'a> {
         // Kernel.
         self.w("}  // namespace");
         self.w("");
-        // Per CTA of the cluster (one row without a cluster): hardware thread -> model thread.
+        // Per CTA of the cluster (one row without a cluster): hardware thread -> model thread (every
+        // lane of a uniform agent maps to the agent).
         let maps: Vec<String> = (0..nc)
             .map(|c| {
                 let mut m = vec!["-1".to_string(); block_dim];
                 for (t, ti) in p.threads.iter().enumerate().filter(|(_, ti)| ti.cta as usize == c) {
-                    m[hw_index(ti)] = t.to_string();
+                    for l in 0..self.lanes_of(t) {
+                        m[hw_index(ti) + l] = t.to_string();
+                    }
                 }
                 format!("{{{}}}", m.join(", "))
             })
@@ -1548,7 +1871,16 @@ impl<'a> Gen<'a> {
             self.w("    for (int i = 0; i < NT; i++) pc_lane_init(&s.lanes[i]);");
         }
         self.w("    s.turn = 0;");
-        self.w(format!("    s.block_sync = PcSync{{0, 0, {ntc}, 0}};"));
+        if uni {
+            self.w("    s.block_sync = PcSync{0, 0, NL, 0};  // every lane of an agent takes part");
+            for t in 0..nt {
+                if self.lanes_of(t) > 1 {
+                    self.w(format!("    pc_u_agent_init(&s.uagent[{t}], {});", self.lanes_of(t)));
+                }
+            }
+        } else {
+            self.w(format!("    s.block_sync = PcSync{{0, 0, {ntc}, 0}};"));
+        }
         if uses_cluster_barrier(p) {
             self.w("    s.cbar = PcClusterBar{0, 0, NT, 0};  // every model thread of the cluster");
         }
@@ -1581,7 +1913,12 @@ impl<'a> Gen<'a> {
         } else {
             self.w("  th.cluster = 1; th.turnp = &s.turn;");
         }
-        self.w("  th.rng = seed ^ (blockIdx.x * 0x9E3779B9u) ^ (me * 0x85EBCA6Bu) | 1u; th.max_delay = max_delay;");
+        if uni {
+            // Lanes of one agent pause differently.
+            self.w("  th.rng = seed ^ (blockIdx.x * 0x9E3779B9u) ^ ((me + 64 * (threadIdx.x & 31)) * 0x85EBCA6Bu) | 1u; th.max_delay = max_delay;");
+        } else {
+            self.w("  th.rng = seed ^ (blockIdx.x * 0x9E3779B9u) ^ (me * 0x85EBCA6Bu) | 1u; th.max_delay = max_delay;");
+        }
         let roles_of: Vec<String> = p
             .threads
             .iter()
@@ -1599,14 +1936,38 @@ impl<'a> Gen<'a> {
                 "  for (int l = 0; l < warp_n[th.warp]; l++) if (who[warp_first[th.warp] + l][0] == who[me][0]) th.role_mask |= 1u << l;",
             );
         }
+        if uni {
+            self.w("  PcU u = {};  // an agent's lane: the agent's warp is hardware lanes 0.. of its own warp");
+            let agents: Vec<&str> = (0..nt).map(|t| if self.lanes_of(t) > 1 { "1" } else { "0" }).collect();
+            self.w(format!("  const int uniform_agent[NT] = {{{}}};", agents.join(", ")));
+            self.w(format!(
+                "  if (uniform_agent[me]) {{ u.a = &s.uagent[me]; u.lane = threadIdx.x & 31; u.lanes = {}; u.hash = 0xcbf29ce484222325ull; }}",
+                p.warp_size
+            ));
+        }
         self.w("  switch (who[me][0]) {");
         for (ri, r) in p.roles.iter().enumerate() {
-            self.w(format!("    case {ri}: role_{}(s, th); break;", ident(&r.name)));
+            if r.uniform {
+                self.w(format!("    case {ri}: role_{}(s, th, u); break;", ident(&r.name)));
+            } else {
+                self.w(format!("    case {ri}: role_{}(s, th); break;", ident(&r.name)));
+            }
         }
         self.w("  }");
         self.w("  if (th.status == PC_RUNNING) th.status = PC_FINISHED;");
         self.w("  // An exited thread no longer holds back syncthreads / syncwarp.");
-        self.w("  pc_leave(&s.block_sync); pc_leave(&s.warp_sync[th.warp]);");
+        if uni {
+            self.w("  pc_leave(&s.block_sync);");
+            self.w("  if (u.a) {  // a lane of an agent: the last lane out writes the agent's record");
+            self.w(format!(
+                "    pc_u_exit(th, u, block_out + {} + me);  // the agent's lanes-apart word",
+                block_words_of(p) - nt
+            ));
+            self.w("  } else {");
+            self.w("  pc_leave(&s.warp_sync[th.warp]);");
+        } else {
+            self.w("  pc_leave(&s.block_sync); pc_leave(&s.warp_sync[th.warp]);");
+        }
         if has_commit(p) {
             self.w("  __threadfence_block(); s.lanes[me].done = 1;  // nor a commit of its converged lanes");
         }
@@ -1620,6 +1981,9 @@ impl<'a> Gen<'a> {
             ));
         }
         self.w("  th.rec[0] = th.status; th.rec[1] = th.nreads; th.rec[2] = th.ntry; th.rec[3] = th.ntok; th.rec[4] = th.nbad; th.rec[5] = th.lost;");
+        if uni {
+            self.w("  }");
+        }
         self.end_probes();
         if nc > 1 {
             self.w("  pc_cluster_barrier_hw();  // no CTA exits while a peer may still reach its shared memory");
@@ -1642,10 +2006,14 @@ impl<'a> Gen<'a> {
         self.w("  // The last model thread out probes every live barrier's phase (both parities).");
         self.w("  __threadfence_block();");
         let nc = self.cluster;
-        self.w(format!(
-            "  if (atomicAdd(&s.exited, 1) == {} - 1) {{",
-            if nc > 1 { format!("{}", p.threads.len() / nc) } else { "NT".into() }
-        ));
+        if has_uniform(p) {
+            self.w("  if (atomicAdd(&s.exited, 1) == NL - 1) {  // counted in hardware threads: every lane of an agent");
+        } else {
+            self.w(format!(
+                "  if (atomicAdd(&s.exited, 1) == {} - 1) {{",
+                if nc > 1 { format!("{}", p.threads.len() / nc) } else { "NT".into() }
+            ));
+        }
         self.w("    __threadfence_block();");
         self.w("    int* probes = block_out + NT * PC_THREAD_WORDS + NB;");
         for (gi, g) in p.barrier_groups.iter().enumerate().take(p.barrier_groups.len() / nc) {
@@ -1711,6 +2079,20 @@ impl<'a> Gen<'a> {
                 token_slots.insert(*r);
             }
         }
+        if self.uni {
+            // Per elect() result slot: the lane the last election picked (-1: none yet).
+            let slots: std::collections::BTreeSet<u16> = code
+                .instrs
+                .iter()
+                .filter_map(|ins| match ins.kind {
+                    InstrKind::Elect { slot } => Some(slot),
+                    _ => None,
+                })
+                .collect();
+            for slot in slots {
+                self.w(format!("  int elected_{} = -1;", Self::local_name(code, slot)));
+            }
+        }
         let mut last_line = 0usize;
         let n = code.instrs.len();
         let mut i = 0;
@@ -1718,7 +2100,10 @@ impl<'a> Gen<'a> {
             let ins = &code.instrs[i];
             if targets[i] {
                 self.w(format!(" L{i}:;"));
+                self.block_end(code, i);
             }
+            let in_block = self.uni && code.elected.iter().any(|&(lo, hi)| lo as usize <= i && i < hi as usize);
+            self.lanes = self.uni && !in_block;
             let (line, text) = line_of(self.src, ins.span.start);
             if line != last_line {
                 self.w(format!("  // spec {line}: {text}"));
@@ -1730,8 +2115,14 @@ impl<'a> Gen<'a> {
                 && matches!(&ins.kind, InstrKind::Op { op: IOp::Copy { .. }, .. })
                 && matches!(code.instrs.get(i + 1), Some(Instr { kind: InstrKind::Op { op: IOp::ExpectTx { .. }, .. }, span, .. }) if *span == ins.span)
                 && !targets[i + 1];
+            if self.lanes {
+                if self.instr_lanes(code, i, step)? {
+                    i += 1;
+                    continue;
+                }
+            }
             if step {
-                self.w("  if (!pc_turn_begin(th, th.turnp, NT)) return;");
+                self.w(format!("  {}", self.turn_begin()));
             }
             match &ins.kind {
                 InstrKind::SetLocal { slot, expr } => {
@@ -1866,15 +2257,189 @@ impl<'a> Gen<'a> {
                         | InstrKind::Elect { .. }
                 )
             {
-                self.w("  pc_turn_end(th, th.turnp);");
+                self.w(format!("  {}", self.turn_end()));
             }
             i += 1;
         }
         if targets[n] {
             self.w(format!(" L{n}:;"));
+            self.block_end(code, n);
         }
+        self.lanes = false;
         let _ = p;
         Ok(())
+    }
+
+    /// An arrival (with or without expect_tx) on every lane of an agent: each lane arrives, as the
+    /// model applies it once per lane. The leader arrives first and the others after a meet, so
+    /// the token every lane keeps (the leader's) is the first arrival's, as the model keeps the
+    /// first lane's: when the lanes' arrivals span phases, later lanes' tokens name later ones.
+    fn arrive_lanes(
+        &mut self,
+        code: &Code,
+        op: &IOp,
+        result: Option<u16>,
+        rec: Option<crate::outcome::Recorded>,
+    ) -> Result<(), NotExpressible> {
+        let IOp::Arrive { bar, n, expect_tx, .. } = op else {
+            unreachable!("only arrivals come here")
+        };
+        let libcu = self.backend == Backend::Libcu;
+        let (b, chk) = self.place(code, bar, true);
+        if let Some(c) = chk {
+            self.w(format!("  {c}"));
+        }
+        let n = self.expr(code, n);
+        let call = match (libcu, expect_tx) {
+            (false, Some(tx)) => format!("pc_mbar_arrive_expect_tx(&{b}, (int){})", self.expr(code, tx)),
+            (false, None) => format!("pc_mbar_arrive(&{b}, (int){n})"),
+            (true, Some(tx)) => format!(
+                "cuda::device::barrier_arrive_tx({b}, (ptrdiff_t){n}, (ptrdiff_t){})",
+                self.expr(code, tx)
+            ),
+            (true, None) => format!("{b}.arrive((ptrdiff_t){n})"),
+        };
+        let parity = if libcu && self.is_software(bar) {
+            "(int)(bool)tok".to_string()
+        } else {
+            "pc_state_parity((u64)tok)".to_string()
+        };
+        self.w("  { // every lane arrives, the leader first: the agent keeps the first arrival's token");
+        self.w(format!("    if (u.lane == 0) u.a->tok = (i64)({call});"));
+        self.w("    if (!pc_u_meet(th, u)) return;");
+        self.w(format!("    if (u.lane != 0) (void)({call});"));
+        self.w("    i64 tok = u.a->tok;");
+        if rec == Some(crate::outcome::Recorded::Token) {
+            self.w(format!("    {}", self.record(2, &parity)));
+        }
+        if let Some(r) = result {
+            self.w(format!("    {} = tok;  // the token", Self::local_name(code, r)));
+        }
+        self.w("  }");
+        Ok(())
+    }
+
+    /// At pc `i` of a uniform role: where an elected block ends, the elected lane hands over to
+    /// the lanes waiting there (the others pass here with `u.in_block` clear).
+    fn block_end(&mut self, code: &Code, i: usize) {
+        if self.uni && code.elected.iter().any(|&(_, hi)| hi as usize == i) {
+            self.w("  if (u.in_block) pc_u_block_done(th, u);  // the elected lane at its block's end: the lanes are together again");
+        }
+    }
+
+    /// The instructions whose step on an agent's lanes is not "meet, every lane does it, meet":
+    /// branches, warp and block synchronisation, `elect()` and the elected block's `if`. Returns
+    /// false for the others.
+    fn instr_lanes(&mut self, code: &Code, i: usize, step: bool) -> Result<bool, NotExpressible> {
+        let ins = &code.instrs[i];
+        let begin = "  if (!pc_u_begin(th, u, th.turnp, NT)) return;";
+        let end = "if (!pc_u_end(th, u, th.turnp)) return;";
+        match &ins.kind {
+            InstrKind::Branch { cond, else_to } if code.elected.contains(&(i as u32 + 1, *else_to)) => {
+                let mut slot = None;
+                cond.each(&mut |e| {
+                    if let IExpr::Local(s) = e {
+                        if code
+                            .instrs
+                            .iter()
+                            .any(|x| matches!(x.kind, InstrKind::Elect { slot } if slot == *s))
+                        {
+                            slot = Some(*s);
+                        }
+                    }
+                });
+                let Some(slot) = slot else {
+                    return Err(NotExpressible("an elected block whose condition names no elect() result".into()));
+                };
+                let c = self.expr(code, cond);
+                let el = format!("elected_{}", Self::local_name(code, slot));
+                self.w(format!(
+                    "  {{ bool taken = {c};  // the elected block: the elected lane runs it alone"
+                ));
+                self.w(format!(
+                    "    if ({el} < 0) {{  // no election reached: the agent skips it (as modelled)"
+                ));
+                if step {
+                    self.w(format!("  {begin} {end}"));
+                }
+                self.w(format!("      goto L{else_to}; }}"));
+                self.w(format!(
+                    "    if (!taken) {{ if (!pc_u_block_wait(th, u, {el})) return; goto L{else_to}; }}  // passed over: wait at its end"
+                ));
+                if step {
+                    self.w("    if (!pc_turn_begin(th, th.turnp, NT)) return; pc_u_tick(u); pc_turn_end(th, th.turnp);  // the branch: the elected lane's step");
+                }
+                self.w("    u.in_block = 1; }");
+            }
+            InstrKind::Branch { cond, else_to } if step => {
+                // A condition on shared state may change between the lanes' evaluations: the
+                // agent follows the leader's, every lane's own is compared at exit.
+                let c = self.expr(code, cond);
+                self.w(begin);
+                self.w(format!(
+                    "  {{ bool mine = {c}; pc_u_observe(u, 3, mine ? 1 : 0); if (u.lane == 0) u.a->val = mine ? 1 : 0;"
+                ));
+                self.w(format!("    {end} if (!u.a->val) goto L{else_to}; }}"));
+            }
+            InstrKind::SetVar { var, expr } => {
+                // Every lane writes (the model reports the race and writes once): the lanes read
+                // the old value before any of them writes, so all write the same one.
+                let e = self.expr(code, expr);
+                if step {
+                    self.w(begin);
+                }
+                self.w(format!(
+                    "  {{ i64 mine = {e}; if (!pc_u_meet(th, u)) return; s.{} = mine; }}",
+                    self.var_name(*var)
+                ));
+                if step {
+                    self.w(format!("  {end}"));
+                }
+            }
+            InstrKind::SetLocal { slot, expr } if step && expr.reads_var() => {
+                // A shared var read by every lane: the agent keeps the leader's value.
+                let e = self.expr(code, expr);
+                self.w(begin);
+                self.w(format!(
+                    "  {{ i64 mine = {e}; pc_u_observe(u, 4, (int)mine); if (u.lane == 0) u.a->val = mine;"
+                ));
+                self.w(format!("    {end} {} = u.a->val; }}", Self::local_name(code, *slot)));
+            }
+            InstrKind::SyncWarp | InstrKind::SyncWarpMask { .. } => {
+                // The agent is alone in its warp (a full mask, crate::uniform): syncwarp is its
+                // lanes meeting, which every step of the agent does.
+                if step {
+                    self.w(begin);
+                    self.w(format!("  {end}  // syncwarp: the lanes met"));
+                } else {
+                    self.w("  if (!pc_u_meet(th, u)) return;  // syncwarp: the lanes meet");
+                }
+            }
+            InstrKind::SyncThreads => {
+                if step {
+                    self.w(begin);
+                    self.w(format!("  {end}  // the arrival is the step; the release follows it"));
+                }
+                self.w("  if (!pc_sync(th, &s.block_sync)) return;  // every lane takes part");
+            }
+            InstrKind::Elect { slot } => {
+                if step {
+                    self.w(begin);
+                    self.w(format!("  {end}  // the arrival is the step"));
+                }
+                let e = Self::local_name(code, *slot);
+                self.w("  { if (!pc_u_meet(th, u)) return;  // every lane not exited is here");
+                self.w("    unsigned alive = u.a->alive;");
+                self.w("    if (!pc_u_meet(th, u)) return;  // nobody exits before all have read `alive`");
+                self.w("    bool elected = pc_elect(alive);  // elect.sync over the agent's lanes: the hardware picks one");
+                self.w("    if (elected) { u.a->elected = u.lane; if (!pc_turn_begin(th, th.turnp, NT)) return; pc_turn_end(th, th.turnp); u.a->step = th.step; u.a->lost = th.lost; }  // the release: a step of the elected lane");
+                self.w("    if (!pc_u_meet(th, u)) return;");
+                self.w(format!("    th.step = u.a->step; th.lost = u.a->lost; elected_{e} = u.a->elected;"));
+                self.w(format!("    {e} = elected ? 1 : 0; }}"));
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
     }
 
     /// Issue 13: cp.async, its mbarrier arrive-on, and copies and reads of part of a buffer.
@@ -1895,7 +2460,7 @@ impl<'a> Gen<'a> {
                 self.w(format!(
                     "  if (({n} != 4 && {n} != 8 && {n} != 16) || {off} < 0 || {off} % {n} != 0 || {off} + {n} > (i64)sizeof({d})) {{ th.status = PC_UNSUPPORTED; return; }}"
                 ));
-                self.w(format!("  {{ i64 version = {v}; s.writes[{flat}]++;"));
+                self.w(format!("  {{ {}", self.version_stmt(&flat, &v, version.is_some())));
                 self.w(format!(
                     "  pc_cp_async((int*)((char*){d} + {off}), (const int*)((const char*)pc_src_row(th, version) + {off}), (int){n});  // lands asynchronously; no barrier tracks it yet"
                 ));
@@ -1927,7 +2492,7 @@ impl<'a> Gen<'a> {
                 self.w(format!(
                     "  if ({n} % 16 != 0 || {n} <= 0 || {off} % 16 != 0 || {off} < 0 || {off} + {n} > (i64)sizeof({d})) {{ th.status = PC_UNSUPPORTED; return; }}"
                 ));
-                self.w(format!("  {{ i64 version = {v}; s.writes[{flat}]++;"));
+                self.w(format!("  {{ {}", self.version_stmt(&flat, &v, version.is_some())));
                 let dst = format!("(int*)((char*){d} + {off})");
                 let src = format!("(const int*)((const char*)pc_src_row(th, version) + {off})");
                 if libcu {
@@ -2067,14 +2632,24 @@ impl<'a> Gen<'a> {
         self.w(format!(
             "  if ({n} % 16 != 0 || {n} <= 0 || {n} > (i64)sizeof({d})) {{ th.status = PC_UNSUPPORTED; return; }}"
         ));
-        self.w(format!(
-            "  {{ const int* from = pc_src_row(th, {v}); s.writes[{flat}]++;\n    cuda::memcpy_async({d}, from, cuda::aligned_size_t<16>((size_t){n}), {b});  // issues the bulk copy, then expect_tx({n})\n  }}"
-        ));
+        if self.lanes {
+            self.w(format!(
+                "  {{ {} const int* from = pc_src_row(th, version);\n    cuda::memcpy_async({d}, from, cuda::aligned_size_t<16>((size_t){n}), {b});  // issues the bulk copy, then expect_tx({n}): on every lane\n  }}",
+                self.version_stmt(&flat, &v, version.is_some())
+            ));
+        } else {
+            self.w(format!(
+                "  {{ const int* from = pc_src_row(th, {v}); s.writes[{flat}]++;\n    cuda::memcpy_async({d}, from, cuda::aligned_size_t<16>((size_t){n}), {b});  // issues the bulk copy, then expect_tx({n})\n  }}"
+            ));
+        }
         if step {
             // Two model steps (copy, expect_tx) done by one call: take both turns.
-            self.w("  pc_turn_end(th, th.turnp);");
-            self.w("  if (!pc_turn_begin(th, th.turnp, NT)) return;  // the expect_tx step (already done inside memcpy_async)");
-            self.w("  pc_turn_end(th, th.turnp);");
+            self.w(format!("  {}", self.turn_end()));
+            self.w(format!(
+                "  {}  // the expect_tx step (already done inside memcpy_async)",
+                self.turn_begin()
+            ));
+            self.w(format!("  {}", self.turn_end()));
         }
     }
 
@@ -2092,6 +2667,22 @@ impl<'a> Gen<'a> {
             Some(r) => format!("{} = (i64)({v});", Self::local_name(code, r)),
             None => format!("(void)({v});"),
         };
+        if self.lanes {
+            match op {
+                IOp::Arrive { drop: false, .. } => return self.arrive_lanes(code, op, result, rec),
+                IOp::StoreAsync { .. } | IOp::CommitGroup | IOp::WaitGroup { .. } | IOp::Wgmma { .. } | IOp::WgmmaWait { .. } => {
+                    // What the warp's lanes share is done once (docs/model.md): by the leader, while
+                    // the others wait at the step's end.
+                    self.w("  if (u.lane == 0) {  // once for the warp");
+                    self.lanes = false;
+                    let r = self.op(code, op, result, token_slots, rec);
+                    self.lanes = true;
+                    self.w("  }");
+                    return r;
+                }
+                _ => {}
+            }
+        }
         match op {
             IOp::Remote { target, multicast, op } => return self.remote_op(code, target, *multicast, op, token_slots, rec),
             IOp::Arrive { bar, n, drop, expect_tx } => {
@@ -2130,7 +2721,7 @@ impl<'a> Gen<'a> {
                 };
                 self.w(format!("  {{ auto {tok_var} = {call};"));
                 if rec == Some(Recorded::Token) {
-                    self.w(format!("    pc_record_token(th, {parity});"));
+                    self.w(format!("    {}", self.record(2, &parity)));
                 }
                 if let Some(r) = result {
                     self.w(format!("    {} = (i64){tok_var};  // the token", Self::local_name(code, r)));
@@ -2159,7 +2750,16 @@ impl<'a> Gen<'a> {
                 if *try_ {
                     self.w(format!("  {{ bool ok = {test};  // never blocks"));
                     if rec == Some(Recorded::TryWait) {
-                        self.w("    pc_record_try(th, ok);");
+                        self.w(format!("    {}", self.record(1, "ok")));
+                    } else if self.lanes {
+                        self.w("    pc_u_observe(u, 1, ok ? 1 : 0);");
+                    }
+                    if self.lanes {
+                        // The lanes may see the phase complete at different moments; the agent
+                        // goes on with the leader's answer, so that its lanes stay on one path.
+                        self.w("    if (u.lane == 0) u.a->val = ok ? 1 : 0;");
+                        self.w("    if (!pc_u_meet(th, u)) return;");
+                        self.w("    ok = u.a->val != 0;  // the agent's answer: the leader's");
                     }
                     self.w(format!("    {} }}", set("ok ? 1 : 0".into())));
                 } else {
@@ -2223,7 +2823,7 @@ impl<'a> Gen<'a> {
                         "  if ({n} % 16 != 0 || {n} <= 0 || {n} > (i64)sizeof({d})) {{ th.status = PC_UNSUPPORTED; return; }}"
                     ));
                 }
-                self.w(format!("  {{ i64 version = {v}; s.writes[{flat}]++;"));
+                self.w(format!("  {{ {}", self.version_stmt(&flat, &v, version.is_some())));
                 let v = "version";
                 if libcu {
                     self.w(format!(
@@ -2243,7 +2843,7 @@ impl<'a> Gen<'a> {
                 }
                 self.w(format!("  {{ int v = pc_read({d}, (int)(sizeof({d}) / 4));"));
                 if rec == Some(Recorded::Read) {
-                    self.w("    pc_record_read(th, v);");
+                    self.w(format!("    {}", self.record(0, "v")));
                     if let Some(e) = expect {
                         let e = self.expr(code, e);
                         self.w(format!("    if ((i64)v != {e}) th.nbad++;  // not the expected version"));
@@ -2258,7 +2858,14 @@ impl<'a> Gen<'a> {
                 }
                 let v = self.expr(code, version);
                 let flat = self.flat_buf(code, buf);
-                self.w(format!("  pc_write({d}, (int)(sizeof({d}) / 4), (int){v}); s.writes[{flat}]++;"));
+                if self.lanes {
+                    // Every lane writes (the model reports the race); the write counts once.
+                    self.w(format!(
+                        "  pc_write({d}, (int)(sizeof({d}) / 4), (int){v}); if (u.lane == 0) s.writes[{flat}]++;"
+                    ));
+                } else {
+                    self.w(format!("  pc_write({d}, (int)(sizeof({d}) / 4), (int){v}); s.writes[{flat}]++;"));
+                }
             }
             IOp::CpAsync { .. } | IOp::CpAsyncArrive { .. } | IOp::CopyPart { .. } | IOp::ReadPart { .. } => self.op_issue13(code, op),
             IOp::Init { bar, count } => {
@@ -2390,6 +2997,9 @@ pub struct BlockRecord {
     pub probes: Vec<i32>,
     /// The final values of the vars completion functions write; empty when not recorded.
     pub end_vars: Vec<i64>,
+    /// Per model thread, the lanes of a uniform agent whose observations (outside elected blocks)
+    /// or end differed from its leader lane's (bit l: lane l); empty without uniform roles.
+    pub lanes_apart: Vec<u32>,
 }
 
 impl Kernel {
@@ -2415,7 +3025,21 @@ impl Kernel {
         let at = self.threads * THREAD_WORDS + self.barriers;
         let probes = words.get(at..at + self.barriers).map(|w| w.to_vec()).unwrap_or_default();
         let at = at + self.barriers;
-        let end_vars = match words.get(at..self.block_words) {
+        let uniform = self.lanes.iter().any(|&l| l > 1);
+        let vars_end = if uniform {
+            self.block_words - self.threads
+        } else {
+            self.block_words
+        };
+        let lanes_apart = if uniform {
+            words
+                .get(vars_end..self.block_words)
+                .map(|w| w.iter().map(|&v| v as u32).collect())
+                .unwrap_or_default()
+        } else {
+            Vec::new()
+        };
+        let end_vars = match words.get(at..vars_end) {
             Some(v) if v.len() > 1 && v[0] == 1 => v[1..]
                 .chunks_exact(2)
                 .map(|c| ((c[1] as u32 as u64) << 32 | c[0] as u32 as u64) as i64)
@@ -2427,6 +3051,7 @@ impl Kernel {
             completions,
             probes,
             end_vars,
+            lanes_apart,
         }
     }
 }

@@ -481,6 +481,7 @@ pub fn probe_code(w: i32) -> u8 {
 pub fn outcome_of(k: &Kernel, words: &[i32], block: usize) -> (Outcome, End, Flags) {
     let rec = k.parse_block(&words[block * k.block_words..(block + 1) * k.block_words]);
     let mut flags = Flags::default();
+    flags.lanes_apart = rec.lanes_apart.iter().any(|&m| m != 0);
     let threads = rec
         .threads
         .iter()
@@ -527,6 +528,9 @@ pub struct Flags {
     pub torn: bool,
     pub wrong_version: bool,
     pub fault: bool,
+    /// The lanes of a uniform agent observed different things (the model's lockstep assumption
+    /// failed on the hardware).
+    pub lanes_apart: bool,
 }
 
 impl Flags {
@@ -539,6 +543,7 @@ impl Flags {
         self.torn |= o.torn;
         self.wrong_version |= o.wrong_version;
         self.fault |= o.fault;
+        self.lanes_apart |= o.lanes_apart;
     }
     pub fn bug_shows(&self) -> bool {
         self.hung || self.assert || self.torn || self.wrong_version || self.fault
@@ -554,6 +559,7 @@ impl Flags {
             (self.fault, "fault"),
             (self.unsupported, "unsupported index/size"),
             (self.overflow, "record overflow"),
+            (self.lanes_apart, "lanes of a uniform warp observed differently"),
         ] {
             if b {
                 v.push(s);

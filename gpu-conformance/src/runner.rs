@@ -380,6 +380,11 @@ fn judge_case(s: &SpecPlan, k: &Kernel, b: Backend, mode: &str, trace: Option<us
     if has_commit(&s.model.proto) && mode != "stress-hw-commit" {
         note.push_str("commit emulated (the model's convergence rule); ");
     }
+    let proto = &s.model.proto;
+    let uniform: Vec<&str> = proto.roles.iter().filter(|r| r.uniform).map(|r| r.name.as_str()).collect();
+    if !uniform.is_empty() {
+        note.push_str(&format!("uniform: {} lanes per agent ({}); ", proto.warp_size, uniform.join(", ")));
+    }
     let mut case = Case {
         spec: s.display.clone(),
         backend: b.name().into(),
