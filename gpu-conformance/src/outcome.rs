@@ -875,6 +875,15 @@ impl Machine {
             Move::Model(Action::Land(_) | Action::LandPart(_)) => {}
         }
         let obs = out.event.map(|e| e.obs).unwrap_or_default();
+        // A uniform agent's lanes arrive as one warp instruction. Where their arrivals run past
+        // the phase's pending count, the model applies them lane by lane into the next phases
+        // (and reports what follows), while the H200 applies them as one batched update and
+        // faults (over-arrival, docs/hardware-notes.md): from there the hardware may do anything.
+        let batched_over = own.is_some_and(|(t, _, _)| proto.lanes_at(t, s.threads[t].pc) > 1)
+            && obs.iter().any(|o| {
+                matches!(o, Obs::Arrived { bar, phase, .. } if obs.iter().any(|x| matches!(x, Obs::Arrived { bar: b2, phase: p2, .. } if b2 == bar && p2 != phase)))
+            });
+        let over = batched_over.then(|| Next::Undefined(self.undefined(p, ViolationKind::OverArrival)));
         if out
             .violations
             .iter()
@@ -902,7 +911,7 @@ impl Machine {
             return vec![Next::Continue(next, q)];
         };
         let th = t;
-        match recorded(code, instr) {
+        let mut res = match recorded(code, instr) {
             Some(Recorded::Read) => {
                 let Some((buf, version)) = obs.iter().find_map(|o| match o {
                     Obs::Read { buf, version } => Some((*buf as usize, *version)),
@@ -947,7 +956,9 @@ impl Machine {
                 vec![Next::Continue(next, q)]
             }
             None => vec![Next::Continue(next, q)],
-        }
+        };
+        res.extend(over);
+        res
     }
 }
 

@@ -34,3 +34,20 @@ fn outcome_sets_of_cp_async_and_partial_copy_specs_are_enumerated() {
         }
     }
 }
+
+/// A uniform warp whose lanes arrive past the pending count: the H200 applies the warp's arrivals
+/// as one batched update and faults (over-arrival), so the outcome set admits a fault there; the
+/// fixed twin (an elected lane arrives once) admits none.
+#[test]
+fn a_uniform_warp_arriving_past_the_pending_count_may_fault() {
+    let over = allowed_outcomes(&model("specs/hopper/uniform_warp_arrival_count.phase"), 1_000_000);
+    assert!(over.is_complete(), "{over}");
+    assert!(over.fault_allowed(), "{over}");
+    assert!(
+        over.undefined().any(|u| u.cause == phasecheck_model::ViolationKind::OverArrival),
+        "{over}"
+    );
+    let fixed = allowed_outcomes(&model("specs/hopper/uniform_warp_arrival_count_fixed.phase"), 1_000_000);
+    assert!(fixed.is_complete(), "{fixed}");
+    assert!(!fixed.fault_allowed(), "{fixed}");
+}
