@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Instant;
 
-const REPORT: &str = "gpu-conformance/results/2026-11-30-h200-hopper-proxy.json";
+const REPORT: &str = "gpu-conformance/results/2026-12-01-h200.json";
 const ALLOW: &str = "gpu-conformance/results/unchecked.txt";
 
 fn root() -> PathBuf {
@@ -53,7 +53,7 @@ fn the_committed_h200_results_keep_their_verdicts() {
     let t = Instant::now();
     let (cases, report) = rejudge_file(&root().join(REPORT), &o).unwrap();
     eprintln!("re-judged {} cases in {:.1} s", cases.len(), t.elapsed().as_secs_f64());
-    assert_eq!(cases.len(), 694);
+    assert_eq!(cases.len(), 776);
     let mut problems = Vec::new();
     let mut used_unchecked = Vec::new();
     let mut used_budget = Vec::new();
@@ -90,9 +90,11 @@ fn the_committed_h200_results_keep_their_verdicts() {
             problems.push(format!("{ALLOW} lists `{k}`, which is no longer unchecked: remove it"));
         }
     }
+    // A `budget` line may go unused: whether an enumeration fits a few seconds depends on the
+    // machine's load, and the full run judges those specs either way.
     for k in budget_skips.keys() {
         if !full && !used_budget.contains(k) {
-            problems.push(format!("{ALLOW} lists `budget {k}`, which now fits the budget: remove it"));
+            eprintln!("{ALLOW}: `budget {k}` fitted the budget on this run");
         }
     }
     assert_eq!(report.count(Verdict::Outside), 0);
