@@ -487,40 +487,46 @@ __device__ __forceinline__ void pc_mbar_expect_tx(u64* bar, int tx) {
 __device__ __forceinline__ void pc_mbar_complete_tx(u64* bar, int tx) {
   asm volatile("mbarrier.complete_tx.relaxed.cta.shared::cta.b64 [%0], %1;" :: "r"(pc_smem(bar)), "r"(tx + pc_zero()) : "memory");
 }
-// Non-blocking probes (try_wait in the spec): test_wait never suspends.
-__device__ __forceinline__ bool pc_mbar_test_token(u64* bar, u64 state) {
-  unsigned ok;
-  asm volatile("{ .reg .pred p; mbarrier.test_wait.acquire.cta.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
-               : "=r"(ok) : "r"(pc_smem(bar)), "l"(state) : "memory");
-  return ok != 0;
+// Non-blocking probes (try_wait in the spec): test_wait never suspends. Blocking waits, bounded
+// by %globaltimer: try_wait suspends for at most ~1 us per call. One set per scope of the
+// acquire: `.cta`, and `_cl` (`.cluster`) for the kernels of a cluster, where a peer's remote
+// arrive (release.cluster) may complete the phase and what the peer wrote before it must be
+// visible after the wait.
+#define PC_MBAR_WAITS(SUFFIX, SCOPE) \
+__device__ __forceinline__ bool pc_mbar_test_token##SUFFIX(u64* bar, u64 state) { \
+  unsigned ok; \
+  asm volatile("{ .reg .pred p; mbarrier.test_wait.acquire." SCOPE ".shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }" \
+               : "=r"(ok) : "r"(pc_smem(bar)), "l"(state) : "memory"); \
+  return ok != 0; \
+} \
+__device__ __forceinline__ bool pc_mbar_test_parity##SUFFIX(u64* bar, int parity) { \
+  unsigned ok; \
+  asm volatile("{ .reg .pred p; mbarrier.test_wait.parity.acquire." SCOPE ".shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }" \
+               : "=r"(ok) : "r"(pc_smem(bar)), "r"(parity & 1) : "memory"); \
+  return ok != 0; \
+} \
+__device__ bool pc_mbar_wait_token##SUFFIX(PcThread& th, u64* bar, u64 state) { \
+  u64 start = pc_now(); \
+  for (;;) { \
+    unsigned ok; \
+    asm volatile("{ .reg .pred p; mbarrier.try_wait.acquire." SCOPE ".shared::cta.b64 p, [%1], %2, 1000; selp.u32 %0, 1, 0, p; }" \
+                 : "=r"(ok) : "r"(pc_smem(bar)), "l"(state) : "memory"); \
+    if (ok) return true; \
+    if (pc_now() - start > th.timeout_ns) { th.status = PC_HUNG; return false; } \
+  } \
+} \
+__device__ bool pc_mbar_wait_parity##SUFFIX(PcThread& th, u64* bar, int parity) { \
+  u64 start = pc_now(); \
+  for (;;) { \
+    unsigned ok; \
+    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.acquire." SCOPE ".shared::cta.b64 p, [%1], %2, 1000; selp.u32 %0, 1, 0, p; }" \
+                 : "=r"(ok) : "r"(pc_smem(bar)), "r"(parity & 1) : "memory"); \
+    if (ok) return true; \
+    if (pc_now() - start > th.timeout_ns) { th.status = PC_HUNG; return false; } \
+  } \
 }
-__device__ __forceinline__ bool pc_mbar_test_parity(u64* bar, int parity) {
-  unsigned ok;
-  asm volatile("{ .reg .pred p; mbarrier.test_wait.parity.acquire.cta.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
-               : "=r"(ok) : "r"(pc_smem(bar)), "r"(parity & 1) : "memory");
-  return ok != 0;
-}
-// Blocking waits, bounded by %globaltimer: try_wait suspends for at most ~1 us per call.
-__device__ bool pc_mbar_wait_token(PcThread& th, u64* bar, u64 state) {
-  u64 start = pc_now();
-  for (;;) {
-    unsigned ok;
-    asm volatile("{ .reg .pred p; mbarrier.try_wait.acquire.cta.shared::cta.b64 p, [%1], %2, 1000; selp.u32 %0, 1, 0, p; }"
-                 : "=r"(ok) : "r"(pc_smem(bar)), "l"(state) : "memory");
-    if (ok) return true;
-    if (pc_now() - start > th.timeout_ns) { th.status = PC_HUNG; return false; }
-  }
-}
-__device__ bool pc_mbar_wait_parity(PcThread& th, u64* bar, int parity) {
-  u64 start = pc_now();
-  for (;;) {
-    unsigned ok;
-    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.acquire.cta.shared::cta.b64 p, [%1], %2, 1000; selp.u32 %0, 1, 0, p; }"
-                 : "=r"(ok) : "r"(pc_smem(bar)), "r"(parity & 1) : "memory");
-    if (ok) return true;
-    if (pc_now() - start > th.timeout_ns) { th.status = PC_HUNG; return false; }
-  }
-}
+PC_MBAR_WAITS(, "cta")
+PC_MBAR_WAITS(_cl, "cluster")
 // TMA-style bulk copy global -> shared; completes `bytes` transactions on the barrier.
 __device__ __forceinline__ void pc_bulk_copy(int* dst, const int* src, int bytes, u64* bar) {
   asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
@@ -687,40 +693,6 @@ __device__ __forceinline__ void pc_mbar_arrive_expect_tx_remote(u64* bar, int ra
 __device__ __forceinline__ void pc_bulk_copy_multicast(int* dst, const int* src, int bytes, u64* bar, int mask) {
   asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1], %2, [%3], %4;"
                :: "r"(pc_smem(dst)), "l"(src), "r"(bytes), "r"(pc_smem(bar)), "h"((unsigned short)mask) : "memory");
-}
-// Waits of a cluster kernel acquire at cluster scope: a peer's remote arrive (release.cluster) may
-// complete the phase, and what the peer wrote before it must be visible after the wait.
-__device__ __forceinline__ bool pc_mbar_test_token_cl(u64* bar, u64 state) {
-  unsigned ok;
-  asm volatile("{ .reg .pred p; mbarrier.test_wait.acquire.cluster.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
-               : "=r"(ok) : "r"(pc_smem(bar)), "l"(state) : "memory");
-  return ok != 0;
-}
-__device__ __forceinline__ bool pc_mbar_test_parity_cl(u64* bar, int parity) {
-  unsigned ok;
-  asm volatile("{ .reg .pred p; mbarrier.test_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
-               : "=r"(ok) : "r"(pc_smem(bar)), "r"(parity & 1) : "memory");
-  return ok != 0;
-}
-__device__ bool pc_mbar_wait_token_cl(PcThread& th, u64* bar, u64 state) {
-  u64 start = pc_now();
-  for (;;) {
-    unsigned ok;
-    asm volatile("{ .reg .pred p; mbarrier.try_wait.acquire.cluster.shared::cta.b64 p, [%1], %2, 1000; selp.u32 %0, 1, 0, p; }"
-                 : "=r"(ok) : "r"(pc_smem(bar)), "l"(state) : "memory");
-    if (ok) return true;
-    if (pc_now() - start > th.timeout_ns) { th.status = PC_HUNG; return false; }
-  }
-}
-__device__ bool pc_mbar_wait_parity_cl(PcThread& th, u64* bar, int parity) {
-  u64 start = pc_now();
-  for (;;) {
-    unsigned ok;
-    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2, 1000; selp.u32 %0, 1, 0, p; }"
-                 : "=r"(ok) : "r"(pc_smem(bar)), "r"(parity & 1) : "memory");
-    if (ok) return true;
-    if (pc_now() - start > th.timeout_ns) { th.status = PC_HUNG; return false; }
-  }
 }
 // The spec's cluster barrier, in software (bounded), in CTA 0's shared memory. `slot` is the
 // thread's hidden cluster local: 0, or 1 + the phase it arrived on and has not waited for yet.

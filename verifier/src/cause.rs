@@ -436,48 +436,41 @@ fn divergence(
                 }
                 (Obs::LandedPart { buf, bar, bytes }, None) => {
                     let full = s.copy.as_ref().map(|c| c.bytes).unwrap_or(*bytes);
-                    let completes = s.obs.iter().any(|o| matches!(o, Obs::PhaseCompleted { .. }));
-                    if !completes {
-                        // The split that lets another copy cross zero (step.rs, `LandPart`).
-                        return Divergence {
-                            raised: None,
-                            rule: Rule::TxMismatch,
-                            step: i,
-                            span: Some(s.span),
-                            bar: Some(*bar),
-                            phase: None,
-                            mismatch: None,
-                            what: format!(
-                                "the copies in flight on {} bring more bytes than its phase still expects: {bytes} of the {full} bytes of the copy into {} (line {} `{}`) land, and another copy can then cross zero whole, so the phase never completes",
-                                p.barriers[*bar as usize].name,
-                                p.buffers[*buf as usize].name,
-                                line(s.span),
-                                statement_text(source, s.span)
-                            ),
-                        };
-                    }
+                    let (bar_name, buf_name) = (&p.barriers[*bar as usize].name, &p.buffers[*buf as usize].name);
+                    let copy = format!(
+                        "the copy into {buf_name} (line {} `{}`)",
+                        line(s.span),
+                        statement_text(source, s.span)
+                    );
+                    let phase = s.obs.iter().find_map(|o| match o {
+                        Obs::PhaseCompleted { phase, .. } => Some(*phase),
+                        _ => None,
+                    });
+                    // The part either completes the phase mid-copy, or (step.rs, `LandPart`) is the
+                    // split that lets another copy cross zero, so that the phase never completes.
+                    let (what, mismatch) = match phase {
+                        Some(_) => (
+                            format!("the phase of {bar_name} announced {bytes} bytes but {copy} brings {full}: the phase completes mid-copy"),
+                            Some(Mismatch {
+                                what: "bytes expected by the phase vs bytes the copy brings".into(),
+                                expected: *bytes,
+                                actual: full,
+                            }),
+                        ),
+                        None => (
+                            format!("the copies in flight on {bar_name} bring more bytes than its phase still expects: {bytes} of the {full} bytes of {copy} land, and another copy can then cross zero whole, so the phase never completes"),
+                            None,
+                        ),
+                    };
                     return Divergence {
                         raised: None,
                         rule: Rule::TxMismatch,
                         step: i,
                         span: Some(s.span),
                         bar: Some(*bar),
-                        phase: s.obs.iter().find_map(|o| match o {
-                            Obs::PhaseCompleted { phase, .. } => Some(*phase),
-                            _ => None,
-                        }),
-                        mismatch: Some(Mismatch {
-                            what: "bytes expected by the phase vs bytes the copy brings".into(),
-                            expected: *bytes,
-                            actual: full,
-                        }),
-                        what: format!(
-                            "the phase of {} announced {bytes} bytes but the copy into {} (line {} `{}`) brings {full}: the phase completes mid-copy",
-                            p.barriers[*bar as usize].name,
-                            p.buffers[*buf as usize].name,
-                            line(s.span),
-                            statement_text(source, s.span)
-                        ),
+                        phase,
+                        mismatch,
+                        what,
                     };
                 }
                 _ => {}
