@@ -346,7 +346,7 @@ __device__ __forceinline__ void pc_turn_end(PcThread& th, volatile int* turn) {
 // Execution barriers in software so that they are bounded too. `live` counts threads not exited;
 // exited threads count as arrived (as in the model and on hardware).
 struct PcSync { int arrived; int gen; int live; int lock; };
-__device__ bool pc_sync(PcThread& th, PcSync* b) {
+__device__ bool pc_sync_within(PcThread& th, PcSync* b, u64 bound) {
   int g = *(volatile int*)&b->gen;
   atomicAdd(&b->arrived, 1);
   u64 start = pc_now();
@@ -355,10 +355,11 @@ __device__ bool pc_sync(PcThread& th, PcSync* b) {
       if (*(volatile int*)&b->gen == g) { atomicExch(&b->arrived, 0); __threadfence_block(); atomicAdd(&b->gen, 1); }
       atomicExch(&b->lock, 0);
     }
-    if (pc_now() - start > th.timeout_ns) { th.status = PC_HUNG; return false; }
+    if (pc_now() - start > bound) { th.status = PC_HUNG; return false; }
   }
   return true;
 }
+__device__ __forceinline__ bool pc_sync(PcThread& th, PcSync* b) { return pc_sync_within(th, b, th.timeout_ns); }
 __device__ __forceinline__ void pc_leave(PcSync* b) { atomicSub(&b->live, 1); }
 // syncwarp(mask) in software, bounded: every lane counts the masked syncs it passed; a lane waits
 // until each lane of the mask (hardware lane l of my warp = model thread first + l) has passed as
@@ -871,18 +872,8 @@ __device__ __forceinline__ void pc_u_observe(PcU& u, int list, int v) {
 // The lanes meet. Between two meets a lane waits at most one bounded wait and one turn of the
 // turnstile, so four wait bounds is generous; a lane that exits is no longer waited for.
 __device__ bool pc_u_meet(PcThread& th, PcU& u) {
-  PcSync* b = &u.a->meet;
   __threadfence_block();
-  int g = *(volatile int*)&b->gen;
-  atomicAdd(&b->arrived, 1);
-  u64 start = pc_now();
-  while (*(volatile int*)&b->gen == g) {
-    if (*(volatile int*)&b->arrived >= *(volatile int*)&b->live && atomicCAS(&b->lock, 0, 1) == 0) {
-      if (*(volatile int*)&b->gen == g) { atomicExch(&b->arrived, 0); __threadfence_block(); atomicAdd(&b->gen, 1); }
-      atomicExch(&b->lock, 0);
-    }
-    if (pc_now() - start > 4 * th.timeout_ns) { th.status = PC_HUNG; return false; }
-  }
+  if (!pc_sync_within(th, &u.a->meet, 4 * th.timeout_ns)) return false;
   __threadfence_block();
   // A lane stopped (its wait timed out while mine returned, say): the agent stops where it did,
   // as the model's agent would; the lanes that only follow hash it, so they count as apart.
