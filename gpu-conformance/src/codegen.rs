@@ -1532,20 +1532,14 @@ impl<'a> Gen<'a> {
         }
     }
 
-    /// A hardware wait or probe of a cluster kernel acquires at cluster scope (the `_cl` helpers):
-    /// a peer's remote arrive may be what completes the phase.
-    fn cluster_scoped(&self, call: String) -> String {
-        if self.cluster == 1 {
-            return call;
+    /// The suffix of the mbarrier wait and probe helpers: a cluster kernel's acquire at cluster
+    /// scope (`_cl`), since a peer's remote arrive may be what completes the phase.
+    fn wait_scope(&self) -> &'static str {
+        if self.cluster > 1 {
+            "_cl"
+        } else {
+            ""
         }
-        [
-            "pc_mbar_test_token",
-            "pc_mbar_test_parity",
-            "pc_mbar_wait_token",
-            "pc_mbar_wait_parity",
-        ]
-        .iter()
-        .fold(call, |c, f| c.replace(&format!("{f}("), &format!("{f}_cl(")))
     }
 
     /// The cluster barrier: CTA 0's, reached through DSMEM from the others.
@@ -1747,11 +1741,11 @@ impl<'a> Gen<'a> {
                 format!("{{{}}}", m.join(", "))
             })
             .collect();
-        self.w(format!(
-            "// One block runs one execution of the protocol; blockDim.x = {block_dim}."
-        ));
         let ntc = nt / nc;
         if nc == 1 {
+            self.w(format!(
+                "// One block runs one execution of the protocol; blockDim.x = {block_dim}."
+            ));
             self.w(format!("extern \"C\" __global__ void __launch_bounds__({block_dim}) {symbol}(int* out, const int* src, int src_words, const int* sched, u64 timeout_ns, unsigned seed, unsigned max_delay) {{"));
             self.w(format!("  using namespace {ns};"));
             self.w("  __shared__ Shared s;");
@@ -2703,13 +2697,13 @@ impl<'a> Gen<'a> {
                     WaitTarget::Token(IExpr::Local(s)) if token_slots.contains(s) => (true, self.expr(code, &IExpr::Local(*s))),
                     WaitTarget::Token(e) | WaitTarget::Parity(e) => (false, format!("(int)pc_rem({}, 2)", self.expr(code, e))),
                 };
+                let sc = self.wait_scope();
                 let test = match (libcu, soft, is_token) {
                     (true, true, true) => format!("cuda::std::__call_try_wait({b}, (bool){arg})"),
                     (true, true, false) => format!("cuda::std::__call_try_wait_parity({b}, (bool){arg})"),
-                    (_, _, true) => format!("pc_mbar_test_token({}, (u64){arg})", self.native(&b)),
-                    (_, _, false) => format!("pc_mbar_test_parity({}, {arg})", self.native(&b)),
+                    (_, _, true) => format!("pc_mbar_test_token{sc}({}, (u64){arg})", self.native(&b)),
+                    (_, _, false) => format!("pc_mbar_test_parity{sc}({}, {arg})", self.native(&b)),
                 };
-                let test = self.cluster_scoped(test);
                 if *try_ {
                     self.w(format!("  {{ bool ok = {test};  // never blocks"));
                     if rec == Some(Recorded::TryWait) {
@@ -2730,17 +2724,16 @@ impl<'a> Gen<'a> {
                         (true, true, true) => format!("pc_soft_wait_token(th, {b}, (bool){arg})"),
                         (true, true, false) => format!("pc_soft_wait_parity(th, {b}, (bool){arg})"),
                         (true, false, true) => format!(
-                            "pc_mbar_wait_token(th, {}, (u64){arg})  /* = libcu++ wait(token), bounded */",
+                            "pc_mbar_wait_token{sc}(th, {}, (u64){arg})  /* = libcu++ wait(token), bounded */",
                             self.native(&b)
                         ),
                         (true, false, false) => format!(
-                            "pc_mbar_wait_parity(th, {}, {arg})  /* = libcu++ wait_parity(p), bounded */",
+                            "pc_mbar_wait_parity{sc}(th, {}, {arg})  /* = libcu++ wait_parity(p), bounded */",
                             self.native(&b)
                         ),
-                        (false, _, true) => format!("pc_mbar_wait_token(th, &{b}, (u64){arg})"),
-                        (false, _, false) => format!("pc_mbar_wait_parity(th, &{b}, {arg})"),
+                        (false, _, true) => format!("pc_mbar_wait_token{sc}(th, &{b}, (u64){arg})"),
+                        (false, _, false) => format!("pc_mbar_wait_parity{sc}(th, &{b}, {arg})"),
                     };
-                    let wait = self.cluster_scoped(wait);
                     self.w(format!("  if (!{wait}) return;  // timed out: hung"));
                 }
             }

@@ -416,6 +416,20 @@ pub fn recorded(code: &Code, instr: &Instr) -> Option<Recorded> {
     }
 }
 
+/// A step's arrivals reach one barrier on two different phases (a uniform agent's lanes arriving
+/// past the pending count: the model merges the lanes' arrivals per phase).
+fn arrivals_span_phases(obs: &[Obs]) -> bool {
+    let mut first: Option<(u16, i64)> = None;
+    obs.iter().any(|o| match (o, first) {
+        (Obs::Arrived { bar, phase, .. }, None) => {
+            first = Some((*bar, *phase));
+            false
+        }
+        (Obs::Arrived { bar, phase, .. }, Some((b, p))) => *bar == b && *phase != p,
+        _ => false,
+    })
+}
+
 /// No async copy is in flight and (the async proxy, issue 13) no asynchronous read of shared memory
 /// is either: a CTA whose threads have all exited with one outstanding is the model's `lifetime`.
 fn nothing_in_flight(s: &State) -> bool {
@@ -879,10 +893,7 @@ impl Machine {
         // the phase's pending count, the model applies them lane by lane into the next phases
         // (and reports what follows), while the H200 applies them as one batched update and
         // faults (over-arrival, docs/hardware-notes.md): from there the hardware may do anything.
-        let batched_over = own.is_some_and(|(t, _, _)| proto.lanes_at(t, s.threads[t].pc) > 1)
-            && obs.iter().any(|o| {
-                matches!(o, Obs::Arrived { bar, phase, .. } if obs.iter().any(|x| matches!(x, Obs::Arrived { bar: b2, phase: p2, .. } if b2 == bar && p2 != phase)))
-            });
+        let batched_over = own.is_some_and(|(t, _, _)| proto.lanes_at(t, s.threads[t].pc) > 1) && arrivals_span_phases(&obs);
         let over = batched_over.then(|| Next::Undefined(self.undefined(p, ViolationKind::OverArrival)));
         if out
             .violations

@@ -512,11 +512,10 @@ impl Barrier {
         self.live("the landing copy's complete_tx")?;
         let mut landed = 0;
         let (_, new) = self.update(true, bound, |old| {
-            landed = if (old.pending == 0 || part) && old.tx > 0 && old.tx < remaining {
-                old.tx
-            } else if part && old.tx > 0 {
-                // The model split this copy so that another one may land across zero.
+            landed = if part && old.tx > 0 {
                 phasecheck_model::step::land_part_bytes(old.tx, remaining)
+            } else if old.pending == 0 && old.tx > 0 && old.tx < remaining {
+                old.tx
             } else {
                 remaining
             };
