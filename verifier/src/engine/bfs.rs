@@ -168,7 +168,21 @@ struct Store {
 
 impl Store {
     fn unpack<M: Packed>(&self, model: &M, i: u32) -> M::State {
-        let parts: Vec<&[u32]> = self.states.row(i).iter().map(|&id| self.parts.get(id)).collect();
+        let mut words = Vec::new();
+        let mut ends = Vec::new();
+        for &id in self.states.row(i) {
+            self.parts.get_into(id, &mut words);
+            ends.push(words.len());
+        }
+        let mut from = 0;
+        let parts: Vec<&[u32]> = ends
+            .iter()
+            .map(|&to| {
+                let part = &words[from..to];
+                from = to;
+                part
+            })
+            .collect();
         model.unpack(&parts)
     }
 

@@ -6,17 +6,55 @@
 //! differ from their parent in one or two components, so the interner grows slowly and a stored
 //! state costs four bytes per component plus its table slot.
 //!
+//! The interner keeps each component's words as variable-length bytes (seven bits a byte): a
+//! component's words are mostly small (program counters, counts, versions), so a record of 14 words
+//! takes about 16 bytes instead of 56. This is what keeps the bytes per state flat in depth: the
+//! interner's share is the part that depends on how many new records each level brings.
+//!
 //! Storage is exact (no fingerprints): a state is never confused with another, so no verdict
 //! carries an omission probability.
 
 use hashbrown::HashTable;
 use rustc_hash::FxHasher;
-use std::hash::{Hash, Hasher};
+use std::hash::Hasher;
 
-fn hash_words(w: &[u32]) -> u64 {
+fn hash_words(w: impl IntoIterator<Item = u32>) -> u64 {
     let mut h = FxHasher::default();
-    w.hash(&mut h);
+    for x in w {
+        h.write_u32(x);
+    }
     h.finish()
+}
+
+/// Append `x` in LEB128 form (seven bits a byte, high bit set on all but the last).
+fn put_varint(out: &mut Vec<u8>, mut x: u32) {
+    while x >= 0x80 {
+        out.push((x as u8) | 0x80);
+        x >>= 7;
+    }
+    out.push(x as u8);
+}
+
+/// The words of an encoded record.
+fn varints(mut b: &[u8]) -> impl Iterator<Item = u32> + '_ {
+    std::iter::from_fn(move || {
+        let (mut x, mut shift) = (0u32, 0);
+        loop {
+            let (&byte, rest) = b.split_first()?;
+            b = rest;
+            x |= ((byte & 0x7f) as u32) << shift;
+            if byte < 0x80 {
+                return Some(x);
+            }
+            shift += 7;
+        }
+    })
+}
+
+/// Whether an encoded record holds exactly the words `w`.
+fn same_words(b: &[u8], w: &[u32]) -> bool {
+    let mut it = varints(b);
+    w.iter().all(|&x| it.next() == Some(x)) && it.next().is_none()
 }
 
 /// Bytes a vector allocates to take `more` elements beyond its length, if that makes it grow (the
@@ -43,8 +81,9 @@ fn table_growth(t: &HashTable<u32>, more: usize) -> usize {
 /// Distinct word sequences, each named by a dense id.
 #[derive(Default)]
 pub struct Interner {
-    words: Vec<u32>,
-    /// `starts[id]..starts[id + 1]` are the words of `id`.
+    /// Every record's words, encoded (`put_varint`).
+    bytes: Vec<u8>,
+    /// `starts[id]..starts[id + 1]` are the bytes of `id`.
     starts: Vec<usize>,
     table: HashTable<u32>,
 }
@@ -52,14 +91,19 @@ pub struct Interner {
 impl Interner {
     pub fn new() -> Interner {
         Interner {
-            words: Vec::new(),
+            bytes: Vec::new(),
             starts: vec![0],
             table: HashTable::new(),
         }
     }
 
-    pub fn get(&self, id: u32) -> &[u32] {
-        &self.words[self.starts[id as usize]..self.starts[id as usize + 1]]
+    fn encoded(&self, id: u32) -> &[u8] {
+        &self.bytes[self.starts[id as usize]..self.starts[id as usize + 1]]
+    }
+
+    /// Append the words of `id` to `out`.
+    pub fn get_into(&self, id: u32, out: &mut Vec<u32>) {
+        out.extend(varints(self.encoded(id)));
     }
 
     pub fn len(&self) -> usize {
@@ -72,35 +116,39 @@ impl Interner {
 
     /// The id of `w`, without adding it.
     pub fn find(&self, w: &[u32]) -> Option<u32> {
-        let h = hash_words(w);
-        self.table.find(h, |&id| self.get(id) == w).copied()
+        let h = hash_words(w.iter().copied());
+        self.table.find(h, |&id| same_words(self.encoded(id), w)).copied()
     }
 
     pub fn intern(&mut self, w: &[u32]) -> u32 {
-        let h = hash_words(w);
-        let Interner { words, starts, table } = self;
-        let get = |id: u32| &words[starts[id as usize]..starts[id as usize + 1]];
-        if let Some(&id) = table.find(h, |&id| get(id) == w) {
+        let h = hash_words(w.iter().copied());
+        let Interner { bytes, starts, table } = self;
+        let encoded = |id: u32| &bytes[starts[id as usize]..starts[id as usize + 1]];
+        if let Some(&id) = table.find(h, |&id| same_words(encoded(id), w)) {
             return id;
         }
         let id = (starts.len() - 1) as u32;
-        words.extend_from_slice(w);
-        starts.push(words.len());
-        let (words, starts) = (&*words, &*starts);
-        table.insert_unique(h, id, |&id| hash_words(&words[starts[id as usize]..starts[id as usize + 1]]));
+        for &x in w {
+            put_varint(bytes, x);
+        }
+        starts.push(bytes.len());
+        let (bytes, starts) = (&*bytes, &*starts);
+        table.insert_unique(h, id, |&id| {
+            hash_words(varints(&bytes[starts[id as usize]..starts[id as usize + 1]]))
+        });
         id
     }
 
     /// Bytes of the records and their table entries (a slot and its control byte), not of
     /// spare capacity: what the components cost, independent of where the vectors last grew.
     pub fn bytes(&self) -> usize {
-        self.words.len() * 4 + self.starts.len() * std::mem::size_of::<usize>() + self.table.len() * 5
+        self.bytes.len() + self.starts.len() * std::mem::size_of::<usize>() + self.table.len() * 5
     }
 
     /// Bytes newly allocated if `more` components of the average size so far were added.
     pub fn growth(&self, more: usize) -> usize {
-        let words_each = self.words.len().div_ceil(self.len().max(1));
-        vec_growth(&self.words, more * words_each) + vec_growth(&self.starts, more) + table_growth(&self.table, more)
+        let bytes_each = self.bytes.len().div_ceil(self.len().max(1));
+        vec_growth(&self.bytes, more * bytes_each) + vec_growth(&self.starts, more) + table_growth(&self.table, more)
     }
 }
 
@@ -134,12 +182,12 @@ impl StateSet {
     }
 
     pub fn find(&self, row: &[u32]) -> Option<u32> {
-        self.table.find(hash_words(row), |&i| self.row(i) == row).copied()
+        self.table.find(hash_words(row.iter().copied()), |&i| self.row(i) == row).copied()
     }
 
     /// The index of `row`, and whether it was new.
     pub fn insert(&mut self, row: &[u32]) -> (u32, bool) {
-        let h = hash_words(row);
+        let h = hash_words(row.iter().copied());
         let w = self.width;
         let StateSet { rows, table, .. } = self;
         if let Some(&i) = table.find(h, |&i| &rows[i as usize * w..(i as usize + 1) * w] == row) {
@@ -148,7 +196,7 @@ impl StateSet {
         let i = (rows.len() / w.max(1)) as u32;
         rows.extend_from_slice(row);
         let rows = &*rows;
-        table.insert_unique(h, i, |&i| hash_words(&rows[i as usize * w..(i as usize + 1) * w]));
+        table.insert_unique(h, i, |&i| hash_words(rows[i as usize * w..(i as usize + 1) * w].iter().copied()));
         (i, true)
     }
 
