@@ -51,11 +51,11 @@
 //!    `syncthreads`/`syncwarp` with nothing able to release them are `finished: false` too (on the
 //!    GPU such a kernel cannot return; the runner's watchdog decides what it records).
 //!
-//! Executions are explored depth-first. What happens next depends only on the model state and the
-//! racy/hung/armed bookkeeping, never on the observations made so far, so the set of futures of
-//! each such state is computed once and each step's observations are prepended to its successors'
-//! futures (a forward search memoised on (state, outcome so far) visited 2.25 M pairs and took 100 s
-//! on specs/mistakes/diverged_warp_commit.phase; this takes 26 K states and 16 s, release build).
+//! Executions are explored by the engine's fold (`phasecheck_verifier::engine::futures`): what
+//! happens next depends only on the model state and the racy/hung/armed bookkeeping, never on the
+//! observations made so far, so the set of futures of each such state is computed once and each
+//! step's observations are prepended to its successors' futures. This module only says what a
+//! step of the widened machine is ([`Machine::apply`], through `Model::step`); it has no search.
 //! The language has no unbounded loops, so every execution is finite and so is the exploration;
 //! `limit` bounds the number of distinct states and the set says `complete: false` when it was
 //! reached (its `contains` can then reject an outcome the model allows: treat a rejection as
@@ -70,9 +70,9 @@ use phasecheck_model::lang::ast::Span;
 use phasecheck_model::state::{Life, State, Status};
 use phasecheck_model::step::{Action, Model, Obs, Violation};
 use phasecheck_model::ViolationKind;
-use std::collections::{BTreeSet, HashMap, HashSet};
+use phasecheck_verifier::engine::futures::{fold, Edge as FoldEdge, FoldLimits, FoldStop, Futures};
+use std::collections::BTreeSet;
 use std::fmt;
-use std::rc::Rc;
 use std::time::Instant;
 
 /// What one thread recorded in one GPU run.
@@ -999,13 +999,6 @@ fn cause_of(v: &[Violation]) -> ViolationKind {
 /// The end facts ride along unchanged from the leaf (`End::default()` after undefined behaviour).
 type Tail = (Option<ViolationKind>, Outcome, End);
 
-/// An edge out of a state: an execution ending right there, or a step into another state.
-#[allow(clippy::large_enum_variant)]
-enum Edge {
-    Leaf(Tail),
-    Step(Outcome, (State, Partial)),
-}
-
 /// `head` (one step's observations) followed by `tail`.
 fn prepend(head: &Outcome, tail: &Outcome) -> Outcome {
     let threads = head
@@ -1111,162 +1104,104 @@ pub fn allowed_after(
     Ok(explore(&m, s, p, limit, deadline, MAX_HELD_FUTURES))
 }
 
-/// The depth-first enumeration of every future of `(s0, p0)`; `p0.obs` (the observations made
-/// before) prefixes every outcome.
-fn explore(m: &Machine, s0: State, p0: Partial, limit: usize, deadline: Option<Instant>, futures: usize) -> AllowedSet {
-    let mut set = AllowedSet {
-        complete: true,
-        ..AllowedSet::default()
-    };
-    let empty = Outcome::empty(&m.model);
-    let cut = std::cell::Cell::new(false);
-    // Edges out of a state, each with the observations of its step.
-    let expand = |s: &State, p: &Partial| -> Vec<Edge> {
+/// The widened machine seen by the engine's fold: a key is the model state with the racy, hung
+/// and armed bookkeeping (never the observations made so far, which do not decide what happens
+/// next); a step's label is its observations; a tail is how the execution ends.
+struct Widened<'a> {
+    m: &'a Machine,
+    empty: Outcome,
+    /// Some step ran past the model's step budget: the enumeration is incomplete.
+    cut: std::cell::Cell<bool>,
+}
+
+impl Futures for Widened<'_> {
+    type Key = (State, Partial);
+    type Label = Outcome;
+    type Tail = Tail;
+
+    fn edges(&self, (s, p): &(State, Partial)) -> Vec<FoldEdge<(State, Partial), Outcome, Tail>> {
+        let m = self.m;
         let mut p = p.clone();
         match m.situation(s, &mut p) {
-            Situation::Done | Situation::Stuck => vec![Edge::Leaf((None, m.finish(s, &p), m.end_of(s)))],
-            Situation::ExitInFlight => vec![Edge::Leaf((Some(ViolationKind::Lifetime), p.obs.clone(), End::default()))],
-            Situation::WarpCollective => vec![Edge::Leaf((Some(ViolationKind::Assertion), p.obs.clone(), End::default()))],
+            Situation::Done | Situation::Stuck => vec![FoldEdge::Leaf((None, m.finish(s, &p), m.end_of(s)))],
+            Situation::ExitInFlight => vec![FoldEdge::Leaf((Some(ViolationKind::Lifetime), p.obs.clone(), End::default()))],
+            Situation::WarpCollective => vec![FoldEdge::Leaf((Some(ViolationKind::Assertion), p.obs.clone(), End::default()))],
             Situation::Moves(moves) => {
                 let mut edges = Vec::new();
                 for mv in moves {
                     for n in m.apply(s, &p, mv, true) {
-                        if let Next::Cut = n {
-                            cut.set(true);
-                            continue;
-                        }
                         edges.push(match n {
+                            Next::Cut => {
+                                self.cut.set(true);
+                                continue;
+                            }
                             Next::Undefined(u) => {
                                 let mut head = u.prefix;
                                 head.fault = false;
-                                Edge::Leaf((Some(u.cause), head, End::default()))
+                                FoldEdge::Leaf((Some(u.cause), head, End::default()))
                             }
                             Next::Continue(s2, mut p2) => {
-                                let head = std::mem::replace(&mut p2.obs, empty.clone());
-                                Edge::Step(head, (s2, p2))
+                                let head = std::mem::replace(&mut p2.obs, self.empty.clone());
+                                FoldEdge::Step(head, (s2, p2))
                             }
-                            Next::Cut => unreachable!("skipped above"),
                         });
                     }
                 }
                 edges
             }
         }
+    }
+
+    fn prepend(&self, head: &Outcome, (u, t, e): &Tail) -> Tail {
+        (*u, prepend(head, t), e.clone())
+    }
+}
+
+/// Every future of `(s0, p0)`, through the engine's fold; `p0.obs` (the observations made before)
+/// prefixes every outcome.
+fn explore(m: &Machine, s0: State, p0: Partial, limit: usize, deadline: Option<Instant>, futures: usize) -> AllowedSet {
+    let w = Widened {
+        m,
+        empty: Outcome::empty(&m.model),
+        cut: std::cell::Cell::new(false),
     };
-    let mut memo: HashMap<(State, Partial), Rc<Vec<Tail>>> = HashMap::new();
-    let nothing: Rc<Vec<Tail>> = Rc::new(Vec::new());
-    // `while` loops make the graph cyclic. A state on a cycle whose entry (an ancestor still on
-    // the stack) is not finished has futures that lack the entry's: it is kept apart ("open",
-    // with the lowest stack index it depends on) and not memoised, and dropped when that
-    // ancestor finishes, whose futures then include everything the cycle can reach (Tarjan's
-    // lowlink). An edge back to a state on the stack adds nothing of its own: the futures of the
-    // state it returns to are that state's.
-    let mut on_stack: HashMap<(State, Partial), usize> = HashMap::new();
-    let mut open: HashMap<(State, Partial), (Rc<Vec<Tail>>, usize)> = HashMap::new();
-    let mut lows: Vec<usize> = Vec::new();
-    // Depth-first, post-order: a state's futures are computed once all its successors' are.
-    let mut stack: Vec<((State, Partial), Vec<Edge>, usize)> = Vec::new();
-    let mut iterations: u64 = 0; // for the deadline check
-    let mut held: usize = 0; // futures memoised so far, summed over states
-    let e0 = expand(&s0, &p0);
-    on_stack.insert((s0.clone(), p0.clone()), 0);
-    lows.push(0);
-    stack.push(((s0, p0), e0, 0));
-    let root = loop {
-        // Past the deadline the search stops at once: finishing the pending merges of a large
-        // stack can take longer than the budget itself, and an incomplete set is not used to judge.
-        iterations += 1;
-        if iterations % 256 == 0 && deadline.is_some_and(|d| Instant::now() >= d) {
-            set.complete = false;
-            set.stopped_by = Some("seconds".into());
-            set.explored = memo.len() + 1;
-            return set;
-        }
-        let depth = stack.len();
-        let (_, edges, next) = stack.last_mut().expect("the root is popped last");
-        if *next < edges.len() {
-            let i = *next;
-            *next += 1;
-            if let Edge::Step(_, key) = &edges[i] {
-                let me = depth - 1;
-                if let Some(&j) = on_stack.get(key) {
-                    lows[me] = lows[me].min(j);
-                } else if let Some((_, low)) = open.get(key) {
-                    lows[me] = lows[me].min(*low);
-                } else if !memo.contains_key(key) {
-                    if memo.len() + depth >= limit {
-                        set.complete = false;
-                        set.stopped_by.get_or_insert_with(|| "states".into());
-                        continue;
-                    }
-                    let key = key.clone();
-                    let e = expand(&key.0, &key.1);
-                    on_stack.insert(key.clone(), depth);
-                    lows.push(depth);
-                    stack.push((key, e, 0));
-                }
-            }
-            continue;
-        }
-        let (key, edges, _) = stack.pop().expect("non-empty");
-        let me = stack.len();
-        let low = lows.pop().expect("one per frame");
-        on_stack.remove(&key);
-        let mut tails: HashSet<Tail> = HashSet::new();
-        for e in edges {
-            match e {
-                Edge::Leaf(t) => {
-                    tails.insert(t);
-                }
-                Edge::Step(head, child) => {
-                    let sub = memo.get(&child).or_else(|| open.get(&child).map(|(t, _)| t)).unwrap_or(&nothing);
-                    for (u, t, e) in sub.iter() {
-                        tails.insert((*u, prepend(&head, t), e.clone()));
-                    }
-                }
-            }
-        }
-        held += tails.len();
-        if held > futures {
-            // Few states can still hold exponentially many futures (racy reads widen every
-            // value): the bound on memory is on the futures held, not only on the states.
-            set.complete = false;
-            set.stopped_by = Some("outcomes".into());
-            set.explored = memo.len() + 1;
-            return set;
-        }
-        let tails = Rc::new(tails.into_iter().collect::<Vec<_>>());
-        if stack.is_empty() {
-            break tails;
-        }
-        if let Some(parent) = lows.last_mut() {
-            *parent = (*parent).min(low);
-        }
-        if low < me {
-            open.insert(key, (tails, low));
-        } else {
-            // The entry of every cycle through it is finished: what depended on it is complete
-            // in its own futures and must be computed afresh if reached again.
-            open.retain(|_, (_, l)| *l < me);
-            memo.insert(key, tails);
-        }
+    let limits = FoldLimits {
+        states: limit,
+        deadline,
+        tails: futures,
     };
-    set.explored = memo.len() + 1;
-    if cut.get() {
+    let folded = fold(&w, (s0, p0), limits);
+    let mut set = AllowedSet {
+        complete: folded.stopped.is_none(),
+        explored: folded.explored,
+        stopped_by: folded.stopped.map(|s| {
+            match s {
+                FoldStop::States => "states",
+                FoldStop::Seconds => "seconds",
+                FoldStop::Tails => "outcomes",
+            }
+            .into()
+        }),
+        ..AllowedSet::default()
+    };
+    if matches!(folded.stopped, Some(FoldStop::Seconds | FoldStop::Tails)) {
+        return set;
+    }
+    if w.cut.get() {
         set.complete = false;
         set.stopped_by = Some("step budget".into());
     }
-    for (u, o, e) in root.iter() {
+    for (u, o, e) in folded.tails {
         match u {
             None => {
-                set.outcomes.insert(o.clone());
-                set.ends.insert((o.clone(), e.clone()));
+                set.ends.insert((o.clone(), e));
+                set.outcomes.insert(o);
             }
             Some(cause) => {
-                let mut prefix = o.clone();
+                let mut prefix = o;
                 prefix.threads.iter_mut().for_each(|t| t.finished = false);
                 prefix.fault = true;
-                set.undefined.insert(Undefined { prefix, cause: *cause });
+                set.undefined.insert(Undefined { prefix, cause });
             }
         }
     }
