@@ -49,7 +49,7 @@ fn incomplete_check_suggests_what_to_shrink() {
         "check",
         "specs/guide/double_buffer.phase",
         "--param",
-        "ITERS=8",
+        "ITERS=16",
         "--max-states",
         "300",
     ]);
@@ -58,7 +58,7 @@ fn incomplete_check_suggests_what_to_shrink() {
     assert!(out.contains("verdict: incomplete"), "{out}");
     assert!(out.contains("hint: shrink first what helps most"), "{out}");
     // Every candidate is named with its values; those that finish give their state count.
-    for c in ["param STAGES 2 -> 1", "role consumer 2 -> 1", "param ITERS 8 -> 4"] {
+    for c in ["param STAGES 2 -> 1", "role consumer 2 -> 1", "param ITERS 16 -> 8"] {
         assert!(out.contains(c), "{c}: {out}");
     }
     assert!(out.contains("finishes in"), "{out}");
@@ -66,7 +66,7 @@ fn incomplete_check_suggests_what_to_shrink() {
         "check",
         "specs/guide/double_buffer.phase",
         "--param",
-        "ITERS=8",
+        "ITERS=16",
         "--max-states",
         "300",
         "--format",

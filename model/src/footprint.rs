@@ -31,13 +31,17 @@
 //! always expanded in full.
 
 use crate::ir::*;
-use crate::state::{State, Status};
+use crate::state::{Life, State, Status};
 use crate::step::{Action, Model};
 
 /// Shared objects a footprint can name: barriers, then buffers, then vars. A protocol with more
 /// is expanded in full.
 pub const MAX_OBJECTS: usize = 256;
 const WORDS: usize = MAX_OBJECTS / 64;
+/// Instructions a thread's code is run ahead by `Footprints::lookahead` before it gives up.
+const LOOKAHEAD_BUDGET: usize = 4096;
+/// Arrivals not counted: any number.
+const UNBOUNDED: u64 = u64::MAX;
 
 /// A set of shared objects: barriers, then buffers, then vars.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -107,6 +111,10 @@ pub struct Footprints {
     /// Per role, per pc: the footprint of the step that starts there, with its barrier and buffer
     /// references taken as their whole group (`step` narrows an indexed one to its element).
     steps: Vec<Vec<Footprint>>,
+    /// A thread's future may be cut at a wait that cannot return while the seed stands still
+    /// (`lookahead`): arrivals are counted exactly, which completion functions (they arrive when
+    /// a phase completes) and uniform roles (one step arrives for a warp) would not allow.
+    counts_arrivals: bool,
 }
 
 fn is_collective(i: &Instr) -> bool {
@@ -180,6 +188,7 @@ impl Footprints {
             completion: vec![Footprint::empty(objects); barriers],
             future: Vec::new(),
             steps: Vec::new(),
+            counts_arrivals: p.completions.is_empty() && p.roles.iter().all(|r| !r.uniform),
         };
         // Completion functions, closed over the barriers they touch (a fixpoint: footprints only
         // grow, and there are finitely many bits).
@@ -387,6 +396,209 @@ impl Footprints {
         self.step_at(p, code, pc, bar, buf)
     }
 
+    /// What thread `t` may still do in an execution from `s` in which the seed does not move: its
+    /// code run ahead from its pc on its own locals, cut at the first wait that cannot return
+    /// (one not yet returned on a barrier that `passes` does not name). The wait it stops at is included (it is read while the thread blocks there, so a
+    /// step that writes its barrier stays dependent: a stale wait is judged there). Where the walk
+    /// cannot follow the code (a branch or index on a value read from shared state, a collective,
+    /// past its budget), the rest of the thread's static future is taken. Arrivals the walk makes
+    /// are added to `arrivals` (per barrier; `UNBOUNDED` when not counted).
+    fn lookahead(
+        &self,
+        m: &Model,
+        s: &State,
+        t: usize,
+        blocked: bool,
+        passes: &[bool],
+        arrivals: &mut [u64],
+        locals: &mut Vec<i64>,
+        unknown: &mut Vec<bool>,
+    ) -> Footprint {
+        let p = &m.proto;
+        let code = p.code_of(t);
+        let me = &p.threads[t];
+        let th = &s.threads[t];
+        locals.clear();
+        locals.extend_from_slice(&th.locals);
+        unknown.clear();
+        unknown.resize(locals.len(), false);
+        let mut fp = Footprint::empty(self.objects);
+        let mut pc = th.pc as usize;
+        let mut first = true;
+        let known = |e: &IExpr, unknown: &[bool]| {
+            let mut ok = true;
+            e.each(&mut |x| match x {
+                IExpr::Local(l) => ok &= !unknown.get(*l as usize).copied().unwrap_or(true),
+                IExpr::Var(_) => ok = false,
+                _ => {}
+            });
+            ok
+        };
+        let value = |e: &IExpr, locals: &[i64], unknown: &[bool]| if known(e, unknown) { e.eval_pure(locals, me) } else { None };
+        let element = |r: &Ref, groups: &[Group], locals: &[i64], unknown: &[bool]| -> Option<usize> {
+            let g = &groups[r.group as usize];
+            let k = match &r.index {
+                None => 0,
+                Some(e) => value(e, locals, unknown)?,
+            };
+            (0..g.len as i64).contains(&k).then(|| g.base as usize + k as usize)
+        };
+        for _ in 0..LOOKAHEAD_BUDGET {
+            let Some(i) = code.instrs.get(pc) else {
+                fp.exit = true;
+                return fp;
+            };
+            match &i.kind {
+                InstrKind::Return => {
+                    fp.exit = true;
+                    return fp;
+                }
+                InstrKind::Jump { to } => pc = *to as usize,
+                InstrKind::Branch { cond, else_to } => {
+                    fp.union(&self.instr(p, i, None, None));
+                    match value(cond, locals, unknown) {
+                        Some(v) => pc = if v != 0 { pc + 1 } else { *else_to as usize },
+                        None => return self.rest(p, t, pc, fp, arrivals),
+                    }
+                }
+                InstrKind::SetLocal { slot, expr } => {
+                    fp.union(&self.instr(p, i, None, None));
+                    let v = value(expr, locals, unknown);
+                    let l = *slot as usize;
+                    if l < locals.len() {
+                        locals[l] = v.unwrap_or(0);
+                        unknown[l] = v.is_none();
+                    }
+                    pc += 1;
+                }
+                InstrKind::SetVar { .. } | InstrKind::Assert(_) | InstrKind::TokenCheck { .. } | InstrKind::Work => {
+                    fp.union(&self.instr(p, i, None, None));
+                    pc += 1;
+                }
+                InstrKind::Op { op, result } if !without_footprint(i) => {
+                    let (bar, buf) = match op {
+                        IOp::Arrive { bar, .. }
+                        | IOp::Wait { bar, .. }
+                        | IOp::ExpectTx { bar, .. }
+                        | IOp::CompleteTx { bar, .. }
+                        | IOp::Inval { bar } => (element(bar, &p.barrier_groups, locals, unknown), None),
+                        IOp::Copy { buf, bar, .. } => (
+                            element(bar, &p.barrier_groups, locals, unknown),
+                            element(buf, &p.buffer_groups, locals, unknown),
+                        ),
+                        IOp::Read { buf, .. } | IOp::Write { buf, .. } => (None, element(buf, &p.buffer_groups, locals, unknown)),
+                        _ => (None, None),
+                    };
+                    let own = self.instr(p, i, bar, buf);
+                    match op {
+                        IOp::Wait { target, try_: false, .. } => {
+                            // A wait that has not returned by now returns only once its barrier's
+                            // phase in progress completes: parity (or a token's parity) against
+                            // the phase, as the hardware answers (`hardware_complete`).
+                            let waits = match bar {
+                                Some(b) if !passes[b] && s.barriers[b].life == Life::Live => {
+                                    if first {
+                                        blocked
+                                    } else {
+                                        value(target.expr(), locals, unknown)
+                                            .is_some_and(|v| !crate::step::hardware_complete(s.barriers[b].phase, v))
+                                    }
+                                }
+                                _ => false,
+                            };
+                            fp.union(&own);
+                            if waits {
+                                return fp;
+                            }
+                        }
+                        IOp::Arrive { n: count, .. } => {
+                            fp.union(&own);
+                            let k = value(count, locals, unknown);
+                            match (bar, k) {
+                                (Some(b), Some(k)) => arrivals[b] = arrivals[b].saturating_add(k.max(0) as u64),
+                                _ => self.unbounded(&own, arrivals),
+                            }
+                        }
+                        IOp::Wait { .. }
+                        | IOp::Read { .. }
+                        | IOp::Write { .. }
+                        | IOp::Copy { .. }
+                        | IOp::ExpectTx { .. }
+                        | IOp::CompleteTx { .. } => fp.union(&own),
+                        // `init`, `inval` and anything else that may move a barrier's phase or
+                        // end its life other than by arrivals: nothing stops at what it touches.
+                        _ => {
+                            fp.union(&own);
+                            self.unbounded(&own, arrivals);
+                        }
+                    }
+                    if let Some(r) = result {
+                        if let Some(u) = unknown.get_mut(*r as usize) {
+                            *u = true;
+                        }
+                    }
+                    pc += 1;
+                }
+                _ => return self.rest(p, t, pc, fp, arrivals),
+            }
+            first = false;
+        }
+        self.rest(p, t, pc, fp, arrivals)
+    }
+
+    /// The walk gives up at `pc`: the thread's whole static future from there, whose arrivals are
+    /// not counted.
+    fn rest(&self, p: &Protocol, t: usize, pc: usize, mut fp: Footprint, arrivals: &mut [u64]) -> Footprint {
+        let fut = &self.future[p.threads[t].role as usize][pc.min(p.code_of(t).instrs.len())];
+        fp.union(fut);
+        self.unbounded(fut, arrivals);
+        fp
+    }
+
+    /// Every barrier `fp` writes (every one if it is global) may get any number of arrivals.
+    fn unbounded(&self, fp: &Footprint, arrivals: &mut [u64]) {
+        for (b, a) in arrivals.iter_mut().enumerate() {
+            if fp.global || (b < MAX_OBJECTS && fp.write[b / 64] & (1 << (b % 64)) != 0) {
+                *a = UNBOUNDED;
+            }
+        }
+    }
+
+    /// Per thread other than `seed`: what it may do in an execution from `s` in which `seed` does
+    /// not move (`None`: exited). A least fixpoint: every thread is walked ahead to the first wait
+    /// whose barrier cannot complete its phase in progress; a barrier can when the arrivals the
+    /// walks make on it reach its pending count, and then nobody stops at it and the walks are
+    /// redone. Sound by induction on the order in which an execution's threads pass such waits:
+    /// the first to pass one needs its barrier's phase to complete, which takes arrivals made
+    /// before any wait was passed, all of which the first walks counted.
+    fn prefixes(&self, m: &Model, s: &State, seed: usize, enabled: &[bool], out: &mut Vec<Option<Footprint>>) {
+        let nb = self.barriers;
+        let mut passes: Vec<bool> = s.barriers.iter().map(|b| b.life != Life::Live).collect();
+        let mut arrivals = vec![0u64; nb];
+        let (mut locals, mut unknown) = (Vec::new(), Vec::new());
+        loop {
+            out.clear();
+            arrivals.iter_mut().for_each(|a| *a = 0);
+            for t in 0..s.threads.len() {
+                let th = &s.threads[t];
+                out.push(
+                    (t != seed && th.status != Status::Done)
+                        .then(|| self.lookahead(m, s, t, !enabled[t], &passes, &mut arrivals, &mut locals, &mut unknown)),
+                );
+            }
+            let mut changed = false;
+            for b in 0..nb {
+                if !passes[b] && arrivals[b] >= s.barriers[b].pending.max(0) as u64 {
+                    passes[b] = true;
+                    changed = true;
+                }
+            }
+            if !changed {
+                return;
+            }
+        }
+    }
+
     fn landing(&self, s: &State, i: usize) -> Footprint {
         let c = &s.copies[i];
         let mut fp = Footprint::empty(self.objects);
@@ -432,10 +644,20 @@ impl Footprints {
             .collect();
         let lands: Vec<Footprint> = (0..s.copies.len()).map(|i| self.landing(s, i)).collect();
         let mut best: Option<(Vec<bool>, Vec<bool>, usize)> = None;
+        let ahead = self.counts_arrivals && m.mutant.is_none();
+        let mut prefixes: Vec<Option<Footprint>> = Vec::new();
         for seed in 0..n {
             if !thread_enabled[seed] {
                 continue;
             }
+            // What the others may do while the seed stands still: their code run ahead to the
+            // waits that cannot return without it (or else their whole static future).
+            let futures = if ahead {
+                self.prefixes(m, s, seed, &thread_enabled, &mut prefixes);
+                &prefixes
+            } else {
+                &futures
+            };
             let mut in_t = vec![false; n];
             let mut in_l = vec![false; lands.len()];
             in_t[seed] = true;
