@@ -115,6 +115,10 @@ pub struct Footprints {
     /// (`lookahead`): arrivals are counted exactly, which completion functions (they arrive when
     /// a phase completes) and uniform roles (one step arrives for a warp) would not allow.
     counts_arrivals: bool,
+    /// Per role, per pc: the instruction's footprint with whole groups, and its var reads alone
+    /// (what `lookahead` narrows to an element without walking the expressions again).
+    own: Vec<Vec<Footprint>>,
+    own_vars: Vec<Vec<Footprint>>,
 }
 
 fn is_collective(i: &Instr) -> bool {
@@ -189,6 +193,8 @@ impl Footprints {
             future: Vec::new(),
             steps: Vec::new(),
             counts_arrivals: p.completions.is_empty() && p.roles.iter().all(|r| !r.uniform),
+            own: Vec::new(),
+            own_vars: Vec::new(),
         };
         // Completion functions, closed over the barriers they touch (a fixpoint: footprints only
         // grow, and there are finitely many bits).
@@ -242,6 +248,16 @@ impl Footprints {
                 }
                 fut
             })
+            .collect();
+        f.own_vars = p
+            .roles
+            .iter()
+            .map(|r| r.code.instrs.iter().map(|i| f.var_reads(i)).collect())
+            .collect();
+        f.own = p
+            .roles
+            .iter()
+            .map(|r| r.code.instrs.iter().map(|i| f.instr(p, i, None, None)).collect())
             .collect();
         f.steps = p
             .roles
@@ -303,6 +319,11 @@ impl Footprints {
     /// One instruction's footprint. `bar`/`buf`: the element its barrier or buffer reference
     /// names, when known (else the whole group). Includes the landing of a copy it issues.
     fn instr(&self, p: &Protocol, i: &Instr, bar: Option<usize>, buf: Option<usize>) -> Footprint {
+        self.objects(p, i, bar, buf, self.var_reads(i))
+    }
+
+    /// The shared vars an instruction's expressions read.
+    fn var_reads(&self, i: &Instr) -> Footprint {
         let mut fp = Footprint::empty(self.objects);
         let base = self.barriers + self.buffers;
         i.exprs(&mut |e| {
@@ -312,6 +333,12 @@ impl Footprints {
                 }
             })
         });
+        fp
+    }
+
+    /// `fp` (an instruction's var reads) with what the instruction itself touches.
+    fn objects(&self, p: &Protocol, i: &Instr, bar: Option<usize>, buf: Option<usize>, mut fp: Footprint) -> Footprint {
+        let base = self.barriers + self.buffers;
         match &i.kind {
             InstrKind::SetVar { var, .. } => Footprint::set(&mut fp.write, base + *var as usize),
             InstrKind::Return => fp.exit = true,
@@ -417,6 +444,7 @@ impl Footprints {
         let p = &m.proto;
         let code = p.code_of(t);
         let me = &p.threads[t];
+        let role = me.role as usize;
         let th = &s.threads[t];
         locals.clear();
         locals.extend_from_slice(&th.locals);
@@ -426,6 +454,10 @@ impl Footprints {
         let mut pc = th.pc as usize;
         let mut first = true;
         let known = |e: &IExpr, unknown: &[bool]| {
+            // Shared vars need no check here: `eval_pure` has no value for them.
+            if !unknown.contains(&true) {
+                return true;
+            }
             let mut ok = true;
             e.each(&mut |x| match x {
                 IExpr::Local(l) => ok &= !unknown.get(*l as usize).copied().unwrap_or(true),
@@ -455,14 +487,14 @@ impl Footprints {
                 }
                 InstrKind::Jump { to } => pc = *to as usize,
                 InstrKind::Branch { cond, else_to } => {
-                    fp.union(&self.instr(p, i, None, None));
+                    fp.union(&self.own[role][pc]);
                     match value(cond, locals, unknown) {
                         Some(v) => pc = if v != 0 { pc + 1 } else { *else_to as usize },
                         None => return self.rest(p, t, pc, fp, arrivals),
                     }
                 }
                 InstrKind::SetLocal { slot, expr } => {
-                    fp.union(&self.instr(p, i, None, None));
+                    fp.union(&self.own[role][pc]);
                     let v = value(expr, locals, unknown);
                     let l = *slot as usize;
                     if l < locals.len() {
@@ -472,7 +504,7 @@ impl Footprints {
                     pc += 1;
                 }
                 InstrKind::SetVar { .. } | InstrKind::Assert(_) | InstrKind::TokenCheck { .. } | InstrKind::Work => {
-                    fp.union(&self.instr(p, i, None, None));
+                    fp.union(&self.own[role][pc]);
                     pc += 1;
                 }
                 InstrKind::Op { op, result } if !without_footprint(i) => {
@@ -489,7 +521,11 @@ impl Footprints {
                         IOp::Read { buf, .. } | IOp::Write { buf, .. } => (None, element(buf, &p.buffer_groups, locals, unknown)),
                         _ => (None, None),
                     };
-                    let own = self.instr(p, i, bar, buf);
+                    let own = if bar.is_none() && buf.is_none() {
+                        self.own[role][pc]
+                    } else {
+                        self.objects(p, i, bar, buf, self.own_vars[role][pc])
+                    };
                     match op {
                         IOp::Wait { target, try_: false, .. } => {
                             // A wait that has not returned by now returns only once its barrier's
@@ -564,17 +600,55 @@ impl Footprints {
         }
     }
 
+    /// Every unfinished thread walked ahead with nobody past a live barrier's wait (the first round
+    /// of `prefixes`, the same for every seed), and the arrivals each walk makes per barrier.
+    fn first_walks(&self, m: &Model, s: &State, enabled: &[bool]) -> (Vec<Option<Footprint>>, Vec<Vec<u64>>) {
+        let passes: Vec<bool> = s.barriers.iter().map(|b| b.life != Life::Live).collect();
+        let (mut locals, mut unknown) = (Vec::new(), Vec::new());
+        let mut per = vec![vec![0u64; self.barriers]; s.threads.len()];
+        let walks = (0..s.threads.len())
+            .map(|t| {
+                (s.threads[t].status != Status::Done)
+                    .then(|| self.lookahead(m, s, t, !enabled[t], &passes, &mut per[t], &mut locals, &mut unknown))
+            })
+            .collect();
+        (walks, per)
+    }
+
     /// Per thread other than `seed`: what it may do in an execution from `s` in which `seed` does
     /// not move (`None`: exited). A least fixpoint: every thread is walked ahead to the first wait
     /// whose barrier cannot complete its phase in progress; a barrier can when the arrivals the
     /// walks make on it reach its pending count, and then nobody stops at it and the walks are
     /// redone. Sound by induction on the order in which an execution's threads pass such waits:
     /// the first to pass one needs its barrier's phase to complete, which takes arrivals made
-    /// before any wait was passed, all of which the first walks counted.
-    fn prefixes(&self, m: &Model, s: &State, seed: usize, enabled: &[bool], out: &mut Vec<Option<Footprint>>) {
+    /// before any wait was passed, all of which the first walks counted. `first` is
+    /// [`Self::first_walks`]: when the others' first walks complete no barrier, they are the answer.
+    fn prefixes(
+        &self,
+        m: &Model,
+        s: &State,
+        seed: usize,
+        enabled: &[bool],
+        first: &(Vec<Option<Footprint>>, Vec<Vec<u64>>),
+        out: &mut Vec<Option<Footprint>>,
+    ) {
         let nb = self.barriers;
         let mut passes: Vec<bool> = s.barriers.iter().map(|b| b.life != Life::Live).collect();
+        let can_complete =
+            |passes: &[bool], arrivals: &[u64]| (0..nb).any(|b| !passes[b] && arrivals[b] >= s.barriers[b].pending.max(0) as u64);
         let mut arrivals = vec![0u64; nb];
+        for (t, a) in first.1.iter().enumerate() {
+            if t != seed {
+                for (sum, x) in arrivals.iter_mut().zip(a) {
+                    *sum = sum.saturating_add(*x);
+                }
+            }
+        }
+        out.clear();
+        if !can_complete(&passes, &arrivals) {
+            out.extend(first.0.iter().enumerate().map(|(t, w)| if t == seed { None } else { *w }));
+            return;
+        }
         let (mut locals, mut unknown) = (Vec::new(), Vec::new());
         loop {
             out.clear();
@@ -645,6 +719,11 @@ impl Footprints {
         let lands: Vec<Footprint> = (0..s.copies.len()).map(|i| self.landing(s, i)).collect();
         let mut best: Option<(Vec<bool>, Vec<bool>, usize)> = None;
         let ahead = self.counts_arrivals && m.mutant.is_none();
+        let first = if ahead {
+            self.first_walks(m, s, &thread_enabled)
+        } else {
+            Default::default()
+        };
         let mut prefixes: Vec<Option<Footprint>> = Vec::new();
         for seed in 0..n {
             if !thread_enabled[seed] {
@@ -653,7 +732,7 @@ impl Footprints {
             // What the others may do while the seed stands still: their code run ahead to the
             // waits that cannot return without it (or else their whole static future).
             let futures = if ahead {
-                self.prefixes(m, s, seed, &thread_enabled, &mut prefixes);
+                self.prefixes(m, s, seed, &thread_enabled, &first, &mut prefixes);
                 &prefixes
             } else {
                 &futures
