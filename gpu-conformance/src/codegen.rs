@@ -1209,14 +1209,15 @@ impl<'a> Gen<'a> {
         }
     }
 
-    /// `i64 version = ...;` and the count of writes issued to buffer `flat`. On an agent's lanes
-    /// each lane's copy is one write (the model copies once per lane, each with the next default
-    /// version), so the count goes up atomically.
+    /// `i64 version = ...;` and the count of writes issued to buffer `flat`, which goes up
+    /// atomically: an agent's lanes each write once (the model copies once per lane, each with the
+    /// next default version), threads that race on a buffer write it together, and a remote write
+    /// bumps the peer CTA's count while the peer's own threads may bump it too.
     fn version_stmt(&self, flat: &str, v: &str, explicit: bool) -> String {
-        match (self.lanes, explicit) {
-            (false, _) => format!("i64 version = {v}; s.writes[{flat}]++;"),
-            (true, true) => format!("i64 version = {v}; atomicAdd(&s.writes[{flat}], 1);"),
-            (true, false) => format!("i64 version = (i64)atomicAdd(&s.writes[{flat}], 1);"),
+        if explicit {
+            format!("i64 version = {v}; atomicAdd(&s.writes[{flat}], 1);")
+        } else {
+            format!("i64 version = (i64)atomicAdd(&s.writes[{flat}], 1);")
         }
     }
 
@@ -2589,16 +2590,11 @@ impl<'a> Gen<'a> {
         self.w(format!(
             "  if ({n} % 16 != 0 || {n} <= 0 || {n} > (i64)sizeof({d})) {{ th.status = PC_UNSUPPORTED; return; }}"
         ));
-        if self.lanes {
-            self.w(format!(
-                "  {{ {} const int* from = pc_src_row(th, version);\n    cuda::memcpy_async({d}, from, cuda::aligned_size_t<16>((size_t){n}), {b});  // issues the bulk copy, then expect_tx({n}): on every lane\n  }}",
-                self.version_stmt(&flat, &v, version.is_some())
-            ));
-        } else {
-            self.w(format!(
-                "  {{ const int* from = pc_src_row(th, {v}); s.writes[{flat}]++;\n    cuda::memcpy_async({d}, from, cuda::aligned_size_t<16>((size_t){n}), {b});  // issues the bulk copy, then expect_tx({n})\n  }}"
-            ));
-        }
+        let every_lane = if self.lanes { ": on every lane" } else { "" };
+        self.w(format!(
+            "  {{ {} const int* from = pc_src_row(th, version);\n    cuda::memcpy_async({d}, from, cuda::aligned_size_t<16>((size_t){n}), {b});  // issues the bulk copy, then expect_tx({n}){every_lane}\n  }}",
+            self.version_stmt(&flat, &v, version.is_some())
+        ));
         if step {
             // Two model steps (copy, expect_tx) done by one call: take both turns.
             self.w(format!("  {}", self.turn_end()));
@@ -2817,10 +2813,12 @@ impl<'a> Gen<'a> {
                 if self.lanes {
                     // Every lane writes (the model reports the race); the write counts once.
                     self.w(format!(
-                        "  pc_write({d}, (int)(sizeof({d}) / 4), (int){v}); if (u.lane == 0) s.writes[{flat}]++;"
+                        "  pc_write({d}, (int)(sizeof({d}) / 4), (int){v}); if (u.lane == 0) atomicAdd(&s.writes[{flat}], 1);"
                     ));
                 } else {
-                    self.w(format!("  pc_write({d}, (int)(sizeof({d}) / 4), (int){v}); s.writes[{flat}]++;"));
+                    // Atomic: a remote write bumps the peer CTA's count, which its own threads
+                    // may be bumping too (see `version_stmt`).
+                    self.w(format!("  pc_write({d}, (int)(sizeof({d}) / 4), (int){v}); atomicAdd(&s.writes[{flat}], 1);"));
                 }
             }
             IOp::CpAsync { .. } | IOp::CpAsyncArrive { .. } | IOp::CopyPart { .. } | IOp::ReadPart { .. } => self.op_issue13(code, op),
