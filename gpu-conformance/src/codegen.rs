@@ -2818,7 +2818,9 @@ impl<'a> Gen<'a> {
                 } else {
                     // Atomic: a remote write bumps the peer CTA's count, which its own threads
                     // may be bumping too (see `version_stmt`).
-                    self.w(format!("  pc_write({d}, (int)(sizeof({d}) / 4), (int){v}); atomicAdd(&s.writes[{flat}], 1);"));
+                    self.w(format!(
+                        "  pc_write({d}, (int)(sizeof({d}) / 4), (int){v}); atomicAdd(&s.writes[{flat}], 1);"
+                    ));
                 }
             }
             IOp::CpAsync { .. } | IOp::CpAsyncArrive { .. } | IOp::CopyPart { .. } | IOp::ReadPart { .. } => self.op_issue13(code, op),
