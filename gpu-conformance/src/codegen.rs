@@ -2810,18 +2810,13 @@ impl<'a> Gen<'a> {
                 }
                 let v = self.expr(code, version);
                 let flat = self.flat_buf(code, buf);
-                if self.lanes {
-                    // Every lane writes (the model reports the race); the write counts once.
-                    self.w(format!(
-                        "  pc_write({d}, (int)(sizeof({d}) / 4), (int){v}); if (u.lane == 0) atomicAdd(&s.writes[{flat}], 1);"
-                    ));
-                } else {
-                    // Atomic: a remote write bumps the peer CTA's count, which its own threads
-                    // may be bumping too (see `version_stmt`).
-                    self.w(format!(
-                        "  pc_write({d}, (int)(sizeof({d}) / 4), (int){v}); atomicAdd(&s.writes[{flat}], 1);"
-                    ));
-                }
+                // On an agent's lanes every lane writes (the model reports the race) and the write
+                // counts once. The count is atomic: a remote write bumps the peer CTA's count, which
+                // its own threads may be bumping too (see `version_stmt`).
+                let once = if self.lanes { "if (u.lane == 0) " } else { "" };
+                self.w(format!(
+                    "  pc_write({d}, (int)(sizeof({d}) / 4), (int){v}); {once}atomicAdd(&s.writes[{flat}], 1);"
+                ));
             }
             IOp::CpAsync { .. } | IOp::CpAsyncArrive { .. } | IOp::CopyPart { .. } | IOp::ReadPart { .. } => self.op_issue13(code, op),
             IOp::Init { bar, count } => {

@@ -390,14 +390,7 @@ impl Footprints {
         };
         let me = &p.threads[t];
         let indexed = |r: &Ref| r.index.is_some();
-        let resolve = |r: &Ref, groups: &[Group]| -> Option<usize> {
-            let g = &groups[r.group as usize];
-            let k = match &r.index {
-                None => 0,
-                Some(e) => e.eval_pure(&th.locals, me)?,
-            };
-            (0..g.len as i64).contains(&k).then(|| g.base as usize + k as usize)
-        };
+        let resolve = |r: &Ref, groups: &[Group]| element(r, groups, |e| e.eval_pure(&th.locals, me));
         let (bar, buf) = match &i.kind {
             InstrKind::Op { op, .. } => match op {
                 IOp::Arrive { bar, .. }
@@ -467,14 +460,7 @@ impl Footprints {
             ok
         };
         let value = |e: &IExpr, locals: &[i64], unknown: &[bool]| if known(e, unknown) { e.eval_pure(locals, me) } else { None };
-        let element = |r: &Ref, groups: &[Group], locals: &[i64], unknown: &[bool]| -> Option<usize> {
-            let g = &groups[r.group as usize];
-            let k = match &r.index {
-                None => 0,
-                Some(e) => value(e, locals, unknown)?,
-            };
-            (0..g.len as i64).contains(&k).then(|| g.base as usize + k as usize)
-        };
+        let element = |r: &Ref, groups: &[Group], locals: &[i64], unknown: &[bool]| element(r, groups, |e| value(e, locals, unknown));
         for _ in 0..LOOKAHEAD_BUDGET {
             let Some(i) = code.instrs.get(pc) else {
                 fp.exit = true;
@@ -600,10 +586,16 @@ impl Footprints {
         }
     }
 
+    /// Barriers nobody stops at before any arrival is counted: those not live (a wait on one
+    /// returns, or is undefined behaviour).
+    fn dead_barriers(s: &State) -> Vec<bool> {
+        s.barriers.iter().map(|b| b.life != Life::Live).collect()
+    }
+
     /// Every unfinished thread walked ahead with nobody past a live barrier's wait (the first round
     /// of `prefixes`, the same for every seed), and the arrivals each walk makes per barrier.
     fn first_walks(&self, m: &Model, s: &State, enabled: &[bool]) -> (Vec<Option<Footprint>>, Vec<Vec<u64>>) {
-        let passes: Vec<bool> = s.barriers.iter().map(|b| b.life != Life::Live).collect();
+        let passes = Self::dead_barriers(s);
         let (mut locals, mut unknown) = (Vec::new(), Vec::new());
         let mut per = vec![vec![0u64; self.barriers]; s.threads.len()];
         let walks = (0..s.threads.len())
@@ -621,8 +613,8 @@ impl Footprints {
     /// walks make on it reach its pending count, and then nobody stops at it and the walks are
     /// redone. Sound by induction on the order in which an execution's threads pass such waits:
     /// the first to pass one needs its barrier's phase to complete, which takes arrivals made
-    /// before any wait was passed, all of which the first walks counted. `first` is
-    /// [`Self::first_walks`]: when the others' first walks complete no barrier, they are the answer.
+    /// before any wait was passed, all of which the first walks counted. The first round is
+    /// `first` ([`Self::first_walks`]) without the seed's walk.
     fn prefixes(
         &self,
         m: &Model,
@@ -632,11 +624,8 @@ impl Footprints {
         first: &(Vec<Option<Footprint>>, Vec<Vec<u64>>),
         out: &mut Vec<Option<Footprint>>,
     ) {
-        let nb = self.barriers;
-        let mut passes: Vec<bool> = s.barriers.iter().map(|b| b.life != Life::Live).collect();
-        let can_complete =
-            |passes: &[bool], arrivals: &[u64]| (0..nb).any(|b| !passes[b] && arrivals[b] >= s.barriers[b].pending.max(0) as u64);
-        let mut arrivals = vec![0u64; nb];
+        let mut passes = Self::dead_barriers(s);
+        let mut arrivals = vec![0u64; self.barriers];
         for (t, a) in first.1.iter().enumerate() {
             if t != seed {
                 for (sum, x) in arrivals.iter_mut().zip(a) {
@@ -645,12 +634,19 @@ impl Footprints {
             }
         }
         out.clear();
-        if !can_complete(&passes, &arrivals) {
-            out.extend(first.0.iter().enumerate().map(|(t, w)| if t == seed { None } else { *w }));
-            return;
-        }
+        out.extend(first.0.iter().enumerate().map(|(t, w)| if t == seed { None } else { *w }));
         let (mut locals, mut unknown) = (Vec::new(), Vec::new());
         loop {
+            let mut changed = false;
+            for (b, pass) in passes.iter_mut().enumerate() {
+                if !*pass && arrivals[b] >= s.barriers[b].pending.max(0) as u64 {
+                    *pass = true;
+                    changed = true;
+                }
+            }
+            if !changed {
+                return;
+            }
             out.clear();
             arrivals.iter_mut().for_each(|a| *a = 0);
             for t in 0..s.threads.len() {
@@ -659,16 +655,6 @@ impl Footprints {
                     (t != seed && th.status != Status::Done)
                         .then(|| self.lookahead(m, s, t, !enabled[t], &passes, &mut arrivals, &mut locals, &mut unknown)),
                 );
-            }
-            let mut changed = false;
-            for b in 0..nb {
-                if !passes[b] && arrivals[b] >= s.barriers[b].pending.max(0) as u64 {
-                    passes[b] = true;
-                    changed = true;
-                }
-            }
-            if !changed {
-                return;
             }
         }
     }
@@ -710,19 +696,20 @@ impl Footprints {
         }
         // Only running threads here (no collectives): a thread's step is Thread(t).
         let steps: Vec<Option<Footprint>> = (0..n).map(|t| thread_enabled[t].then(|| self.step(m, s, t))).collect();
-        let futures: Vec<Option<Footprint>> = (0..n)
-            .map(|t| {
-                let th = &s.threads[t];
-                (th.status != Status::Done).then(|| self.future[p_role(m, t)][(th.pc as usize).min(m.proto.code_of(t).instrs.len())])
-            })
-            .collect();
         let lands: Vec<Footprint> = (0..s.copies.len()).map(|i| self.landing(s, i)).collect();
         let mut best: Option<(Vec<bool>, Vec<bool>, usize)> = None;
         let ahead = self.counts_arrivals && m.mutant.is_none();
-        let first = if ahead {
-            self.first_walks(m, s, &thread_enabled)
+        let (first, futures) = if ahead {
+            (self.first_walks(m, s, &thread_enabled), Vec::new())
         } else {
-            Default::default()
+            // The static futures: every instruction reachable from each thread's pc.
+            let futures: Vec<Option<Footprint>> = (0..n)
+                .map(|t| {
+                    let th = &s.threads[t];
+                    (th.status != Status::Done).then(|| self.future[p_role(m, t)][(th.pc as usize).min(m.proto.code_of(t).instrs.len())])
+                })
+                .collect();
+            (Default::default(), futures)
         };
         let mut prefixes: Vec<Option<Footprint>> = Vec::new();
         for seed in 0..n {
@@ -798,6 +785,17 @@ impl Footprints {
         }));
         true
     }
+}
+
+/// The flat index of the element `r` names, with its index expression valued by `index` (`None`:
+/// no value, or out of range).
+fn element(r: &Ref, groups: &[Group], index: impl FnOnce(&IExpr) -> Option<i64>) -> Option<usize> {
+    let g = &groups[r.group as usize];
+    let k = match &r.index {
+        None => 0,
+        Some(e) => index(e)?,
+    };
+    (0..g.len as i64).contains(&k).then(|| g.base as usize + k as usize)
 }
 
 fn p_role(m: &Model, t: usize) -> usize {
