@@ -21,6 +21,7 @@ pub mod uniform;
 pub mod api;
 pub mod canon;
 pub mod footprint;
+pub mod path;
 #[cfg(feature = "proptest")]
 pub mod strategies;
 pub mod ts;
