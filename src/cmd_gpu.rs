@@ -60,7 +60,8 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 4096)]
     pub runs: u32,
     /// JSON report path (a `.md` table is written next to it). Default:
-    /// gpu-conformance/results/<date>-h200.json
+    /// phasecheck-gpu-<date>.json in the current folder (never the repository's committed
+    /// results folder: a run is committed there only by naming it)
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Bound of every wait in the kernels.
@@ -107,7 +108,11 @@ impl RunArgs {
             replay: self.mode != ModeSel::Stress,
             stress: self.mode != ModeSel::Replay,
             runs: self.runs,
-            out: self.out.clone(),
+            out: Some(
+                self.out
+                    .clone()
+                    .unwrap_or_else(|| PathBuf::from(format!("phasecheck-gpu-{}.json", phasecheck_gpu::report::today()))),
+            ),
             timeout_ms: self.timeout_ms,
             budget: Budget {
                 outcome_states: self.outcome_limit,
@@ -162,17 +167,17 @@ pub fn emit(a: EmitArgs) -> ExitCode {
     let spec = match crate::load::load(&a.path, &a.params) {
         Ok(s) => s,
         Err(e) => {
-            eprint!("{e}");
+            note!("{e}");
             return ExitCode::from(2);
         }
     };
     match generate(&spec.proto, &spec.source, a.backend.backend(), 0) {
         Ok(k) => {
-            print!("{}", k.source());
+            say!("{}", k.source());
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("{}: backend {}: {e}", spec.display, a.backend.backend().name());
+            noteln!("{}: backend {}: {e}", spec.display, a.backend.backend().name());
             ExitCode::from(1)
         }
     }
@@ -191,35 +196,42 @@ pub fn run(c: GpuCommand) -> ExitCode {
                     ..Budget::default()
                 },
             };
+            // Refuse a FIFO or an oversized file here, before the re-judge opens it.
+            if let Err(e) =
+                phasecheck_model::io::read_regular(&a.report, phasecheck_model::io::MAX_DATA_BYTES, &a.report.display().to_string())
+            {
+                noteln!("error: {e}");
+                return ExitCode::from(2);
+            }
             match phasecheck_gpu::rejudge::rejudge_file(&a.report, &o) {
                 Ok((_, report)) => {
                     if let Some(out) = &a.out {
                         if let Err(e) = report.write(out) {
-                            eprintln!("error: cannot write {}: {e}", out.display());
+                            noteln!("error: cannot write {}: {e}", out.display());
                             return ExitCode::from(2);
                         }
                     }
-                    print!("{}", report.markdown());
+                    say!("{}", report.markdown());
                     let outside = report.count(phasecheck_gpu::compare::Verdict::Outside);
                     ExitCode::from(if outside > 0 { 1 } else { 0 })
                 }
                 Err(e) => {
-                    eprintln!("error: {e}");
+                    noteln!("error: {e}");
                     ExitCode::from(2)
                 }
             }
         }
         GpuCommand::Notes { report } => {
-            let r: Result<phasecheck_gpu::report::Report, String> = std::fs::read_to_string(&report)
-                .map_err(|e| e.to_string())
-                .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()));
+            let r: Result<phasecheck_gpu::report::Report, String> =
+                phasecheck_model::io::read_text(&report, phasecheck_model::io::MAX_DATA_BYTES, &report.display().to_string())
+                    .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()));
             match r {
                 Ok(r) => {
-                    print!("{}", r.hardware_notes_section());
+                    say!("{}", r.hardware_notes_section());
                     ExitCode::SUCCESS
                 }
                 Err(e) => {
-                    eprintln!("error: {}: {e}", report.display());
+                    noteln!("error: {}: {e}", report.display());
                     ExitCode::from(2)
                 }
             }

@@ -155,12 +155,13 @@ pub fn after_check(spec: &Spec, model: &Model, report: &Report, o: &TraceOutputs
         if let Some(dir) = &o.trace_dir {
             std::fs::create_dir_all(dir).map_err(|e| format!("error: cannot create {}: {e}", dir.display()))?;
             let f = dir.join(format!("{}.{}.json", spec.proto.name, v.kind.name()));
-            std::fs::write(&f, t.to_json()).map_err(|e| format!("error: cannot write {}: {e}", f.display()))?;
+            phasecheck_model::io::write_atomic(&f, t.to_json().as_bytes())
+                .map_err(|e| format!("error: cannot write {}: {e}", f.display()))?;
         }
         if o.swimlanes {
             let mut shown = t.clone();
             shown.spec.path = spec.display.clone();
-            println!("{}", render::swimlanes(&shown, Some(&spec.source)));
+            sayln!("{}", render::swimlanes(&shown, Some(&spec.source)));
         }
         if o.html.is_some() {
             let mut shown = t;
@@ -176,14 +177,14 @@ pub fn after_check(spec: &Spec, model: &Model, report: &Report, o: &TraceOutputs
 pub fn finish_check(o: &TraceOutputs, acc: Collected) -> Result<(), String> {
     if let Some(out) = &o.html {
         let page = render::html_with(&acc.traces, "phasecheck counterexamples", &acc.extras);
-        std::fs::write(out, page).map_err(|e| format!("error: cannot write {}: {e}", out.display()))?;
-        eprintln!("wrote {} ({} counterexample(s))", out.display(), acc.traces.len());
+        phasecheck_model::io::write_atomic(out, page.as_bytes()).map_err(|e| format!("error: cannot write {}: {e}", out.display()))?;
+        noteln!("wrote {} ({} counterexample(s))", out.display(), acc.traces.len());
     }
     Ok(())
 }
 
 fn fail2(msg: String) -> ExitCode {
-    eprintln!("error: {msg}");
+    noteln!("error: {msg}");
     ExitCode::from(2)
 }
 
@@ -197,21 +198,39 @@ fn locate(trace_path: &Path, t: &TraceFile, over: Option<&Path>) -> Result<PathB
             Err(format!("--spec {}: no such file", p.display()))
         };
     }
+    // The recorded path is the trace's own claim, so it is followed only inside what a trace may
+    // name: a `.phase` file relative to the trace's folder. An absolute path or another kind of
+    // file (a crafted trace naming /etc/passwd) is refused before anything is opened.
     let rec = Path::new(&t.spec.path);
-    let mut tried = Vec::new();
+    let refuse = |why: &str| {
+        Err(format!(
+            "trace {} names its spec as {:?}, {why}; pass --spec PATH",
+            trace_path.display(),
+            phasecheck_model::io::escape_for_terminal(&t.spec.path)
+        ))
+    };
+    if rec.is_absolute() {
+        return refuse("an absolute path (a trace names its spec relative to its own folder)");
+    }
+    if rec.extension().is_none_or(|e| e != "phase") {
+        return refuse("which is not a `.phase` file");
+    }
     let dir = trace_path.parent().unwrap_or(Path::new(""));
-    for c in [dir.join(rec), rec.to_path_buf()] {
-        if c.is_file() {
-            return Ok(c);
-        }
-        tried.push(c.display().to_string());
+    let c = dir.join(rec);
+    if c.is_file() {
+        return Ok(c);
     }
     Err(format!(
         "cannot find the spec of trace {} ({}); tried {}; pass --spec PATH",
         trace_path.display(),
         t.spec.name,
-        tried.join(", ")
+        c.display()
     ))
+}
+
+/// A trace or results file: regular, at most [`phasecheck_model::io::MAX_DATA_BYTES`].
+fn read_data(path: &Path) -> Result<String, String> {
+    phasecheck_model::io::read_text(path, phasecheck_model::io::MAX_DATA_BYTES, &path.display().to_string())
 }
 
 /// How a recorded step and the re-executed one differ, if they do.
@@ -302,9 +321,9 @@ fn step_diff(t: &TraceFile, rec: &StepRec, got: &TraceStep, model: &Model) -> Op
 }
 
 pub fn run(a: ReplayArgs) -> ExitCode {
-    let text = match std::fs::read_to_string(&a.trace) {
+    let text = match read_data(&a.trace) {
         Ok(t) => t,
-        Err(e) => return fail2(format!("cannot read {}: {e}", a.trace.display())),
+        Err(e) => return fail2(e),
     };
     let t = match TraceFile::from_json(&text) {
         Ok(t) => t,
@@ -314,9 +333,12 @@ pub fn run(a: ReplayArgs) -> ExitCode {
         Ok(p) => p,
         Err(e) => return fail2(e),
     };
-    let source = match std::fs::read_to_string(&spec_path) {
+    let source = match phasecheck_model::spec::read_source(&spec_path, &spec_path.display().to_string()) {
         Ok(s) => s,
-        Err(e) => return fail2(format!("cannot read {}: {e}", spec_path.display())),
+        Err(e) => {
+            note!("{e}");
+            return ExitCode::from(2);
+        }
     };
     if tracefile::source_hash(&source) != t.spec.hash {
         return run_edited(&a, &t, &spec_path, &source);
@@ -325,7 +347,7 @@ pub fn run(a: ReplayArgs) -> ExitCode {
     let spec = match load::load(&spec_path, &params) {
         Ok(s) => s,
         Err(e) => {
-            eprint!("{e}");
+            note!("{e}");
             return ExitCode::from(2);
         }
     };
@@ -352,7 +374,7 @@ pub fn run(a: ReplayArgs) -> ExitCode {
             .get(step.saturating_sub(1))
             .map(|s| format!(" ({}, line {}: `{}`)", actor(s), s.span.line, s.statement))
             .unwrap_or_default();
-        eprintln!(
+        noteln!(
             "replay diverged at step {step}{what}: {why}\n{} does not reproduce {} in {}",
             a.trace.display(),
             t.violation.kind,
@@ -395,8 +417,8 @@ pub fn run(a: ReplayArgs) -> ExitCode {
     }
     let mut shown = t.clone();
     shown.spec.path = path_string(&normalize(&spec_path));
-    print!("{}", render::swimlanes(&shown, Some(&source)));
-    println!(
+    say!("{}", render::swimlanes(&shown, Some(&source)));
+    sayln!(
         "\nreplay: reproduced {} in {} step(s); every recorded observation matched",
         kind,
         t.steps.len()
@@ -408,7 +430,7 @@ pub fn run(a: ReplayArgs) -> ExitCode {
             &format!("phasecheck counterexample: {} {}", t.spec.name, kind),
             &[html_extras(&model, cause.as_ref())],
         );
-        if let Err(e) = std::fs::write(out, page) {
+        if let Err(e) = phasecheck_model::io::write_atomic(out, page.as_bytes()) {
             return fail2(format!("cannot write {}: {e}", out.display()));
         }
     }
@@ -464,11 +486,11 @@ fn run_edited(a: &ReplayArgs, t: &TraceFile, spec_path: &Path, source: &str) -> 
     let spec = match load::load(spec_path, &params) {
         Ok(s) => s,
         Err(e) => {
-            eprint!("{e}");
+            note!("{e}");
             return ExitCode::from(2);
         }
     };
-    println!(
+    sayln!(
         "{} is not the text {} was recorded against ({} in the trace, {} now):\nreplaying the recorded schedule ({} of {}) against it as an edited spec",
         spec_path.display(),
         a.trace.display(),
@@ -478,11 +500,11 @@ fn run_edited(a: &ReplayArgs, t: &TraceFile, spec_path: &Path, source: &str) -> 
         t.spec.name
     );
     for n in edit_notes(t, &spec) {
-        println!("note: {n}");
+        sayln!("note: {n}");
     }
     let model = Model::new(spec.proto.clone());
     let r = replay_edited(&model, t, &fix_options());
-    println!("{}", r.describe(t.steps.len()));
+    sayln!("{}", r.describe(t.steps.len()));
     if let (Some(out), FixVerdict::Same { trace, .. }) = (&a.html, &r.verdict) {
         match tracefile::build(&model, source, &path_string(spec_path), r.kind, trace) {
             Ok(tf) => {
@@ -492,7 +514,7 @@ fn run_edited(a: &ReplayArgs, t: &TraceFile, spec_path: &Path, source: &str) -> 
                     &format!("phasecheck counterexample: {} {} (edited spec)", spec.proto.name, r.kind),
                     &[html_extras(&model, cause.as_ref())],
                 );
-                if let Err(e) = std::fs::write(out, page) {
+                if let Err(e) = phasecheck_model::io::write_atomic(out, page.as_bytes()) {
                     return fail2(format!("cannot write {}: {e}", out.display()));
                 }
             }
@@ -526,9 +548,9 @@ pub fn check_against(specs: &[Spec], dir: &Path) -> ExitCode {
     };
     let mut traces = Vec::new();
     for f in files {
-        let text = match std::fs::read_to_string(&f) {
+        let text = match read_data(&f) {
             Ok(t) => t,
-            Err(e) => return fail2(format!("cannot read {}: {e}", f.display())),
+            Err(e) => return fail2(e),
         };
         match TraceFile::from_json(&text) {
             Ok(t) => traces.push((f, t)),
@@ -538,7 +560,7 @@ pub fn check_against(specs: &[Spec], dir: &Path) -> ExitCode {
     let (mut worst, mut matched) = (0u8, 0usize);
     for spec in specs {
         let mine: Vec<&(PathBuf, TraceFile)> = traces.iter().filter(|(_, t)| t.spec.name == spec.proto.name).collect();
-        println!(
+        sayln!(
             "== {} ({}): {} stored counterexample(s) in {}",
             spec.proto.name,
             spec.display,
@@ -551,7 +573,7 @@ pub fn check_against(specs: &[Spec], dir: &Path) -> ExitCode {
             let this = match load::load(&spec.path, &params) {
                 Ok(s) => s,
                 Err(e) => {
-                    eprint!("{e}");
+                    note!("{e}");
                     return ExitCode::from(2);
                 }
             };
@@ -559,9 +581,9 @@ pub fn check_against(specs: &[Spec], dir: &Path) -> ExitCode {
             let r = replay_edited(&model, t, &fix_options());
             let text = r.describe(t.steps.len());
             let mut lines = text.lines();
-            println!("{}: {}", f.display(), lines.next().unwrap_or(""));
+            sayln!("{}: {}", f.display(), lines.next().unwrap_or(""));
             for l in lines.chain(edit_notes(t, &this).iter().map(|n| n.as_str())) {
-                println!("  {}", l.trim_start());
+                sayln!("  {}", l.trim_start());
             }
             worst = match (worst, fix_exit(&r)) {
                 (1, _) | (_, 1) => 1,

@@ -32,27 +32,27 @@ pub fn run(a: RunArgs) -> ExitCode {
     let spec = match crate::load::load_all(std::slice::from_ref(&a.path), &a.params) {
         Ok(mut s) if s.len() == 1 => s.remove(0),
         Ok(_) => {
-            eprintln!("error: `run` takes one .phase file");
+            noteln!("error: `run` takes one .phase file");
             return ExitCode::from(2);
         }
         Err(e) => {
-            eprint!("{e}");
+            note!("{e}");
             return ExitCode::from(2);
         }
     };
     let params: Vec<String> = spec.proto.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    println!("== {} ({})", spec.proto.name, spec.display);
+    sayln!("== {} ({})", spec.proto.name, spec.display);
     if !params.is_empty() {
-        println!("params:  {}", params.join(" "));
+        sayln!("params:  {}", params.join(" "));
     }
     match phasecheck_runtime::cpu::run_cpu(&spec.proto, a.runs, a.seed) {
         Ok(rep) => {
-            print!("{}", rep.render(&spec.proto));
+            say!("{}", rep.render(&spec.proto));
             let bad = !rep.outside().is_empty() || !rep.histogram.broken.is_empty();
             ExitCode::from(if bad { 1 } else { 0 })
         }
         Err(e) => {
-            eprintln!("error: {}: the reference runtime cannot run this protocol: {e}", spec.display);
+            noteln!("error: {}: the reference runtime cannot run this protocol: {e}", spec.display);
             ExitCode::from(2)
         }
     }

@@ -3,6 +3,8 @@
 //! Exit codes: 0 every protocol holds (or matches its `expect`), 1 a violation (or a mismatch),
 //! 2 bad input, 3 a bound was hit before the search finished.
 
+#[macro_use]
+mod out;
 mod cmd_gpu;
 mod cmd_prove;
 mod cmd_replay;
@@ -161,7 +163,7 @@ enum Command {
 }
 
 fn progress(p: &Progress) {
-    eprintln!(
+    noteln!(
         "progress: {} states, {:.0} states/s, {} transitions, depth {}, queue {}, {} MiB held, {:.0} B/state stored",
         p.states,
         p.states as f64 / p.seconds.max(1e-9),
@@ -193,8 +195,9 @@ fn options(a: &SearchArgs) -> CheckOptions {
 }
 
 fn main() -> ExitCode {
+    out::install_panic_backstop();
     let cli = Cli::parse();
-    match cli.command {
+    let code = match cli.command {
         Command::Check {
             paths,
             search,
@@ -225,7 +228,9 @@ fn main() -> ExitCode {
         Command::Repair(a) => cmd_prove::repair(a),
         Command::Run(a) => cmd_run::run(a),
         Command::Fmt { paths, check, write } => cmd_fmt(&paths, check, write),
-    }
+    };
+    out::finish();
+    code
 }
 
 /// `phasecheck fmt`: canonical form with every comment kept. The result is verified before it
@@ -243,7 +248,7 @@ fn cmd_fmt(paths: &[PathBuf], check: bool, write: bool) -> ExitCode {
         let texts = |s: &str| -> Vec<String> { lang::comments::comments(s).into_iter().map(|c| c.text).collect() };
         let same = lang::parse(&text).is_ok_and(|back| lang::same_program(&back, &spec.ast));
         if !same || texts(&text) != texts(&spec.source) {
-            eprintln!(
+            noteln!(
                 "error: {}: formatting would change the program or its comments; the file is left as it is (please report this)",
                 spec.display
             );
@@ -253,7 +258,7 @@ fn cmd_fmt(paths: &[PathBuf], check: bool, write: bool) -> ExitCode {
             if text != spec.source {
                 unformatted += 1;
                 let n = text.lines().zip(spec.source.lines()).take_while(|(a, b)| a == b).count();
-                println!(
+                sayln!(
                     "{}:{}: not in canonical form\n  - {}\n  + {}",
                     spec.display,
                     n + 1,
@@ -263,18 +268,30 @@ fn cmd_fmt(paths: &[PathBuf], check: bool, write: bool) -> ExitCode {
             }
         } else if write {
             if text != spec.source {
-                if let Err(e) = std::fs::write(&spec.path, &text) {
-                    eprintln!("error: cannot write {}: {e}", spec.display);
+                // A canonical form past the size every command reads would leave a file no
+                // command accepts: refuse, and keep the original.
+                if text.len() > phasecheck_model::spec::MAX_SPEC_BYTES {
+                    noteln!(
+                        "error: {}: its canonical form is {} bytes, over the {} MiB a spec may have; the file is left as it was",
+                        spec.display,
+                        text.len(),
+                        phasecheck_model::spec::MAX_SPEC_BYTES >> 20
+                    );
                     return ExitCode::from(2);
                 }
-                eprintln!("formatted {}", spec.display);
+                // Through a temporary file and a rename: a full disk leaves the original whole.
+                if let Err(e) = phasecheck_model::io::write_atomic(&spec.path, text.as_bytes()) {
+                    noteln!("error: cannot write {} (the file is left as it was): {e}", spec.display);
+                    return ExitCode::from(2);
+                }
+                noteln!("formatted {}", spec.display);
             }
         } else {
-            print!("{text}");
+            say!("{text}");
         }
     }
     if check && unformatted > 0 {
-        println!(
+        sayln!(
             "{unformatted} of {} file(s) not in canonical form (`phasecheck fmt --write` fixes them)",
             specs.len()
         );
@@ -285,7 +302,7 @@ fn cmd_fmt(paths: &[PathBuf], check: bool, write: bool) -> ExitCode {
 
 /// Bad input: the diagnostics, and exit status 2 with nothing checked.
 fn bad_input(diagnostics: &str) -> ExitCode {
-    eprint!("{diagnostics}");
+    note!("{diagnostics}");
     ExitCode::from(2)
 }
 
@@ -305,7 +322,7 @@ fn cmd_check(paths: &[PathBuf], a: &SearchArgs, format: Format, traces: &cmd_rep
         incomplete |= r.verdict == Verdict::Incomplete;
         if let Some(i) = &r.internal {
             internal = true;
-            eprintln!("{}: {}", spec.display, i.describe());
+            noteln!("{}: {}", spec.display, i.describe());
         }
         // A search cut short says what to shrink (a few small trial searches).
         let hint = (r.verdict == Verdict::Incomplete).then(|| {
@@ -314,14 +331,14 @@ fn cmd_check(paths: &[PathBuf], a: &SearchArgs, format: Format, traces: &cmd_rep
         });
         match format {
             Format::Text => {
-                print!("{}", report::render_text(&spec, &model, &r));
+                say!("{}", report::render_text(&spec, &model, &r));
                 if r.verdict == Verdict::Incomplete {
-                    println!("limits:  {}", limits::describe(a));
+                    sayln!("limits:  {}", limits::describe(a));
                 }
                 if let Some(h) = &hint {
-                    println!("{}", shrink::describe(h, r.bound == Some(phasecheck_verifier::Bound::StepBudget)));
+                    sayln!("{}", shrink::describe(h, r.bound == Some(phasecheck_verifier::Bound::StepBudget)));
                 }
-                println!();
+                sayln!();
             }
             Format::Json => {
                 let mut v = report::render_json(&spec, &model, &r);
@@ -332,16 +349,16 @@ fn cmd_check(paths: &[PathBuf], a: &SearchArgs, format: Format, traces: &cmd_rep
                         .map(|c| serde_json::json!({"what": c.what, "from": c.from, "to": c.to, "finished_in": c.finished_in, "depth": c.depth}))
                         .collect::<Vec<_>>());
                 }
-                println!("{v}");
+                out::stdout_raw(&format!("{v}\n"));
             }
         }
         if let Err(e) = cmd_replay::after_check(&spec, &model, &r, traces, &mut collected) {
-            eprintln!("{e}");
+            noteln!("{e}");
             return ExitCode::from(2);
         }
     }
     if let Err(e) = cmd_replay::finish_check(traces, collected) {
-        eprintln!("{e}");
+        noteln!("{e}");
         return ExitCode::from(2);
     }
     ExitCode::from(if internal {
@@ -395,7 +412,7 @@ fn cmd_test(paths: &[PathBuf], a: &SearchArgs, subset: bool, verbose: bool) -> E
             Verdict::InternalError => {
                 internal += 1;
                 let i = r.internal.as_ref();
-                eprintln!("{}: {}", spec.display, i.map(|i| i.describe()).unwrap_or_default());
+                noteln!("{}: {}", spec.display, i.map(|i| i.describe()).unwrap_or_default());
                 format!("INTERNAL ERROR [{}]", i.map(|i| i.rule.as_str()).unwrap_or("?"))
             }
         };
@@ -408,15 +425,15 @@ fn cmd_test(paths: &[PathBuf], a: &SearchArgs, subset: bool, verbose: bool) -> E
         let w0 = rows.iter().map(|r| r.0.len()).max().unwrap_or(4).max(4);
         let w1 = rows.iter().map(|r| r.1.len()).max().unwrap_or(6).max(6);
         let w2 = rows.iter().map(|r| r.2.len()).max().unwrap_or(5).max(5);
-        println!("{:<w0$}  {:<w1$}  {:<w2$}  {:>9}  result", "spec", "expect", "found", "states");
+        sayln!("{:<w0$}  {:<w1$}  {:<w2$}  {:>9}  result", "spec", "expect", "found", "states");
         for (f, e, g, ok, states, _) in &rows {
-            println!("{f:<w0$}  {e:<w1$}  {g:<w2$}  {states:>9}  {}", if *ok { "ok" } else { "MISMATCH" });
+            sayln!("{f:<w0$}  {e:<w1$}  {g:<w2$}  {states:>9}  {}", if *ok { "ok" } else { "MISMATCH" });
         }
     } else {
         print_test_table(&rows);
     }
     let total: f64 = rows.iter().map(|r| r.5).sum();
-    println!(
+    sayln!(
         "{} passed, {} failed ({} specs, {:.1} s of search)",
         rows.len() - failures,
         failures,
@@ -455,7 +472,7 @@ fn clip_to(s: &str, w: usize, from_left: bool) -> String {
 /// `--verbose` prints every kind in full.
 fn print_test_table(rows: &[(String, String, String, bool, usize, f64)]) {
     let spec_w = rows.iter().map(|r| r.0.chars().count()).max().unwrap_or(4).clamp(4, 52);
-    println!("{:<8}  {:>8}  {:<spec_w$}  found", "result", "states", "spec");
+    sayln!("{:<8}  {:>8}  {:<spec_w$}  found", "result", "states", "spec");
     for (f, e, g, ok, states, _) in rows {
         let found = if *ok {
             match g.split(", ").count() {
@@ -473,6 +490,6 @@ fn print_test_table(rows: &[(String, String, String, bool, usize, f64)]) {
             states,
             clip_to(f, spec_w, true)
         );
-        println!("{}", clip_to(&line, TEST_WIDTH, false));
+        sayln!("{}", clip_to(&line, TEST_WIDTH, false));
     }
 }

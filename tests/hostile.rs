@@ -299,8 +299,11 @@ fn a_byte_order_mark_is_accepted() {
 }
 
 #[test]
-fn an_endless_input_is_cut_at_the_size_cap() {
+fn an_endless_input_is_refused_before_it_is_read_and_a_big_file_at_the_size_cap() {
     let r = bad_input(&["check", "/dev/zero"]);
+    assert!(r.stderr.contains("not a regular file"), "{}", r.stderr);
+    let big = write("big.phase", vec![b' '; (1 << 20) + 1]);
+    let r = bad_input(&["check", big.to_str().unwrap()]);
     assert!(r.stderr.contains("larger than 1 MiB"), "{}", r.stderr);
 }
 

@@ -33,7 +33,15 @@ fn each_documented_exit_code_comes_out_of_a_run() {
         code(&["check", "specs/soundness/var_parity_wait.phase", "--mutant", "wait-always-ready"]),
         5
     );
-    for c in 0..=5 {
+    let full = std::fs::OpenOptions::new().write(true).open("/dev/full").expect("/dev/full");
+    let lost = std::process::Command::new(env!("CARGO_BIN_EXE_phasecheck"))
+        .args(["check", "specs/guide/double_buffer.phase"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdout(full)
+        .output()
+        .unwrap();
+    assert_eq!(lost.status.code(), Some(6), "output lost");
+    for c in 0..=6 {
         assert!(doc.contains(&format!("\n| {c} |")), "exit code {c} is not documented");
     }
 }

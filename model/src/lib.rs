@@ -10,6 +10,7 @@ pub mod kind;
 pub mod lang;
 
 pub use kind::ViolationKind;
+pub mod io;
 pub mod ir;
 pub mod lower;
 pub mod selfcheck;

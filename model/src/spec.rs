@@ -59,20 +59,16 @@ pub const MAX_SPEC_BYTES: usize = 1 << 20;
 /// The text of a spec file: at most [`MAX_SPEC_BYTES`], UTF-8 (a byte that is not is reported
 /// with its line and column, as any other bad character).
 pub fn read_source(path: &Path, display: &str) -> Result<String, String> {
-    use std::io::Read as _;
-    let cannot = |e: std::io::Error| format!("error: cannot read {display}: {e}\n");
-    let mut bytes = Vec::new();
-    std::fs::File::open(path)
-        .map_err(cannot)?
-        .take(MAX_SPEC_BYTES as u64 + 1)
-        .read_to_end(&mut bytes)
-        .map_err(cannot)?;
-    if bytes.len() > MAX_SPEC_BYTES {
-        return Err(format!(
-            "error: {display} is larger than {} MiB; a spec is a small text file\n",
-            MAX_SPEC_BYTES >> 20
-        ));
-    }
+    let bytes = crate::io::read_regular(path, MAX_SPEC_BYTES as u64, display).map_err(|e| {
+        if e.contains("larger than") {
+            format!(
+                "error: {display} is larger than {} MiB; a spec is a small text file\n",
+                MAX_SPEC_BYTES >> 20
+            )
+        } else {
+            format!("error: {e}\n")
+        }
+    })?;
     String::from_utf8(bytes).map_err(|e| {
         let at = e.utf8_error().valid_up_to();
         let byte = e.as_bytes()[at];
@@ -103,12 +99,14 @@ pub fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
 
 /// [`expand`], returning the symbolic links to folders it skipped instead of printing them.
 pub fn expand_noting_skipped(paths: &[PathBuf]) -> Result<(Vec<PathBuf>, Vec<PathBuf>), String> {
-    fn walk(dir: &Path, out: &mut Vec<PathBuf>, skipped: &mut Vec<PathBuf>) -> std::io::Result<()> {
-        for entry in std::fs::read_dir(dir)? {
-            let entry = entry?;
+    /// The error names the folder that could not be read, which may lie deep below the one given.
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>, skipped: &mut Vec<PathBuf>) -> Result<(), String> {
+        let cannot = |e: std::io::Error| format!("error: cannot read folder {}: {e}\n", dir.display());
+        for entry in std::fs::read_dir(dir).map_err(cannot)? {
+            let entry = entry.map_err(cannot)?;
             let path = entry.path();
             // `file_type` does not follow links: a linked folder is seen as a link.
-            let ty = entry.file_type()?;
+            let ty = entry.file_type().map_err(cannot)?;
             if ty.is_dir() {
                 walk(&path, out, skipped)?;
             } else if ty.is_symlink() && path.is_dir() {
@@ -124,7 +122,7 @@ pub fn expand_noting_skipped(paths: &[PathBuf]) -> Result<(Vec<PathBuf>, Vec<Pat
     for p in paths {
         if p.is_dir() {
             let mut found = Vec::new();
-            walk(p, &mut found, &mut skipped).map_err(|e| format!("error: cannot read folder {}: {e}\n", p.display()))?;
+            walk(p, &mut found, &mut skipped)?;
             if found.is_empty() {
                 return Err(format!("error: no *.phase files under {}\n", p.display()));
             }
