@@ -33,6 +33,11 @@ pub struct ReplayArgs {
     /// Also write the counterexample as a self-contained HTML timeline.
     #[arg(long, value_name = "OUT.html")]
     pub html: Option<PathBuf>,
+    /// Bounds and options of the search the fix loop runs from where an edited spec's schedule
+    /// stops (as `check` takes them; `--param` sets the edited spec's values). Defaults: 2,000,000
+    /// states, 120 s.
+    #[command(flatten)]
+    pub search: crate::SearchArgs,
 }
 
 /// Trace outputs of `phasecheck check`.
@@ -321,6 +326,8 @@ fn step_diff(t: &TraceFile, rec: &StepRec, got: &TraceStep, model: &Model) -> Op
 }
 
 pub fn run(a: ReplayArgs) -> ExitCode {
+    crate::limits::start(&a.search, false);
+    crate::limits::loaded(Some(&a.trace.display().to_string()));
     let text = match read_data(&a.trace) {
         Ok(t) => t,
         Err(e) => return fail2(e),
@@ -340,7 +347,8 @@ pub fn run(a: ReplayArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    if tracefile::source_hash(&source) != t.spec.hash {
+    // `--param` asks for other values than the recorded ones: that is an edit too.
+    if tracefile::source_hash(&source) != t.spec.hash || !a.search.params.is_empty() {
         return run_edited(&a, &t, &spec_path, &source);
     }
     let params: Vec<(String, i64)> = t.params.iter().map(|(k, v)| (k.clone(), *v)).collect();
@@ -440,12 +448,14 @@ pub fn run(a: ReplayArgs) -> ExitCode {
 /// Bounds of the exploration that decides whether a stopped schedule can still reach its
 /// violation: generous for the specs of a design review, finite so that `check --against` over a
 /// folder of traces cannot run away.
-fn fix_options() -> CheckOptions {
-    CheckOptions {
-        max_states: Some(2_000_000),
-        max_seconds: Some(120.0),
-        ..Default::default()
-    }
+/// The fix loop's search: `check`'s options, with its own default bounds (a fix loop is asked
+/// a yes/no question and must answer it in bounded time, also with no bound given).
+fn fix_options(a: &crate::SearchArgs) -> CheckOptions {
+    let mut o = crate::options(a);
+    o.max_states = Some(a.max_states.unwrap_or(2_000_000));
+    o.max_seconds = Some(a.max_seconds.unwrap_or(120.0));
+    o.progress = None;
+    o
 }
 
 /// The fix loop for one trace and a loaded (edited) spec. The exit code: 0 gone, 1 same, 3
@@ -468,6 +478,21 @@ fn edit_notes(t: &TraceFile, spec: &Spec) -> Vec<String> {
             t.spec.name, spec.proto.name
         ));
     }
+    let differ: Vec<String> = spec
+        .proto
+        .params
+        .iter()
+        .filter_map(|(n, v)| match t.params.get(n) {
+            Some(r) if r != v => Some(format!("{n}={v} (recorded {r})")),
+            _ => None,
+        })
+        .collect();
+    if !differ.is_empty() {
+        notes.push(format!(
+            "replayed at the edited spec's own values {}, the ones `check` on it explores",
+            differ.join(" ")
+        ));
+    }
     let lacks: Vec<&str> = t
         .params
         .keys()
@@ -481,9 +506,12 @@ fn edit_notes(t: &TraceFile, spec: &Spec) -> Vec<String> {
 }
 
 /// `replay TRACE --spec EDITED` when EDITED is not the text the trace was recorded against.
+///
+/// The edit is replayed at its own parameter values, the ones `check EDITED` explores: "gone" is a
+/// claim about the protocol as it now stands, so it must never hide a violation that `check`
+/// on the same file finds (the recorded values only say where the trace came from).
 fn run_edited(a: &ReplayArgs, t: &TraceFile, spec_path: &Path, source: &str) -> ExitCode {
-    let params: Vec<(String, i64)> = t.params.iter().map(|(k, v)| (k.clone(), *v)).collect();
-    let spec = match load::load(spec_path, &params) {
+    let spec = match load::load(spec_path, &a.search.params) {
         Ok(s) => s,
         Err(e) => {
             note!("{e}");
@@ -503,7 +531,7 @@ fn run_edited(a: &ReplayArgs, t: &TraceFile, spec_path: &Path, source: &str) -> 
         sayln!("note: {n}");
     }
     let model = Model::new(spec.proto.clone());
-    let r = replay_edited(&model, t, &fix_options());
+    let r = replay_edited(&model, t, &fix_options(&a.search));
     sayln!("{}", r.describe(t.steps.len()));
     if let (Some(out), FixVerdict::Same { trace, .. }) = (&a.html, &r.verdict) {
         match tracefile::build(&model, source, &path_string(spec_path), r.kind, trace) {
@@ -541,7 +569,7 @@ fn trace_files(dir: &Path) -> Result<Vec<PathBuf>, String> {
 /// `check SPEC... --against TRACE_DIR`: every stored counterexample of each spec's protocol
 /// (matched by protocol name), replayed against the spec as it is now. Exit 1 when any trace
 /// still reaches its violation, 3 when one could not be decided, 2 when no trace matches.
-pub fn check_against(specs: &[Spec], dir: &Path) -> ExitCode {
+pub fn check_against(specs: &[Spec], dir: &Path, search: &crate::SearchArgs) -> ExitCode {
     let files = match trace_files(dir) {
         Ok(f) => f,
         Err(e) => return fail2(e),
@@ -567,18 +595,12 @@ pub fn check_against(specs: &[Spec], dir: &Path) -> ExitCode {
             mine.len(),
             dir.display()
         );
+        // At the values this `check` runs the spec with (declared, or `--param`), as above.
+        let model = Model::new(spec.proto.clone());
         for (f, t) in mine {
             matched += 1;
-            let params: Vec<(String, i64)> = t.params.iter().map(|(k, v)| (k.clone(), *v)).collect();
-            let this = match load::load(&spec.path, &params) {
-                Ok(s) => s,
-                Err(e) => {
-                    note!("{e}");
-                    return ExitCode::from(2);
-                }
-            };
-            let model = Model::new(this.proto.clone());
-            let r = replay_edited(&model, t, &fix_options());
+            let this = spec;
+            let r = replay_edited(&model, t, &fix_options(search));
             let text = r.describe(t.steps.len());
             let mut lines = text.lines();
             sayln!("{}: {}", f.display(), lines.next().unwrap_or(""));

@@ -45,7 +45,7 @@ enum Format {
 }
 
 #[derive(clap::Args, Clone)]
-struct SearchArgs {
+pub(crate) struct SearchArgs {
     /// Override a parameter: NAME=VALUE (repeatable).
     #[arg(long = "param", value_name = "NAME=VALUE", value_parser = load::parse_override)]
     params: Vec<(String, i64)>,
@@ -175,7 +175,7 @@ fn progress(p: &Progress) {
     );
 }
 
-fn options(a: &SearchArgs) -> CheckOptions {
+pub(crate) fn options(a: &SearchArgs) -> CheckOptions {
     CheckOptions {
         max_states: a.max_states,
         max_seconds: a.max_seconds,
@@ -204,8 +204,11 @@ fn main() -> ExitCode {
             format: _,
             traces: _,
             against: Some(dir),
-        } => match load::load_all(&paths, &search.params) {
-            Ok(specs) => cmd_replay::check_against(&specs, &dir),
+        } => match {
+            limits::start(&search, false);
+            load::load_all(&paths, &search.params)
+        } {
+            Ok(specs) => cmd_replay::check_against(&specs, &dir, &search),
             Err(e) => bad_input(&e),
         },
         Command::Check {

@@ -78,3 +78,41 @@ fn check_against_the_corpus() {
     let o = run(&["check", "specs/guide/double_buffer.phase", "--against", "counterexamples"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
 }
+
+/// The double buffer whose consumer names parity 0 only in round 3: `check` finds the stale read
+/// at the spec's own ITERS = 4. Replaying the wrong-parity trace (recorded at ITERS = 3, where
+/// round 3 never comes) against it must not say "gone": the edit is judged at its own values.
+/// With ITERS = 2^62 the answer comes within the bound given, and is still not "gone".
+#[test]
+fn an_edit_that_keeps_the_bug_in_a_later_round_is_never_gone() {
+    let fixed = std::fs::read_to_string(root().join("specs/guide/double_buffer.phase")).unwrap();
+    let edited = fixed
+        .replace("protocol double_buffer", "protocol consumer_wrong_parity")
+        .replace("expect holds", "expect stale-read")
+        .replace("role consumer[2]", "role consumer[1]")
+        .replace(
+            "wait_parity(full[s], (i / STAGES) % 2)",
+            "if i == 3 { wait_parity(full[s], 0) } else { wait_parity(full[s], (i / STAGES) % 2) }",
+        );
+    assert!(edited.contains("i == 3"));
+    let d = scratch("later-round");
+    let spec = d.join("edited.phase");
+    std::fs::write(&spec, &edited).unwrap();
+    let found = text(&run(&["check", spec.to_str().unwrap()]));
+    assert!(found.contains("stale-read"), "{found}");
+    let trace = "counterexamples/consumer_wrong_parity.stale-read.json";
+    let o = run(&["replay", trace, "--spec", spec.to_str().unwrap()]);
+    let t = text(&o);
+    assert!(!t.contains("violation gone"), "{t}");
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(t.contains("ITERS=4 (recorded 3)"), "{t}");
+
+    let huge = d.join("huge.phase");
+    std::fs::write(&huge, edited.replace("param ITERS = 4", "param ITERS = 4611686018427387904")).unwrap();
+    let t0 = std::time::Instant::now();
+    let o = run(&["replay", trace, "--spec", huge.to_str().unwrap(), "--max-seconds", "5"]);
+    let t = text(&o);
+    assert!(t0.elapsed().as_secs_f64() < 6.0, "{t}");
+    assert!(!t.contains("violation gone"), "{t}");
+    assert!(matches!(o.status.code(), Some(1) | Some(3)), "{t}");
+}
