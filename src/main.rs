@@ -9,6 +9,7 @@ mod cmd_gpu;
 mod cmd_prove;
 mod cmd_replay;
 mod cmd_run;
+mod cmd_test;
 mod limits;
 mod load;
 mod report;
@@ -16,9 +17,7 @@ mod shrink;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use phasecheck_model::step::Model;
-use phasecheck_model::ViolationKind;
 use phasecheck_verifier::{bounds, check, CheckOptions, Progress, Verdict};
-use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -39,7 +38,7 @@ struct Cli {
 }
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
-enum Format {
+pub(crate) enum Format {
     Text,
     Json,
 }
@@ -95,7 +94,7 @@ pub(crate) fn parse_mutant(s: &str) -> Result<phasecheck_model::step::Mutant, St
         .ok_or_else(|| format!("no mutant named `{s}`"))
 }
 
-fn model_for(proto: &phasecheck_model::ir::Protocol, a: &SearchArgs) -> Model {
+pub(crate) fn model_for(proto: &phasecheck_model::ir::Protocol, a: &SearchArgs) -> Model {
     let mut m = Model::new(proto.clone());
     m.mutant = a.mutant;
     m
@@ -121,19 +120,7 @@ enum Command {
         against: Option<PathBuf>,
     },
     /// Check protocols and compare what is found with each file's `expect` line.
-    Test {
-        #[arg(required = true)]
-        paths: Vec<PathBuf>,
-        #[command(flatten)]
-        search: SearchArgs,
-        /// Pass a file when the kinds found are a non-empty subset of its `expect` line (the
-        /// default asks for exactly the listed kinds).
-        #[arg(long)]
-        subset: bool,
-        /// The full table: every kind expected and found, in columns as wide as they need.
-        #[arg(long)]
-        verbose: bool,
-    },
+    Test(cmd_test::TestArgs),
     /// Print a protocol in canonical form, comments kept.
     Fmt {
         /// `.phase` files or folders (every `*.phase` below them).
@@ -218,12 +205,7 @@ fn main() -> ExitCode {
             traces,
             against: None,
         } => cmd_check(&paths, &search, format, &traces),
-        Command::Test {
-            paths,
-            search,
-            subset,
-            verbose,
-        } => cmd_test(&paths, &search, subset, verbose),
+        Command::Test(t) => cmd_test::run(&t),
         Command::Replay(a) => cmd_replay::run(a),
         Command::EmitCuda(a) => cmd_gpu::emit(a),
         Command::Gpu(c) => cmd_gpu::run(c),
@@ -304,7 +286,7 @@ fn cmd_fmt(paths: &[PathBuf], check: bool, write: bool) -> ExitCode {
 }
 
 /// Bad input: the diagnostics, and exit status 2 with nothing checked.
-fn bad_input(diagnostics: &str) -> ExitCode {
+pub(crate) fn bad_input(diagnostics: &str) -> ExitCode {
     note!("{diagnostics}");
     ExitCode::from(2)
 }
@@ -373,126 +355,4 @@ fn cmd_check(paths: &[PathBuf], a: &SearchArgs, format: Format, traces: &cmd_rep
     } else {
         0
     })
-}
-
-fn cmd_test(paths: &[PathBuf], a: &SearchArgs, subset: bool, verbose: bool) -> ExitCode {
-    limits::start(a, false);
-    let specs = match load::load_all(paths, &a.params) {
-        Ok(s) => s,
-        Err(e) => return bad_input(&e),
-    };
-    // Expect lines list every kind: explore past violations to the end.
-    let opts = CheckOptions {
-        past_violation_factor: None,
-        ..options(a)
-    };
-    let mut rows = Vec::new();
-    let mut failures = 0;
-    let mut internal = 0;
-    for spec in &specs {
-        let model = model_for(&spec.proto, a);
-        let r = limits::search(a, &spec.display, || check(&model, &opts));
-        let found: BTreeSet<ViolationKind> = r.violations.iter().map(|v| v.kind).collect();
-        let (expected, ok) = match &spec.proto.expect {
-            None if !spec.proto.expect_given => ("(none)".to_string(), r.verdict == Verdict::Holds),
-            None => ("holds".to_string(), r.verdict == Verdict::Holds),
-            Some(ks) => {
-                let allowed: BTreeSet<ViolationKind> = ks.iter().copied().collect();
-                // Exactly the listed kinds, from a search that finished; `--subset` (and
-                // `--stop-at-first`, which finds one kind) accept any non-empty subset.
-                let ok = if subset || opts.stop_at_first {
-                    !found.is_empty() && found.is_subset(&allowed) && (r.bound.is_none() || opts.stop_at_first)
-                } else {
-                    found == allowed && r.bound.is_none()
-                };
-                (ks.iter().map(|k| k.name()).collect::<Vec<_>>().join(", "), ok)
-            }
-        };
-        let got = match r.verdict {
-            Verdict::Holds => "holds".to_string(),
-            Verdict::Incomplete => format!("incomplete ({})", r.bound.map(|b| b.describe()).unwrap_or("?")),
-            Verdict::Violated => found.iter().map(|k| k.name()).collect::<Vec<_>>().join(", "),
-            Verdict::InternalError => {
-                internal += 1;
-                let i = r.internal.as_ref();
-                noteln!("{}: {}", spec.display, i.map(|i| i.describe()).unwrap_or_default());
-                format!("INTERNAL ERROR [{}]", i.map(|i| i.rule.as_str()).unwrap_or("?"))
-            }
-        };
-        if !ok {
-            failures += 1;
-        }
-        rows.push((spec.display.clone(), expected, got, ok, r.stats.states, r.stats.seconds));
-    }
-    if verbose {
-        let w0 = rows.iter().map(|r| r.0.len()).max().unwrap_or(4).max(4);
-        let w1 = rows.iter().map(|r| r.1.len()).max().unwrap_or(6).max(6);
-        let w2 = rows.iter().map(|r| r.2.len()).max().unwrap_or(5).max(5);
-        sayln!("{:<w0$}  {:<w1$}  {:<w2$}  {:>9}  result", "spec", "expect", "found", "states");
-        for (f, e, g, ok, states, _) in &rows {
-            sayln!("{f:<w0$}  {e:<w1$}  {g:<w2$}  {states:>9}  {}", if *ok { "ok" } else { "MISMATCH" });
-        }
-    } else {
-        print_test_table(&rows);
-    }
-    let total: f64 = rows.iter().map(|r| r.5).sum();
-    sayln!(
-        "{} passed, {} failed ({} specs, {:.1} s of search)",
-        rows.len() - failures,
-        failures,
-        rows.len(),
-        total
-    );
-    ExitCode::from(if internal > 0 {
-        5
-    } else if failures == 0 {
-        0
-    } else {
-        1
-    })
-}
-
-/// The width `phasecheck test` keeps to without `--verbose`.
-const TEST_WIDTH: usize = 100;
-
-/// `s` cut to `w` characters, with `…` where it was cut (at the start when `from_left`, so that a
-/// path keeps its file name).
-fn clip_to(s: &str, w: usize, from_left: bool) -> String {
-    let n = s.chars().count();
-    if n <= w {
-        return s.to_string();
-    }
-    let keep = w.saturating_sub(1);
-    if from_left {
-        format!("…{}", s.chars().skip(n - keep).collect::<String>())
-    } else {
-        format!("{}…", s.chars().take(keep).collect::<String>())
-    }
-}
-
-/// The `test` table within `TEST_WIDTH` columns: result, states, spec and, per row, what was
-/// found in a few words — a matching row says how many kinds, a mismatch says what differs.
-/// `--verbose` prints every kind in full.
-fn print_test_table(rows: &[(String, String, String, bool, usize, f64)]) {
-    let spec_w = rows.iter().map(|r| r.0.chars().count()).max().unwrap_or(4).clamp(4, 52);
-    sayln!("{:<8}  {:>8}  {:<spec_w$}  found", "result", "states", "spec");
-    for (f, e, g, ok, states, _) in rows {
-        let found = if *ok {
-            match g.split(", ").count() {
-                _ if g == "holds" => "holds".to_string(),
-                1 => g.clone(),
-                n if g.split(", ").count() == e.split(", ").count() => format!("{n} kinds, as expected"),
-                n => format!("{n} of the {} expected kinds", e.split(", ").count()),
-            }
-        } else {
-            format!("{g} (expected {e})")
-        };
-        let line = format!(
-            "{:<8}  {:>8}  {:<spec_w$}  {found}",
-            if *ok { "ok" } else { "MISMATCH" },
-            states,
-            clip_to(f, spec_w, true)
-        );
-        sayln!("{}", clip_to(&line, TEST_WIDTH, false));
-    }
 }
