@@ -310,9 +310,11 @@ fn cmd_check(paths: &[PathBuf], a: &SearchArgs, format: Format, traces: &cmd_rep
             noteln!("{}: {}", spec.display, i.describe());
         }
         // A search cut short says what to shrink (a few small trial searches).
+        // They share what is left of the search's time bound, so the bound covers them too.
         let hint = (r.verdict == Verdict::Incomplete).then(|| {
             let budget = (r.stats.states / 4).clamp(1_000, 200_000);
-            shrink::suggest(&spec, &a.params, budget)
+            let left = a.max_seconds.map(|m| m - r.stats.seconds);
+            shrink::suggest(&spec, &a.params, budget, left)
         });
         match format {
             Format::Text => {
@@ -320,15 +322,18 @@ fn cmd_check(paths: &[PathBuf], a: &SearchArgs, format: Format, traces: &cmd_rep
                 if r.verdict == Verdict::Incomplete {
                     sayln!("limits:  {}", limits::describe(a));
                 }
-                if let Some(h) = &hint {
-                    sayln!("{}", shrink::describe(h, r.bound == Some(phasecheck_verifier::Bound::StepBudget)));
+                if let Some((h, skipped)) = &hint {
+                    sayln!(
+                        "{}",
+                        shrink::describe(h, skipped, r.bound == Some(phasecheck_verifier::Bound::StepBudget))
+                    );
                 }
                 sayln!();
             }
             Format::Json => {
                 let mut v = report::render_json(&spec, &model, &r);
                 v["limits"] = limits::json(a);
-                if let Some(h) = &hint {
+                if let Some((h, _)) = &hint {
                     v["shrink"] = serde_json::json!(h
                         .iter()
                         .map(|c| serde_json::json!({"what": c.what, "from": c.from, "to": c.to, "finished_in": c.finished_in, "depth": c.depth}))

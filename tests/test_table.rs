@@ -62,6 +62,9 @@ fn incomplete_check_suggests_what_to_shrink() {
         assert!(out.contains(c), "{c}: {out}");
     }
     assert!(out.contains("finishes in"), "{out}");
+    // A byte count does not change the interleavings: never a candidate.
+    let hints: String = out.lines().skip_while(|l| !l.starts_with("hint:")).collect();
+    assert!(!hints.contains("BYTES"), "{out}");
     let j = run(&[
         "check",
         "specs/guide/double_buffer.phase",
@@ -74,4 +77,36 @@ fn incomplete_check_suggests_what_to_shrink() {
     ]);
     let v: serde_json::Value = serde_json::from_slice(&j.stdout).unwrap();
     assert!(v["shrink"].as_array().is_some_and(|a| a.len() >= 3), "{v}");
+}
+
+/// A role whose members are told apart by their index (ping-pong partners) is never offered for
+/// shrinking, nor is a byte count; and the hints share the time bound, so `--max-seconds 2`
+/// ends the whole command within the bound and a second.
+#[test]
+fn shrink_hints_keep_the_protocol_and_the_time_bound() {
+    let d = std::env::temp_dir().join(format!("phasecheck-shrink-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    let f = d.join("pingpong.phase");
+    std::fs::write(
+        &f,
+        "protocol pingpong\nparam ROUNDS = 64\nparam BYTES = 1024\nbarrier turn[2] count 1\n\
+         buffer tile bytes BYTES\nrole wg[2] {\n  for i in 0..ROUNDS {\n    wait_parity(turn[tid], i % 2)\n    \
+         arrive(turn[1 - tid])\n  }\n}\nrole starter[1] {\n  arrive(turn[0])\n}\n",
+    )
+    .unwrap();
+    let o = run(&["check", f.to_str().unwrap(), "--max-states", "40"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(3), "{out}{}", String::from_utf8_lossy(&o.stderr));
+    assert!(out.contains("param ROUNDS 64 -> 32"), "{out}");
+    let hints: String = out.lines().skip_while(|l| !l.starts_with("hint:")).collect();
+    assert!(!hints.contains("role wg") && !hints.contains("BYTES"), "{out}");
+
+    let deep = d.join("deep.phase");
+    let lib = std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("specs/guide/double_buffer.phase")).unwrap();
+    std::fs::write(&deep, lib.replace("param ITERS = 4", "param ITERS = 400000")).unwrap();
+    let t0 = std::time::Instant::now();
+    let o = run(&["check", deep.to_str().unwrap(), "--max-seconds", "2"]);
+    let secs = t0.elapsed().as_secs_f64();
+    assert_eq!(o.status.code(), Some(3));
+    assert!(secs < 3.0, "{secs:.1} s for a 2 s bound");
 }
