@@ -20,13 +20,13 @@
 //! arrives once. In replay every lane of the group holds the commit's turn; the leader ends it.
 //!
 //! The generator is laid out by hardware object, as the model is: one module per object emits
-//! what the spec does with it ([`mbarrier`], [`copies`], [`memory`], [`warp`], [`named`],
-//! [`cluster`], [`proxy`]; [`thread`]: a thread's own flow and the turnstile; [`uniform`]: a
+//! what the spec does with it (`mbarrier`, `copies`, `memory`, `warp`, `named`,
+//! `cluster`, `proxy`; `thread`: a thread's own flow and the turnstile; `uniform`: a
 //! uniform agent's lanes, see there), and `prelude/*.cuh` holds the C++ support library split the
-//! same way ([`prelude`]). This module holds the entry points and the emitter's skeleton: the
-//! walk over a role's instructions and the dispatch of each to its object; [`frame`] emits the
-//! kernel around the roles, [`check`] rejects what a backend cannot express, [`expr`] prints
-//! expressions and places, and [`results`] defines the results the host reads back.
+//! same way (`prelude`). This module holds the entry points and the emitter's skeleton: the
+//! walk over a role's instructions and the dispatch of each to its object; `frame` emits the
+//! kernel around the roles, `check` rejects what a backend cannot express, `expr` prints
+//! expressions and places, and `results` defines the results the host reads back.
 
 mod check;
 mod cluster;
