@@ -12,6 +12,7 @@
 //! its barriers, and before any CTA exits, so that no peer's late access finds its shared memory
 //! gone); both are reached by every thread because every wait in between is bounded.
 
+use super::expr::line_of;
 use super::{Gen, NotExpressible};
 use crate::outcome::Recorded;
 use phasecheck_model::ir::*;
@@ -23,6 +24,46 @@ pub(super) fn uses_cluster_barrier(p: &Protocol) -> bool {
 }
 
 impl Gen<'_> {
+    /// What a cluster kernel cannot express: completion functions, and remote operations that
+    /// have no sm_90 form or whose operands would be evaluated in the wrong CTA.
+    pub(super) fn cluster_expressible(&self) -> Result<(), NotExpressible> {
+        let p = self.p;
+        if !p.completions.is_empty() {
+            return Err(NotExpressible(
+                    "completion functions in a cluster: libcu++ runs them in software barriers, which remote arrives and multicast copies cannot reach".into(),
+                ));
+        }
+        for (code, _) in self.all_code() {
+            for ins in &code.instrs {
+                let InstrKind::Op {
+                    op: IOp::Remote { multicast, op, .. },
+                    ..
+                } = &ins.kind
+                else {
+                    continue;
+                };
+                let (line, text) = line_of(self.src, ins.span.start);
+                let bad = |why: &str| Err(NotExpressible(format!("line {line} `{text}`: {why}")));
+                let mut reads_var = false;
+                ins.exprs(&mut |e| reads_var |= e.reads_var());
+                if reads_var {
+                    return bad(
+                        "an operand of a remote operation reads a shared var; the kernel evaluates it in the target CTA's shared memory",
+                    );
+                }
+                match (&**op, multicast) {
+                        (IOp::Copy { version: None, .. } | IOp::CopyPart { version: None, .. }, true) => {
+                            return bad("a multicast copy without `version =`: the default version is each target CTA's own write count");
+                        }
+                        (IOp::Copy { .. } | IOp::CopyPart { .. }, true) => {}
+                        (IOp::Arrive { .. } | IOp::Read { .. } | IOp::Write { .. } | IOp::ReadPart { .. }, false) => {}
+                        _ => return bad("this remote operation has no sm_90 form in the generated kernel (remote: arrive, arrive_expect_tx, read, write; multicast: copy_async)"),
+                    }
+            }
+        }
+        Ok(())
+    }
+
     /// The spec's cluster barrier (`InstrKind::ClusterArrive`, `ClusterWait`).
     pub(super) fn cluster_instr(&mut self, code: &Code, kind: &InstrKind) {
         match kind {

@@ -8,6 +8,52 @@ use super::{Backend, Gen};
 use phasecheck_model::ir::*;
 
 impl Gen<'_> {
+    /// Why the kernel cannot express a copy, if it cannot: a copy must complete on a hardware
+    /// mbarrier, a bulk copy moves 16-byte aligned multiples of 16 bytes, cp.async 4, 8 or 16.
+    pub(super) fn copy_inexpressible(&self, op: &IOp) -> Option<String> {
+        let p = self.p;
+        let on_software =
+            "async copies complete on a hardware mbarrier; a barrier with a completion function is a software barrier in libcu++";
+        match op {
+            IOp::Copy { buf, bar, bytes, .. } => {
+                if self.is_software(bar) {
+                    return Some(on_software.into());
+                }
+                let size = p.buffers[p.buffer_groups[buf.group as usize].base as usize].bytes;
+                let n = match bytes {
+                    None => Some(size),
+                    Some(IExpr::Const(n)) => Some(*n),
+                    Some(_) => None,
+                };
+                match n {
+                    Some(n) if n % 16 != 0 || n <= 0 => Some(format!(
+                        "a bulk copy of {n} bytes: cp.async.bulk moves a positive multiple of 16 bytes"
+                    )),
+                    _ => None,
+                }
+            }
+            IOp::CpAsyncArrive { bar, .. } if self.is_software(bar) => Some(
+                "cp.async.mbarrier.arrive needs a hardware mbarrier; a barrier with a completion function is a software barrier in libcu++"
+                    .into(),
+            ),
+            IOp::CpAsync {
+                bytes: IExpr::Const(n), ..
+            } if ![4, 8, 16].contains(n) => Some(format!("a cp.async of {n} bytes: cp.async moves 4, 8 or 16 bytes")),
+            IOp::CopyPart { bar, offset, bytes, .. } => {
+                if self.is_software(bar) {
+                    return Some(on_software.into());
+                }
+                [offset, bytes].into_iter().find_map(|e| match e {
+                    IExpr::Const(n) if n % 16 != 0 || *n < 0 => Some(format!(
+                        "a bulk copy at offset/size {n}: cp.async.bulk needs 16-byte aligned offsets and sizes"
+                    )),
+                    _ => None,
+                })
+            }
+            _ => None,
+        }
+    }
+
     /// A copy of the spec (`IOp::Copy`, `CopyPart`, `CpAsync`, `CpAsyncArrive`).
     pub(super) fn copy_op(&mut self, code: &Code, op: &IOp) {
         let libcu = self.backend == Backend::Libcu;

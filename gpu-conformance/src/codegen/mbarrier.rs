@@ -185,6 +185,28 @@ impl Gen<'_> {
         Ok(())
     }
 
+    /// Why this backend cannot express an mbarrier operation, if it cannot.
+    pub(super) fn mbarrier_inexpressible(&self, op: &IOp) -> Option<String> {
+        match op {
+            IOp::Arrive { bar, n, drop, expect_tx } => {
+                if *drop && !matches!(n, IExpr::Const(1)) && self.backend == Backend::Libcu {
+                    return Some("libcu++ arrive_and_drop drops exactly one arrival".into());
+                }
+                if expect_tx.is_some() && self.is_software(bar) {
+                    return Some(
+                        "arrive_expect_tx needs a hardware mbarrier; a barrier with a completion function is a software barrier in libcu++"
+                            .into(),
+                    );
+                }
+                None
+            }
+            IOp::ExpectTx { bar, .. } | IOp::CompleteTx { bar, .. } if self.is_software(bar) => {
+                Some("tx-counts need a hardware mbarrier; a barrier with a completion function is a software barrier in libcu++".into())
+            }
+            _ => None,
+        }
+    }
+
     /// The model's check that a token is waited on at the array element it came from (an
     /// assertion there).
     pub(super) fn token_check(&mut self, code: &Code, origin: u16, index: &IExpr) {
