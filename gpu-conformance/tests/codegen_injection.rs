@@ -99,8 +99,9 @@ fn assert_same_tokens(clean: &str, dirty: &str) {
     }
 }
 
-/// The defects of issue 10, by hand: a lone CR followed by code, a comment ending in `\` (which
-/// would swallow the index check after it), the trigraph `??/`, `*/`, and directives.
+/// The injections once found in generated comments, by hand: a lone CR followed by code, a
+/// comment ending in `\` (which would swallow the index check after it), the trigraph `??/`,
+/// `*/`, and directives.
 #[test]
 fn known_injections_do_not_reach_the_token_stream() {
     let clean = SPECS[0];

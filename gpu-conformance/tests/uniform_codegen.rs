@@ -1,4 +1,4 @@
-//! Warp-uniform roles on the GPU (issue 13 item 6): an agent of a uniform role runs as its warp's
+//! Warp-uniform roles on the GPU: an agent of a uniform role runs as its warp's
 //! hardware lanes. Every uniform spec of the library generates in both backends (a regression to
 //! "not expressible" fails here, where `nvrtc_compile` would only print it) and compiles with
 //! NVRTC for sm_90; the kernel's block and its hardware-thread -> model-thread map give each agent

@@ -1,5 +1,6 @@
-//! Issue 13: the GPU outcome sets of the cp.async and partial-copy specs are enumerated like any
-//! other (no panic, complete), and a holding protocol's reads all see what they expect.
+//! The outcome sets of Hopper specs: those of the cp.async and partial-copy specs are enumerated
+//! like any other (no panic, complete), and a holding protocol's reads all see what they expect;
+//! a uniform warp arriving past the pending count may fault (the H200 batches its arrivals).
 
 use phasecheck_gpu::outcome::allowed_outcomes;
 use phasecheck_model::spec::load as load_spec;

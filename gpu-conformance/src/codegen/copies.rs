@@ -1,0 +1,225 @@
+//! Asynchronous copies into shared memory that complete on an mbarrier: the TMA-style bulk copy
+//! (`copy_async`, whole buffer or part of it; libcu++ `memcpy_async` where the spec pairs it with
+//! its expect_tx), and sm_80 `cp.async` with its mbarrier arrive-on. Every copy writes a version
+//! stamp (the spec's `version =`, else the buffer's write count) read from the host's copy
+//! source, one row per version.
+
+use super::{Backend, Gen};
+use phasecheck_model::ir::*;
+
+impl Gen<'_> {
+    /// Why the kernel cannot express a copy, if it cannot: a copy must complete on a hardware
+    /// mbarrier, a bulk copy moves 16-byte aligned multiples of 16 bytes, cp.async 4, 8 or 16.
+    pub(super) fn copy_inexpressible(&self, op: &IOp) -> Option<String> {
+        let p = self.p;
+        let on_software =
+            "async copies complete on a hardware mbarrier; a barrier with a completion function is a software barrier in libcu++";
+        match op {
+            IOp::Copy { buf, bar, bytes, .. } => {
+                if self.is_software(bar) {
+                    return Some(on_software.into());
+                }
+                let size = p.buffers[p.buffer_groups[buf.group as usize].base as usize].bytes;
+                let n = match bytes {
+                    None => Some(size),
+                    Some(IExpr::Const(n)) => Some(*n),
+                    Some(_) => None,
+                };
+                match n {
+                    Some(n) if n % 16 != 0 || n <= 0 => Some(format!(
+                        "a bulk copy of {n} bytes: cp.async.bulk moves a positive multiple of 16 bytes"
+                    )),
+                    _ => None,
+                }
+            }
+            IOp::CpAsyncArrive { bar, .. } if self.is_software(bar) => Some(
+                "cp.async.mbarrier.arrive needs a hardware mbarrier; a barrier with a completion function is a software barrier in libcu++"
+                    .into(),
+            ),
+            IOp::CpAsync {
+                bytes: IExpr::Const(n), ..
+            } if ![4, 8, 16].contains(n) => Some(format!("a cp.async of {n} bytes: cp.async moves 4, 8 or 16 bytes")),
+            IOp::CopyPart { bar, offset, bytes, .. } => {
+                if self.is_software(bar) {
+                    return Some(on_software.into());
+                }
+                [offset, bytes].into_iter().find_map(|e| match e {
+                    IExpr::Const(n) if n % 16 != 0 || *n < 0 => Some(format!(
+                        "a bulk copy at offset/size {n}: cp.async.bulk needs 16-byte aligned offsets and sizes"
+                    )),
+                    _ => None,
+                })
+            }
+            _ => None,
+        }
+    }
+
+    /// A copy of the spec (`IOp::Copy`, `CopyPart`, `CpAsync`, `CpAsyncArrive`).
+    pub(super) fn copy_op(&mut self, code: &Code, op: &IOp) {
+        let libcu = self.backend == Backend::Libcu;
+        match op {
+            IOp::Copy { buf, bar, bytes, version } => {
+                let (b, chk1) = self.place(code, bar, true);
+                let (d, chk2) = self.place(code, buf, false);
+                for c in [chk1, chk2].into_iter().flatten() {
+                    self.w(format!("  {c}"));
+                }
+                let n = bytes
+                    .as_ref()
+                    .map(|e| self.expr(code, e))
+                    .unwrap_or_else(|| format!("(i64)sizeof({d})"));
+                let bytes_decl = bytes.is_some();
+                let flat = self.flat_buf(code, buf);
+                let v = match version {
+                    Some(e) => self.expr(code, e),
+                    // The default version: the number of earlier writes (copies count when issued).
+                    None => format!("(i64)s.writes[{flat}]"),
+                };
+                if bytes_decl {
+                    self.w(format!(
+                        "  if ({n} % 16 != 0 || {n} <= 0 || {n} > (i64)sizeof({d})) {{ th.status = PC_UNSUPPORTED; return; }}"
+                    ));
+                }
+                self.w(format!("  {{ {}", self.version_stmt(&flat, &v, version.is_some())));
+                let v = "version";
+                if libcu {
+                    self.w(format!(
+                        "  cuda::device::memcpy_async_tx({d}, pc_src_row(th, {v}), cuda::aligned_size_t<16>((size_t){n}), {b});  // complete_tx({n}) on landing"
+                    ));
+                } else {
+                    self.w(format!(
+                        "  pc_bulk_copy({d}, pc_src_row(th, {v}), (int){n}, &{b});  // complete_tx({n}) on landing"
+                    ));
+                }
+                self.w("  }");
+            }
+            IOp::CpAsync {
+                buf,
+                offset,
+                bytes,
+                version,
+            } => {
+                let (d, chk) = self.place(code, buf, false);
+                if let Some(c) = chk {
+                    self.w(format!("  {c}"));
+                }
+                let (off, n, flat, v) = self.part_of(code, buf, offset, bytes, version.as_ref());
+                self.w(format!(
+                    "  if (({n} != 4 && {n} != 8 && {n} != 16) || {off} < 0 || {off} % {n} != 0 || {off} + {n} > (i64)sizeof({d})) {{ th.status = PC_UNSUPPORTED; return; }}"
+                ));
+                self.w(format!("  {{ {}", self.version_stmt(&flat, &v, version.is_some())));
+                self.w(format!(
+                    "  pc_cp_async((int*)((char*){d} + {off}), (const int*)((const char*)pc_src_row(th, version) + {off}), (int){n});  // lands asynchronously; no barrier tracks it yet"
+                ));
+                self.w("  }");
+            }
+            IOp::CpAsyncArrive { bar, noinc } => {
+                let (b, chk) = self.place(code, bar, true);
+                if let Some(c) = chk {
+                    self.w(format!("  {c}"));
+                }
+                let native = if libcu { self.native(&b) } else { format!("&{b}") };
+                self.w(format!(
+                    "  pc_cp_async_arrive({native}, {noinc});  // arrive-on once this thread's prior cp.async copies land"
+                ));
+            }
+            IOp::CopyPart {
+                buf,
+                bar,
+                offset,
+                bytes,
+                version,
+            } => {
+                let (b, chk1) = self.place(code, bar, true);
+                let (d, chk2) = self.place(code, buf, false);
+                for c in [chk1, chk2].into_iter().flatten() {
+                    self.w(format!("  {c}"));
+                }
+                let (off, n, flat, v) = self.part_of(code, buf, offset, bytes, version.as_ref());
+                self.w(format!(
+                    "  if ({n} % 16 != 0 || {n} <= 0 || {off} % 16 != 0 || {off} < 0 || {off} + {n} > (i64)sizeof({d})) {{ th.status = PC_UNSUPPORTED; return; }}"
+                ));
+                self.w(format!("  {{ {}", self.version_stmt(&flat, &v, version.is_some())));
+                let dst = format!("(int*)((char*){d} + {off})");
+                let src = format!("(const int*)((const char*)pc_src_row(th, version) + {off})");
+                if libcu {
+                    self.w(format!(
+                        "  cuda::device::memcpy_async_tx({dst}, {src}, cuda::aligned_size_t<16>((size_t){n}), {b});  // complete_tx({n}) on landing"
+                    ));
+                } else {
+                    self.w(format!(
+                        "  pc_bulk_copy({dst}, {src}, (int){n}, &{b});  // complete_tx({n}) on landing"
+                    ));
+                }
+                self.w("  }");
+            }
+            _ => unreachable!("not a copy"),
+        }
+    }
+
+    pub(super) fn memcpy_async(&mut self, code: &Code, copy: &IOp, _expect: &Instr, step: bool) {
+        let IOp::Copy { buf, bar, bytes, version } = copy else {
+            unreachable!()
+        };
+        let (b, chk1) = self.place(code, bar, true);
+        let (d, chk2) = self.place(code, buf, false);
+        for c in [chk1, chk2].into_iter().flatten() {
+            self.w(format!("  {c}"));
+        }
+        let n = bytes.as_ref().map(|e| self.expr(code, e)).unwrap_or_else(|| "0".into());
+        let flat = self.flat_buf(code, buf);
+        let v = version
+            .as_ref()
+            .map(|e| self.expr(code, e))
+            .unwrap_or_else(|| format!("(i64)s.writes[{flat}]"));
+        self.w(format!(
+            "  if ({n} % 16 != 0 || {n} <= 0 || {n} > (i64)sizeof({d})) {{ th.status = PC_UNSUPPORTED; return; }}"
+        ));
+        let every_lane = if self.lanes { ": on every lane" } else { "" };
+        self.w(format!(
+            "  {{ {} const int* from = pc_src_row(th, version);\n    cuda::memcpy_async({d}, from, cuda::aligned_size_t<16>((size_t){n}), {b});  // issues the bulk copy, then expect_tx({n}){every_lane}\n  }}",
+            self.version_stmt(&flat, &v, version.is_some())
+        ));
+        if step {
+            // Two model steps (copy, expect_tx) done by one call: take both turns.
+            self.w(format!("  {}", self.turn_end()));
+            self.w(format!(
+                "  {}  // the expect_tx step (already done inside memcpy_async)",
+                self.turn_begin()
+            ));
+            self.w(format!("  {}", self.turn_end()));
+        }
+    }
+
+    /// A copy into part of a buffer (`cp_async`, `copy_async` with a range): the C++ of its
+    /// offset and bytes, the buffer's flat index, and the version it writes (the buffer's write
+    /// count when the spec names none).
+    pub(super) fn part_of(
+        &self,
+        code: &Code,
+        buf: &Ref,
+        offset: &IExpr,
+        bytes: &IExpr,
+        version: Option<&IExpr>,
+    ) -> (String, String, String, String) {
+        let (off, n) = (self.expr(code, offset), self.expr(code, bytes));
+        let flat = self.flat_buf(code, buf);
+        let v = match version {
+            Some(e) => self.expr(code, e),
+            None => format!("(i64)s.writes[{flat}]"),
+        };
+        (off, n, flat, v)
+    }
+
+    /// `i64 version = ...;` and the count of writes issued to buffer `flat`, which goes up
+    /// atomically: an agent's lanes each write once (the model copies once per lane, each with the
+    /// next default version), threads that race on a buffer write it together, and a remote write
+    /// bumps the peer CTA's count while the peer's own threads may bump it too.
+    pub(super) fn version_stmt(&self, flat: &str, v: &str, explicit: bool) -> String {
+        if explicit {
+            format!("i64 version = {v}; atomicAdd(&s.writes[{flat}], 1);")
+        } else {
+            format!("i64 version = (i64)atomicAdd(&s.writes[{flat}], 1);")
+        }
+    }
+}

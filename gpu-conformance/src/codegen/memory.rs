@@ -1,0 +1,65 @@
+//! Shared-memory buffers as the spec's threads read and write them: every word of a buffer holds
+//! a version stamp, a write fills every word, a read sees one version or a torn mix (-1). The
+//! helpers are the prelude's `memory.cuh`.
+
+use super::Gen;
+use crate::outcome::Recorded;
+use phasecheck_model::ir::*;
+
+/// 32-bit words of a buffer, rounded up to 16 bytes (bulk copies move multiples of 16 bytes).
+pub(super) fn words_of(bytes: i64) -> usize {
+    (bytes.max(0) as usize).div_ceil(16) * 4
+}
+
+impl Gen<'_> {
+    /// A read or write of a buffer by the thread (`IOp::Read`, `Write`, `ReadPart`); `rec` says
+    /// whether the read is recorded.
+    pub(super) fn memory_op(&mut self, code: &Code, op: &IOp, rec: Option<Recorded>) {
+        match op {
+            IOp::Read { buf, expect } => {
+                let (d, chk) = self.place(code, buf, false);
+                if let Some(c) = chk {
+                    self.w(format!("  {c}"));
+                }
+                self.w(format!("  {{ int v = pc_read({d}, (int)(sizeof({d}) / 4));"));
+                if rec == Some(Recorded::Read) {
+                    self.w(format!("    {}", self.record(0, "v")));
+                    if let Some(e) = expect {
+                        let e = self.expr(code, e);
+                        self.w(format!("    if ((i64)v != {e}) th.nbad++;  // not the expected version"));
+                    }
+                }
+                self.w("  }");
+            }
+            IOp::Write { buf, version } => {
+                let (d, chk) = self.place(code, buf, false);
+                if let Some(c) = chk {
+                    self.w(format!("  {c}"));
+                }
+                let v = self.expr(code, version);
+                let flat = self.flat_buf(code, buf);
+                // On an agent's lanes every lane writes (the model reports the race) and the write
+                // counts once. The count is atomic: a remote write bumps the peer CTA's count, which
+                // its own threads may be bumping too (see `version_stmt`).
+                let once = if self.lanes { "if (u.lane == 0) " } else { "" };
+                self.w(format!(
+                    "  pc_write({d}, (int)(sizeof({d}) / 4), (int){v}); {once}atomicAdd(&s.writes[{flat}], 1);"
+                ));
+            }
+            IOp::ReadPart { buf, offset, bytes, .. } => {
+                let (d, chk) = self.place(code, buf, false);
+                if let Some(c) = chk {
+                    self.w(format!("  {c}"));
+                }
+                let (off, n) = (self.expr(code, offset), self.expr(code, bytes));
+                self.w(format!(
+                    "  if ({n} % 4 != 0 || {n} <= 0 || {off} % 4 != 0 || {off} < 0 || {off} + {n} > (i64)sizeof({d})) {{ th.status = PC_UNSUPPORTED; return; }}"
+                ));
+                self.w(format!(
+                    "  (void)pc_read((int*)((char*){d} + {off}), (int)({n} / 4));  // part of the buffer (not recorded)"
+                ));
+            }
+            _ => unreachable!("not a buffer access"),
+        }
+    }
+}

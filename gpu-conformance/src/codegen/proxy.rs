@@ -1,0 +1,90 @@
+//! The async proxy: TMA stores, bulk async-groups, wgmma's operand reads, and the proxy fences.
+//!
+//! A TMA store (`copy_store_async`) is a cp.async.bulk shared::cta -> global in a bulk group, into a
+//! sink nobody reads back: what matters is its asynchronous read of shared memory. `wait_group(N)`
+//! needs an immediate N: 0..7 are generated, a larger N stops the thread as unsupported. A wgmma
+//! needs sm_90a and matrix descriptors, so `wgmma_async` is emulated by bulk stores of its operands
+//! (one bulk group per statement) and `wgmma_wait(N)` by `cp.async.bulk.wait_group.read N`: the same
+//! asynchronous reads of shared memory, retired by the same kind of wait.
+//!
+//! What the lanes of a warp share (bulk and wgmma groups) a uniform agent does once, by its
+//! leader ([`shared_by_the_warp`]).
+
+use super::Gen;
+use phasecheck_model::ir::*;
+
+/// The code issues TMA stores or manages bulk groups itself.
+pub(super) fn code_bulk_groups(code: &Code) -> bool {
+    code.instrs.iter().any(|i| {
+        matches!(
+            i.kind,
+            InstrKind::Op {
+                op: IOp::StoreAsync { .. } | IOp::CommitGroup | IOp::WaitGroup { .. },
+                ..
+            }
+        )
+    })
+}
+
+/// The code issues wgmma reads.
+pub(super) fn code_wgmma(code: &Code) -> bool {
+    code.instrs.iter().any(|i| {
+        matches!(
+            i.kind,
+            InstrKind::Op {
+                op: IOp::Wgmma { .. } | IOp::WgmmaWait { .. },
+                ..
+            }
+        )
+    })
+}
+
+/// The operation acts on state the warp's lanes share (its bulk and wgmma groups): an agent of a
+/// uniform role issues it once (docs/model.md).
+pub(super) fn shared_by_the_warp(op: &IOp) -> bool {
+    matches!(
+        op,
+        IOp::StoreAsync { .. } | IOp::CommitGroup | IOp::WaitGroup { .. } | IOp::Wgmma { .. } | IOp::WgmmaWait { .. }
+    )
+}
+
+impl Gen<'_> {
+    /// An operation of the async proxy (`IOp::StoreAsync`, `CommitGroup`, `WaitGroup`, `Wgmma`,
+    /// `WgmmaWait`, `FenceProxyAsync`, `FenceMbarrierInit`).
+    pub(super) fn proxy_op(&mut self, code: &Code, op: &IOp) {
+        match op {
+            IOp::StoreAsync { buf } => {
+                let (d, chk) = self.place(code, buf, false);
+                if let Some(c) = chk {
+                    self.w(format!("  {c}"));
+                }
+                self.w(format!(
+                    "  pc_store_async({d}, (int)sizeof({d}));  // TMA store: the async proxy reads it until its group is waited for"
+                ));
+            }
+            IOp::CommitGroup => self.w("  pc_bulk_commit();"),
+            IOp::WaitGroup { n, read } => {
+                let n = self.expr(code, n);
+                self.w(format!("  if (!pc_bulk_wait(th, {n}, {read})) return;"));
+            }
+            IOp::Wgmma { bufs } => {
+                self.w("  // wgmma_async, emulated: a bulk store of each operand, one bulk group (the same async reads)");
+                for b in bufs {
+                    let (d, chk) = self.place(code, b, false);
+                    if let Some(c) = chk {
+                        self.w(format!("  {c}"));
+                    }
+                    self.w(format!("  pc_store_async({d}, (int)sizeof({d}));"));
+                }
+                self.w("  pc_bulk_commit();");
+            }
+            IOp::WgmmaWait { n } => {
+                let n = self.expr(code, n);
+                self.w(format!("  if (!pc_bulk_wait(th, {n}, true)) return;  // wgmma_wait, emulated"));
+            }
+            IOp::FenceProxyAsync => self.w("  pc_fence_proxy_async();"),
+            IOp::FenceMbarrierInit => self.w("  pc_fence_mbarrier_init();"),
+            _ => unreachable!("not an async-proxy operation"),
+        }
+    }
+}
