@@ -20,12 +20,12 @@
 use crate::child::{run_jobs, Job, JobFile, JobResult};
 use crate::codegen::{has_commit, Backend, Kernel};
 use crate::compare::{as_forced, judge_replay, judge_stress, outcome_of, Flags, Verdict};
-use crate::outcome::{forced, End, Outcome};
 use crate::plan::{plan_spec, progress_line, Settings, SpecPlan, TraceIndex};
 use crate::report::{today, Case, Report, SpecRow};
-use crate::schedule::replay_schedule;
 use crate::{nvrtc, sys};
 use phasecheck_model::spec::{expand, load as load_spec};
+use phasecheck_verifier::outcomes::replay_schedule;
+use phasecheck_verifier::outcomes::{forced, End, Outcome};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};

@@ -1,9 +1,9 @@
-//! Issue 13: the GPU outcome sets of the cp.async and partial-copy specs are enumerated like any
+//! The GPU outcome sets of the cp.async and partial-copy specs are enumerated like any
 //! other (no panic, complete), and a holding protocol's reads all see what they expect.
 
-use phasecheck_gpu::outcome::allowed_outcomes;
 use phasecheck_model::spec::load as load_spec;
 use phasecheck_model::step::Model;
+use phasecheck_verifier::outcomes::allowed_outcomes;
 use std::path::PathBuf;
 
 fn model(rel: &str) -> Model {
