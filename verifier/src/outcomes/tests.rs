@@ -401,3 +401,12 @@ proptest! {
         prop_assert!(set.contains(&o), "{o}\nnot in\n{set}\ntrace {trace:?}");
     }
 }
+
+#[test]
+fn a_trace_that_does_not_replay_is_refused_with_its_step_and_thread() {
+    let m = model(DEADLOCK);
+    let e = forced(&m, &[Action::Thread(0), Action::Thread(0), Action::Thread(0)]).unwrap_err();
+    assert_eq!(e, "step 2 cannot be taken: waiter#0 is blocked");
+    let e = prefix_observations(&m, &[Action::Land(3)]).unwrap_err();
+    assert_eq!(e, "step 1 cannot be taken: there is no async copy #3 in flight (0 are)");
+}

@@ -267,3 +267,35 @@ pub fn describe_obs(o: &Obs, n: &dyn Names) -> String {
         Obs::AsyncReadDone { buf, wgmma: true } => format!("the wgmma's read of {} is done", n.buffer(*buf)),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use phasecheck_model::api::SpecBuilder;
+
+    /// One producer arrives on a count-1 barrier; one consumer waits for phase 0.
+    fn handoff() -> Model {
+        let spec = SpecBuilder::new("handoff")
+            .barrier("ready count 1")
+            .role("producer", 1, "arrive(ready)")
+            .role("consumer", 1, "wait_parity(ready, 0)")
+            .build()
+            .expect("spec lowers");
+        Model::new(spec.proto)
+    }
+
+    #[test]
+    fn a_step_that_does_not_replay_is_named_with_its_thread_and_why() {
+        let m = handoff();
+        let blocked = replay(&m, &[Action::Thread(1)]).unwrap_err();
+        assert_eq!((blocked.step, blocked.reason.as_str()), (0, "consumer#0 is blocked"));
+        let finished = replay(&m, &[Action::Thread(0), Action::Thread(0)]).unwrap_err();
+        assert_eq!((finished.step, finished.reason.as_str()), (1, "producer#0 has finished"));
+        let nobody = replay(&m, &[Action::Thread(7)]).unwrap_err();
+        assert_eq!(nobody.reason, "there is no thread 7 (the protocol has 2)");
+        let no_copy = replay(&m, &[Action::Land(0)]).unwrap_err();
+        assert_eq!(no_copy.reason, "there is no async copy #0 in flight (0 are)");
+        let ok = replay(&m, &[Action::Thread(0), Action::Thread(1)]).unwrap();
+        assert_eq!(ok.steps.len(), 2);
+    }
+}
