@@ -15,13 +15,17 @@
 //! undefined behaviour: the observations before it, then anything); a block that left the trace is
 //! counted apart and judged against the outcomes allowed from the point it left: the model state
 //! the trace reaches after k steps, each outcome prefixed by the trace's observations before it
-//! ([`crate::outcome::allowed_after`]). Where it left is not recorded by the kernel, so the
+//! ([`phasecheck_verifier::outcomes::allowed_after`]). Where it left is not recorded by the kernel, so the
 //! judgement takes the latest step k whose observations the block's extend and whose set admits
 //! it (k = 0 is the whole allowed set).
 
 use crate::codegen::{status, Kernel};
-use crate::outcome::{allowed_after, prefix_observations, AllowedSet, End, Forced, Judged, Outcome, ThreadOutcome, Undefined};
+use phasecheck_model::path::{Refusal, Replay};
 use phasecheck_model::step::{Action, Model};
+use phasecheck_verifier::outcomes::{
+    allowed_after, prefix_observations, AllowedSet, End, Forced, Judged, Outcome, ThreadOutcome, Undefined,
+};
+use phasecheck_verifier::trace::why_not;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Instant;
 
@@ -426,11 +430,17 @@ pub fn left_reason(model: &Model, actions: &[Action], left_at: &BTreeMap<String,
             .into();
     }
     let k = left_at.keys().filter_map(|k| k.parse::<usize>().ok()).min().unwrap_or(0);
-    let mut s = model.init().next;
-    for &a in &actions[..k.min(actions.len())] {
-        s = s.and_then(|s| model.step(&s, a).next);
+    let (mut r, _) = Replay::start(model);
+    if let Err(e) = r.run(actions[..k.min(actions.len())].iter().copied(), |_| {}) {
+        if e.refusal == Refusal::NotEnabled {
+            let why = why_not(model, e.refusal, e.step, r.state(), e.action);
+            return format!(
+                "left after step {k}, but the trace does not replay that far: step {} cannot be taken: {why}",
+                e.step + 1
+            );
+        }
     }
-    let Some(s) = s else {
+    let Some(s) = r.state() else {
         return format!("left after step {k}, past the trace's undefined behaviour (the model allows anything there)");
     };
     if s.copies.is_empty() {
@@ -464,7 +474,7 @@ fn extends(o: &Outcome, p: &Outcome) -> bool {
 
 /// The end-parity code ([`Outcome::end_parity`]) of a probe word written by the kernel.
 pub fn probe_code(w: i32) -> u8 {
-    use crate::outcome::{PROBE_BOTH, PROBE_NEITHER, PROBE_NONE, PROBE_PARITY_0, PROBE_PARITY_1};
+    use phasecheck_verifier::outcomes::{PROBE_BOTH, PROBE_NEITHER, PROBE_NONE, PROBE_PARITY_0, PROBE_PARITY_1};
     if w & 4 == 0 {
         return PROBE_NONE;
     }
@@ -576,8 +586,8 @@ impl Flags {
 /// start with the forced ones and their end is free; completion-function runs may only grow.
 /// (Before this, such traces could never count as "exactly as forced": a thread blocked at the end
 /// of kinds/stale_wait's trace is released on the GPU by the workers' last round.)
-pub fn as_forced(fc: &crate::outcome::Forced, o: &Outcome) -> bool {
-    use crate::outcome::ThreadEnd;
+pub fn as_forced(fc: &phasecheck_verifier::outcomes::Forced, o: &Outcome) -> bool {
+    use phasecheck_verifier::outcomes::ThreadEnd;
     let fo = &fc.outcome;
     fn prefix<T: PartialEq>(a: &[T], b: &[T]) -> bool {
         b.len() >= a.len() && b[..a.len()] == *a

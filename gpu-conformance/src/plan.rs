@@ -6,11 +6,11 @@
 //! on and the report lists every spec.
 
 use crate::codegen::{generate, generate_hw_commit, has_commit, Backend, Kernel};
-use crate::outcome::{allowed_outcomes_within, forced, AllowedSet};
-use crate::schedule::{one_execution, one_execution_landings_first};
 use phasecheck_model::spec::Spec;
 use phasecheck_model::step::{Action, Model, Mutant};
 use phasecheck_model::ViolationKind as K;
+use phasecheck_verifier::outcomes::{allowed_outcomes_within, forced, AllowedSet};
+use phasecheck_verifier::outcomes::{one_execution, one_execution_landings_first};
 use phasecheck_verifier::tracefile::TraceFile;
 use phasecheck_verifier::{check, CheckOptions, Verdict as CheckVerdict};
 use std::collections::BTreeMap;
@@ -255,7 +255,7 @@ pub fn plan_spec(spec: &Spec, index: usize, s: &Settings, traces: &TraceIndex) -
                 ),
                 Some("outcomes") => format!(
                     "not run (budget: model enumeration held more than {} futures after {} states)",
-                    crate::outcome::MAX_HELD_FUTURES,
+                    phasecheck_verifier::outcomes::MAX_HELD_FUTURES,
                     set.explored()
                 ),
                 Some("step budget") => "not run (budget: a model step ran past the step budget of 16,777,216 local instructions)".into(),

@@ -4,12 +4,12 @@
 //! turn an observed outcome OUTSIDE (or make a case vacuous) shows up without a GPU.
 
 use crate::compare::{judge_replay, judge_stress, Verdict};
-use crate::outcome::{allowed_outcomes_within, forced, AllowedSet, Outcome};
 use crate::plan::{panic_text, Budget, Trace, TraceIndex};
 use crate::report::{Case, Report};
-use crate::schedule::{one_execution, one_execution_landings_first};
 use phasecheck_model::spec::load as load_spec;
 use phasecheck_model::step::Model;
+use phasecheck_verifier::outcomes::{allowed_outcomes_within, forced, AllowedSet, Outcome};
+use phasecheck_verifier::outcomes::{one_execution, one_execution_landings_first};
 use phasecheck_verifier::{check, CheckOptions};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

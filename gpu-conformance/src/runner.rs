@@ -3,7 +3,7 @@
 //!
 //! - [`crate::plan`]: the model stages per spec (allowed outcomes, traces, kernels), each within
 //!   its budget, a failing model caught;
-//! - [`crate::schedule`]: replay schedules for the turnstile;
+//! - [`phasecheck_verifier::outcomes::schedule`]: replay schedules for the turnstile;
 //! - [`crate::child`]: the child processes that launch kernels (a sticky CUDA error ends a child,
 //!   not the suite);
 //! - [`crate::compare`]: judging observed outcomes (within / unchecked / OUTSIDE);
@@ -11,7 +11,7 @@
 //!
 //! Modes: `stress` launches `runs` blocks (one execution per block) with pseudo-random delays
 //! before every step; `replay` forces the order of thread steps of a trace with the turnstile (see
-//! codegen and [`crate::schedule`]). A spec with a warp-batched `commit` also gets
+//! codegen and [`phasecheck_verifier::outcomes::schedule`]). A spec with a warp-batched `commit` also gets
 //! `stress-hw-commit`: free running with the hardware batching the commit's lanes, judged against
 //! the same allowed set (its other cases emulate the model's convergence rule and say "emulated"). One NVRTC module per backend; the jobs of specs that cannot
 //! fault share one child, each spec that may fault (over-arrival, lifetime, tx-range, count-range,
@@ -20,12 +20,12 @@
 use crate::child::{run_jobs, Job, JobFile, JobResult};
 use crate::codegen::{has_commit, Backend, Kernel};
 use crate::compare::{as_forced, judge_replay, judge_stress, outcome_of, Flags, Verdict};
-use crate::outcome::{forced, End, Outcome};
 use crate::plan::{plan_spec, progress_line, Settings, SpecPlan, TraceIndex};
 use crate::report::{today, Case, Report, SpecRow};
-use crate::schedule::replay_schedule;
 use crate::{nvrtc, sys};
 use phasecheck_model::spec::{expand, load as load_spec};
+use phasecheck_verifier::outcomes::replay_schedule;
+use phasecheck_verifier::outcomes::{forced, End, Outcome};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};

@@ -1,4 +1,4 @@
-//! Issue 11, item 5: a suite always finishes and reports. `gpu run --plan-only` (the library
+//! A suite always finishes and reports. `gpu run --plan-only` (the library
 //! entry point behind it) on a folder with a spec of ~10^6 model states and a spec whose model
 //! fails (a planted mutant makes it break an internal rule) records the first as
 //! `not run (budget: ...)`, the second with its error, and writes a full report for the others,

@@ -1,10 +1,10 @@
-//! Issue 11, items 1-3: the three verdicts, replay judged against its trace, litmus evidence.
+//! Judging GPU runs: the three verdicts, replay judged against its trace, litmus evidence.
 
 use phasecheck_gpu::compare::{judge_replay, judge_stress, never_seen_reason, Verdict};
-use phasecheck_gpu::outcome::{allowed_outcomes, forced, Outcome};
 use phasecheck_gpu::report::{Case, Report};
 use phasecheck_model::spec::load as load_spec;
 use phasecheck_model::step::Model;
+use phasecheck_verifier::outcomes::{allowed_outcomes, forced, Outcome};
 use phasecheck_verifier::{check, CheckOptions};
 use std::path::PathBuf;
 
@@ -188,10 +188,10 @@ fn a_replay_block_is_judged_against_its_trace_then_from_where_it_left() {
 
 #[test]
 fn a_replayed_block_must_end_in_the_phases_its_trace_fixes() {
-    use phasecheck_gpu::outcome::{End, PROBE_NONE};
+    use phasecheck_verifier::outcomes::{End, PROBE_NONE};
     let m = model("specs/guide/double_buffer.phase");
     let set = allowed_outcomes(&m, 1_000_000);
-    let acts = phasecheck_gpu::schedule::one_execution_landings_first(&m).unwrap();
+    let acts = phasecheck_verifier::outcomes::one_execution_landings_first(&m).unwrap();
     let fc = forced(&m, &acts).unwrap();
     let end = fc.end.clone().expect("the trace runs to the end");
     assert_eq!(end.parity.len(), 4);

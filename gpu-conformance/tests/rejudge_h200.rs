@@ -1,4 +1,4 @@
-//! Issue 11, item 6: CI re-judges the committed H200 results under the current model. Every case
+//! CI re-judges the committed H200 results under the current model. Every case
 //! must keep its verdict: a case judged within (old `observed_within_model: true`) stays within,
 //! or becomes `unchecked` only if results/unchecked.txt lists it with its reason; nothing may
 //! become OUTSIDE, nothing judged may stop being judged unless the allowlist's `budget` lines say

@@ -1,9 +1,9 @@
 //! Runner pieces that need no GPU: the replay schedule, parsing a block's results, no-driver exit.
 
 use phasecheck_gpu::codegen::{generate, status, Backend, CAP, HEADER_WORDS, THREAD_WORDS};
-use phasecheck_gpu::schedule::{commit_mates, replay_schedule, schedule};
 use phasecheck_model::spec::load as load_spec;
 use phasecheck_model::step::{Action, Model};
+use phasecheck_verifier::outcomes::{commit_mates, replay_schedule, schedule};
 use phasecheck_verifier::{check, CheckOptions};
 use std::path::PathBuf;
 
@@ -57,15 +57,12 @@ fn schedule_gives_a_group_commit_turn_to_every_converged_lane() {
     )
     .unwrap();
     let model = Model::new(spec.proto.clone());
-    let mut s = model.init().next.unwrap();
+    let (mut r, _) = phasecheck_model::path::Replay::start(&model);
     let mut acts = Vec::new();
-    let mut en = Vec::new();
-    while !s.all_done() {
-        en.clear();
-        model.actions(&s, &mut en);
-        let a = en[0];
+    while !r.state().expect("the run has not ended").all_done() {
+        let a = r.enabled()[0];
+        r.take(a).expect("an enabled action replays");
         acts.push(a);
-        s = model.step(&s, a).next.unwrap();
     }
     let mates = commit_mates(&model, &acts);
     let groups: Vec<usize> = mates.iter().filter(|m| !m.is_empty()).map(|m| m.len()).collect();
@@ -127,7 +124,7 @@ fn block_records_parse_into_outcome_vectors() {
 fn completion_vars_are_read_back_from_the_block() {
     let spec = fixture("completion_rotate.phase");
     let k = generate(&spec.proto, &spec.source, Backend::Libcu, 0).unwrap();
-    let ncv = phasecheck_gpu::outcome::completion_vars(&spec.proto).len();
+    let ncv = phasecheck_verifier::outcomes::completion_vars(&spec.proto).len();
     assert!(ncv > 0);
     let nb = spec.proto.barriers.len();
     assert_eq!(k.block_words, k.threads * THREAD_WORDS + 2 * nb + 1 + 2 * ncv);
@@ -165,7 +162,7 @@ fn an_early_stopping_trace_forces_only_a_prefix() {
     // kinds/stale_wait: the trace stops with the observer blocked on an aliased parity; on the GPU
     // the workers' last round releases it, so "t2 finished" is what the trace forces, as a prefix.
     use phasecheck_gpu::compare::as_forced;
-    use phasecheck_gpu::outcome::forced;
+    use phasecheck_verifier::outcomes::forced;
     let spec = load_spec(
         &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../specs/kinds/stale_wait.phase"),
         &[],

@@ -13,10 +13,32 @@
 //! Measured (BENCHMARKS.md): reading `/proc/self/statm` costs about 3 us; the search reads it once
 //! every 256 expanded states, the watchdog 500 times a second.
 
-use crate::search::Bound;
 use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
+
+/// Why a search stopped before it had seen every reachable state: the bound it reached. The
+/// engine stops at it, the watchdog asks for it ([`requested`]), reports name it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Bound {
+    MaxStates,
+    MaxSeconds,
+    MaxMemory,
+    /// One step ran more local instructions than `phasecheck_model::step::STEP_BUDGET`.
+    StepBudget,
+}
+
+impl Bound {
+    pub fn describe(self) -> &'static str {
+        match self {
+            Bound::MaxStates => "--max-states",
+            Bound::MaxSeconds => "--max-seconds",
+            Bound::MaxMemory => "--max-memory",
+            Bound::StepBudget => "the step budget (16,777,216 local instructions in one step)",
+        }
+    }
+}
 
 /// Bytes of one page (the unit of `/proc/self/statm`).
 fn page_bytes() -> usize {
@@ -189,54 +211,6 @@ mod tests {
         assert_eq!(proc_kb_field(t, "VmHWM"), Some(1234 * 1024));
         assert_eq!(proc_kb_field(t, "VmRSS"), Some(99 * 1024));
         assert_eq!(proc_kb_field(t, "Vm"), None);
-    }
-
-    fn double_buffer() -> phasecheck_model::step::Model {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../specs/guide/double_buffer.phase");
-        phasecheck_model::step::Model::new(phasecheck_model::spec::load(&path, &[]).unwrap().proto)
-    }
-
-    #[test]
-    fn a_process_already_over_the_memory_bound_stops_at_the_first_state() {
-        let opts = crate::CheckOptions {
-            max_memory_bytes: 1,
-            ..Default::default()
-        };
-        let r = crate::check(&double_buffer(), &opts);
-        assert_eq!(
-            (r.verdict, r.bound, r.stats.states),
-            (crate::Verdict::Incomplete, Some(Bound::MaxMemory), 1)
-        );
-    }
-
-    #[test]
-    fn the_search_answers_a_stop_request_at_once() {
-        let opts = crate::CheckOptions {
-            stop: Some(|| Some(Bound::MaxSeconds)),
-            ..Default::default()
-        };
-        let r = crate::check(&double_buffer(), &opts);
-        assert_eq!((r.verdict, r.bound), (crate::Verdict::Incomplete, Some(Bound::MaxSeconds)));
-        assert_eq!(
-            r.stats.transitions,
-            crate::check(
-                &double_buffer(),
-                &crate::CheckOptions {
-                    max_states: Some(1),
-                    ..Default::default()
-                }
-            )
-            .stats
-            .transitions
-        );
-        let free = crate::check(
-            &double_buffer(),
-            &crate::CheckOptions {
-                stop: Some(|| None),
-                ..Default::default()
-            },
-        );
-        assert_eq!((free.verdict, free.bound), (crate::Verdict::Holds, None));
     }
 
     #[test]

@@ -136,7 +136,7 @@ fn bar_of(o: &Obs) -> Option<(u16, i64)> {
     match o {
         Obs::Arrived { bar, phase, .. } | Obs::Waited { bar, phase } | Obs::TryWait { bar, phase, .. } => Some((*bar, *phase)),
         Obs::PhaseCompleted { bar, phase, .. } => Some((*bar, *phase)),
-        // A cp.async copy (issue 13) has no barrier (`NO_BAR`).
+        // A cp.async copy (completing through `cp_async_arrive`, not a tx count) has no barrier (`NO_BAR`).
         Obs::CopyIssued { bar, .. } | Obs::Landed { bar, .. } | Obs::LandedPart { bar, .. } | Obs::CommitJoined { bar, .. }
             if *bar != phasecheck_model::state::NO_BAR =>
         {

@@ -8,11 +8,12 @@
 //! tests compare them all.
 
 use crate::engine::{self, Limits, Tally};
+use phasecheck_model::path::Replay;
 use phasecheck_model::step::{Action, Model};
 use phasecheck_model::ViolationKind;
 use std::time::Instant;
 
-pub use crate::engine::Stop as Bound;
+pub use crate::bounds::Bound;
 
 #[derive(Clone, Debug)]
 pub struct CheckOptions {
@@ -244,11 +245,14 @@ fn check_from_unguarded(model: &Model, prefix: &[Action], opts: &CheckOptions) -
     if opts.symmetry && internal.is_none() {
         for f in found.iter_mut() {
             match retell(model, f) {
-                Some(m) => f.message = m,
-                None => {
+                Ok(m) => f.message = m,
+                Err(why) => {
                     internal = Some(Internal {
                         rule: "R-SYMMETRY".to_string(),
-                        message: format!("the {} trace found on canonical states does not reproduce concretely", f.kind),
+                        message: format!(
+                            "the {} trace found on canonical states does not reproduce concretely: {why}",
+                            f.kind
+                        ),
                         actions: f.actions.clone(),
                     });
                     break;
@@ -260,33 +264,29 @@ fn check_from_unguarded(model: &Model, prefix: &[Action], opts: &CheckOptions) -
 }
 
 /// The message of `f`'s kind as the concrete trace tells it: raised by its last step, or by the
-/// state it reaches.
-fn retell(model: &Model, f: &Found) -> Option<String> {
-    let init = model.init();
-    let mut s = init.next;
+/// state it reaches. Err says why the trace does not show it: a step it cannot take, or no
+/// violation of its kind where it ends.
+fn retell(model: &Model, f: &Found) -> Result<String, String> {
+    let (mut r, init) = Replay::start(model);
     let mut last = init.violations;
     for &a in &f.actions {
-        let cur = s.take()?;
-        let mut en = Vec::new();
-        model.actions(&cur, &mut en);
-        if !en.contains(&a) {
-            return None;
-        }
-        let out = model.step(&cur, a);
-        last = out.violations;
-        s = out.next;
+        let step = r.take(a).map_err(|e| {
+            let why = crate::trace::why_not(model, e.refusal, e.step, r.state(), a);
+            format!("step {} cannot be taken: {why}", e.step + 1)
+        })?;
+        last = step.outcome.violations;
     }
     if let Some(v) = last.into_iter().find(|v| v.kind == f.kind) {
-        return Some(v.message);
+        return Ok(v.message);
     }
-    let s = s?;
-    let mut en = Vec::new();
-    model.actions(&s, &mut en);
+    let nowhere = || format!("neither its last step nor the state it reaches raises {}", f.kind);
+    let s = r.state().ok_or_else(nowhere)?;
     model
-        .state_violations(&s, &en)
+        .state_violations(s, r.enabled())
         .into_iter()
         .find(|v| v.kind == f.kind)
         .map(|v| v.message)
+        .ok_or_else(nowhere)
 }
 
 /// A deadlock's cause, told from its trace (crate::explain).
@@ -328,5 +328,58 @@ fn finish(
         bound,
         stats,
         internal,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn double_buffer() -> phasecheck_model::step::Model {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../specs/guide/double_buffer.phase");
+        phasecheck_model::step::Model::new(phasecheck_model::spec::load(&path, &[]).unwrap().proto)
+    }
+
+    #[test]
+    fn a_process_already_over_the_memory_bound_stops_at_the_first_state() {
+        let opts = CheckOptions {
+            max_memory_bytes: 1,
+            ..Default::default()
+        };
+        let r = check(&double_buffer(), &opts);
+        assert_eq!(
+            (r.verdict, r.bound, r.stats.states),
+            (Verdict::Incomplete, Some(Bound::MaxMemory), 1)
+        );
+    }
+
+    #[test]
+    fn the_search_answers_a_stop_request_at_once() {
+        let opts = CheckOptions {
+            stop: Some(|| Some(Bound::MaxSeconds)),
+            ..Default::default()
+        };
+        let r = check(&double_buffer(), &opts);
+        assert_eq!((r.verdict, r.bound), (Verdict::Incomplete, Some(Bound::MaxSeconds)));
+        assert_eq!(
+            r.stats.transitions,
+            check(
+                &double_buffer(),
+                &CheckOptions {
+                    max_states: Some(1),
+                    ..Default::default()
+                }
+            )
+            .stats
+            .transitions
+        );
+        let free = check(
+            &double_buffer(),
+            &CheckOptions {
+                stop: Some(|| None),
+                ..Default::default()
+            },
+        );
+        assert_eq!((free.verdict, free.bound), (Verdict::Holds, None));
     }
 }

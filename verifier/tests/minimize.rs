@@ -3,6 +3,7 @@
 
 use phasecheck_model::lang;
 use phasecheck_model::lower::lower;
+use phasecheck_model::path::Replay;
 use phasecheck_model::step::{Action, Model};
 use phasecheck_model::ViolationKind;
 use phasecheck_verifier::minimize::{context_switches, first_reach, minimize};
@@ -79,25 +80,22 @@ fn model(i: usize) -> Model {
 
 /// Follow `choices` through the enabled actions until a violation; return its kind and the path.
 fn walk(m: &Model, choices: &[u16]) -> Option<(ViolationKind, Vec<Action>)> {
-    let mut s = m.init().next?;
+    let (mut r, _) = Replay::start(m);
     let mut path = Vec::new();
-    let mut en = Vec::new();
     for &c in choices {
-        en.clear();
-        m.actions(&s, &mut en);
-        if let Some(v) = m.state_violations(&s, &en).first() {
+        let s = r.state()?;
+        if let Some(v) = m.state_violations(s, r.enabled()).first() {
             return Some((v.kind, path));
         }
-        if en.is_empty() {
+        if r.enabled().is_empty() {
             return None;
         }
-        let a = en[c as usize % en.len()];
+        let a = r.enabled()[c as usize % r.enabled().len()];
         path.push(a);
-        let o = m.step(&s, a);
-        if let Some(v) = o.violations.first() {
+        let step = r.take(a).expect("an enabled action replays");
+        if let Some(v) = step.outcome.violations.first() {
             return Some((v.kind, path));
         }
-        s = o.next?;
     }
     None
 }

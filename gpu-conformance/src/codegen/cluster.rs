@@ -14,7 +14,7 @@
 
 use super::expr::line_of;
 use super::{Gen, NotExpressible};
-use crate::outcome::Recorded;
+use phasecheck_verifier::outcomes::Recorded;
 use phasecheck_model::ir::*;
 use std::collections::HashSet;
 

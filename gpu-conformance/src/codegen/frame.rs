@@ -408,7 +408,7 @@ impl Gen<'_> {
     pub(super) fn end_probes(&mut self) {
         let p = self.p;
         let probed = (0..p.barrier_groups.len()).any(|gi| self.backend == Backend::Ptx || self.group_completion[gi].is_none());
-        let cvars = crate::outcome::completion_vars(p);
+        let cvars = phasecheck_verifier::outcomes::completion_vars(p);
         if !probed && cvars.is_empty() {
             return;
         }

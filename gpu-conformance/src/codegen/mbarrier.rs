@@ -6,7 +6,7 @@
 
 use super::expr::ident;
 use super::{Backend, Gen, NotExpressible};
-use crate::outcome::Recorded;
+use phasecheck_verifier::outcomes::Recorded;
 use phasecheck_model::ir::*;
 use std::collections::HashSet;
 

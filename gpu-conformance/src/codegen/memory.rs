@@ -3,7 +3,7 @@
 //! helpers are the prelude's `memory.cuh`.
 
 use super::Gen;
-use crate::outcome::Recorded;
+use phasecheck_verifier::outcomes::Recorded;
 use phasecheck_model::ir::*;
 
 /// 32-bit words of a buffer, rounded up to 16 bytes (bulk copies move multiples of 16 bytes).

@@ -49,7 +49,7 @@ pub use results::{block_words_of, status, BlockRecord, ThreadRecord, CAP, HEADER
 pub use uniform::{has_uniform, thread_lanes};
 pub use warp::{has_commit, PATH_CAP};
 
-use crate::outcome::Recorded;
+use phasecheck_verifier::outcomes::Recorded;
 use expr::{ident, line_of};
 use memory::words_of;
 use phasecheck_model::ir::*;
@@ -402,7 +402,7 @@ impl<'a> Gen<'a> {
                         i += 2;
                         continue;
                     }
-                    let rec = if in_completion { None } else { crate::outcome::recorded(code, ins) };
+                    let rec = if in_completion { None } else { phasecheck_verifier::outcomes::recorded(code, ins) };
                     self.pc = i;
                     self.op(code, op, *result, &token_slots, rec)?;
                 }

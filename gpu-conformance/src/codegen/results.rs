@@ -65,7 +65,7 @@ pub(super) struct Layout {
 
 impl Layout {
     pub(super) fn of(p: &Protocol) -> Layout {
-        let ncv = crate::outcome::completion_vars(p).len();
+        let ncv = phasecheck_verifier::outcomes::completion_vars(p).len();
         Layout {
             threads: p.threads.len(),
             barriers: p.barriers.len(),

@@ -30,7 +30,7 @@
 //! `commit` is not expressible.
 
 use super::{Backend, Gen, NotExpressible};
-use crate::outcome::Recorded;
+use phasecheck_verifier::outcomes::Recorded;
 use phasecheck_model::ir::*;
 use std::collections::HashSet;
 

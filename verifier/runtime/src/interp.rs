@@ -1,7 +1,7 @@
 //! Runs a lowered protocol ([`Protocol`]) on threads over the reference [`Barrier`]: one thread
 //! per protocol thread, async copies as helper threads that land later, `syncthreads`/`syncwarp`
 //! as execution barriers. It records an [`Outcome`] in the GPU report's format, so that one run
-//! can be checked against the set the model allows (`phasecheck_gpu::outcome::allowed_outcomes`).
+//! can be checked against the set the model allows (`phasecheck_verifier::outcomes::allowed_outcomes`).
 //!
 //! Three ways to schedule ([`Schedule`]):
 //! * `Free`: OS threads with random pauses and copy delays (`phasecheck run --cpu`); every
@@ -18,11 +18,11 @@
 
 use crate::barrier::{Barrier, Bound, Fault, Ub, WaitError};
 use crate::sync::{lock, spin_hint, thread, Arc, Condvar, Mutex, Slot};
-use phasecheck_gpu::outcome::{recorded, Outcome, Recorded, ThreadOutcome};
 use phasecheck_model::ir::{Code, IExpr, IOp, InstrKind, Protocol, Ref, ThreadInfo, WaitTarget, MAX_COUNT};
 use phasecheck_model::lower::{apply_binary, apply_unary};
 use phasecheck_model::step::Action;
 use phasecheck_model::ViolationKind;
+use phasecheck_verifier::outcomes::{recorded, Outcome, Recorded, ThreadOutcome};
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::time::{Duration, Instant};
 
@@ -120,7 +120,7 @@ pub fn supported(proto: &Protocol, directed: bool) -> Result<(), Unsupported> {
                 InstrKind::SyncWarpMask { .. } | InstrKind::Elect { .. } => {
                     return Err(Unsupported("syncwarp(mask) and elect() are not in the reference runtime".into()))
                 }
-                // Issue 13.
+                // Named barriers (`bar_sync` / `bar_arrive`).
                 InstrKind::NamedBar { .. } => return Err(Unsupported("named barriers are not in the reference runtime".into())),
                 InstrKind::ClusterArrive { .. }
                 | InstrKind::ClusterWait { .. }
@@ -988,7 +988,7 @@ impl World {
                 Ok(None)
             }
             IOp::Commit { .. } => unreachable!("rejected by `supported`"),
-            // The async proxy (issue 13): asynchronous reads of shared memory and proxy fences
+            // The async proxy (TMA stores, wgmma): asynchronous reads of shared memory and proxy fences
             // change nothing the runtime observes (it judges no races); a negative group count is
             // the model's assertion.
             IOp::WaitGroup { n, .. } | IOp::WgmmaWait { n } => {

@@ -3,13 +3,13 @@
 //! its law; 256 cases each (`PROPTEST_CASES` overrides).
 #![cfg(not(loom))]
 
-use phasecheck_gpu::outcome::{allowed_outcomes_capped, forced};
 use phasecheck_model::lang::{parse, pretty, same_program};
 use phasecheck_model::lower::lower;
 use phasecheck_model::step::Model;
 use phasecheck_model::strategies::{protocol, GenConfig};
 use phasecheck_model::ViolationKind as K;
 use phasecheck_runtime::{run, Options, Schedule};
+use phasecheck_verifier::outcomes::{allowed_outcomes_capped, forced};
 use phasecheck_verifier::tracefile::{self, TraceFile};
 use phasecheck_verifier::{check, CheckOptions};
 use proptest::prelude::*;
@@ -23,7 +23,7 @@ const FMT_LIMIT: usize = 5_000;
 /// test threads on a CI machine must stay well inside its memory.
 const FUTURES: usize = 500_000;
 
-fn allowed_outcomes(m: &Model, limit: usize) -> phasecheck_gpu::outcome::AllowedSet {
+fn allowed_outcomes(m: &Model, limit: usize) -> phasecheck_verifier::outcomes::AllowedSet {
     allowed_outcomes_capped(m, limit, FUTURES)
 }
 

@@ -12,7 +12,7 @@
 //!   loom panics on an unordered access, so a barrier that fails to publish is caught).
 //!
 //! And over all executions, the set of outcomes loom reaches must EQUAL the set the model allows
-//! for the same spec (`phasecheck_gpu::outcome::allowed_outcomes`): every outcome loom finds is
+//! for the same spec (`phasecheck_verifier::outcomes::allowed_outcomes`): every outcome loom finds is
 //! allowed, and every allowed outcome is reached.
 //!
 //! Run with `RUSTFLAGS="--cfg loom" cargo test --release --workspace loom`. Preemption bounds (2,
@@ -21,10 +21,10 @@
 //! loom reaches every allowed outcome, so a bound too small fails the equality instead of hiding.
 #![cfg(loom)]
 
-use phasecheck_gpu::outcome::{allowed_outcomes, Outcome};
 use phasecheck_model::ir::Protocol;
 use phasecheck_model::step::Model;
 use phasecheck_runtime::{run, Fault, Options};
+use phasecheck_verifier::outcomes::{allowed_outcomes, Outcome};
 use std::collections::BTreeSet;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;

@@ -12,33 +12,14 @@
 //! applied.
 
 use super::store::{vec_growth, Interner, StateSet};
+use phasecheck_model::path::Replay;
 use phasecheck_model::step::{InternalError, Outcome, Violation};
 use phasecheck_model::ts::Packed;
 use phasecheck_model::ViolationKind;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-/// Why a search stopped before it had seen every reachable state.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Stop {
-    MaxStates,
-    MaxSeconds,
-    MaxMemory,
-    /// One step ran more local instructions than `phasecheck_model::step::STEP_BUDGET`.
-    StepBudget,
-}
-
-impl Stop {
-    pub fn describe(self) -> &'static str {
-        match self {
-            Stop::MaxStates => "--max-states",
-            Stop::MaxSeconds => "--max-seconds",
-            Stop::MaxMemory => "--max-memory",
-            Stop::StepBudget => "the step budget (16,777,216 local instructions in one step)",
-        }
-    }
-}
+pub use crate::bounds::Bound as Stop;
 
 /// States past a violation that may always be expanded: enough for every kind of the library's
 /// protocols to be found (tests/reductions.rs), a few milliseconds of search.
@@ -363,20 +344,19 @@ pub fn explore<M: Packed>(model: &M, prefix: &[M::Action], limits: &Limits<M>) -
     if init.cut {
         return finish(model, out, found, Some(Stop::StepBudget), tally, start);
     }
-    let Some(mut s0) = init.next else {
+    let Some(s0) = init.next else {
         return finish(model, out, found, None, tally, start);
     };
-    let mut en = Vec::new();
+    let mut r = Replay::from_state(model, Some(s0));
     for (k, &a) in prefix.iter().enumerate() {
-        en.clear();
-        model.actions(&s0, &mut en);
-        record(&mut found, model.state_violations(&s0, &en), &|| {
+        let s = r.state().expect("the prefix has not ended the execution");
+        record(&mut found, model.state_violations(s, r.enabled()), &|| {
             Place::Prefix(prefix[..k].to_vec())
         });
-        if !en.contains(&a) {
+        let Ok(step) = r.take(a) else {
             return finish(model, out, found, None, tally, start);
-        }
-        let o = model.step(&s0, a);
+        };
+        let o = step.outcome;
         tally.transitions += 1;
         if let Some(e) = o.internal {
             out.internal = Some((e, prefix[..=k].to_vec()));
@@ -386,13 +366,12 @@ pub fn explore<M: Packed>(model: &M, prefix: &[M::Action], limits: &Limits<M>) -
         if o.cut {
             return finish(model, out, found, Some(Stop::StepBudget), tally, start);
         }
-        match o.next {
-            Some(n) => s0 = n,
-            None => return finish(model, out, found, None, tally, start),
+        if o.next.is_none() {
+            return finish(model, out, found, None, tally, start);
         }
     }
 
-    let mut root = s0;
+    let mut root = r.into_state().expect("the prefix has not ended the execution");
     let mut root_perm = Vec::new();
     model.canonicalize(&mut root, limits.symmetry, &mut root_perm);
     let width = model.components();
@@ -674,11 +653,20 @@ fn concrete_path<M: Packed>(
     let mut path: Vec<M::Action> = prefix.to_vec();
     let mut from = 0u32;
     let mut perm = Vec::new();
-    for &j in &chain {
+    for (k, &j) in chain.iter().enumerate() {
         let a = actions[j as usize - 1];
         path.push(model.rename(a, &sigma));
-        let s = store.unpack(model, from);
-        if let Some(mut n) = model.step(&s, a).next {
+        // The stored step, replayed from its stored state: a step the state does not enable would
+        // mean the store lost what the search saw (a bug, caught as an internal error).
+        let mut r = Replay::from_state(model, Some(store.unpack(model, from)));
+        let step = r.take(a).unwrap_or_else(|e| {
+            panic!(
+                "the stored path does not replay: its step {} ({a:?}) is refused ({:?})",
+                k + 1,
+                e.refusal
+            )
+        });
+        if let Some(mut n) = step.outcome.next {
             model.canonicalize(&mut n, symmetry, &mut perm);
             sigma = perm.iter().map(|&p| sigma.get(p as usize).copied().unwrap_or(p)).collect();
         }

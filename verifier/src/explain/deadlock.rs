@@ -92,7 +92,7 @@ pub fn explain(model: &Model, r: &Replayed) -> Option<String> {
             Status::Done => {}
             Status::AtSyncWarp => parts.push(format!("{me} waits at syncwarp for lanes that never arrive")),
             Status::AtSyncThreads => parts.push(format!("{me} waits at syncthreads for threads that never arrive")),
-            // Issue 13: named barriers.
+            // Named barriers (`bar_sync` / `bar_arrive`).
             Status::AtNamedBar => parts.push(format!(
                 "{me} waits at bar_sync/bar_arrive for lanes of its warp that never reach it (the warp arrives as one)"
             )),

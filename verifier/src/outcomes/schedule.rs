@@ -7,18 +7,20 @@
 //! lanes (the mates observe `CommitJoined`): every lane of the group gets that step's turn
 //! ([`commit_mates`], [`schedule`]), and the kernel lets the group commit on it once.
 
+use phasecheck_model::path::Replay;
 use phasecheck_model::step::{Action, Model, Obs};
 
 /// The lanes that took part in each step of a trace without an action of their own: for a
 /// warp-batched `commit`, the converged mates of the acting lane (`Obs::CommitJoined`), found by
 /// replaying the trace through the model. One entry per action; empty past where the model stops
-/// (a trace ending in undefined behaviour) and for every other kind of step.
+/// (a trace ending in undefined behaviour), past a step the trace cannot take, and for every
+/// other kind of step.
 pub fn commit_mates(model: &Model, actions: &[Action]) -> Vec<Vec<u16>> {
     let mut out = vec![Vec::new(); actions.len()];
-    let Some(mut s) = model.init().next else { return out };
+    let (mut r, _) = Replay::start(model);
     for (k, &a) in actions.iter().enumerate() {
-        let o = model.step(&s, a);
-        if let Some(ev) = &o.event {
+        let Ok(step) = r.take(a) else { break };
+        if let Some(ev) = &step.outcome.event {
             out[k] = ev
                 .obs
                 .iter()
@@ -27,10 +29,6 @@ pub fn commit_mates(model: &Model, actions: &[Action]) -> Vec<Vec<u16>> {
                     _ => None,
                 })
                 .collect();
-        }
-        match o.next {
-            Some(n) => s = n,
-            None => break,
         }
     }
     out
@@ -75,18 +73,7 @@ pub fn replay_schedule(model: &Model, actions: &[Action]) -> Vec<i32> {
 
 /// One complete execution of the model (first enabled action each time), for holding specs.
 pub fn one_execution(model: &Model) -> Option<Vec<Action>> {
-    let mut s = model.init().next?;
-    let mut acts = Vec::new();
-    let mut buf = Vec::new();
-    for _ in 0..100_000 {
-        buf.clear();
-        model.actions(&s, &mut buf);
-        let Some(a) = buf.first().copied() else { break };
-        let o = model.step(&s, a);
-        acts.push(a);
-        s = o.next?;
-    }
-    s.all_done().then_some(acts)
+    complete_run(model, |enabled| enabled.first().copied())
 }
 
 /// One complete execution in which every copy lands as soon as it can (a whole landing before a
@@ -95,22 +82,28 @@ pub fn one_execution(model: &Model) -> Option<Vec<Action>> {
 /// lands late (as [`one_execution`] does) makes `try_wait`s that race with the landing go the
 /// other way and the block leave the trace.
 pub fn one_execution_landings_first(model: &Model) -> Option<Vec<Action>> {
-    let mut s = model.init().next?;
-    let mut acts = Vec::new();
-    let mut buf = Vec::new();
-    for _ in 0..100_000 {
-        buf.clear();
-        model.actions(&s, &mut buf);
-        let pick = buf
+    complete_run(model, |enabled| {
+        enabled
             .iter()
             .find(|a| matches!(a, Action::Land(_)))
-            .or_else(|| buf.iter().find(|a| matches!(a, Action::LandPart(_))))
-            .or(buf.first())
-            .copied();
-        let Some(a) = pick else { break };
-        let o = model.step(&s, a);
+            .or_else(|| enabled.iter().find(|a| matches!(a, Action::LandPart(_))))
+            .or(enabled.first())
+            .copied()
+    })
+}
+
+/// The execution that takes `pick`'s choice among the enabled actions each time (at most 100,000
+/// steps), if it ends with every thread done; `None` when it reaches undefined behaviour or
+/// stops with a thread unfinished.
+fn complete_run(model: &Model, pick: impl Fn(&[Action]) -> Option<Action>) -> Option<Vec<Action>> {
+    let (mut r, _) = Replay::start(model);
+    r.state()?;
+    let mut acts = Vec::new();
+    for _ in 0..100_000 {
+        let Some(a) = pick(r.enabled()) else { break };
+        let step = r.take(a).expect("an enabled action replays");
         acts.push(a);
-        s = o.next?;
+        step.outcome.next.as_ref()?;
     }
-    s.all_done().then_some(acts)
+    r.state()?.all_done().then_some(acts)
 }

@@ -14,6 +14,7 @@
 //! The cost is (steps, context switches), compared lexicographically, so the result is never
 //! longer than the input.
 
+use phasecheck_model::path::Replay;
 use phasecheck_model::state::State;
 use phasecheck_model::step::{Action, Model};
 use phasecheck_model::ViolationKind;
@@ -73,12 +74,14 @@ impl CopyIds {
     }
 }
 
-/// Replay `actions` and name every landing by its copy's identity.
+/// Replay `actions` and name every landing by its copy's identity. `None` if an action does not
+/// replay.
 pub fn to_moves(model: &Model, actions: &[Action]) -> Option<Vec<Move>> {
-    let mut s = model.init().next?;
+    let (mut r, _) = Replay::start(model);
+    r.state()?;
     let mut ids = CopyIds::new(model.proto.threads.len());
     let mut out = Vec::new();
-    for (k, &a) in actions.iter().enumerate() {
+    for &a in actions {
         out.push(match a {
             Action::Thread(t) => Move::Thread(t),
             Action::Land(i) => {
@@ -90,42 +93,27 @@ pub fn to_moves(model: &Model, actions: &[Action]) -> Option<Vec<Move>> {
                 Move::LandPart { issuer, nth }
             }
         });
-        let o = model.step(&s, a);
-        ids.step(a, &s, o.next.as_ref());
-        match o.next {
-            Some(n) => s = n,
-            None if k + 1 == actions.len() => break,
-            None => return None,
-        }
+        let step = r.take(a).ok()?;
+        ids.step(a, &step.before, step.outcome.next.as_ref());
     }
     Some(out)
 }
 
 /// Turn moves back into actions, checking each is enabled. `None` if one is not.
 pub fn to_actions(model: &Model, moves: &[Move]) -> Option<Vec<Action>> {
-    let mut s = model.init().next?;
+    let (mut r, _) = Replay::start(model);
+    r.state()?;
     let mut ids = CopyIds::new(model.proto.threads.len());
     let mut out = Vec::new();
-    let mut en = Vec::new();
-    for (k, &m) in moves.iter().enumerate() {
+    for &m in moves {
         let a = match m {
             Move::Thread(t) => Action::Thread(t),
             Move::Land { issuer, nth } => Action::Land(ids.ids.iter().position(|&x| x == (issuer, nth))? as u16),
             Move::LandPart { issuer, nth } => Action::LandPart(ids.ids.iter().position(|&x| x == (issuer, nth))? as u16),
         };
-        en.clear();
-        model.actions(&s, &mut en);
-        if !en.contains(&a) {
-            return None;
-        }
+        let step = r.take(a).ok()?;
         out.push(a);
-        let o = model.step(&s, a);
-        ids.step(a, &s, o.next.as_ref());
-        match o.next {
-            Some(n) => s = n,
-            None if k + 1 == moves.len() => break,
-            None => return None,
-        }
+        ids.step(a, &step.before, step.outcome.next.as_ref());
     }
     Some(out)
 }
@@ -145,32 +133,25 @@ fn switches(m: &[Move], n: usize) -> usize {
 /// The shortest prefix of `actions` that reaches `kind` (at its last step or in its final state),
 /// in one pass. `None` when no prefix does or an action is not enabled.
 pub fn first_reach(model: &Model, actions: &[Action], kind: ViolationKind) -> Option<usize> {
-    let init = model.init();
+    let (mut r, init) = Replay::start(model);
     if init.violations.iter().any(|v| v.kind == kind) {
         return Some(0);
     }
-    let mut s = init.next?;
-    let mut en = Vec::new();
-    let state_has = |s: &State, en: &mut Vec<Action>| {
-        en.clear();
-        model.actions(s, en);
-        model.state_violations(s, en).iter().any(|v| v.kind == kind)
+    let state_has = |r: &Replay<Model>| {
+        r.state()
+            .is_some_and(|s| model.state_violations(s, r.enabled()).iter().any(|v| v.kind == kind))
     };
-    if state_has(&s, &mut en) {
+    r.state()?;
+    if state_has(&r) {
         return Some(0);
     }
     for (k, &a) in actions.iter().enumerate() {
-        en.clear();
-        model.actions(&s, &mut en);
-        if !en.contains(&a) {
-            return None;
-        }
-        let o = model.step(&s, a);
-        if o.violations.iter().any(|v| v.kind == kind) {
+        let step = r.take(a).ok()?;
+        if step.outcome.violations.iter().any(|v| v.kind == kind) {
             return Some(k + 1);
         }
-        s = o.next?;
-        if state_has(&s, &mut en) {
+        r.state()?;
+        if state_has(&r) {
             return Some(k + 1);
         }
     }

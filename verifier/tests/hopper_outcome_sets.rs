@@ -2,9 +2,9 @@
 //! like any other (no panic, complete), and a holding protocol's reads all see what they expect;
 //! a uniform warp arriving past the pending count may fault (the H200 batches its arrivals).
 
-use phasecheck_gpu::outcome::allowed_outcomes;
 use phasecheck_model::spec::load as load_spec;
 use phasecheck_model::step::Model;
+use phasecheck_verifier::outcomes::allowed_outcomes;
 use std::path::PathBuf;
 
 fn model(rel: &str) -> Model {

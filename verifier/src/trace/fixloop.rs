@@ -9,8 +9,10 @@
 //! faulty step impossible (a wait that now blocks) is told apart from one that merely shifts the
 //! violation by a step.
 
+use super::why_not;
 use crate::search::{check_from, CheckOptions, Verdict};
 use crate::tracefile::TraceFile;
+use phasecheck_model::path::Replay;
 use phasecheck_model::state::State;
 use phasecheck_model::step::{Action, Model};
 use phasecheck_model::ViolationKind;
@@ -97,47 +99,33 @@ fn map_action(model: &Model, t: &TraceFile, i: usize, s: &State) -> Result<Actio
 /// gone. `opts` bounds the exploration of continuations.
 pub fn replay_edited(model: &Model, t: &TraceFile, opts: &CheckOptions) -> FixReport {
     let kind = t.violation.kind;
-    let init = model.init();
+    let (mut r, _) = Replay::start(model);
     let mut actions = Vec::new();
     let mut stopped = None;
-    let mut en = Vec::new();
-    if let Some(mut s) = init.next {
-        for i in 0..t.steps.len() {
-            en.clear();
-            model.actions(&s, &mut en);
-            let a = match map_action(model, t, i, &s) {
-                Ok(a) if en.contains(&a) => a,
-                Ok(Action::Thread(k)) => {
-                    let why = match s.threads[k as usize].status {
-                        phasecheck_model::state::Status::Done => "has finished".to_string(),
-                        _ => "is blocked".to_string(),
-                    };
-                    stopped = Some((i + 1, format!("{} {why}", model.proto.thread_label(k as usize))));
-                    break;
-                }
-                Ok(_) => {
-                    stopped = Some((i + 1, "the copy cannot land here".to_string()));
-                    break;
-                }
-                Err(why) => {
-                    stopped = Some((i + 1, why));
-                    break;
-                }
-            };
-            let out = model.step(&s, a);
-            actions.push(a);
-            match out.next {
-                Some(n) => s = n,
-                None => {
-                    if i + 1 < t.steps.len() {
-                        stopped = Some((i + 2, format!("the execution ended at step {}", i + 1)));
-                    }
-                    break;
-                }
-            }
-        }
-    } else {
+    if r.state().is_none() {
         stopped = Some((1, "the initial state already ends the execution".to_string()));
+    }
+    for i in 0..t.steps.len() {
+        // The recorded actor is mapped from the state the edited spec is in now (a copy's index
+        // depends on the copies in flight), then taken if the state enables it.
+        let Some(s) = r.state() else {
+            if i > 0 {
+                stopped = Some((i + 1, format!("the execution ended at step {i}")));
+            }
+            break;
+        };
+        let a = match map_action(model, t, i, s) {
+            Ok(a) => a,
+            Err(why) => {
+                stopped = Some((i + 1, why));
+                break;
+            }
+        };
+        if let Err(e) = r.take(a) {
+            stopped = Some((i + 1, why_not(model, e.refusal, e.step, r.state(), a)));
+            break;
+        }
+        actions.push(a);
     }
     let applied = Applied {
         steps: actions.len(),

@@ -5,7 +5,8 @@
 //! so a trace can never disagree with the semantics that found it.
 
 use phasecheck_model::lang::ast::Span;
-use phasecheck_model::state::{Life, State};
+use phasecheck_model::path::{Refusal, Replay};
+use phasecheck_model::state::{Life, State, Status};
 use phasecheck_model::step::{Action, Model, Obs, Violation};
 
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize, PartialEq, Eq)]
@@ -82,32 +83,54 @@ pub fn thread_ref(model: &Model, t: usize) -> ThreadRef {
     }
 }
 
+/// Why `a` cannot be taken as step `step + 1` (0-based `step`) in `s` (`None`: the execution
+/// had ended), in words that name the thread or copy: which thread is blocked (and where) or has
+/// finished, which copy cannot land, or that there is no such thread or copy.
+pub fn why_not(model: &Model, refusal: Refusal, step: usize, s: Option<&State>, a: Action) -> String {
+    let p = &model.proto;
+    let Some(s) = s.filter(|_| refusal == Refusal::NotEnabled) else {
+        return if step == 0 {
+            "the initial state already ends the execution".to_string()
+        } else {
+            format!("the execution already ended at step {step}")
+        };
+    };
+    match a {
+        Action::Thread(t) if (t as usize) < p.threads.len() => {
+            let label = p.thread_label(t as usize);
+            match s.threads[t as usize].status {
+                Status::Done => format!("{label} has finished"),
+                Status::Running => format!("{label} is blocked"),
+                Status::AtSyncWarp => format!("{label} is blocked at syncwarp"),
+                Status::AtSyncThreads => format!("{label} is blocked at syncthreads"),
+                Status::AtNamedBar | Status::AtNamedWait => format!("{label} is blocked at a named barrier"),
+                Status::AtClusterWait => format!("{label} is blocked at cluster_wait"),
+            }
+        }
+        Action::Thread(t) => format!("there is no thread {t} (the protocol has {})", p.threads.len()),
+        Action::Land(i) | Action::LandPart(i) => match s.copies.get(i as usize) {
+            None => format!("there is no async copy #{i} in flight ({} are)", s.copies.len()),
+            Some(c) => format!(
+                "async copy #{i} into {} cannot {} here",
+                p.buffers[c.buf as usize].name,
+                if matches!(a, Action::Land(_)) { "land" } else { "land in part" }
+            ),
+        },
+    }
+}
+
 /// Replay `actions` from the initial state. Fails at the first action that is not enabled.
 pub fn replay(model: &Model, actions: &[Action]) -> Result<Replayed, ReplayError> {
     let p = &model.proto;
-    let init = model.init();
-    let mut state = init.next;
+    let (mut r, init) = Replay::start(model);
     let mut steps = Vec::new();
-    let mut enabled = Vec::new();
-    for (k, &a) in actions.iter().enumerate() {
-        let Some(s) = state.as_ref() else {
-            return Err(ReplayError {
-                step: k,
-                reason: "the execution already ended at the previous step".into(),
-            });
-        };
-        enabled.clear();
-        model.actions(s, &mut enabled);
-        if !enabled.contains(&a) {
-            let reason = match a {
-                Action::Thread(t) if (t as usize) < p.threads.len() => {
-                    format!("{} cannot step here (blocked or finished)", p.thread_label(t as usize))
-                }
-                Action::Thread(t) => format!("there is no thread {t}"),
-                Action::Land(i) | Action::LandPart(i) => format!("async copy #{i} cannot land here"),
-            };
-            return Err(ReplayError { step: k, reason });
-        }
+    for &a in actions {
+        let stepped = r.take(a).map_err(|e| ReplayError {
+            step: e.step,
+            reason: why_not(model, e.refusal, e.step, r.state(), a),
+        })?;
+        let s = &stepped.before;
+        let out = stepped.outcome;
         let copy = match a {
             Action::Land(i) | Action::LandPart(i) => {
                 let c = s.copies[i as usize];
@@ -124,7 +147,6 @@ pub fn replay(model: &Model, actions: &[Action]) -> Result<Replayed, ReplayError
             }
             Action::Thread(_) => None,
         };
-        let out = model.step(s, a);
         let ev = out.event.expect("steps carry events");
         let changes = match &out.next {
             Some(n) => barrier_changes(model, s, n),
@@ -143,11 +165,10 @@ pub fn replay(model: &Model, actions: &[Action]) -> Result<Replayed, ReplayError
             changes,
             violations: out.violations,
         });
-        state = out.next;
     }
     Ok(Replayed {
         steps,
-        last: state,
+        last: r.into_state(),
         init_violations: init.violations,
     })
 }
@@ -239,10 +260,42 @@ pub fn describe_obs(o: &Obs, n: &dyn Names) -> String {
             format!("cp.async.mbarrier.arrive raises the pending count of {}", n.barrier(*bar))
         }
         Obs::CpAsyncPending { bar, .. } => format!("the cp.async arrive-on on {} fires (pending count back down)", n.barrier(*bar)),
-        // The async proxy (issue 13).
+        // The async proxy: TMA stores and wgmma read shared memory asynchronously.
         Obs::AsyncReadIssued { buf, wgmma: false } => format!("TMA store starts reading {}", n.buffer(*buf)),
         Obs::AsyncReadIssued { buf, wgmma: true } => format!("wgmma starts reading {}", n.buffer(*buf)),
         Obs::AsyncReadDone { buf, wgmma: false } => format!("the TMA store's read of {} is done", n.buffer(*buf)),
         Obs::AsyncReadDone { buf, wgmma: true } => format!("the wgmma's read of {} is done", n.buffer(*buf)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use phasecheck_model::api::SpecBuilder;
+
+    /// One producer arrives on a count-1 barrier; one consumer waits for phase 0.
+    fn handoff() -> Model {
+        let spec = SpecBuilder::new("handoff")
+            .barrier("ready count 1")
+            .role("producer", 1, "arrive(ready)")
+            .role("consumer", 1, "wait_parity(ready, 0)")
+            .build()
+            .expect("spec lowers");
+        Model::new(spec.proto)
+    }
+
+    #[test]
+    fn a_step_that_does_not_replay_is_named_with_its_thread_and_why() {
+        let m = handoff();
+        let blocked = replay(&m, &[Action::Thread(1)]).unwrap_err();
+        assert_eq!((blocked.step, blocked.reason.as_str()), (0, "consumer#0 is blocked"));
+        let finished = replay(&m, &[Action::Thread(0), Action::Thread(0)]).unwrap_err();
+        assert_eq!((finished.step, finished.reason.as_str()), (1, "producer#0 has finished"));
+        let nobody = replay(&m, &[Action::Thread(7)]).unwrap_err();
+        assert_eq!(nobody.reason, "there is no thread 7 (the protocol has 2)");
+        let no_copy = replay(&m, &[Action::Land(0)]).unwrap_err();
+        assert_eq!(no_copy.reason, "there is no async copy #0 in flight (0 are)");
+        let ok = replay(&m, &[Action::Thread(0), Action::Thread(1)]).unwrap();
+        assert_eq!(ok.steps.len(), 2);
     }
 }

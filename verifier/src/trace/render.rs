@@ -99,7 +99,7 @@ fn obs_short(t: &TraceFile, o: &Obs) -> Option<String> {
         Obs::NamedArrived { id, arrived, count, .. } => format!("bar {id}: {arrived}/{count}"),
         Obs::NamedCompleted { id } => format!("bar {id} done"),
         Obs::CpAsyncPending { delta, .. } => format!("pending {delta:+}"),
-        // The async proxy (issue 13).
+        // The async proxy: TMA stores and wgmma read shared memory asynchronously.
         Obs::AsyncReadIssued { buf: d, .. } => format!("async read {}", buf(d)),
         Obs::AsyncReadDone { buf: d, .. } => format!("{} read done", buf(d)),
     })
