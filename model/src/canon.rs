@@ -16,10 +16,10 @@
 
 use crate::ir::{IOp, InstrKind};
 use crate::lang::ast::Span;
+use crate::rt::{Action, Model};
 use crate::state::{
     Access, AsyncRead, BarrierState, Cell, CopyInFlight, CopyKind, Life, NamedBarState, ProxyState, RangeRec, State, Status, ThreadState,
 };
-use crate::step::{Action, Model};
 
 /// The classes of interchangeable threads (each sorted, two or more members).
 pub fn symmetry_classes(model: &Model) -> Vec<Vec<usize>> {
@@ -727,7 +727,7 @@ impl Model {
                 w: it.next().expect("named barriers"),
                 at: 0,
             };
-            (0..crate::step::named_len(&self.proto))
+            (0..crate::rt::named_len(&self.proto))
                 .map(|_| {
                     let (count, arrived) = (r.i(), r.i());
                     let (clock, known) = if count != 0 || arrived != 0 {

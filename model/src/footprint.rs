@@ -31,8 +31,8 @@
 //! always expanded in full.
 
 use crate::ir::*;
+use crate::rt::{Action, Model};
 use crate::state::{Life, State, Status};
-use crate::step::{Action, Model};
 
 /// Shared objects a footprint can name: barriers, then buffers, then vars. A protocol with more
 /// is expanded in full.
@@ -523,7 +523,7 @@ impl Footprints {
                                         blocked
                                     } else {
                                         value(target.expr(), locals, unknown)
-                                            .is_some_and(|v| !crate::step::hardware_complete(s.barriers[b].phase, v))
+                                            .is_some_and(|v| !crate::rt::hardware_complete(s.barriers[b].phase, v))
                                     }
                                 }
                                 _ => false,
@@ -681,7 +681,7 @@ impl Footprints {
         if !self.applicable || enabled.len() < 2 {
             return false;
         }
-        if m.mutant == Some(crate::step::Mutant::PorIgnoresConflicts) {
+        if m.mutant == Some(crate::rt::Mutant::PorIgnoresConflicts) {
             if let Some(a) = enabled.iter().find(|a| matches!(a, Action::Thread(_))) {
                 out.push(*a);
                 return true;

@@ -1,10 +1,12 @@
 //! phasecheck's model: the `.phase` language (`lang`), its lowering to an executable program
-//! (`ir`, `lower`), and the mbarrier semantics of SEMANTICS.md as a state machine (`state`,
-//! `step`).
+//! (`program`), and the mbarrier semantics of SEMANTICS.md as a state machine (`rt`, one file
+//! per hardware object).
 //!
 //! A new statement of the language touches, in order: `lang::ast` (its node), `lang::parser`
-//! (its syntax), `lang::pretty` (printing it back), `lang::check` (names and arity), `lower` (its
-//! instruction), `step` (its semantics), and gpu-conformance's code generators.
+//! (its syntax), `lang::pretty` (printing it back), `lang::check` (names and arity),
+//! `program::lower` (its instruction), one `rt/<object>.rs` (its semantics: the object whose
+//! state it changes, called from the one dispatch in `rt/mod.rs`), and gpu-conformance's code
+//! generators.
 
 pub mod kind;
 pub mod lang;
@@ -15,13 +17,18 @@ pub mod lower;
 pub mod selfcheck;
 pub mod spec;
 pub mod state;
-pub mod step;
 pub mod uniform;
 
 pub mod api;
 pub mod canon;
 pub mod footprint;
-pub mod path;
+pub mod rt;
 #[cfg(feature = "proptest")]
 pub mod strategies;
 pub mod ts;
+
+// ---- Temporary: the module paths before the reorganisation -----------------------------------
+// The other crates of the workspace still import these; once their imports are rewritten to the
+// new paths, this block goes.
+pub use rt as step;
+pub use rt::path;

@@ -8,7 +8,7 @@
 //! change: a remote operation is the same operation run with its references redirected to the
 //! target CTA's copies (`Exec::remote`, read by `group_index`).
 
-use super::issue13::idle_named;
+use super::named::idle_named;
 use super::*;
 
 impl Model {

@@ -10,14 +10,15 @@ use crate::lang::ast::Span;
 use crate::state::*;
 use crate::ViolationKind as K;
 
-mod issue13;
-pub use issue13::{named_len, NAMED_BARRIERS};
+mod named;
+pub use named::{named_len, NAMED_BARRIERS};
 /// Cluster scope (issue 13 item 9): remote and multicast operations, the cluster barrier, CTAs
 /// exiting under their peers.
 mod cluster;
+pub mod path;
 /// The async proxy (issue 13).
 mod proxy;
-mod uniform;
+mod uniform_agent;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -304,7 +305,7 @@ impl Model {
             tracks_path: roles_with_commit(&proto),
             tracks_proxy: proxy::uses_async_proxy(&proto),
             // The named barriers, or the cluster barrier, which shares their state component.
-            tracks_named: issue13::named_len(&proto) > 0,
+            tracks_named: named::named_len(&proto) > 0,
             proto,
             fine_grained: false,
             mutant: None,
@@ -397,7 +398,7 @@ impl Model {
             engines: (0..p.buffers.len()).map(|b| fresh_clock(Some(p.threads.len() + b))).collect(),
             engines_known: (0..p.buffers.len()).map(|_| vec![0; p.barriers.len()].into_boxed_slice()).collect(),
             commit_logs: vec![Vec::new(); p.warp_count()].into_boxed_slice(),
-            named: issue13::initial_named(p, agents),
+            named: named::initial_named(p, agents),
             proxy: ProxyState {
                 reads: Vec::new(),
                 unfenced_write: vec![false; p.buffers.len()].into_boxed_slice(),
@@ -1667,7 +1668,7 @@ impl<'m> Exec<'m> {
                             format!(
                                 "{} reads {} of {} but the protocol means version {w}{torn}",
                                 self.label(),
-                                issue13::version_text(got),
+                                named::version_text(got),
                                 self.p().buffers[d].name
                             ),
                         );
