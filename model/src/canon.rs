@@ -16,10 +16,10 @@
 
 use crate::ir::{IOp, InstrKind};
 use crate::lang::ast::Span;
-use crate::rt::{Action, Model};
-use crate::state::{
+use crate::rt::state::{
     Access, AsyncRead, BarrierState, Cell, CopyInFlight, CopyKind, Life, NamedBarState, ProxyState, RangeRec, State, Status, ThreadState,
 };
+use crate::rt::{Action, Model};
 
 /// The classes of interchangeable threads (each sorted, two or more members).
 pub fn symmetry_classes(model: &Model) -> Vec<Vec<usize>> {

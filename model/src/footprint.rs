@@ -31,8 +31,8 @@
 //! always expanded in full.
 
 use crate::ir::*;
+use crate::rt::state::{Life, State, Status};
 use crate::rt::{Action, Model};
-use crate::state::{Life, State, Status};
 
 /// Shared objects a footprint can name: barriers, then buffers, then vars. A protocol with more
 /// is expanded in full.

@@ -16,7 +16,6 @@ pub mod ir;
 pub mod lower;
 pub mod selfcheck;
 pub mod spec;
-pub mod state;
 pub mod uniform;
 
 pub mod api;
@@ -32,3 +31,4 @@ pub mod ts;
 // new paths, this block goes.
 pub use rt as step;
 pub use rt::path;
+pub use rt::state;

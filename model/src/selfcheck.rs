@@ -7,8 +7,8 @@
 //! step that passes an impossible wait or loses an arrival cannot also fool the check.
 
 use crate::ir::{IOp, InstrKind, MAX_COUNT};
+use crate::rt::state::{CopyKind, Life, State, Status};
 use crate::rt::{Action, InternalError, Model, Obs, Outcome};
-use crate::state::{CopyKind, Life, State, Status};
 
 fn broken(rule: &'static str, message: String) -> Result<(), InternalError> {
     Err(InternalError { rule, message })

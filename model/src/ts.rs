@@ -65,7 +65,7 @@ pub trait Packed: TransitionSystem {
 }
 
 impl TransitionSystem for crate::rt::Model {
-    type State = crate::state::State;
+    type State = crate::rt::state::State;
     type Action = crate::rt::Action;
 
     fn init(&self) -> Outcome {

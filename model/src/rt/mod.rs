@@ -7,18 +7,24 @@
 
 use crate::ir::*;
 use crate::lang::ast::Span;
-use crate::state::*;
 use crate::ViolationKind as K;
+use state::*;
 
 mod named;
 pub use named::{named_len, NAMED_BARRIERS};
 /// Cluster scope (issue 13 item 9): remote and multicast operations, the cluster barrier, CTAs
 /// exiting under their peers.
 mod cluster;
+pub mod copies;
+pub mod mbarrier;
+pub mod memory;
 pub mod path;
 /// The async proxy (issue 13).
 mod proxy;
+pub mod state;
+pub mod thread;
 mod uniform_agent;
+pub mod warp;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]

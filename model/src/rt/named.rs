@@ -5,7 +5,7 @@
 //! the one chosen.
 
 use super::*;
-use crate::state::{CopyKind, NamedBarState, RangeRec, NO_BAR};
+use crate::rt::state::{CopyKind, RangeRec, NO_BAR};
 
 /// Hardware named barriers per CTA (PTX: "Each CTA instance has sixteen barriers numbered 0..15").
 pub const NAMED_BARRIERS: usize = 16;
@@ -638,4 +638,18 @@ pub(crate) fn coalesce(cell: &mut Cell) {
         cell.last_write = r.last_write;
         cell.reads = r.reads;
     }
+}
+
+/// Issue 13: one hardware named barrier. Idle (`count == 0`) between uses: a use starts when the
+/// first warp arrives, fixing the thread count, and ends when `count` threads have arrived.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct NamedBarState {
+    /// The thread count of the current use; 0 when idle.
+    pub count: i64,
+    /// Threads arrived so far (whole warps: `warp_size` each).
+    pub arrived: i64,
+    /// Join of the arrivers' histories (bar.sync and bar.arrive order memory among participants).
+    pub clock: Clock,
+    /// Join of the arrivers' phase knowledge of the mbarriers.
+    pub known: Box<[i64]>,
 }
