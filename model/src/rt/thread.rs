@@ -2,6 +2,7 @@
 //! on its own (branches, release of a thread a barrier let go, a thread that can only spin).
 
 use super::memory::Clock;
+use super::*;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Status {
@@ -49,4 +50,82 @@ impl ThreadState {
             .chain(self.path.iter().copied())
             .fold(0xcbf2_9ce4_8422_2325u64, |h, d| (h ^ d as u64).wrapping_mul(0x100_0000_01b3))
     }
+}
+
+impl Exec<'_> {
+    /// Released threads (a barrier or collective let them go) run their local code as part of
+    /// the releasing step; the step's own agent and thread are restored after each.
+    pub(crate) fn run_released(&mut self, released: impl IntoIterator<Item = usize>) {
+        for t in released {
+            if self.ended {
+                return;
+            }
+            let (agent, thread) = (self.agent, self.thread);
+            self.run_local(t);
+            self.agent = agent;
+            self.thread = thread;
+        }
+    }
+
+    pub(super) fn branch(&mut self, t: usize, pc: usize, taken: bool, else_to: u32) {
+        let role = self.p().threads[t].role as usize;
+        let th = &mut self.s.threads[t];
+        if self.m.tracks_path[role] {
+            th.path.push(((pc as u32) << 1) | taken as u32);
+        }
+        th.pc = if taken { pc as u32 + 1 } else { else_to };
+    }
+}
+
+impl Model {
+    /// A thread that can only spin: from `s`, running it alone returns to `s` within a few
+    /// steps, changing nothing but its own pc and locals on the way (a `while` loop polling a
+    /// `try_wait` or a shared var that no one else can change any more).
+    pub fn spins(&self, s: &State, t: usize) -> bool {
+        const MAX_STEPS: usize = 16;
+        if !self.proto.code_of(t).has_while {
+            return false;
+        }
+        let mut cur = s.clone();
+        for _ in 0..MAX_STEPS {
+            if cur.threads[t].status != Status::Running
+                || !matches!(self.wait_check(&cur, t), WaitCheck::NotAWait | WaitCheck::Ready)
+                || !self.commit_ready(&cur, t)
+            {
+                return false;
+            }
+            let o = self.step(&cur, Action::Thread(t as u16));
+            if !o.violations.is_empty() || o.internal.is_some() {
+                return false;
+            }
+            let Some(n) = o.next else { return false };
+            if !same_but_locals(s, &n, t) {
+                return false;
+            }
+            if n == *s {
+                return true;
+            }
+            cur = n;
+        }
+        false
+    }
+}
+
+/// Equal but for thread `t`'s pc and locals.
+pub(super) fn same_but_locals(a: &State, b: &State, t: usize) -> bool {
+    a.threads.iter().zip(b.threads.iter()).enumerate().all(|(i, (x, y))| {
+        if i == t {
+            x.status == y.status && x.clock == y.clock && x.known == y.known && x.path == y.path && x.commit_seq == y.commit_seq
+        } else {
+            x == y
+        }
+    }) && a.barriers == b.barriers
+        && a.buffers == b.buffers
+        && a.vars == b.vars
+        && a.copies == b.copies
+        && a.engines == b.engines
+        && a.engines_known == b.engines_known
+        && a.commit_logs == b.commit_logs
+        && a.named == b.named
+        && a.proxy == b.proxy
 }
