@@ -64,9 +64,9 @@ enum Part {
     Engines,
     EngineKnowledge,
     CommitLogs,
-    /// Issue 13: the named barriers (present only when the protocol uses them).
+    /// The named barriers (present only when the protocol uses them).
     Named,
-    /// The async proxy (issue 13): reads in flight, unfenced writes and inits.
+    /// The async proxy: reads in flight, unfenced writes and inits.
     Proxy,
 }
 
@@ -183,7 +183,7 @@ fn permute(s: &mut State, perm: &[u32]) {
     for c in s.copies.iter_mut() {
         c.issuer = to_new[c.issuer as usize] as u16;
     }
-    // The async proxy (issue 13): reads name their issuer. Their order is the issue order, which
+    // The async proxy: reads name their issuer. Their order is the issue order, which
     // a renaming of threads does not change.
     for r in s.proxy.reads.iter_mut() {
         r.issuer = to_new[r.issuer as usize] as u16;
@@ -351,7 +351,7 @@ fn put_cell(out: &mut Vec<u32>, c: &Cell) {
         put_access(out, w);
     }
     if parts {
-        // Issue 13: per range records follow the whole-buffer reads, so they need a count.
+        // Per range records follow the whole-buffer reads, so they need a count.
         out.push(c.reads.len() as u32);
     }
     for r in &c.reads {
@@ -420,7 +420,7 @@ impl Model {
         p.threads.len() + p.barriers.len() + p.buffers.len() + p.vars.len() + 4 + self.named_part() as usize + self.tracks_proxy as usize
     }
 
-    /// Issue 13: whether states have the named-barrier component (the protocol uses them).
+    /// Whether states have the named-barrier component (the protocol uses them).
     fn named_part(&self) -> bool {
         self.tracks_named
     }
@@ -517,7 +517,7 @@ impl Model {
                         CopyKind::ArriveOn { noinc: false } => 2,
                         CopyKind::ArriveOn { noinc: true } => 3,
                     };
-                    // Issue 13: the byte range only when it is not the whole buffer of a TMA copy
+                    // The byte range only when it is not the whole buffer of a TMA copy
                     // (so states of protocols without partial copies pack as before).
                     let whole = c.kind == CopyKind::Tma && c.offset == 0 && c.len == self.proto.buffers[c.buf as usize].bytes;
                     w.extend_from_slice(&[
@@ -746,7 +746,7 @@ impl Model {
         } else {
             Box::new([]) as Box<[NamedBarState]>
         };
-        // The async proxy (issue 13): packed only where the protocol uses it; elsewhere it keeps
+        // The async proxy: packed only where the protocol uses it; elsewhere it keeps
         // the state `init` gave it.
         let none = vec![0u32; nd.div_ceil(32) + nb.div_ceil(32)];
         let proxy_words: &[u32] = if self.tracks_proxy {

@@ -135,7 +135,7 @@ fn is_collective(i: &Instr) -> bool {
     )
 }
 
-/// Issue 13's named barriers, cp.async arrive-ons, partial copies and reads, the async proxy
+/// Named barriers, cp.async arrive-ons, partial copies and reads, the async proxy
 /// and cluster scope have no footprints here yet: a protocol with any of them is expanded in full (their
 /// steps count as touching everything, should one reach `instr`).
 fn without_footprint(i: &Instr) -> bool {

@@ -105,7 +105,7 @@ pub struct Code {
     /// ranges `start..end`: only the elected lane runs them, so their steps count once.
     pub elected: Vec<(u32, u32)>,
     /// Cluster scope: the hidden local that holds the thread's state at the cluster barrier (0:
-    /// not arrived; 1 or 2: arrived on the phase of that mark and not yet waited, step/cluster.rs),
+    /// not arrived; 1 or 2: arrived on the phase of that mark and not yet waited, rt/cluster.rs),
     /// when the code
     /// uses `cluster_arrive`/`cluster_wait`/`cluster_sync`.
     pub cluster_slot: Option<u16>,
@@ -158,7 +158,7 @@ pub enum InstrKind {
     Elect {
         slot: u16,
     },
-    /// Issue 13: `bar_sync(ID, COUNT)` (`sync`) / `bar_arrive(ID, COUNT)`: PTX `bar.sync` /
+    /// `bar_sync(ID, COUNT)` (`sync`) / `bar_arrive(ID, COUNT)`: PTX `bar.sync` /
     /// `bar.arrive` on hardware barrier `ID` (0..=15). The warp arrives once all its unfinished
     /// lanes executed it, counting `warp_size` threads towards `COUNT` (docs/model.md).
     NamedBar {
@@ -166,7 +166,7 @@ pub enum InstrKind {
         count: IExpr,
         sync: bool,
     },
-    /// Issue 13: before a wait on element `index` of barrier array `group` with a token from
+    /// Before a wait on element `index` of barrier array `group` with a token from
     /// local slot `origin`'s arrival: the token must come from the same element (`origin` holds
     /// its index + 1, or 0 when not known). A local instruction.
     TokenCheck {
@@ -350,7 +350,7 @@ pub enum IOp {
         bar: Ref,
     },
 
-    // ---- issue 13: cp.async with an mbarrier arrive-on ----
+    // ---- cp.async with an mbarrier arrive-on ----
     /// `cp_async(BUF, offset, bytes)`: a per-thread async copy into bytes `offset .. offset +
     /// bytes` of BUF, not tracked by any barrier until a `CpAsyncArrive`.
     CpAsync {
@@ -366,7 +366,7 @@ pub enum IOp {
         noinc: bool,
     },
 
-    // ---- issue 13: partial-buffer copies and reads (byte ranges) ----
+    // ---- Partial-buffer copies and reads (byte ranges) ----
     /// A TMA-style copy into bytes `offset .. offset + bytes` of BUF (complete_tx(bytes) on `bar`).
     CopyPart {
         buf: Ref,
@@ -382,7 +382,7 @@ pub enum IOp {
         bytes: IExpr,
         expect: Option<IExpr>,
     },
-    // ---- The async proxy (issue 13): asynchronous reads of shared memory and proxy fences ----
+    // ---- The async proxy: asynchronous reads of shared memory and proxy fences ----
     /// `copy_store_async(BUF)`: a TMA store; the async proxy reads `buf` until the bulk group
     /// holding it is waited for.
     StoreAsync {
@@ -409,7 +409,7 @@ pub enum IOp {
     /// `fence_mbarrier_init()`.
     FenceMbarrierInit,
 
-    // ---- Cluster scope (issue 13 item 9) ----
+    // ---- Cluster scope ----
     /// `op` on the objects of CTA `target` of the cluster (`multicast == false`: a remote
     /// arrive or a DSMEM read through `mapa`), or on those of every CTA whose bit is set in
     /// `target` (`multicast`: one copy landing in each, each its own async event).
@@ -559,7 +559,7 @@ impl IOp {
                     f(e)
                 }
             }
-            // The async proxy (issue 13).
+            // The async proxy.
             IOp::StoreAsync { buf } => r(buf, f),
             IOp::Wgmma { bufs } => {
                 for b in bufs {

@@ -513,7 +513,7 @@ struct CodeBuilder<'a> {
     /// Inline functions being expanded (a guard; `check` rejects recursion).
     inlining: usize,
     has_while: bool,
-    /// Issue 13: per local holding a token of an element of a barrier array, the hidden local
+    /// Per local holding a token of an element of a barrier array, the hidden local
     /// holding that element's index + 1 (0: not known), checked by `TokenCheck` at its waits.
     token_origin: HashMap<u16, u16>,
 }
@@ -929,7 +929,7 @@ impl<'a> CodeBuilder<'a> {
             OpKind::Inval { bar } => IOp::Inval { bar: self.bar(bar)? },
             OpKind::Commit { bar } => IOp::Commit { bar: self.bar(bar)? },
             OpKind::Elect => unreachable!("handled above"),
-            // issue 13
+            // Named barriers.
             OpKind::BarSync { id, count } | OpKind::BarArrive { id, count } => {
                 if self.env.cluster > 1 {
                     return Err(Diagnostic::new(
@@ -1006,7 +1006,7 @@ impl<'a> CodeBuilder<'a> {
                     expect: expect.as_ref().map(|e| self.expr(e)).transpose()?,
                 }
             }
-            // The async proxy (issue 13).
+            // The async proxy.
             OpKind::CopyStoreAsync { buf } => IOp::StoreAsync { buf: self.buf(buf)? },
             OpKind::CommitGroup => IOp::CommitGroup,
             OpKind::WaitGroup { n, read } => IOp::WaitGroup {
@@ -1084,7 +1084,7 @@ impl<'a> CodeBuilder<'a> {
         &groups[r.group as usize % groups.len()]
     }
 
-    /// Issue 13: tokens of barrier-array elements. An arrival into a local records the element's
+    /// Tokens of barrier-array elements. An arrival into a local records the element's
     /// index + 1 in a hidden local; a wait or try_wait with that local as its token on the same
     /// array first checks the index (`TokenCheck`). Different declared barriers are E040 before
     /// lowering; an index that reads a shared var is not tracked.
@@ -1144,7 +1144,7 @@ impl<'a> CodeBuilder<'a> {
         );
     }
 
-    /// Issue 13: the byte range `offset .. offset + bytes` of a partial access; the offset
+    /// The byte range `offset .. offset + bytes` of a partial access; the offset
     /// defaults to 0 and the size to the rest of the buffer.
     fn byte_range(&mut self, b: &Ref, offset: Option<&ast::Expr>, bytes: Option<&ast::Expr>) -> Result<(IExpr, IExpr), Diagnostic> {
         let size = buffer_bytes_of(self.env, self.buffer_group(b));

@@ -20,7 +20,7 @@ pub fn state(model: &Model, s: &State) -> Result<(), InternalError> {
     for (b, bs) in s.barriers.iter().enumerate() {
         let name = &p.barriers[b].name;
         if bs.life == Life::Live {
-            // Issue 13: a `cp_async_arrive` without `.noinc` holds one extra pending arrival until
+            // A `cp_async_arrive` without `.noinc` holds one extra pending arrival until
             // its arrive-on fires.
             let held = s
                 .copies

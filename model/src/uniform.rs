@@ -1,4 +1,4 @@
-//! Warp-uniform roles (issue 13, item 6): the check that a role declared `uniform` really is.
+//! Warp-uniform roles: the check that a role declared `uniform` really is.
 //!
 //! A uniform role is modelled as one agent per warp whose steps count for all the warp's lanes
 //! (`Protocol::lanes_at`). That is exact only when the lanes of a warp take the same path and

@@ -31,13 +31,13 @@ pub const OPS: &[&str] = &[
     "inval",
     "commit",
     "elect",
-    // issue 13: named barriers, cp.async with an mbarrier arrive-on
+    // Named barriers, cp.async with an mbarrier arrive-on
     "bar_sync",
     "bar_arrive",
     "cp_async",
     "cp_async_arrive",
     "cp_async_arrive_noinc",
-    // The async proxy (issue 13).
+    // The async proxy.
     "copy_store_async",
     "commit_group",
     "wait_group",
@@ -46,7 +46,7 @@ pub const OPS: &[&str] = &[
     "wgmma_wait",
     "fence_proxy_async",
     "fence_mbarrier_init",
-    // Cluster scope (issue 13 item 9).
+    // Cluster scope.
     "cluster_arrive",
     "cluster_wait",
     "cluster_sync",
@@ -251,7 +251,7 @@ fn signature(op: &str) -> Sig {
         ),
         "cp_async_arrive" => (&[Place], 1, &[], "`cp_async_arrive(B)`"),
         "cp_async_arrive_noinc" => (&[Place], 1, &[], "`cp_async_arrive_noinc(B)`"),
-        // The async proxy (issue 13).
+        // The async proxy.
         "copy_store_async" => (&[Place], 1, &[], "`copy_store_async(BUF)`"),
         "commit_group" => (&[], 0, &[], "`commit_group()`"),
         "wait_group" => (&[Expr], 1, &[], "`wait_group(N)`"),
@@ -1501,7 +1501,7 @@ fn unknown_op(word: &str, span: Span) -> Diagnostic {
     }
 }
 
-/// `bar_sync(ID, COUNT)` / `bar_arrive(ID, COUNT)` (issue 13, named barriers): the only
+/// `bar_sync(ID, COUNT)` / `bar_arrive(ID, COUNT)`: the only
 /// operations whose arguments are all expressions.
 fn named_barrier_op(kw: &str, args: &mut Vec<Arg>) -> Option<OpKind> {
     if kw != "bar_sync" && kw != "bar_arrive" {
@@ -1519,7 +1519,7 @@ fn named_barrier_op(kw: &str, args: &mut Vec<Arg>) -> Option<OpKind> {
     })
 }
 
-/// The async-proxy operations (issue 13) whose arguments do not start with a barrier, built from
+/// The async-proxy operations whose arguments do not start with a barrier, built from
 /// their positional arguments (already counted against the signature); `Err` gives the
 /// arguments back for every other operation.
 fn async_proxy_op(kw: &str, args: Vec<Arg>) -> Result<OpKind, Vec<Arg>> {

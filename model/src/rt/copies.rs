@@ -10,7 +10,7 @@ impl CopyInFlight {
     }
 }
 
-/// Issue 13: what an entry of `State::copies` is.
+/// What an entry of `State::copies` is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum CopyKind {
     /// A TMA-style bulk copy: its landing does complete_tx on `bar`.
@@ -34,7 +34,7 @@ pub struct CopyInFlight {
     pub issuer: u16,
     /// The statement that issued it: a landing is shown at its own copy's line.
     pub stmt: crate::lang::ast::Span,
-    /// Issue 13: what it is, and the byte range it writes (`0 .. buffer bytes` for whole copies).
+    /// What it is, and the byte range it writes (`0 .. buffer bytes` for whole copies).
     pub kind: CopyKind,
     pub offset: i64,
     pub len: i64,
@@ -222,8 +222,8 @@ impl Exec<'_> {
         self.agent = n + d;
         self.thread = None;
         if c.kind != CopyKind::Tma || self.s.buffers[d].parts.len() > 0 || c.len != self.p().buffers[d].bytes {
-            // Issue 13: a cp.async copy, or a copy into part of the buffer.
-            self.land_issue13(c);
+            // A cp.async copy, or a copy into part of the buffer.
+            self.land_range(c);
             return;
         }
         // Another copy into the same buffer may still be in flight (issuing it was already a
@@ -320,7 +320,7 @@ impl Exec<'_> {
 
     /// The landing of a cp.async copy, or of a copy into part of a buffer (`land` does the rest).
     /// The copy was at `self.land_index` of `State::copies`.
-    pub(super) fn land_issue13(&mut self, c: CopyInFlight) {
+    pub(super) fn land_range(&mut self, c: CopyInFlight) {
         let n = self.p().threads.len();
         let d = c.buf as usize;
         let still = self.s.copies.iter().any(|o| o.is_copy() && o.buf as usize == d);

@@ -171,7 +171,7 @@ impl Exec<'_> {
         bs.tx = 0;
         bs.init_by = init_by;
         bs.observed_prev = false;
-        // Visible to the async proxy only after a fence (issue 13).
+        // Visible to the async proxy only after a fence.
         if self.m.tracks_proxy {
             self.s.proxy.unfenced_init[b] = true;
         }

@@ -39,13 +39,13 @@ pub struct Cell {
     pub reads: Vec<Access>,
     /// An async copy into it is in flight.
     pub in_flight: bool,
-    /// Issue 13: per byte range records, once a partial access (an `offset = ...` copy or read)
+    /// Per byte range records, once a partial access (an `offset = ...` copy or read)
     /// touched the buffer; sorted, disjoint, covering the buffer. While non-empty they replace
     /// `value`, `last_write` and `reads`; empty whenever every range has the same record.
     pub parts: Vec<RangeRec>,
 }
 
-/// Issue 13: the race record and version of bytes `lo .. hi` of a buffer.
+/// The race record and version of bytes `lo .. hi` of a buffer.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct RangeRec {
     pub lo: i64,
@@ -240,7 +240,7 @@ impl Exec<'_> {
     /// A read of a buffer or var: must be ordered after the last write and not under a copy.
     pub(super) fn read_cell(&mut self, is_buf: bool, i: usize) -> R<()> {
         if is_buf && !self.s.buffers[i].parts.is_empty() {
-            // Issue 13: the buffer has per range records; a whole read reads every range.
+            // The buffer has per range records; a whole read reads every range.
             let size = self.p().buffers[i].bytes;
             return self.read_range(i, 0, size);
         }
@@ -282,7 +282,7 @@ impl Exec<'_> {
             self.check_async_reads(i);
         }
         if is_buf && !self.s.buffers[i].parts.is_empty() {
-            // Issue 13: a whole write (or copy issue) replaces every range's record.
+            // A whole write (or copy issue) replaces every range's record.
             let size = self.p().buffers[i].bytes;
             return self.write_range(i, 0, size, value);
         }

@@ -12,7 +12,7 @@ use state::*;
 
 mod named;
 pub use named::{named_len, NAMED_BARRIERS};
-/// Cluster scope (issue 13 item 9): remote and multicast operations, the cluster barrier, CTAs
+/// Cluster scope: remote and multicast operations, the cluster barrier, CTAs
 /// exiting under their peers.
 mod cluster;
 pub mod copies;
@@ -20,7 +20,7 @@ pub mod mbarrier;
 pub mod memory;
 pub mod mutant;
 pub mod path;
-/// The async proxy (issue 13).
+/// The async proxy.
 mod proxy;
 pub mod state;
 pub mod thread;
@@ -124,24 +124,24 @@ pub enum Obs {
     Elected {
         thread: u16,
     },
-    /// Issue 13: a warp arrived at named barrier `id` (`arrived` of `count` threads so far).
+    /// A warp arrived at named barrier `id` (`arrived` of `count` threads so far).
     NamedArrived {
         id: u16,
         warp: u16,
         arrived: i64,
         count: i64,
     },
-    /// Issue 13: named barrier `id` completed and released its waiting threads.
+    /// Named barrier `id` completed and released its waiting threads.
     NamedCompleted {
         id: u16,
     },
-    /// Issue 13: `cp_async_arrive` (without `.noinc`) raised the pending count of `bar` by
+    /// `cp_async_arrive` (without `.noinc`) raised the pending count of `bar` by
     /// `delta` (1); its arrive-on is an ordinary arrival (`Arrived`) when the copies land.
     CpAsyncPending {
         bar: u16,
         delta: i64,
     },
-    // The async proxy (issue 13).
+    // The async proxy.
     /// The async proxy started reading this buffer (a TMA store, or a wgmma operand).
     AsyncReadIssued {
         buf: u16,
@@ -202,10 +202,10 @@ pub struct Model {
     /// (convergence decides their commits); elsewhere it would only keep states of different loop
     /// iterations apart and grow with depth.
     tracks_path: Vec<bool>,
-    /// The protocol uses the async proxy (issue 13): only then is `State::proxy` kept (and
+    /// The protocol uses the async proxy: only then is `State::proxy` kept (and
     /// packed); elsewhere it stays empty and costs nothing.
     pub(crate) tracks_proxy: bool,
-    /// The protocol uses named barriers (issue 13): only then is `State::named` packed.
+    /// The protocol uses named barriers: only then is `State::named` packed.
     pub(crate) tracks_named: bool,
     /// Classes of interchangeable threads (crate::canon).
     pub(crate) symmetry: Vec<Vec<usize>>,
@@ -372,7 +372,7 @@ impl Model {
             // there (a chunk) or never (the whole count at once, which the H200 did for a 256-byte
             // copy: docs/hardware-notes.md). Both are allowed.
             let c = &s.copies[i];
-            // Issue 13: an arrive-on fires with the landing that completes its copies; a
+            // An arrive-on fires with the landing that completes its copies; a
             // cp.async copy has no tx-count to land in part against.
             match c.kind {
                 CopyKind::ArriveOn { .. } => continue,
@@ -425,7 +425,7 @@ impl Model {
             });
             return out;
         }
-        // The async proxy (issue 13): shared memory released under a read still in flight.
+        // The async proxy: shared memory released under a read still in flight.
         if let Some(r) = s.proxy.reads.first().filter(|_| s.all_done()) {
             out.push(Violation {
                 kind: K::Lifetime,
@@ -565,7 +565,7 @@ struct Exec<'m> {
     cut: bool,
     /// The statement being executed (what a copy records as its issue site).
     stmt: Span,
-    /// Issue 13: the index in `State::copies` of the copy landing in this step.
+    /// The index in `State::copies` of the copy landing in this step.
     land_index: usize,
     /// Cluster scope: while a remote or multicast operation runs, the CTA whose objects its
     /// references name.

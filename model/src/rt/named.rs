@@ -1,8 +1,6 @@
-//! Issue 13 ("The protocols of real Hopper kernels"): the semantics of named barriers
-//! (`bar_sync`/`bar_arrive`), of `cp_async` with an mbarrier arrive-on
-//! (`cp_async_arrive`/`cp_async_arrive_noinc`), and of copies and reads of part of a buffer
-//! (byte ranges). docs/model.md, "Named barriers, cp.async and byte ranges", says why each rule is
-//! the one chosen.
+//! Named barriers (`bar_sync`/`bar_arrive`, PTX `bar.sync`/`bar.arrive`): sixteen per CTA,
+//! counted in whole warps. docs/model.md, "Named barriers, cp.async and byte ranges", says why
+//! each rule is the one chosen; cp.async lives in copies.rs, byte ranges in memory.rs.
 
 use super::*;
 
@@ -15,7 +13,7 @@ pub(super) fn initial_named(p: &Protocol, agents: usize) -> Box<[NamedBarState]>
 }
 
 /// Entries of `State::named`: the sixteen named barriers when the protocol uses any, then the
-/// cluster barrier's two when it uses that (step/cluster.rs).
+/// cluster barrier's two when it uses that (rt/cluster.rs).
 pub fn named_len(p: &Protocol) -> usize {
     let uses = p
         .roles
@@ -162,7 +160,7 @@ impl Exec<'_> {
     }
 }
 
-/// Issue 13: one hardware named barrier. Idle (`count == 0`) between uses: a use starts when the
+/// One hardware named barrier. Idle (`count == 0`) between uses: a use starts when the
 /// first warp arrives, fixing the thread count, and ends when `count` threads have arrived.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct NamedBarState {

@@ -1,4 +1,4 @@
-//! The async proxy (issue 13): TMA stores and their bulk async-groups, wgmma operand reads, and
+//! The async proxy: TMA stores and their bulk async-groups, wgmma operand reads, and
 //! the proxy fences (`fence_proxy_async`, `fence_mbarrier_init`).
 //!
 //! Shared memory is reached through two proxies. Threads read and write it through the *generic*

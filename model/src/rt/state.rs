@@ -33,12 +33,12 @@ pub struct State {
     /// Per warp: the warp-batched commits made since the last `syncwarp`, as (sequence number,
     /// barrier, divergence signature of the group that made it).
     pub commit_logs: Box<[Vec<(u16, u16, u64)>]>,
-    /// Issue 13: the CTA's hardware named barriers (`bar_sync`/`bar_arrive`), ids 0..=15; empty
+    /// The CTA's hardware named barriers (`bar_sync`/`bar_arrive`), ids 0..=15; empty
     /// when the protocol uses none. Cluster scope: when the protocol uses the cluster barrier,
     /// two more entries follow them, the cluster barrier's current phase and its last completed
-    /// one (`count` = its phase mark, 0 before the first; step/cluster.rs).
+    /// one (`count` = its phase mark, 0 before the first; rt/cluster.rs).
     pub named: Box<[NamedBarState]>,
-    /// The async proxy (issue 13): asynchronous reads in flight and proxy-fence bookkeeping.
+    /// The async proxy: asynchronous reads in flight and proxy-fence bookkeeping.
     pub proxy: ProxyState,
 }
 

@@ -11,10 +11,10 @@ pub enum Status {
     AtSyncWarp,
     /// Arrived at `syncthreads`, waiting for the rest of the CTA.
     AtSyncThreads,
-    /// Issue 13: executed `bar_sync`/`bar_arrive`, waiting for the other lanes of its warp (the
+    /// Executed `bar_sync`/`bar_arrive`, waiting for the other lanes of its warp (the
     /// warp arrives as one).
     AtNamedBar,
-    /// Issue 13: its warp arrived at a `bar_sync`; waiting for the named barrier to complete.
+    /// Its warp arrived at a `bar_sync`; waiting for the named barrier to complete.
     AtNamedWait,
     /// Cluster scope: at `cluster_wait`, until the phase it arrived on completes.
     AtClusterWait,
