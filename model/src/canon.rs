@@ -14,8 +14,8 @@
 //!   own records picks one representative; ties keep their order, so two equivalent states may
 //!   still be stored twice (less reduction, never a lost state).
 
-use crate::ir::{IOp, InstrKind};
 use crate::lang::ast::Span;
+use crate::program::ir::{IOp, InstrKind};
 use crate::rt::state::{
     Access, AsyncRead, BarrierState, Cell, CopyInFlight, CopyKind, Life, NamedBarState, ProxyState, RangeRec, State, Status, ThreadState,
 };

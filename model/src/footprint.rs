@@ -30,7 +30,7 @@
 //! loops (a spinning thread is a deadlock judged over a set of states); other protocols are
 //! always expanded in full.
 
-use crate::ir::*;
+use crate::program::ir::*;
 use crate::rt::state::{Life, State, Status};
 use crate::rt::{Action, Model};
 

@@ -12,11 +12,9 @@ pub mod kind;
 pub mod lang;
 
 pub use kind::ViolationKind;
-pub mod ir;
-pub mod lower;
+pub mod program;
 pub mod selfcheck;
 pub mod spec;
-pub mod uniform;
 
 pub mod api;
 pub mod canon;
@@ -29,6 +27,11 @@ pub mod ts;
 // ---- Temporary: the module paths before the reorganisation -----------------------------------
 // The other crates of the workspace still import these; once their imports are rewritten to the
 // new paths, this block goes.
+pub use program::{ir, uniform};
 pub use rt as step;
 pub use rt::path;
 pub use rt::state;
+pub mod lower {
+    pub use crate::program::eval::{apply_binary, apply_unary};
+    pub use crate::program::lower::*;
+}

@@ -6,7 +6,7 @@
 //! never a verdict. Each rule reads only plain facts (counts, phases, observation order), so a
 //! step that passes an impossible wait or loses an arrival cannot also fool the check.
 
-use crate::ir::{IOp, InstrKind, MAX_COUNT};
+use crate::program::ir::{IOp, InstrKind, MAX_COUNT};
 use crate::rt::state::{CopyKind, Life, State, Status};
 use crate::rt::{Action, InternalError, Model, Obs, Outcome};
 
@@ -123,7 +123,7 @@ pub fn transition(model: &Model, pre: &State, a: Action, out: &Outcome) -> Resul
                     .instrs
                     .get(pre.threads[t as usize].pc as usize)
                     .map(|i| &i.kind),
-                Some(crate::ir::InstrKind::Elect { .. })
+                Some(crate::program::ir::InstrKind::Elect { .. })
             )
             && ev.obs.iter().any(|o| matches!(o, Obs::Elected { thread } if *thread == t));
         if pre.threads[t as usize].status != Status::Running && !electing {

@@ -5,8 +5,8 @@
 //! instructions that follow it), or the landing of one async copy. Violations found on the way are
 //! returned with the successor; kinds that are undefined behaviour end the execution.
 
-use crate::ir::*;
 use crate::lang::ast::Span;
+use crate::program::ir::*;
 use crate::ViolationKind as K;
 use state::*;
 

@@ -11,9 +11,9 @@
 //! The analysis runs on the lowered code, after inlining and with loops as jumps, so every path
 //! a value can take to a visible operation is an instruction here.
 
-use crate::ir::*;
 use crate::lang::ast::{BinOp, Span};
 use crate::lang::Diagnostic;
+use crate::program::ir::*;
 
 /// The lane-varying source an expression depends on, if any.
 fn source(e: &IExpr, taint: &[Option<&'static str>]) -> Option<&'static str> {

@@ -3,8 +3,9 @@
 //! Errors here are bad input that only shows once parameters have values (an array of length 0, an
 //! unknown `--param`), reported like parse errors.
 
-use crate::ir::*;
-use crate::lang::ast::{self, BinOp, ExprKind, OpKind, StmtKind, UnOp};
+use super::eval::{self, Logic, Node};
+use super::ir::*;
+use crate::lang::ast::{self, BinOp, ExprKind, OpKind, StmtKind};
 use crate::lang::Diagnostic;
 use std::collections::HashMap;
 
@@ -216,7 +217,7 @@ pub fn lower(program: &ast::Program, overrides: &[(String, i64)]) -> Result<Prot
                 ));
             }
             if r.uniform {
-                crate::uniform::analyse(&r.name.name, &mut code, warp_size)?;
+                crate::program::uniform::analyse(&r.name.name, &mut code, warp_size)?;
             }
             roles.push(RoleInfo {
                 name: cta_name(cluster, cta, &r.name.name),
@@ -407,69 +408,28 @@ fn array_len(len: Option<&ast::Expr>, consts: &HashMap<String, i64>, roles: &Has
     }
 }
 
-/// Evaluate an expression made of literals, params and `ROLE.count`.
-pub fn const_eval(e: &ast::Expr, consts: &HashMap<String, i64>, roles: &HashMap<String, i64>) -> Result<i64, Diagnostic> {
-    let bad = |msg: String| Diagnostic::new("E106", e.span, msg);
-    match &e.kind {
-        ExprKind::Int(v) => Ok(*v),
-        ExprKind::Name(n) => consts.get(n).copied().ok_or_else(|| {
-            bad(format!(
-                "`{n}` is not a parameter declared above this point; a declaration needs a value known before any thread runs"
-            ))
+/// Evaluate an expression made of literals, params and `ROLE.count`. Both operands of `&&` and
+/// `||` are evaluated: a declaration's value must be defined whichever way the logic goes.
+pub fn const_eval<'a>(e: &'a ast::Expr, consts: &HashMap<String, i64>, roles: &HashMap<String, i64>) -> Result<i64, Diagnostic> {
+    let bad = |x: &ast::Expr, msg: String| Diagnostic::new("E106", x.span, msg);
+    let node = &mut |x: &'a ast::Expr| match &x.kind {
+        ExprKind::Int(v) => Ok(Node::Value(*v)),
+        ExprKind::Name(n) => consts.get(n).copied().map(Node::Value).ok_or_else(|| {
+            bad(
+                x,
+                format!("`{n}` is not a parameter declared above this point; a declaration needs a value known before any thread runs"),
+            )
         }),
-        ExprKind::RoleCount(r) => roles.get(r).copied().ok_or_else(|| {
-            bad(format!(
-                "`{r}.count` is not known here; roles can be counted only after the role is declared (or in code)"
-            ))
+        ExprKind::RoleCount(r) => roles.get(r).copied().map(Node::Value).ok_or_else(|| {
+            bad(
+                x,
+                format!("`{r}.count` is not known here; roles can be counted only after the role is declared (or in code)"),
+            )
         }),
-        ExprKind::Unary(op, a) => {
-            let a = const_eval(a, consts, roles)?;
-            apply_unary(*op, a).ok_or_else(|| bad("arithmetic overflow in a constant expression".into()))
-        }
-        ExprKind::Binary(op, a, b) => {
-            let a = const_eval(a, consts, roles)?;
-            let b = const_eval(b, consts, roles)?;
-            apply_binary(*op, a, b).map_err(|m| bad(format!("{m} in a constant expression")))
-        }
-    }
-}
-
-pub fn apply_unary(op: UnOp, a: i64) -> Option<i64> {
-    match op {
-        UnOp::Neg => a.checked_neg(),
-        UnOp::Not => Some((a == 0) as i64),
-    }
-}
-
-/// Integer semantics of the language: checked 64-bit arithmetic, C-style truncating `/` and `%`,
-/// comparisons and logic yield 0 or 1.
-pub fn apply_binary(op: BinOp, a: i64, b: i64) -> Result<i64, &'static str> {
-    let over = "arithmetic overflow";
-    Ok(match op {
-        BinOp::Add => a.checked_add(b).ok_or(over)?,
-        BinOp::Sub => a.checked_sub(b).ok_or(over)?,
-        BinOp::Mul => a.checked_mul(b).ok_or(over)?,
-        BinOp::Div => {
-            if b == 0 {
-                return Err("division by zero");
-            }
-            a.checked_div(b).ok_or(over)?
-        }
-        BinOp::Rem => {
-            if b == 0 {
-                return Err("remainder by zero");
-            }
-            a.checked_rem(b).ok_or(over)?
-        }
-        BinOp::Eq => (a == b) as i64,
-        BinOp::Ne => (a != b) as i64,
-        BinOp::Lt => (a < b) as i64,
-        BinOp::Le => (a <= b) as i64,
-        BinOp::Gt => (a > b) as i64,
-        BinOp::Ge => (a >= b) as i64,
-        BinOp::And => (a != 0 && b != 0) as i64,
-        BinOp::Or => (a != 0 || b != 0) as i64,
-    })
+        ExprKind::Unary(op, a) => Ok(Node::Unary(*op, &**a)),
+        ExprKind::Binary(op, a, b) => Ok(Node::Binary(*op, &**a, &**b)),
+    };
+    eval::eval(e, Logic::Strict, node, &|x, m| bad(x, format!("{m} in a constant expression")))
 }
 
 struct Env<'a> {
@@ -1238,25 +1198,11 @@ impl<'a> CodeBuilder<'a> {
                     format!("`{r}` is not a declared role; `ROLE.count` needs a role name"),
                 )
             })?),
-            ExprKind::Unary(op, a) => {
-                let a = self.expr(a)?;
-                match a {
-                    IExpr::Const(v) => match apply_unary(*op, v) {
-                        Some(r) => IExpr::Const(r),
-                        None => IExpr::Unary(*op, Box::new(IExpr::Const(v))),
-                    },
-                    a => IExpr::Unary(*op, Box::new(a)),
-                }
-            }
+            ExprKind::Unary(op, a) => IExpr::Unary(*op, Box::new(self.expr(a)?)).folded(),
             ExprKind::Binary(op, a, b) => {
                 let a = self.expr(a)?;
                 let b = self.expr(b)?;
-                match (&a, &b) {
-                    (IExpr::Const(x), IExpr::Const(y)) if apply_binary(*op, *x, *y).is_ok() => {
-                        IExpr::Const(apply_binary(*op, *x, *y).unwrap())
-                    }
-                    _ => IExpr::Binary(*op, Box::new(a), Box::new(b)),
-                }
+                IExpr::Binary(*op, Box::new(a), Box::new(b)).folded()
             }
         })
     }

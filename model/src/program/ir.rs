@@ -4,6 +4,7 @@
 //! Each role's body becomes a flat list of instructions so that a thread's control state is just a
 //! program counter plus its locals: small, hashable, and cheap to copy during the search.
 
+use super::eval::{self, Logic, Node};
 use crate::lang::ast::{BinOp, Span, UnOp};
 use crate::ViolationKind;
 
@@ -73,7 +74,7 @@ pub struct RoleInfo {
     /// Threads (lanes) of the role, as `ROLE.count` says; a uniform role has fewer agents.
     pub count: u32,
     /// Declared `uniform`: one agent per warp, each step counting for the warp's lanes
-    /// (crate::uniform).
+    /// (program::uniform).
     pub uniform: bool,
     /// The `gtid` of its first thread, in the model's numbering (`ThreadInfo::gtid`).
     pub first_gtid: u32,
@@ -212,39 +213,51 @@ impl IExpr {
     /// The one evaluator of the language's expressions. `var` reads a shared var (the step records
     /// the read for race detection; a readiness check only peeks). `&&` and `||` short-circuit, so a
     /// guard protects its right side everywhere an expression is evaluated.
-    pub fn eval(
-        &self,
+    pub fn eval<'a>(
+        &'a self,
         locals: &[i64],
         me: Option<&ThreadInfo>,
         var: &mut dyn FnMut(u16) -> Result<i64, EvalError>,
     ) -> Result<i64, EvalError> {
-        Ok(match self {
-            IExpr::Const(v) => *v,
-            IExpr::Local(i) => locals[*i as usize],
-            IExpr::Var(v) => var(*v)?,
-            IExpr::Tid | IExpr::Gtid | IExpr::Lane | IExpr::Warp => {
-                let me = me.ok_or(EvalError::Fault("thread identity outside a thread"))?;
-                (match self {
-                    IExpr::Tid => me.tid,
-                    IExpr::Gtid => me.gtid,
-                    IExpr::Lane => me.lane,
-                    _ => me.warp,
-                }) as i64
-            }
-            IExpr::Unary(op, a) => {
-                crate::lower::apply_unary(*op, a.eval(locals, me, var)?).ok_or(EvalError::Fault("arithmetic overflow"))?
-            }
-            IExpr::Binary(op, a, b) => {
-                let a = a.eval(locals, me, var)?;
-                match op {
-                    BinOp::And if a == 0 => return Ok(0),
-                    BinOp::Or if a != 0 => return Ok(1),
-                    _ => {}
+        let node = &mut |x: &'a IExpr| {
+            Ok(match x {
+                IExpr::Const(v) => Node::Value(*v),
+                IExpr::Local(i) => Node::Value(locals[*i as usize]),
+                IExpr::Var(v) => Node::Value(var(*v)?),
+                IExpr::Tid | IExpr::Gtid | IExpr::Lane | IExpr::Warp => {
+                    let me = me.ok_or(EvalError::Fault("thread identity outside a thread"))?;
+                    Node::Value(
+                        (match x {
+                            IExpr::Tid => me.tid,
+                            IExpr::Gtid => me.gtid,
+                            IExpr::Lane => me.lane,
+                            _ => me.warp,
+                        }) as i64,
+                    )
                 }
-                let b = b.eval(locals, me, var)?;
-                crate::lower::apply_binary(*op, a, b).map_err(EvalError::Fault)?
+                IExpr::Unary(op, a) => Node::Unary(*op, &**a),
+                IExpr::Binary(op, a, b) => Node::Binary(*op, &**a, &**b),
+            })
+        };
+        eval::eval(self, Logic::ShortCircuit, node, &|_, m| EvalError::Fault(m))
+    }
+
+    /// The expression with a constant value where its operands are constants (the lowering folds
+    /// bottom-up): a node stays as it is when an operand is not a constant or the operation
+    /// faults, so the fault is reported when (and if) a thread evaluates it.
+    pub fn folded(self) -> IExpr {
+        fn constant(x: &IExpr) -> Result<Node<'_, IExpr>, ()> {
+            match x {
+                IExpr::Const(v) => Ok(Node::Value(*v)),
+                IExpr::Unary(op, a) => Ok(Node::Unary(*op, &**a)),
+                IExpr::Binary(op, a, b) => Ok(Node::Binary(*op, &**a, &**b)),
+                _ => Err(()),
             }
-        })
+        }
+        match eval::eval(&self, Logic::Strict, &mut constant, &|_, _| ()) {
+            Ok(v) if !matches!(self, IExpr::Const(_)) => IExpr::Const(v),
+            _ => self,
+        }
     }
 
     /// Value from locals and thread identity alone: `None` when the expression reads a shared var
@@ -586,7 +599,7 @@ impl Instr {
 
     /// `reads_identity` in a role that is `uniform` or not: an agent of a uniform role is alone
     /// in its warp, so its `elect()` always elects it and its `syncwarp(mask)` names the whole
-    /// warp (crate::uniform checks both): neither tells its agents apart.
+    /// warp (program::uniform checks both): neither tells its agents apart.
     pub fn reads_identity_in(&self, uniform: bool) -> bool {
         let mut found = !uniform && matches!(self.kind, InstrKind::Elect { .. } | InstrKind::SyncWarpMask { .. });
         self.exprs(&mut |e| found |= e.reads_identity());
