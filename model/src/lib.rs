@@ -13,12 +13,9 @@ pub mod lang;
 
 pub use kind::ViolationKind;
 pub mod program;
-pub mod selfcheck;
 pub mod spec;
 
 pub mod api;
-pub mod canon;
-pub mod footprint;
 pub mod rt;
 #[cfg(feature = "proptest")]
 pub mod strategies;
@@ -31,6 +28,8 @@ pub use program::{ir, uniform};
 pub use rt as step;
 pub use rt::path;
 pub use rt::state;
+pub use rt::symmetry as canon;
+pub use rt::{footprint, selfcheck};
 pub mod lower {
     pub use crate::program::eval::{apply_binary, apply_unary};
     pub use crate::program::lower::*;

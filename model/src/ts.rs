@@ -119,7 +119,7 @@ impl Packed for crate::rt::Model {
     }
 
     fn rename(&self, a: Self::Action, sigma: &[u32]) -> Self::Action {
-        crate::canon::rename(a, sigma)
+        crate::rt::symmetry::rename(a, sigma)
     }
 
     fn has_symmetry(&self) -> bool {

@@ -592,7 +592,7 @@ impl IOp {
 impl Instr {
     /// The instruction's outcome depends on which thread runs it: it reads `tid`, `gtid`, `lane`
     /// or `warp`, or it is an `elect()` (the elected lane differs from the others). Threads whose
-    /// code has such an instruction are not interchangeable (crate::canon).
+    /// code has such an instruction are not interchangeable (rt::symmetry).
     pub fn reads_identity(&self) -> bool {
         self.reads_identity_in(false)
     }

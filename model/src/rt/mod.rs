@@ -16,13 +16,17 @@ pub use named::{named_len, NAMED_BARRIERS};
 /// exiting under their peers.
 mod cluster;
 pub mod copies;
+pub mod footprint;
 pub mod mbarrier;
 pub mod memory;
 pub mod mutant;
+pub mod pack;
 pub mod path;
 /// The async proxy.
 mod proxy;
+pub mod selfcheck;
 pub mod state;
+pub mod symmetry;
 pub mod thread;
 mod uniform_agent;
 pub mod warp;
@@ -207,17 +211,17 @@ pub struct Model {
     pub(crate) tracks_proxy: bool,
     /// The protocol uses named barriers: only then is `State::named` packed.
     pub(crate) tracks_named: bool,
-    /// Classes of interchangeable threads (crate::canon).
+    /// Classes of interchangeable threads (symmetry.rs).
     pub(crate) symmetry: Vec<Vec<usize>>,
     /// The threads of each model warp, in lane order.
     warps: Vec<Vec<usize>>,
-    /// Static footprints for the partial-order reduction (crate::footprint).
-    pub por: crate::footprint::Footprints,
+    /// Static footprints for the partial-order reduction (footprint.rs).
+    pub por: footprint::Footprints,
 }
 
 impl Model {
     pub fn new(proto: Protocol) -> Model {
-        let por = crate::footprint::Footprints::new(&proto, false);
+        let por = footprint::Footprints::new(&proto, false);
         let mut m = Model {
             tracks_path: roles_with_commit(&proto),
             tracks_proxy: proxy::uses_async_proxy(&proto),
@@ -231,12 +235,12 @@ impl Model {
             por,
         };
         m.warps = (0..m.proto.warp_count()).map(|w| m.proto.warp_members(w).collect()).collect();
-        m.symmetry = crate::canon::symmetry_classes(&m);
+        m.symmetry = symmetry::symmetry_classes(&m.proto);
         m
     }
 
     pub fn fine_grained(proto: Protocol) -> Model {
-        let por = crate::footprint::Footprints::new(&proto, true);
+        let por = footprint::Footprints::new(&proto, true);
         Model {
             fine_grained: true,
             por,

@@ -129,3 +129,16 @@ pub(super) fn same_but_locals(a: &State, b: &State, t: usize) -> bool {
         && a.named == b.named
         && a.proxy == b.proxy
 }
+
+/// The status as one word of a packed state (and a sort key of the symmetry reduction).
+pub(super) fn status_word(s: Status) -> u32 {
+    match s {
+        Status::Running => 0,
+        Status::AtSyncWarp => 1,
+        Status::AtSyncThreads => 2,
+        Status::Done => 3,
+        Status::AtNamedBar => 4,
+        Status::AtNamedWait => 5,
+        Status::AtClusterWait => 6,
+    }
+}
