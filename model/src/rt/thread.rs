@@ -2,6 +2,7 @@
 //! on its own (branches, release of a thread a barrier let go, a thread that can only spin).
 
 use super::memory::Clock;
+use super::path::Replay;
 use super::*;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -86,26 +87,26 @@ impl Model {
         if !self.proto.code_of(t).has_while {
             return false;
         }
-        let mut cur = s.clone();
+        // The one replay walks the thread alone; only its own step counts (an election enables
+        // the same action for a thread waiting at `elect()`, which is not a spin).
+        let me = Action::Thread(t as u16);
+        let mut run = Replay::from_state(self, Some(s.clone()));
         for _ in 0..MAX_STEPS {
-            if cur.threads[t].status != Status::Running
-                || !matches!(self.wait_check(&cur, t), WaitCheck::NotAWait | WaitCheck::Ready)
-                || !self.commit_ready(&cur, t)
-            {
+            if run.state().is_none_or(|c| c.threads[t].status != Status::Running) {
                 return false;
             }
-            let o = self.step(&cur, Action::Thread(t as u16));
+            let Ok(step) = run.take(me) else { return false };
+            let o = &step.outcome;
             if !o.violations.is_empty() || o.internal.is_some() {
                 return false;
             }
-            let Some(n) = o.next else { return false };
-            if !same_but_locals(s, &n, t) {
+            let Some(n) = &o.next else { return false };
+            if !same_but_locals(s, n, t) {
                 return false;
             }
-            if n == *s {
+            if n == s {
                 return true;
             }
-            cur = n;
         }
         false
     }
