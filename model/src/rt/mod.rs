@@ -4,25 +4,48 @@
 //! (`state_violations`). An action is one visible instruction of one thread (with the local
 //! instructions that follow it), or the landing of one async copy. Violations found on the way are
 //! returned with the successor; kinds that are undefined behaviour end the execution.
+//!
+//! This file holds what every object shares: the action and its outcome, the executor `Exec`,
+//! the one loop over local instructions (`run_local`), and the one instruction dispatch
+//! (`exec_visible`, and `op_with` for operations), which calls into one file per hardware object:
+//! each owns its state record and its step rules (`impl Exec` blocks live in several files).
+//!
+//! - `thread.rs`: a thread's record, branches, a thread that can only spin;
+//! - `mbarrier.rs`: init/inval, arrive/drop, the tx-count, phase completion, completion functions,
+//!   waits and parity;
+//! - `copies.rs`: async copies in flight, whole and partial landing, cp.async and its arrive-on;
+//! - `memory.rs`: buffers, shared vars, byte ranges, happens-before, phase knowledge, races;
+//! - `warp.rs`: `syncthreads`, `syncwarp`, `elect()`, the warp-batched `commit`;
+//! - `named.rs`: named barriers (`bar_sync`/`bar_arrive`);
+//! - `cluster.rs`: cluster scope (remote and multicast operations, the cluster barrier);
+//! - `proxy.rs`: the async proxy (TMA stores, wgmma operand reads, proxy fences);
+//! - `uniform_agent.rs`: one agent standing for the lanes of a warp-uniform role.
+//!
+//! Engine-facing parts that span objects: `state.rs` (the whole state, assembled from the
+//! records), `symmetry.rs` and `pack.rs` (the canonical form and the wire format of a stored
+//! state), `footprint.rs` (the partial-order reduction), `selfcheck.rs` (the invariants
+//! re-derived after a step, with `--self-check` and in tests), `mutant.rs` (planted defects), `path.rs` (the one replay).
+//!
+//! A new statement of the language: its node in `lang::ast`, its syntax in `lang::parser`, its
+//! printing in `lang::pretty`, its static checks in `lang::check`, its instruction in
+//! `program::ir` lowered in `program::lower`/`program::code`, and its semantics here: one arm of
+//! the dispatch calling a method in the `rt/<object>.rs` whose state it changes (then its
+//! packing in `pack.rs` if it adds state, and its footprint in `footprint.rs`).
 
 use crate::lang::ast::Span;
 use crate::program::ir::*;
 use crate::ViolationKind as K;
 use state::*;
 
-mod named;
-pub use named::{named_len, NAMED_BARRIERS};
-/// Cluster scope: remote and multicast operations, the cluster barrier, CTAs
-/// exiting under their peers.
 mod cluster;
 pub mod copies;
 pub mod footprint;
 pub mod mbarrier;
 pub mod memory;
 pub mod mutant;
+mod named;
 pub mod pack;
 pub mod path;
-/// The async proxy.
 mod proxy;
 pub mod selfcheck;
 pub mod state;
@@ -34,6 +57,7 @@ pub mod warp;
 pub use copies::{land_part_bytes, LAND_CHUNK};
 pub use mbarrier::{hardware_complete, WaitCheck};
 pub use mutant::Mutant;
+pub use named::{named_len, NAMED_BARRIERS};
 use warp::roles_with_commit;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
@@ -853,47 +877,11 @@ impl<'m> Exec<'m> {
     /// Release execution barriers whose participants have all arrived. Exited threads do not
     /// participate, so a thread exiting can release the others.
     fn settle(&mut self) {
-        loop {
-            if self.ended {
-                return;
-            }
-            let n = self.s.threads.len();
-            // `syncthreads` is per CTA (a cluster's CTAs pass theirs independently).
-            let mut released_cta = false;
-            for cta in 0..self.p().cluster as u16 {
-                let p = self.p();
-                let live: Vec<usize> = (0..n)
-                    .filter(|&t| p.threads[t].cta == cta && self.s.threads[t].status != Status::Done)
-                    .collect();
-                if !live.is_empty() && live.iter().all(|&t| self.s.threads[t].status == Status::AtSyncThreads) {
-                    self.release(&live, "syncthreads");
-                    released_cta = true;
-                    break;
-                }
-            }
-            if released_cta {
-                continue;
-            }
-            if self.settle_cluster() {
-                continue;
-            }
-            if self.settle_named() {
-                continue;
-            }
-            let mut released = false;
-            for t in 0..n {
-                // An election is released by an action (the choice of the elected lane).
-                let Some(lanes) = self.m.warp_sync_group(&self.s, t) else {
-                    continue;
-                };
-                if lanes.iter().any(|&m| self.m.at_elect(&self.s, m).is_some()) {
-                    continue;
-                }
-                self.release_elect(&lanes, "syncwarp", None);
-                released = true;
-                break;
-            }
-            if !released {
+        // One release at a time, in this order, until nothing moves: a release runs the released
+        // threads' local code, which may bring them to another barrier.
+        while !self.ended {
+            let moved = self.settle_syncthreads() || self.settle_cluster() || self.settle_named() || self.settle_syncwarp();
+            if !moved {
                 return;
             }
         }

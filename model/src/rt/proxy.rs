@@ -57,10 +57,6 @@ impl Exec<'_> {
             );
             return Err(());
         };
-        let ev = |x: &mut Exec, e: &IExpr| match locals {
-            Some(l) => x.eval_with(e, l),
-            None => x.eval(e),
-        };
         match op {
             IOp::StoreAsync { buf } => {
                 let d = self.resolve_buf(buf, locals)?;
@@ -90,7 +86,7 @@ impl Exec<'_> {
             }
             IOp::WaitGroup { n, .. } | IOp::WgmmaWait { n } => {
                 let wgmma = matches!(op, IOp::WgmmaWait { .. });
-                let n = ev(self, n)?;
+                let n = self.ev(n, locals)?;
                 if n < 0 {
                     let what = if wgmma { "wgmma_wait" } else { "wait_group" };
                     self.fail(
