@@ -3,13 +3,6 @@
 
 use super::memory::{coalesce, overlaps, split_parts};
 use super::*;
-impl CopyInFlight {
-    /// A copy (not an arrive-on entry).
-    pub fn is_copy(&self) -> bool {
-        !matches!(self.kind, CopyKind::ArriveOn { .. })
-    }
-}
-
 /// What an entry of `State::copies` is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum CopyKind {
@@ -38,6 +31,13 @@ pub struct CopyInFlight {
     pub kind: CopyKind,
     pub offset: i64,
     pub len: i64,
+}
+
+impl CopyInFlight {
+    /// A copy (not an arrive-on entry).
+    pub fn is_copy(&self) -> bool {
+        !matches!(self.kind, CopyKind::ArriveOn { .. })
+    }
 }
 
 impl Exec<'_> {
@@ -98,9 +98,7 @@ impl Exec<'_> {
         });
         Ok(None)
     }
-}
 
-impl Exec<'_> {
     pub(super) fn op_copy_part(
         &mut self,
         buf: &Ref,
@@ -194,9 +192,7 @@ impl Exec<'_> {
         });
         Ok(None)
     }
-}
 
-impl Exec<'_> {
     /// `part` bytes of the copy land: its barrier's tx-count reaches zero while the rest of the
     /// copy is still in flight (the buffer stays under the copy).
     pub(super) fn land_part(&mut self, c: CopyInFlight, part: i64) {
@@ -270,23 +266,7 @@ impl Exec<'_> {
         self.release_into(b);
         let _ = self.maybe_complete(b);
     }
-}
 
-/// The smallest piece of a bulk copy's complete_tx the model splits off (the bulk-copy granule).
-pub const LAND_CHUNK: i64 = 16;
-
-/// The bytes a `LandPart` lands, from the barrier's tx-count and the copy's bytes still to land:
-/// the bytes that bring the tx-count to zero when the copy alone crosses it, else all but the
-/// copy's last chunk. The reference runtime lands the same (verifier/runtime barrier.rs).
-pub fn land_part_bytes(tx: i64, remaining: i64) -> i64 {
-    if tx < remaining {
-        tx
-    } else {
-        remaining - LAND_CHUNK
-    }
-}
-
-impl Exec<'_> {
     /// Issue a copy of `n` bytes into `off .. off + n` of buffer `d`.
     pub(super) fn issue_range_copy(&mut self, d: usize, bar: u16, n: i64, version: i64, off: i64, kind: CopyKind) -> R<()> {
         self.write_range(d, off, off + n, version)?;
@@ -429,5 +409,19 @@ impl Exec<'_> {
             .copies
             .iter()
             .find(|c| c.is_copy() && c.buf as usize == d && overlaps((c.offset, c.offset + c.len), (lo, hi)))
+    }
+}
+
+/// The smallest piece of a bulk copy's complete_tx the model splits off (the bulk-copy granule).
+pub const LAND_CHUNK: i64 = 16;
+
+/// The bytes a `LandPart` lands, from the barrier's tx-count and the copy's bytes still to land:
+/// the bytes that bring the tx-count to zero when the copy alone crosses it, else all but the
+/// copy's last chunk. The reference runtime lands the same (verifier/runtime barrier.rs).
+pub fn land_part_bytes(tx: i64, remaining: i64) -> i64 {
+    if tx < remaining {
+        tx
+    } else {
+        remaining - LAND_CHUNK
     }
 }

@@ -4,6 +4,13 @@
 use super::memory::Clock;
 use super::*;
 
+/// Whether the blocked wait at a thread's pc could return now (`None` if it is not at a wait).
+pub enum WaitCheck {
+    NotAWait,
+    Ready,
+    Blocked { bar: usize, named: i64 },
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Life {
     Uninit,
@@ -228,9 +235,7 @@ impl Exec<'_> {
         self.s.barriers[b].life = Life::Invalidated;
         Ok(None)
     }
-}
 
-impl Exec<'_> {
     /// Barrier usable by this agent: initialised, not invalidated, and the init is visible.
     pub(super) fn live_barrier(&mut self, b: usize, what: &str) -> R<()> {
         let bs = &self.s.barriers[b];
@@ -536,6 +541,26 @@ impl Exec<'_> {
         }
         result
     }
+
+    /// The token about to be waited on came from the element it is waited on (when known).
+    pub(super) fn token_check(&mut self, t: usize, origin: u16, index: &IExpr, group: u16) -> R<()> {
+        let from = self.s.threads[t].locals[origin as usize];
+        let at = self.eval(index)?;
+        if from != 0 && from != at + 1 {
+            let g = &self.p().barrier_groups[group as usize];
+            let name = g.name.clone();
+            self.fail(
+                K::Assertion,
+                format!(
+                    "{} waits on {name}[{at}] with a token of {name}[{}]: a token names a phase of the barrier it came from only (undefined: the wait answers about another barrier's phase)",
+                    self.label(),
+                    from - 1
+                ),
+            );
+            return Err(());
+        }
+        Ok(())
+    }
 }
 
 impl Model {
@@ -603,37 +628,8 @@ impl Model {
     }
 }
 
-/// Whether the blocked wait at a thread's pc could return now (`None` if it is not at a wait).
-pub enum WaitCheck {
-    NotAWait,
-    Ready,
-    Blocked { bar: usize, named: i64 },
-}
-
 /// PTX's answer for a wait on `named` when the barrier is in phase `current`: complete exactly when
 /// the parities differ (a phase two back looks like the current one: aliasing).
 pub fn hardware_complete(current: i64, named: i64) -> bool {
     current.rem_euclid(2) != named.rem_euclid(2)
-}
-
-impl Exec<'_> {
-    /// The token about to be waited on came from the element it is waited on (when known).
-    pub(super) fn token_check(&mut self, t: usize, origin: u16, index: &IExpr, group: u16) -> R<()> {
-        let from = self.s.threads[t].locals[origin as usize];
-        let at = self.eval(index)?;
-        if from != 0 && from != at + 1 {
-            let g = &self.p().barrier_groups[group as usize];
-            let name = g.name.clone();
-            self.fail(
-                K::Assertion,
-                format!(
-                    "{} waits on {name}[{at}] with a token of {name}[{}]: a token names a phase of the barrier it came from only (undefined: the wait answers about another barrier's phase)",
-                    self.label(),
-                    from - 1
-                ),
-            );
-            return Err(());
-        }
-        Ok(())
-    }
 }

@@ -5,29 +5,6 @@ use super::*;
 /// A vector clock over agents: threads, then one async-copy engine per buffer.
 pub type Clock = Box<[u32]>;
 
-impl Cell {
-    /// Every access record of the cell (whole-buffer and per range), for renamings.
-    pub fn accesses_mut(&mut self) -> impl Iterator<Item = &mut Access> {
-        self.last_write.iter_mut().chain(self.reads.iter_mut()).chain(
-            self.parts
-                .iter_mut()
-                .flat_map(|r| r.last_write.iter_mut().chain(r.reads.iter_mut())),
-        )
-    }
-
-    pub fn accesses(&self) -> impl Iterator<Item = &Access> {
-        self.last_write
-            .iter()
-            .chain(self.reads.iter())
-            .chain(self.parts.iter().flat_map(|r| r.last_write.iter().chain(r.reads.iter())))
-    }
-
-    /// The version of the byte at `at` (the whole buffer's while it has no per range records).
-    pub fn value_at(&self, at: i64) -> i64 {
-        self.parts.iter().find(|r| r.lo <= at && at < r.hi).map_or(self.value, |r| r.value)
-    }
-}
-
 /// Race-tracking record for a buffer (value = version) or a shared var (value = its value).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Cell {
@@ -61,6 +38,29 @@ pub struct Access {
     pub epoch: u32,
     /// Made by a completion function (a race with it is completion-misuse).
     pub in_completion: bool,
+}
+
+impl Cell {
+    /// Every access record of the cell (whole-buffer and per range), for renamings.
+    pub fn accesses_mut(&mut self) -> impl Iterator<Item = &mut Access> {
+        self.last_write.iter_mut().chain(self.reads.iter_mut()).chain(
+            self.parts
+                .iter_mut()
+                .flat_map(|r| r.last_write.iter_mut().chain(r.reads.iter_mut())),
+        )
+    }
+
+    pub fn accesses(&self) -> impl Iterator<Item = &Access> {
+        self.last_write
+            .iter()
+            .chain(self.reads.iter())
+            .chain(self.parts.iter().flat_map(|r| r.last_write.iter().chain(r.reads.iter())))
+    }
+
+    /// The version of the byte at `at` (the whole buffer's while it has no per range records).
+    pub fn value_at(&self, at: i64) -> i64 {
+        self.parts.iter().find(|r| r.lo <= at && at < r.hi).map_or(self.value, |r| r.value)
+    }
 }
 
 /// Pointwise maximum, for phase knowledge.
@@ -131,9 +131,7 @@ impl Exec<'_> {
         self.obs.push(Obs::Wrote { buf: d as u16, version: v });
         Ok(None)
     }
-}
 
-impl Exec<'_> {
     pub(super) fn op_read_part(
         &mut self,
         buf: &Ref,
@@ -171,9 +169,7 @@ impl Exec<'_> {
         }
         Ok(Some(got))
     }
-}
 
-impl Exec<'_> {
     pub(super) fn clock(&self) -> &[u32] {
         let n = self.p().threads.len();
         if self.agent < n {
@@ -313,9 +309,7 @@ impl Exec<'_> {
         cell.reads.clear();
         Ok(())
     }
-}
 
-impl Exec<'_> {
     /// The version a read of `lo .. hi` sees: the one every byte has, or -1 for a mix of versions
     /// (what the generated kernel's `pc_read` returns for a torn buffer).
     pub(super) fn version_in(&self, d: usize, lo: i64, hi: i64) -> i64 {

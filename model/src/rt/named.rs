@@ -4,6 +4,20 @@
 
 use super::*;
 
+/// One hardware named barrier. Idle (`count == 0`) between uses: a use starts when the
+/// first warp arrives, fixing the thread count, and ends when `count` threads have arrived.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct NamedBarState {
+    /// The thread count of the current use; 0 when idle.
+    pub count: i64,
+    /// Threads arrived so far (whole warps: `warp_size` each).
+    pub arrived: i64,
+    /// Join of the arrivers' histories (bar.sync and bar.arrive order memory among participants).
+    pub clock: Clock,
+    /// Join of the arrivers' phase knowledge of the mbarriers.
+    pub known: Box<[i64]>,
+}
+
 /// Hardware named barriers per CTA (PTX: "Each CTA instance has sixteen barriers numbered 0..15").
 pub const NAMED_BARRIERS: usize = 16;
 
@@ -158,18 +172,4 @@ impl Exec<'_> {
         }
         false
     }
-}
-
-/// One hardware named barrier. Idle (`count == 0`) between uses: a use starts when the
-/// first warp arrives, fixing the thread count, and ends when `count` threads have arrived.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct NamedBarState {
-    /// The thread count of the current use; 0 when idle.
-    pub count: i64,
-    /// Threads arrived so far (whole warps: `warp_size` each).
-    pub arrived: i64,
-    /// Join of the arrivers' histories (bar.sync and bar.arrive order memory among participants).
-    pub clock: Clock,
-    /// Join of the arrivers' phase knowledge of the mbarriers.
-    pub known: Box<[i64]>,
 }

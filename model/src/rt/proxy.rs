@@ -18,6 +18,34 @@
 
 use super::*;
 
+/// What the async proxy is doing to shared memory, and what the generic proxy has not yet fenced
+/// for it (docs/semantics.md, "The async proxy").
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct ProxyState {
+    /// Asynchronous reads of shared memory (TMA stores, wgmma operands) issued and not yet
+    /// retired by a wait of their issuer, in issue order.
+    pub reads: Vec<AsyncRead>,
+    /// Per buffer: its last write is a generic-proxy write (a thread's `write`) that no
+    /// `fence_proxy_async` ordered after it has covered yet.
+    pub unfenced_write: Box<[bool]>,
+    /// Per barrier: initialised by a thread's `init` that the thread has not yet followed with a
+    /// `fence_mbarrier_init` (or `fence_proxy_async`).
+    pub unfenced_init: Box<[bool]>,
+}
+
+/// An asynchronous read of a buffer by the async proxy, issued by a thread.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct AsyncRead {
+    pub buf: u16,
+    pub issuer: u16,
+    /// A wgmma operand (its group is a wgmma group); else a TMA store (a bulk group).
+    pub wgmma: bool,
+    /// 0: not yet in a committed group (bulk only); k >= 1: its group is the issuer's k-th newest.
+    pub age: u16,
+    /// The statement that issued it.
+    pub stmt: crate::lang::ast::Span,
+}
+
 /// Whether the protocol can observe the async proxy: it has an async-proxy statement, or it
 /// initialises a barrier in a thread and issues async copies (a copy on a barrier whose init
 /// is not fenced for the async proxy). Otherwise `State::proxy` never changes.
@@ -238,32 +266,4 @@ impl Exec<'_> {
         );
         Err(())
     }
-}
-
-/// What the async proxy is doing to shared memory, and what the generic proxy has not yet fenced
-/// for it (docs/semantics.md, "The async proxy").
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
-pub struct ProxyState {
-    /// Asynchronous reads of shared memory (TMA stores, wgmma operands) issued and not yet
-    /// retired by a wait of their issuer, in issue order.
-    pub reads: Vec<AsyncRead>,
-    /// Per buffer: its last write is a generic-proxy write (a thread's `write`) that no
-    /// `fence_proxy_async` ordered after it has covered yet.
-    pub unfenced_write: Box<[bool]>,
-    /// Per barrier: initialised by a thread's `init` that the thread has not yet followed with a
-    /// `fence_mbarrier_init` (or `fence_proxy_async`).
-    pub unfenced_init: Box<[bool]>,
-}
-
-/// An asynchronous read of a buffer by the async proxy, issued by a thread.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct AsyncRead {
-    pub buf: u16,
-    pub issuer: u16,
-    /// A wgmma operand (its group is a wgmma group); else a TMA store (a bulk group).
-    pub wgmma: bool,
-    /// 0: not yet in a committed group (bulk only); k >= 1: its group is the issuer's k-th newest.
-    pub age: u16,
-    /// The statement that issued it.
-    pub stmt: crate::lang::ast::Span,
 }

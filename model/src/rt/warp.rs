@@ -72,9 +72,7 @@ impl Exec<'_> {
         }
         Ok(None)
     }
-}
 
-impl Exec<'_> {
     /// A warp-level execution barrier (`syncwarp`, `syncwarp(mask)`, `elect()`): the lanes
     /// reconverge (their branch paths start afresh), and the elected lane, if any, gets 1 from its
     /// `elect()`, the others 0.
@@ -116,6 +114,39 @@ impl Exec<'_> {
         }
         self.obs.push(Obs::Released { what: what.to_string() });
         self.run_released(group.iter().copied());
+    }
+
+    /// Release one CTA whose unfinished threads all wait at `syncthreads` (per CTA: a cluster's
+    /// CTAs pass theirs independently). Returns whether one was released.
+    pub(super) fn settle_syncthreads(&mut self) -> bool {
+        let n = self.s.threads.len();
+        for cta in 0..self.p().cluster as u16 {
+            let p = self.p();
+            let live: Vec<usize> = (0..n)
+                .filter(|&t| p.threads[t].cta == cta && self.s.threads[t].status != Status::Done)
+                .collect();
+            if !live.is_empty() && live.iter().all(|&t| self.s.threads[t].status == Status::AtSyncThreads) {
+                self.release(&live, "syncthreads");
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Release one warp group whose lanes all wait at the same `syncwarp`. An election is not
+    /// released here but by an action (the choice of the elected lane). Returns whether one was.
+    pub(super) fn settle_syncwarp(&mut self) -> bool {
+        for t in 0..self.s.threads.len() {
+            let Some(lanes) = self.m.warp_sync_group(&self.s, t) else {
+                continue;
+            };
+            if lanes.iter().any(|&m| self.m.at_elect(&self.s, m).is_some()) {
+                continue;
+            }
+            self.release_elect(&lanes, "syncwarp", None);
+            return true;
+        }
+        false
     }
 }
 
@@ -295,39 +326,4 @@ pub(super) fn roles_with_commit(proto: &Protocol) -> Vec<bool> {
             })
         })
         .collect()
-}
-
-impl Exec<'_> {
-    /// Release one CTA whose unfinished threads all wait at `syncthreads` (per CTA: a cluster's
-    /// CTAs pass theirs independently). Returns whether one was released.
-    pub(super) fn settle_syncthreads(&mut self) -> bool {
-        let n = self.s.threads.len();
-        for cta in 0..self.p().cluster as u16 {
-            let p = self.p();
-            let live: Vec<usize> = (0..n)
-                .filter(|&t| p.threads[t].cta == cta && self.s.threads[t].status != Status::Done)
-                .collect();
-            if !live.is_empty() && live.iter().all(|&t| self.s.threads[t].status == Status::AtSyncThreads) {
-                self.release(&live, "syncthreads");
-                return true;
-            }
-        }
-        false
-    }
-
-    /// Release one warp group whose lanes all wait at the same `syncwarp`. An election is not
-    /// released here but by an action (the choice of the elected lane). Returns whether one was.
-    pub(super) fn settle_syncwarp(&mut self) -> bool {
-        for t in 0..self.s.threads.len() {
-            let Some(lanes) = self.m.warp_sync_group(&self.s, t) else {
-                continue;
-            };
-            if lanes.iter().any(|&m| self.m.at_elect(&self.s, m).is_some()) {
-                continue;
-            }
-            self.release_elect(&lanes, "syncwarp", None);
-            return true;
-        }
-        false
-    }
 }
