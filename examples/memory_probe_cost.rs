@@ -10,7 +10,7 @@
 //! times with counting off and three with counting on, and times 100,000 statm reads.
 
 use phasecheck_model::spec::load;
-use phasecheck_model::step::Model;
+use phasecheck_model::rt::Model;
 use phasecheck_verifier::{bounds, check, CheckOptions};
 use std::alloc::{GlobalAlloc, Layout};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

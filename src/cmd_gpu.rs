@@ -93,7 +93,7 @@ pub struct RunArgs {
     pub plan_only: bool,
     /// Plant a defect in the model (tests only: a failing model must not stop the suite).
     #[arg(long, hide = true, value_parser = crate::parse_mutant)]
-    pub mutant: Option<phasecheck_model::step::Mutant>,
+    pub mutant: Option<phasecheck_model::rt::Mutant>,
 }
 
 impl RunArgs {

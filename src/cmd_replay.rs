@@ -12,7 +12,7 @@
 //! runs the same loop over a folder of traces.
 
 use crate::load::{self, Spec};
-use phasecheck_model::step::{Action, Model};
+use phasecheck_model::rt::{Action, Model};
 use phasecheck_verifier::cause::{root_causes, Cause};
 use phasecheck_verifier::fixloop::{replay_edited, FixReport, FixVerdict};
 use phasecheck_verifier::minimize::minimize;
@@ -279,7 +279,7 @@ fn step_diff(t: &TraceFile, rec: &StepRec, got: &TraceStep, model: &Model) -> Op
         match (rec.observed.get(i), got.obs.get(i)) {
             (Some(a), Some(b)) if a == b => {}
             (a, b) => {
-                let show = |o: Option<&phasecheck_model::step::Obs>| match o {
+                let show = |o: Option<&phasecheck_model::rt::Obs>| match o {
                     Some(o) => format!("`{}`", obs_text(t, o)),
                     None => "nothing".into(),
                 };

@@ -16,7 +16,7 @@ mod report;
 mod shrink;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use phasecheck_model::step::Model;
+use phasecheck_model::rt::Model;
 use phasecheck_verifier::{bounds, check, CheckOptions, Progress, Verdict};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -84,17 +84,17 @@ pub(crate) struct SearchArgs {
     threads: Option<usize>,
     /// Plant a defect in the model (tests only: they show the guards catch it).
     #[arg(long, hide = true, value_parser = parse_mutant)]
-    mutant: Option<phasecheck_model::step::Mutant>,
+    mutant: Option<phasecheck_model::rt::Mutant>,
 }
 
-pub(crate) fn parse_mutant(s: &str) -> Result<phasecheck_model::step::Mutant, String> {
-    phasecheck_model::step::Mutant::ALL
+pub(crate) fn parse_mutant(s: &str) -> Result<phasecheck_model::rt::Mutant, String> {
+    phasecheck_model::rt::Mutant::ALL
         .into_iter()
         .find(|m| m.name() == s)
         .ok_or_else(|| format!("no mutant named `{s}`"))
 }
 
-pub(crate) fn model_for(proto: &phasecheck_model::ir::Protocol, a: &SearchArgs) -> Model {
+pub(crate) fn model_for(proto: &phasecheck_model::program::ir::Protocol, a: &SearchArgs) -> Model {
     let mut m = Model::new(proto.clone());
     m.mutant = a.mutant;
     m

@@ -2,7 +2,7 @@
 
 use crate::load::Spec;
 use phasecheck_model::lang::diag::line_col;
-use phasecheck_model::step::Model;
+use phasecheck_model::rt::Model;
 use phasecheck_model::ViolationKind;
 use phasecheck_verifier::cause::{root_causes, Cause};
 use phasecheck_verifier::trace::{describe_obs, replay, TraceStep};

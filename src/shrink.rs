@@ -16,8 +16,8 @@
 
 use crate::load::Spec;
 use phasecheck_model::lang::ast::{Block, Expr, ExprKind, Item, Program, StmtKind};
-use phasecheck_model::lower::lower;
-use phasecheck_model::step::Model;
+use phasecheck_model::program::lower::lower;
+use phasecheck_model::rt::Model;
 use phasecheck_verifier::{check, CheckOptions, Verdict};
 use std::collections::BTreeSet;
 use std::time::Instant;

@@ -3,7 +3,7 @@
 //! through the real binary. Regenerate with `counterexamples/regenerate.sh`.
 
 use phasecheck_model::lang;
-use phasecheck_model::lower::lower;
+use phasecheck_model::program::lower::lower;
 use phasecheck_verifier::tracefile::TraceFile;
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -8,7 +8,7 @@
 //!   absolute path, no `..` climbing above the root, and every target exists.
 
 use phasecheck_model::lang;
-use phasecheck_model::step::Model;
+use phasecheck_model::rt::Model;
 use phasecheck_model::ViolationKind;
 use phasecheck_verifier::{check, CheckOptions, Verdict};
 use std::collections::BTreeSet;
@@ -86,7 +86,7 @@ fn every_phase_block_of_the_docs_is_a_spec_that_finds_what_it_expects() {
                 failures.push(d.render(&name, &body));
                 continue;
             }
-            let proto = match phasecheck_model::lower::lower(&ast, &[]) {
+            let proto = match phasecheck_model::program::lower::lower(&ast, &[]) {
                 Ok(p) => p,
                 Err(d) => {
                     failures.push(d.render(&name, &body));

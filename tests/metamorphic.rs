@@ -6,8 +6,8 @@
 //! here even when no verdict changes. Each property is named by its law.
 
 use phasecheck_model::lang;
-use phasecheck_model::lower::lower;
-use phasecheck_model::step::Model;
+use phasecheck_model::program::lower::lower;
+use phasecheck_model::rt::Model;
 use phasecheck_model::ViolationKind;
 use phasecheck_verifier::{check, CheckOptions, Verdict};
 use proptest::prelude::*;

@@ -8,8 +8,8 @@
 //! a wrong count would lose a kind.
 
 use phasecheck_model::lang;
-use phasecheck_model::lower::lower;
-use phasecheck_model::step::Model;
+use phasecheck_model::program::lower::lower;
+use phasecheck_model::rt::Model;
 use phasecheck_model::ViolationKind;
 use phasecheck_verifier::{check, CheckOptions, Verdict};
 use proptest::prelude::*;

@@ -7,8 +7,8 @@
 mod common;
 
 use phasecheck_model::spec::load;
-use phasecheck_model::state::State;
-use phasecheck_model::step::Model;
+use phasecheck_model::rt::state::State;
+use phasecheck_model::rt::Model;
 use phasecheck_model::ViolationKind;
 use phasecheck_verifier::{check, CheckOptions, Report, Verdict};
 use std::collections::{BTreeSet, HashSet, VecDeque};
@@ -180,7 +180,7 @@ fn a_partial_order_reduction_that_ignores_conflicts_loses_kinds() {
             continue;
         }
         let full = run_with(&model, true, false, 1);
-        model.mutant = Some(phasecheck_model::step::Mutant::PorIgnoresConflicts);
+        model.mutant = Some(phasecheck_model::rt::Mutant::PorIgnoresConflicts);
         let broken = check(
             &model,
             &CheckOptions {

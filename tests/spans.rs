@@ -3,7 +3,7 @@
 
 use phasecheck_model::lang::diag::line_col;
 use phasecheck_model::spec::load;
-use phasecheck_model::step::{Action, Model};
+use phasecheck_model::rt::{Action, Model};
 use std::path::Path;
 
 #[test]

@@ -20,8 +20,8 @@
 //! it (k = 0 is the whole allowed set).
 
 use crate::codegen::{status, Kernel};
-use phasecheck_model::path::{Refusal, Replay};
-use phasecheck_model::step::{Action, Model};
+use phasecheck_model::rt::path::{Refusal, Replay};
+use phasecheck_model::rt::{Action, Model};
 use phasecheck_verifier::outcomes::{
     allowed_after, prefix_observations, AllowedSet, End, Forced, Judged, Outcome, ThreadOutcome, Undefined,
 };

@@ -8,8 +8,8 @@
 
 use crate::codegen::{generate, Backend};
 use phasecheck_model::lang::{self, parser};
-use phasecheck_model::lower::lower;
-use phasecheck_model::step::Model;
+use phasecheck_model::program::lower::lower;
+use phasecheck_model::rt::Model;
 use phasecheck_verifier::{check, trace, CheckOptions};
 
 /// How far one input went.

@@ -36,7 +36,7 @@ fn folder(name: &str, files: &[(&str, String)]) -> PathBuf {
     dir
 }
 
-fn run(dir: &Path, budget: Budget, mutant: Option<phasecheck_model::step::Mutant>) -> (u8, Report, Duration) {
+fn run(dir: &Path, budget: Budget, mutant: Option<phasecheck_model::rt::Mutant>) -> (u8, Report, Duration) {
     let out = dir.join("report/plan.json");
     let s = Settings {
         paths: vec![dir.to_path_buf()],
@@ -106,7 +106,7 @@ fn a_spec_over_budget_and_a_failing_model_leave_a_report_for_the_rest() {
 
     // The same folder with a model that breaks its own wait rule: the specs that wait fail with the
     // model's error; the one without waits is still planned.
-    let (rc, r, took) = run(&dir, budget, Some(phasecheck_model::step::Mutant::WaitAlwaysReady));
+    let (rc, r, took) = run(&dir, budget, Some(phasecheck_model::rt::Mutant::WaitAlwaysReady));
     assert_eq!(rc, 0);
     assert!(took < Duration::from_secs(40), "took {took:?}");
     for f in ["big.phase", "double_buffer.phase"] {

@@ -6,7 +6,7 @@
 //! text that reaches the source verbatim-or-escaped.
 
 use phasecheck_gpu::codegen::{comment_text, generate, Backend};
-use phasecheck_model::{lang, lower::lower};
+use phasecheck_model::{lang, program::lower::lower};
 use proptest::prelude::*;
 use std::io::Write;
 use std::process::{Command, Stdio};

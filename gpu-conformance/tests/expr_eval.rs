@@ -7,7 +7,7 @@
 //! the step reports `assertion`), the C++ must still be defined; its value is not compared.
 
 use phasecheck_gpu::codegen::{expression_cpp, local_cpp, prelude_text, Backend};
-use phasecheck_model::ir::{IExpr, Protocol};
+use phasecheck_model::program::ir::{IExpr, Protocol};
 use phasecheck_model::spec::load;
 use std::fmt::Write as _;
 use std::io::Write as _;

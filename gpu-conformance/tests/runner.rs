@@ -2,7 +2,7 @@
 
 use phasecheck_gpu::codegen::{generate, status, Backend, CAP, HEADER_WORDS, THREAD_WORDS};
 use phasecheck_model::spec::load as load_spec;
-use phasecheck_model::step::{Action, Model};
+use phasecheck_model::rt::{Action, Model};
 use phasecheck_verifier::outcomes::{commit_mates, replay_schedule, schedule};
 use phasecheck_verifier::{check, CheckOptions};
 use std::path::PathBuf;
@@ -57,7 +57,7 @@ fn schedule_gives_a_group_commit_turn_to_every_converged_lane() {
     )
     .unwrap();
     let model = Model::new(spec.proto.clone());
-    let (mut r, _) = phasecheck_model::path::Replay::start(&model);
+    let (mut r, _) = phasecheck_model::rt::path::Replay::start(&model);
     let mut acts = Vec::new();
     while !r.state().expect("the run has not ended").all_done() {
         let a = r.enabled()[0];

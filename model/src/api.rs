@@ -20,9 +20,9 @@
 //! assert!(spec.source.contains("role consumer[1]"));
 //! ```
 
-use crate::ir::Protocol;
 use crate::lang::{self, ast};
-use crate::lower::lower;
+use crate::program::ir::Protocol;
+use crate::program::lower::lower;
 
 /// A spec that went through the whole front end.
 #[derive(Clone, Debug)]

@@ -1,9 +1,9 @@
 //! A spec file from disk to an executable protocol: read, parse, check, lower. Every failure is
 //! a rendered diagnostic (file:line:col, caret, one sentence), ready to print.
 
-use crate::ir::Protocol;
 use crate::lang::{self, ast, Diagnostic};
-use crate::lower::lower;
+use crate::program::ir::Protocol;
+use crate::program::lower::lower;
 use std::path::{Path, PathBuf};
 
 pub struct Spec {

@@ -61,7 +61,7 @@ pub enum GenStmt {
     SyncThreads,
     /// `for i in 0..n { body }` (one level).
     Loop(i64, Vec<GenStmt>),
-    // The async proxy (issue 13).
+    // The async proxy.
     /// `copy_store_async(d)` then `commit_group()`: a TMA store of the buffer in a group of its own.
     StoreAsync(usize),
     /// `wait_group_read(n)`.
@@ -92,7 +92,7 @@ pub struct GenConfig {
     pub syncthreads: bool,
     /// Statements per role body (top level), at most.
     pub max_stmts: usize,
-    /// Async-proxy statements (issue 13): TMA stores, bulk and wgmma waits, proxy fences.
+    /// Async-proxy statements: TMA stores, bulk and wgmma waits, proxy fences.
     pub async_proxy: bool,
 }
 

@@ -6,7 +6,7 @@
 //! (symmetry, normalised clocks) and a packing into small integer components that the engine
 //! interns. The engine itself (verifier/src/engine) knows nothing of barriers or threads.
 
-use crate::step::{Outcome, Violation};
+use crate::rt::{Outcome, Violation};
 
 /// A system of states and actions whose semantics are written once.
 pub trait TransitionSystem: Sync {
@@ -64,24 +64,24 @@ pub trait Packed: TransitionSystem {
     fn has_symmetry(&self) -> bool;
 }
 
-impl TransitionSystem for crate::step::Model {
-    type State = crate::state::State;
-    type Action = crate::step::Action;
+impl TransitionSystem for crate::rt::Model {
+    type State = crate::rt::state::State;
+    type Action = crate::rt::Action;
 
     fn init(&self) -> Outcome {
-        crate::step::Model::init(self)
+        crate::rt::Model::init(self)
     }
 
     fn actions(&self, s: &Self::State, out: &mut Vec<Self::Action>) {
-        crate::step::Model::actions(self, s, out)
+        crate::rt::Model::actions(self, s, out)
     }
 
     fn step(&self, s: &Self::State, a: Self::Action) -> Outcome {
-        crate::step::Model::step(self, s, a)
+        crate::rt::Model::step(self, s, a)
     }
 
     fn state_violations(&self, s: &Self::State, enabled: &[Self::Action]) -> Vec<Violation> {
-        crate::step::Model::state_violations(self, s, enabled)
+        crate::rt::Model::state_violations(self, s, enabled)
     }
 
     fn is_final(&self, s: &Self::State) -> bool {
@@ -93,7 +93,7 @@ impl TransitionSystem for crate::step::Model {
     }
 }
 
-impl Packed for crate::step::Model {
+impl Packed for crate::rt::Model {
     fn components(&self) -> usize {
         self.component_count()
     }
@@ -119,7 +119,7 @@ impl Packed for crate::step::Model {
     }
 
     fn rename(&self, a: Self::Action, sigma: &[u32]) -> Self::Action {
-        crate::canon::rename(a, sigma)
+        crate::rt::symmetry::rename(a, sigma)
     }
 
     fn has_symmetry(&self) -> bool {

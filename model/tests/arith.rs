@@ -6,7 +6,7 @@
 //! every one of them together, and no verdict comparison between them could see it.
 
 use phasecheck_model::lang::ast::{BinOp, UnOp};
-use phasecheck_model::lower::{apply_binary, apply_unary};
+use phasecheck_model::program::eval::{apply_binary, apply_unary};
 use proptest::prelude::*;
 
 /// `None`: a fault (overflow, or a zero divisor).

@@ -2,9 +2,9 @@
 //! bounded breadth-first walk per spec, raw and canonical forms), `unpack_state(pack_state(s))`
 //! gives back `s`. A field added to the state and forgotten in `canon.rs` fails here.
 
+use phasecheck_model::rt::state::State;
+use phasecheck_model::rt::Model;
 use phasecheck_model::spec::{expand, load};
-use phasecheck_model::state::State;
-use phasecheck_model::step::Model;
 use std::collections::{HashSet, VecDeque};
 use std::path::PathBuf;
 

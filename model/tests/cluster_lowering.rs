@@ -3,7 +3,7 @@
 //! without a `cluster` line.
 
 use phasecheck_model::api::parse_spec;
-use phasecheck_model::ir::{IOp, InstrKind};
+use phasecheck_model::program::ir::{IOp, InstrKind};
 
 const BODY: &str = "barrier full[2] count 1 completion c\nvar turns = 0\ncompletion c { turns = turns + 1 }\nbuffer tile bytes 64\nrole producer[1] { arrive(full[0]) }\nrole consumer warps 1 { wait_parity(full[0], 0)\nread(tile) }\n";
 

@@ -4,8 +4,8 @@
 //! lowers (the nesting guard counts depth, not calls).
 
 use phasecheck_model::lang;
-use phasecheck_model::lower::lower;
-use phasecheck_model::step::Model;
+use phasecheck_model::program::lower::lower;
+use phasecheck_model::rt::Model;
 
 /// Lower `body` as the only role of a protocol and run its one thread to the end; the violations
 /// (an `assert` that failed, a fault) it met, by message.

@@ -6,9 +6,9 @@
 //! produces.
 
 use phasecheck_model::lang;
-use phasecheck_model::lower::lower;
-use phasecheck_model::state::{Life, State};
-use phasecheck_model::step::{Action, Model, Obs};
+use phasecheck_model::program::lower::lower;
+use phasecheck_model::rt::state::{Life, State};
+use phasecheck_model::rt::{Action, Model, Obs};
 use proptest::prelude::*;
 
 /// One statement drawn from the pool, over barriers `b0`, `b1` (counts given) and buffer `d`.
@@ -128,7 +128,7 @@ proptest! {
         let m = model_of(&src);
         walk(&m, &choices, |_, _, b, _| {
             for bs in b.barriers.iter() {
-                assert!(bs.tx.abs() <= phasecheck_model::ir::MAX_COUNT);
+                assert!(bs.tx.abs() <= phasecheck_model::program::ir::MAX_COUNT);
             }
         });
     }

@@ -96,7 +96,7 @@ fn op() -> impl Strategy<Value = Op> {
         p().prop_map(|bar| OpKind::Inval { bar }),
         p().prop_map(|bar| OpKind::Commit { bar }),
         Just(OpKind::Elect),
-        // issue 13
+        // Named barriers, cp.async, byte ranges.
         (x(), x()).prop_map(|(id, count)| OpKind::BarSync { id, count }),
         (x(), x()).prop_map(|(id, count)| OpKind::BarArrive { id, count }),
         (p(), ox(), ox(), ox()).prop_map(|(buf, offset, bytes, version)| OpKind::CpAsync {
@@ -120,7 +120,7 @@ fn op() -> impl Strategy<Value = Op> {
             bytes,
             expect
         }),
-        // The async proxy (issue 13).
+        // The async proxy.
         p().prop_map(|buf| OpKind::CopyStoreAsync { buf }),
         Just(OpKind::CommitGroup),
         (x(), any::<bool>()).prop_map(|(n, read)| OpKind::WaitGroup { n, read }),

@@ -14,7 +14,7 @@ pub use phasecheck_model::api::{parse_spec, Loaded, SpecBuilder};
 pub use phasecheck_model::ViolationKind;
 
 use crate::search::Report;
-use phasecheck_model::step::Model;
+use phasecheck_model::rt::Model;
 
 /// The result of checking one spec.
 #[derive(Clone, Debug)]

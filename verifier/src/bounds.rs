@@ -25,7 +25,7 @@ pub enum Bound {
     MaxStates,
     MaxSeconds,
     MaxMemory,
-    /// One step ran more local instructions than `phasecheck_model::step::STEP_BUDGET`.
+    /// One step ran more local instructions than `phasecheck_model::rt::STEP_BUDGET`.
     StepBudget,
 }
 

@@ -27,8 +27,8 @@ use crate::trace::{replay, Replayed};
 use crate::tracefile::statement_text;
 use phasecheck_model::lang::ast::Span;
 use phasecheck_model::lang::diag::line_col;
-use phasecheck_model::state::Status;
-use phasecheck_model::step::{Action, Model, Obs};
+use phasecheck_model::rt::state::Status;
+use phasecheck_model::rt::{Action, Model, Obs};
 use phasecheck_model::ViolationKind;
 use std::collections::BTreeMap;
 
@@ -138,7 +138,7 @@ fn bar_of(o: &Obs) -> Option<(u16, i64)> {
         Obs::PhaseCompleted { bar, phase, .. } => Some((*bar, *phase)),
         // A cp.async copy (completing through `cp_async_arrive`, not a tx count) has no barrier (`NO_BAR`).
         Obs::CopyIssued { bar, .. } | Obs::Landed { bar, .. } | Obs::LandedPart { bar, .. } | Obs::CommitJoined { bar, .. }
-            if *bar != phasecheck_model::state::NO_BAR =>
+            if *bar != phasecheck_model::rt::state::NO_BAR =>
         {
             Some((*bar, -1))
         }
@@ -227,7 +227,7 @@ fn divergence(
         }
         String::new()
     };
-    let first_violation = |i: usize, s: &crate::trace::TraceStep, v: &phasecheck_model::step::Violation| {
+    let first_violation = |i: usize, s: &crate::trace::TraceStep, v: &phasecheck_model::rt::Violation| {
         let (bar, phase) = s
             .obs
             .iter()

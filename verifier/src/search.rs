@@ -8,8 +8,8 @@
 //! tests compare them all.
 
 use crate::engine::{self, Limits, Tally};
-use phasecheck_model::path::Replay;
-use phasecheck_model::step::{Action, Model};
+use phasecheck_model::rt::path::Replay;
+use phasecheck_model::rt::{Action, Model};
 use phasecheck_model::ViolationKind;
 use std::time::Instant;
 
@@ -34,7 +34,7 @@ pub struct CheckOptions {
     /// Called about every two seconds with progress; the CLI prints it to stderr.
     pub progress: Option<fn(&Progress)>,
     /// After every transition, re-derive the invariants of SEMANTICS.md from the two states and
-    /// the step's observations (phasecheck_model::selfcheck); a broken one is an internal error.
+    /// the step's observations (phasecheck_model::rt::selfcheck); a broken one is an internal error.
     pub self_check: bool,
     /// Threads of a role and warp that never read their identity are interchangeable: store one
     /// ordering of them (`--no-symmetry` turns it off).
@@ -182,8 +182,8 @@ pub fn check_from(model: &Model, prefix: &[Action], opts: &CheckOptions) -> Repo
 
 fn check_from_unguarded(model: &Model, prefix: &[Action], opts: &CheckOptions) -> Report {
     let start = Instant::now();
-    let self_check = |s: &phasecheck_model::state::State, a: Action, out: &phasecheck_model::step::Outcome| {
-        phasecheck_model::selfcheck::transition(model, s, a, out).err()
+    let self_check = |s: &phasecheck_model::rt::state::State, a: Action, out: &phasecheck_model::rt::Outcome| {
+        phasecheck_model::rt::selfcheck::transition(model, s, a, out).err()
     };
     let progress = opts.progress.map(|f| move |t: &Tally| f(t));
     let limits = Limits::<Model> {
@@ -335,9 +335,9 @@ fn finish(
 mod tests {
     use super::*;
 
-    fn double_buffer() -> phasecheck_model::step::Model {
+    fn double_buffer() -> phasecheck_model::rt::Model {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../specs/guide/double_buffer.phase");
-        phasecheck_model::step::Model::new(phasecheck_model::spec::load(&path, &[]).unwrap().proto)
+        phasecheck_model::rt::Model::new(phasecheck_model::spec::load(&path, &[]).unwrap().proto)
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! buffer does not.
 
 use phasecheck_model::spec::load;
-use phasecheck_model::step::Model;
+use phasecheck_model::rt::Model;
 use phasecheck_model::ViolationKind;
 use phasecheck_verifier::{check, CheckOptions, Verdict};
 use std::collections::BTreeSet;

@@ -4,7 +4,7 @@
 //! possible from step N").
 
 use phasecheck_model::spec::load;
-use phasecheck_model::step::Model;
+use phasecheck_model::rt::Model;
 use phasecheck_verifier::fixloop::{replay_edited, FixVerdict};
 use phasecheck_verifier::tracefile::TraceFile;
 use phasecheck_verifier::CheckOptions;

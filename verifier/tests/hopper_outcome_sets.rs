@@ -3,7 +3,7 @@
 //! a uniform warp arriving past the pending count may fault (the H200 batches its arrivals).
 
 use phasecheck_model::spec::load as load_spec;
-use phasecheck_model::step::Model;
+use phasecheck_model::rt::Model;
 use phasecheck_verifier::outcomes::allowed_outcomes;
 use std::path::PathBuf;
 

@@ -11,7 +11,7 @@
 //! phasecheck-verifier --test library`, then read the diff of `library.golden`.
 
 use phasecheck_model::spec::{expand, load};
-use phasecheck_model::step::Model;
+use phasecheck_model::rt::Model;
 use phasecheck_model::ViolationKind;
 use phasecheck_verifier::{check, CheckOptions, Verdict};
 use std::collections::BTreeSet;

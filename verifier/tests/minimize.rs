@@ -2,9 +2,9 @@
 //! switchy), for traces found by random walks rather than by the breadth-first search.
 
 use phasecheck_model::lang;
-use phasecheck_model::lower::lower;
-use phasecheck_model::path::Replay;
-use phasecheck_model::step::{Action, Model};
+use phasecheck_model::program::lower::lower;
+use phasecheck_model::rt::path::Replay;
+use phasecheck_model::rt::{Action, Model};
 use phasecheck_model::ViolationKind;
 use phasecheck_verifier::minimize::{context_switches, first_reach, minimize};
 use phasecheck_verifier::tracefile::raised_by;

@@ -3,7 +3,7 @@
 //! the fine-grained one (every instruction a step) find exactly the same violation kinds.
 
 use phasecheck_model::spec::load;
-use phasecheck_model::step::Model;
+use phasecheck_model::rt::Model;
 use phasecheck_verifier::{check, CheckOptions, Verdict};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

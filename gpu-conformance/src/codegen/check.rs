@@ -5,7 +5,7 @@ use super::expr::line_of;
 use super::proxy::{code_bulk_groups, code_wgmma};
 use super::warp::{code_commits, code_warp_ops};
 use super::{Backend, Gen, NotExpressible};
-use phasecheck_model::ir::*;
+use phasecheck_model::program::ir::*;
 
 impl Gen<'_> {
     /// Reject what this backend cannot express, with the reason.

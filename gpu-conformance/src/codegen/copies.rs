@@ -5,7 +5,7 @@
 //! source, one row per version.
 
 use super::{Backend, Gen};
-use phasecheck_model::ir::*;
+use phasecheck_model::program::ir::*;
 
 impl Gen<'_> {
     /// Why the kernel cannot express a copy, if it cannot: a copy must complete on a hardware

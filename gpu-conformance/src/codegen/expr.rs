@@ -3,7 +3,7 @@
 //! shared state, and spec text made safe for generated comments.
 
 use super::Gen;
-use phasecheck_model::ir::*;
+use phasecheck_model::program::ir::*;
 use phasecheck_model::lang::ast::{BinOp, UnOp};
 
 pub(super) fn ident(s: &str) -> String {

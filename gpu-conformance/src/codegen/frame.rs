@@ -12,7 +12,7 @@ use super::prelude::UNIFORM_HELPERS;
 use super::results::{block_words_of, Layout, COMPLETIONS_CPP, END_VARS_FROM_PROBES_CPP, HEADER_CPP, PROBES_CPP};
 use super::warp::{code_commits, has_commit, has_warp_ops};
 use super::{has_uniform, thread_lanes, Backend, Gen, NotExpressible};
-use phasecheck_model::ir::*;
+use phasecheck_model::program::ir::*;
 
 impl Gen<'_> {
     pub(super) fn kernel(&mut self, symbol: &str, block_dim: usize, hw_index: &dyn Fn(&ThreadInfo) -> usize) -> Result<(), NotExpressible> {

@@ -7,7 +7,7 @@
 use super::expr::ident;
 use super::{Backend, Gen, NotExpressible};
 use phasecheck_verifier::outcomes::Recorded;
-use phasecheck_model::ir::*;
+use phasecheck_model::program::ir::*;
 use std::collections::HashSet;
 
 impl Gen<'_> {

@@ -4,7 +4,7 @@
 
 use super::Gen;
 use phasecheck_verifier::outcomes::Recorded;
-use phasecheck_model::ir::*;
+use phasecheck_model::program::ir::*;
 
 /// 32-bit words of a buffer, rounded up to 16 bytes (bulk copies move multiples of 16 bytes).
 pub(super) fn words_of(bytes: i64) -> usize {

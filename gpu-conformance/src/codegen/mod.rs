@@ -52,7 +52,7 @@ pub use warp::{has_commit, PATH_CAP};
 use phasecheck_verifier::outcomes::Recorded;
 use expr::{ident, line_of};
 use memory::words_of;
-use phasecheck_model::ir::*;
+use phasecheck_model::program::ir::*;
 use std::collections::HashSet;
 use uniform::{uniform_layout, UNIFORM_AGENT_BYTES};
 use warp::LANE_BYTES;

@@ -3,7 +3,7 @@
 //! instruction (the prelude's `named.cuh`).
 
 use super::Gen;
-use phasecheck_model::ir::*;
+use phasecheck_model::program::ir::*;
 
 /// The protocol uses named barriers (`bar_sync`/`bar_arrive`).
 pub(super) fn has_named(p: &Protocol) -> bool {

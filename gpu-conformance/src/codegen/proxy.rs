@@ -11,7 +11,7 @@
 //! leader ([`shared_by_the_warp`]).
 
 use super::Gen;
-use phasecheck_model::ir::*;
+use phasecheck_model::program::ir::*;
 
 /// The code issues TMA stores or manages bulk groups itself.
 pub(super) fn code_bulk_groups(code: &Code) -> bool {

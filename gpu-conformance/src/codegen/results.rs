@@ -19,7 +19,7 @@
 //! status enum); the tests below hold the two together.
 
 use super::{has_uniform, Gen, Kernel};
-use phasecheck_model::ir::Protocol;
+use phasecheck_model::program::ir::Protocol;
 
 /// Observations recorded per list and thread; more are counted but dropped (status `OVERFLOW`).
 pub const CAP: usize = 32;

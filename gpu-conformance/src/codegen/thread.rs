@@ -2,7 +2,7 @@
 //! replay turnstile every model step goes through (the prelude's `turnstile.cuh`).
 
 use super::Gen;
-use phasecheck_model::ir::*;
+use phasecheck_model::program::ir::*;
 
 impl Gen<'_> {
     /// An instruction of the thread's control and data flow (`InstrKind::SetLocal`, `SetVar`,

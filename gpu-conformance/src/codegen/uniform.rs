@@ -31,7 +31,7 @@
 
 use super::{Backend, Gen, NotExpressible};
 use phasecheck_verifier::outcomes::Recorded;
-use phasecheck_model::ir::*;
+use phasecheck_model::program::ir::*;
 use std::collections::HashSet;
 
 /// Per model thread, the hardware threads it runs as (`Kernel::lanes`).

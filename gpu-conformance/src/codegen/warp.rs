@@ -5,7 +5,7 @@
 //! `software_barrier.cuh`, `convergence.cuh`).
 
 use super::{Backend, Gen};
-use phasecheck_model::ir::*;
+use phasecheck_model::program::ir::*;
 
 /// Branch decisions a thread may take between two syncwarps in a role with a `commit` (the kernel
 /// publishes its path so that lanes can tell whether they are converged).

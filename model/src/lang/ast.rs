@@ -295,7 +295,7 @@ pub enum OpKind {
     /// `elect()`: `elect.sync` over the whole warp; 1 in the lowest unfinished lane, 0 elsewhere.
     Elect,
 
-    // ---- issue 13: named barriers (PTX `bar.sync` / `bar.arrive`, ids 0..=15) ----
+    // ---- Named barriers (PTX `bar.sync` / `bar.arrive`, ids 0..=15) ----
     /// `bar_sync(ID, COUNT)`: the warp arrives at hardware barrier `ID` and waits until `COUNT`
     /// threads (whole warps) have arrived.
     BarSync {
@@ -308,7 +308,7 @@ pub enum OpKind {
         count: Expr,
     },
 
-    // ---- issue 13: cp.async with an mbarrier arrive-on (sm_80 `cp.async` + `cp.async.mbarrier.arrive`) ----
+    // ---- cp.async with an mbarrier arrive-on (sm_80 `cp.async` + `cp.async.mbarrier.arrive`) ----
     /// `cp_async(BUF)`, optionally `offset = O`, `bytes = N`, `version = V`: a per-thread
     /// asynchronous copy into (part of) BUF that no barrier tracks until `cp_async_arrive`.
     CpAsync {
@@ -325,7 +325,7 @@ pub enum OpKind {
         noinc: bool,
     },
 
-    // ---- issue 13: partial-buffer copies and reads (byte ranges) ----
+    // ---- Partial-buffer copies and reads (byte ranges) ----
     /// `copy_async(BUF, B, offset = O, bytes = N, version = V)` (and `memcpy_async` with
     /// `libcu`): a copy into bytes `O .. O + N` of BUF (N defaults to the rest of the buffer).
     CopyAsyncPart {
@@ -343,7 +343,7 @@ pub enum OpKind {
         bytes: Option<Expr>,
         expect: Option<Expr>,
     },
-    // ---- The async proxy (issue 13): TMA stores, bulk async-groups, wgmma operand reads and
+    // ---- The async proxy: TMA stores, bulk async-groups, wgmma operand reads and
     // proxy fences. See docs/semantics.md, "The async proxy".
     /// `copy_store_async(BUF)`: a TMA store (`cp.async.bulk` shared -> global, bulk_group
     /// completion); the async proxy reads `BUF` until a `wait_group`/`wait_group_read` retires it.
@@ -374,7 +374,7 @@ pub enum OpKind {
     /// `init`s are visible to the async proxy (a TMA copy's complete_tx).
     FenceMbarrierInit,
 
-    // ---- Cluster scope (issue 13 item 9): sm_90 thread-block clusters ----
+    // ---- Cluster scope: sm_90 thread-block clusters ----
     /// `arrive(B, cta = R)`, `read(BUF, cta = R, ...)`, `copy_async(BUF, B, multicast = MASK)`:
     /// `op` on the objects of another CTA of the cluster (DSMEM through `mapa`), or a multicast
     /// copy that lands in every CTA of the mask. `op` is never a `Remote` itself.
@@ -445,7 +445,7 @@ impl OpKind {
             OpKind::CopyAsyncPart { libcu: false, .. } => "copy_async",
             OpKind::CopyAsyncPart { libcu: true, .. } => "memcpy_async",
             OpKind::ReadPart { .. } => "read",
-            // The async proxy (issue 13).
+            // The async proxy.
             OpKind::CopyStoreAsync { .. } => "copy_store_async",
             OpKind::CommitGroup => "commit_group",
             OpKind::WaitGroup { read: false, .. } => "wait_group",

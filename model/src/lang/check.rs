@@ -138,7 +138,7 @@ pub fn check_all(p: &Program) -> Vec<Diagnostic> {
         c.errors.push(d);
     }
     if c.errors.is_empty() {
-        // issue 13: a token waited on at another barrier than the one it came from (E040).
+        // A token waited on at another barrier than the one it came from (E040).
         c.errors.extend(super::tokens::check_token_barriers(p));
         c.errors.sort_by_key(|d| d.span.start);
     }
@@ -725,7 +725,7 @@ impl Checker {
                     ));
                 }
             }
-            // issue 13: named barriers, cp.async, partial copies and reads
+            // Named barriers, cp.async, partial copies and reads
             OpKind::BarSync { id, count } | OpKind::BarArrive { id, count } => {
                 if self.ctx == Ctx::Completion {
                     return Err(err(
@@ -790,7 +790,7 @@ impl Checker {
                 exprs.extend(bytes);
                 exprs.extend(expect);
             }
-            // The async proxy (issue 13): operations of a thread's own bulk and wgmma groups.
+            // The async proxy: operations of a thread's own bulk and wgmma groups.
             OpKind::CopyStoreAsync { .. }
             | OpKind::CommitGroup
             | OpKind::WaitGroup { .. }

@@ -368,7 +368,7 @@ pub fn op_str(op: &Op) -> String {
             args.extend(count.iter().map(expr));
         }
         OpKind::Elect => {}
-        // issue 13: named barriers, cp.async, partial copies and reads
+        // Named barriers, cp.async, partial copies and reads
         OpKind::BarSync { id, count } | OpKind::BarArrive { id, count } => {
             args.push(expr(id));
             args.push(expr(count));
@@ -406,7 +406,7 @@ pub fn op_str(op: &Op) -> String {
             args.push(format!("offset = {}", expr(offset)));
             named_args(&mut args, &[("bytes", bytes), ("expect", expect)]);
         }
-        // The async proxy (issue 13).
+        // The async proxy.
         OpKind::CopyStoreAsync { buf } => args.push(place(buf)),
         OpKind::WgmmaAsync { bufs } => args.extend(bufs.iter().map(place)),
         OpKind::WaitGroup { n, .. } | OpKind::WgmmaWait { n } => args.push(expr(n)),
@@ -424,7 +424,7 @@ pub fn op_str(op: &Op) -> String {
     format!("{}({})", op.kind.keyword(), args.join(", "))
 }
 
-/// `name = EXPR` for each given named argument (issue 13 operations).
+/// `name = EXPR` for each given named argument.
 fn named_args(args: &mut Vec<String>, named: &[(&str, &Option<Expr>)]) {
     for (n, e) in named {
         if let Some(e) = e {
@@ -700,7 +700,7 @@ fn so(op: &Op) -> Op {
             bytes: oe(bytes),
             expect: oe(expect),
         },
-        // The async proxy (issue 13).
+        // The async proxy.
         OpKind::CopyStoreAsync { buf } => OpKind::CopyStoreAsync { buf: sp(buf) },
         OpKind::WgmmaAsync { bufs } => OpKind::WgmmaAsync {
             bufs: bufs.iter().map(sp).collect(),

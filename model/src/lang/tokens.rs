@@ -1,4 +1,4 @@
-//! Issue 13: tokens remember the barrier they came from.
+//! Tokens remember the barrier they came from.
 //!
 //! A token is the phase an `arrive` returned; it means something only for that barrier. A
 //! `wait(B2, t)` or `try_wait(B2, t)` whose `t` can only hold a token of another declared barrier

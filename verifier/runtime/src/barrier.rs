@@ -54,7 +54,7 @@
 //! loom suite notices when the barrier is wrong.
 
 use crate::sync::{lock, spin_hint, AtomicBool, AtomicU32, AtomicU64, AtomicU8, Condvar, Mutex};
-use phasecheck_model::ir::MAX_COUNT;
+use phasecheck_model::program::ir::MAX_COUNT;
 use phasecheck_model::ViolationKind;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
 use std::time::Instant;
@@ -513,7 +513,7 @@ impl Barrier {
         let mut landed = 0;
         let (_, new) = self.update(true, bound, |old| {
             landed = if part && old.tx > 0 {
-                phasecheck_model::step::land_part_bytes(old.tx, remaining)
+                phasecheck_model::rt::land_part_bytes(old.tx, remaining)
             } else if old.pending == 0 && old.tx > 0 && old.tx < remaining {
                 old.tx
             } else {

@@ -3,8 +3,8 @@
 //! report's outcome format (`t0 done reads=[0,1] | t1 done parity=[0] | completions=[2]`).
 
 use crate::interp::{run, Options, Unsupported};
-use phasecheck_model::ir::Protocol;
-use phasecheck_model::step::Model;
+use phasecheck_model::program::ir::Protocol;
+use phasecheck_model::rt::Model;
 use phasecheck_verifier::outcomes::{allowed_outcomes, AllowedSet, Outcome};
 use std::collections::BTreeMap;
 use std::fmt::Write;

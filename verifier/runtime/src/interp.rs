@@ -18,9 +18,9 @@
 
 use crate::barrier::{Barrier, Bound, Fault, Ub, WaitError};
 use crate::sync::{lock, spin_hint, thread, Arc, Condvar, Mutex, Slot};
-use phasecheck_model::ir::{Code, IExpr, IOp, InstrKind, Protocol, Ref, ThreadInfo, WaitTarget, MAX_COUNT};
-use phasecheck_model::lower::{apply_binary, apply_unary};
-use phasecheck_model::step::Action;
+use phasecheck_model::program::ir::{Code, IExpr, IOp, InstrKind, Protocol, Ref, ThreadInfo, WaitTarget, MAX_COUNT};
+use phasecheck_model::program::eval::{apply_binary, apply_unary};
+use phasecheck_model::rt::Action;
 use phasecheck_model::ViolationKind;
 use phasecheck_verifier::outcomes::{recorded, Outcome, Recorded, ThreadOutcome};
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
@@ -790,7 +790,7 @@ impl World {
         })
     }
 
-    fn index(&self, r: &Ref, groups: &[phasecheck_model::ir::Group], ctx: &Ctx) -> Result<usize, Ub> {
+    fn index(&self, r: &Ref, groups: &[phasecheck_model::program::ir::Group], ctx: &Ctx) -> Result<usize, Ub> {
         let g = &groups[r.group as usize];
         let i = match &r.index {
             None => 0,

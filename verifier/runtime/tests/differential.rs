@@ -4,8 +4,8 @@
 #![cfg(not(loom))]
 
 use phasecheck_model::lang::{parse, pretty, same_program};
-use phasecheck_model::lower::lower;
-use phasecheck_model::step::Model;
+use phasecheck_model::program::lower::lower;
+use phasecheck_model::rt::Model;
 use phasecheck_model::strategies::{protocol, GenConfig};
 use phasecheck_model::ViolationKind as K;
 use phasecheck_runtime::{run, Options, Schedule};
@@ -41,9 +41,9 @@ fn runtime_detects(k: K) -> bool {
 fn racy_reads(file: &TraceFile, threads: usize) -> Vec<Vec<bool>> {
     let mut out = vec![Vec::new(); threads];
     for s in &file.steps {
-        if let phasecheck_model::step::Action::Thread(t) = s.action {
+        if let phasecheck_model::rt::Action::Thread(t) = s.action {
             for o in &s.observed {
-                if matches!(o, phasecheck_model::step::Obs::Read { .. }) {
+                if matches!(o, phasecheck_model::rt::Obs::Read { .. }) {
                     out[t as usize].push(s.raised.contains(&K::DataRace));
                 }
             }

@@ -21,8 +21,8 @@
 //! loom reaches every allowed outcome, so a bound too small fails the equality instead of hiding.
 #![cfg(loom)]
 
-use phasecheck_model::ir::Protocol;
-use phasecheck_model::step::Model;
+use phasecheck_model::program::ir::Protocol;
+use phasecheck_model::rt::Model;
 use phasecheck_runtime::{run, Fault, Options};
 use phasecheck_verifier::outcomes::{allowed_outcomes, Outcome};
 use std::collections::BTreeSet;

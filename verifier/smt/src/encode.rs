@@ -11,7 +11,7 @@
 
 use crate::summary::{Class, GroupInfo, Site, SiteKind, Summary, Unsupported};
 use crate::sym::{count, int, var, Cmp, B, T};
-use phasecheck_model::ir::MAX_COUNT;
+use phasecheck_model::program::ir::MAX_COUNT;
 use phasecheck_model::lang::ast::Span;
 use std::collections::BTreeMap;
 

@@ -20,7 +20,7 @@ pub use encode::Law;
 use encode::{Encoder, Goal};
 use phasecheck_model::lang::ast::{self, ExprKind, Span};
 use phasecheck_model::spec::Spec;
-use phasecheck_model::step::Model;
+use phasecheck_model::rt::Model;
 use phasecheck_verifier::{check, CheckOptions, Report, Verdict};
 use std::collections::BTreeMap;
 use summary::{Binding, BuildError, Builder};
@@ -345,7 +345,7 @@ pub fn instance(spec: &Spec, assignment: &[(String, i64)]) -> Result<Spec, Strin
             overrides.push((n.clone(), *v));
         }
     }
-    let proto = phasecheck_model::lower::lower(&ast, &overrides).map_err(|d| d.render(&spec.display, &spec.source))?;
+    let proto = phasecheck_model::program::lower::lower(&ast, &overrides).map_err(|d| d.render(&spec.display, &spec.source))?;
     Ok(Spec {
         path: spec.path.clone(),
         display: spec.display.clone(),

@@ -91,7 +91,7 @@ pub fn repair(spec: &Spec, ranges: &[Range]) -> Result<Vec<Fix>, String> {
         if !matches!(r.outcome, Outcome::Proved) {
             continue;
         }
-        let Ok(proto) = phasecheck_model::lower::lower(&ast, &[]) else {
+        let Ok(proto) = phasecheck_model::program::lower::lower(&ast, &[]) else {
             continue;
         };
         let fixed = Spec {

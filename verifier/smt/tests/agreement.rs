@@ -11,8 +11,8 @@
 //! A failure names the law (or the kinds) on which the two checkers disagree: a bug in one of them.
 
 use phasecheck_model::lang;
-use phasecheck_model::lower::lower;
-use phasecheck_model::step::Model;
+use phasecheck_model::program::lower::lower;
+use phasecheck_model::rt::Model;
 use phasecheck_smt::{prove, Options, Outcome, Range, COUNTING_KINDS};
 use phasecheck_verifier::{check, CheckOptions, Verdict};
 use proptest::prelude::*;

@@ -12,8 +12,8 @@
 //! applied.
 
 use super::store::{vec_growth, Interner, StateSet};
-use phasecheck_model::path::Replay;
-use phasecheck_model::step::{InternalError, Outcome, Violation};
+use phasecheck_model::rt::path::Replay;
+use phasecheck_model::rt::{InternalError, Outcome, Violation};
 use phasecheck_model::ts::Packed;
 use phasecheck_model::ViolationKind;
 use std::collections::BTreeMap;

@@ -5,9 +5,9 @@
 //! by replaying the shortest trace.
 
 use crate::trace::Replayed;
-use phasecheck_model::ir::{IOp, InstrKind};
-use phasecheck_model::state::{State, Status};
-use phasecheck_model::step::{Action, Model, Obs, WaitCheck};
+use phasecheck_model::program::ir::{IOp, InstrKind};
+use phasecheck_model::rt::state::{State, Status};
+use phasecheck_model::rt::{Action, Model, Obs, WaitCheck};
 
 /// What one thread did on one barrier along the trace.
 #[derive(Clone, Debug, Default)]

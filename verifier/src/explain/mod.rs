@@ -1,12 +1,12 @@
 //! Report prose that needs more than one state: why a deadlock happened, told from the trace that
-//! led to it. The model (`phasecheck_model::step`) states facts; this module turns a path of facts
+//! led to it. The model (`phasecheck_model::rt`) states facts; this module turns a path of facts
 //! into advice, and only advice that is itself legal (it never suggests a drop that would take a
 //! barrier's count to zero).
 
 pub mod deadlock;
 
 use crate::trace::Replayed;
-use phasecheck_model::step::{Model, Violation};
+use phasecheck_model::rt::{Model, Violation};
 use phasecheck_model::ViolationKind;
 
 /// The violations of the state a replayed trace ends in, each with its message told from the

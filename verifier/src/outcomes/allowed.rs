@@ -4,9 +4,9 @@
 use super::format::{AllowedSet, End, Outcome, ThreadOutcome, Undefined};
 use super::machine::{cause_of, cut_error, Machine, Move, Next, Partial, Situation};
 use crate::engine::futures::{fold, Edge as FoldEdge, FoldLimits, FoldStop, Futures};
-use phasecheck_model::path::Replay;
-use phasecheck_model::state::State;
-use phasecheck_model::step::{Action, Model};
+use phasecheck_model::rt::path::Replay;
+use phasecheck_model::rt::state::State;
+use phasecheck_model::rt::{Action, Model};
 use phasecheck_model::ViolationKind;
 use std::time::Instant;
 

@@ -3,9 +3,9 @@
 
 use super::format::{End, Outcome};
 use super::machine::{cause_of, cut_error, nothing_in_flight, Machine, Move, Partial, Situation};
-use phasecheck_model::path::Replay;
-use phasecheck_model::state::{State, Status};
-use phasecheck_model::step::{Action, Model};
+use phasecheck_model::rt::path::Replay;
+use phasecheck_model::rt::state::{State, Status};
+use phasecheck_model::rt::{Action, Model};
 use phasecheck_model::ViolationKind;
 
 /// How a thread ended in a replayed trace.

@@ -2,8 +2,8 @@
 //! (the keys of a report's `observed`), which statements are recorded ([`recorded`]), and the set
 //! of outcomes the model allows with the judging of an observation against it ([`AllowedSet`]).
 
-use phasecheck_model::ir::{Code, IOp, Instr, InstrKind};
-use phasecheck_model::step::Model;
+use phasecheck_model::program::ir::{Code, IOp, Instr, InstrKind};
+use phasecheck_model::rt::Model;
 use phasecheck_model::ViolationKind;
 use std::collections::BTreeSet;
 use std::fmt;
@@ -35,7 +35,7 @@ pub struct Outcome {
 
 /// The shared vars some completion function writes, in declaration order: their final values
 /// are part of the outcome ([`Outcome::end_vars`]).
-pub fn completion_vars(p: &phasecheck_model::ir::Protocol) -> Vec<u16> {
+pub fn completion_vars(p: &phasecheck_model::program::ir::Protocol) -> Vec<u16> {
     let mut v: Vec<u16> = p
         .completions
         .iter()

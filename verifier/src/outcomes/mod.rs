@@ -64,7 +64,7 @@
 //! [`forced_outcome`] replays a trace (the verifier's `Vec<Action>`) and returns the outcome it
 //! forces; [`forced`] also says how each thread ended. Reads there take the model's value (no
 //! widening: a trace is one execution). Every such replay walks the widened machine as a
-//! transition system through the one replay cursor (`phasecheck_model::path::Replay`), so an
+//! transition system through the one replay cursor (`phasecheck_model::rt::path::Replay`), so an
 //! action that is not enabled is refused in the same words as a trace file's.
 //!
 //! The files: `format` (the outcome, its text form, allowed sets and judging), `machine` (the

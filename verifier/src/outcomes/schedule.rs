@@ -7,8 +7,8 @@
 //! lanes (the mates observe `CommitJoined`): every lane of the group gets that step's turn
 //! ([`commit_mates`], [`schedule`]), and the kernel lets the group commit on it once.
 
-use phasecheck_model::path::Replay;
-use phasecheck_model::step::{Action, Model, Obs};
+use phasecheck_model::rt::path::Replay;
+use phasecheck_model::rt::{Action, Model, Obs};
 
 /// The lanes that took part in each step of a trace without an action of their own: for a
 /// warp-batched `commit`, the converged mates of the acting lane (`Obs::CommitJoined`), found by

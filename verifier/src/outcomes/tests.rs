@@ -2,9 +2,9 @@
 
 use super::*;
 use phasecheck_model::lang;
-use phasecheck_model::lower::lower;
-use phasecheck_model::path::Replay;
-use phasecheck_model::step::{Action, Model};
+use phasecheck_model::program::lower::lower;
+use phasecheck_model::rt::path::Replay;
+use phasecheck_model::rt::{Action, Model};
 use phasecheck_model::ViolationKind;
 use proptest::prelude::*;
 use std::sync::OnceLock;

@@ -12,9 +12,9 @@
 use super::why_not;
 use crate::search::{check_from, CheckOptions, Verdict};
 use crate::tracefile::TraceFile;
-use phasecheck_model::path::Replay;
-use phasecheck_model::state::State;
-use phasecheck_model::step::{Action, Model};
+use phasecheck_model::rt::path::Replay;
+use phasecheck_model::rt::state::State;
+use phasecheck_model::rt::{Action, Model};
 use phasecheck_model::ViolationKind;
 
 /// How far the recorded schedule applied to the edited spec.
@@ -75,7 +75,7 @@ fn map_action(model: &Model, t: &TraceFile, i: usize, s: &State) -> Result<Actio
         }
         Action::Land(_) | Action::LandPart(_) => {
             let c = rec.copy.as_ref().ok_or("the trace's landing names no copy")?;
-            let same = |x: &phasecheck_model::state::CopyInFlight| {
+            let same = |x: &phasecheck_model::rt::state::CopyInFlight| {
                 p.buffers[x.buf as usize].name == c.buffer
                     && p.barriers[x.bar as usize].name == c.barrier
                     && p.thread_label(x.issuer as usize) == c.issuer

@@ -14,9 +14,9 @@
 //! The cost is (steps, context switches), compared lexicographically, so the result is never
 //! longer than the input.
 
-use phasecheck_model::path::Replay;
-use phasecheck_model::state::State;
-use phasecheck_model::step::{Action, Model};
+use phasecheck_model::rt::path::Replay;
+use phasecheck_model::rt::state::State;
+use phasecheck_model::rt::{Action, Model};
 use phasecheck_model::ViolationKind;
 
 /// A scheduling choice that survives reordering: a thread step, or the landing of the `nth` copy

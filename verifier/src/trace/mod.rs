@@ -4,7 +4,7 @@
 //! - `replay`: a path of actions replayed through the model into readable steps (who stepped,
 //!   which statement, what it observed, which barrier fields changed), and the words for an
 //!   action that does not replay. Every replay goes through the one cursor,
-//!   `phasecheck_model::path::Replay`, which checks that each action is enabled.
+//!   `phasecheck_model::rt::path::Replay`, which checks that each action is enabled.
 //! - [`tracefile`]: the trace file format (`counterexamples/*.trace.json`), written and verified.
 //! - [`minimize`]: shortens a trace to fewer steps and context switches, same violation kind.
 //! - [`fixloop`]: replays a recorded schedule against an edited spec ("does my edit fix it?").

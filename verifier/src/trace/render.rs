@@ -3,7 +3,7 @@
 //! for the source excerpt), so `check` and `replay` show the same thing.
 
 use crate::tracefile::{actor, changes_text, obs_text, RaisedBy, SpanRec, StepRec, TraceFile};
-use phasecheck_model::step::{Action, Obs};
+use phasecheck_model::rt::{Action, Obs};
 use std::fmt::Write as _;
 
 const MAX_CELL: usize = 34;

@@ -5,9 +5,9 @@
 //! so a trace can never disagree with the semantics that found it.
 
 use phasecheck_model::lang::ast::Span;
-use phasecheck_model::path::{Refusal, Replay};
-use phasecheck_model::state::{Life, State, Status};
-use phasecheck_model::step::{Action, Model, Obs, Violation};
+use phasecheck_model::rt::path::{Refusal, Replay};
+use phasecheck_model::rt::state::{Life, State, Status};
+use phasecheck_model::rt::{Action, Model, Obs, Violation};
 
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize, PartialEq, Eq)]
 pub struct ThreadRef {
@@ -223,7 +223,7 @@ pub trait Names {
     fn thread(&self, i: u16) -> String;
 }
 
-impl Names for phasecheck_model::ir::Protocol {
+impl Names for phasecheck_model::program::ir::Protocol {
     fn barrier(&self, i: u16) -> String {
         self.barriers[i as usize].name.clone()
     }

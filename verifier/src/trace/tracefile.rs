@@ -5,8 +5,8 @@
 use crate::trace::{replay, BarrierChange, CopyRef, ThreadRef};
 use phasecheck_model::lang::ast::Span;
 use phasecheck_model::lang::diag::line_col;
-use phasecheck_model::state::{State, Status};
-use phasecheck_model::step::{Action, Model, Obs};
+use phasecheck_model::rt::state::{State, Status};
+use phasecheck_model::rt::{Action, Model, Obs};
 use phasecheck_model::ViolationKind;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

@@ -1,4 +1,4 @@
-//! Warp-uniform roles (issue 13, item 6): the check that a role declared `uniform` really is.
+//! Warp-uniform roles: the check that a role declared `uniform` really is.
 //!
 //! A uniform role is modelled as one agent per warp whose steps count for all the warp's lanes
 //! (`Protocol::lanes_at`). That is exact only when the lanes of a warp take the same path and
@@ -11,9 +11,9 @@
 //! The analysis runs on the lowered code, after inlining and with loops as jumps, so every path
 //! a value can take to a visible operation is an instruction here.
 
-use crate::ir::*;
 use crate::lang::ast::{BinOp, Span};
 use crate::lang::Diagnostic;
+use crate::program::ir::*;
 
 /// The lane-varying source an expression depends on, if any.
 fn source(e: &IExpr, taint: &[Option<&'static str>]) -> Option<&'static str> {

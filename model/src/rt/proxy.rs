@@ -1,4 +1,4 @@
-//! The async proxy (issue 13): TMA stores and their bulk async-groups, wgmma operand reads, and
+//! The async proxy: TMA stores and their bulk async-groups, wgmma operand reads, and
 //! the proxy fences (`fence_proxy_async`, `fence_mbarrier_init`).
 //!
 //! Shared memory is reached through two proxies. Threads read and write it through the *generic*
@@ -17,6 +17,34 @@
 //! release/acquire chains carry it to other threads).
 
 use super::*;
+
+/// What the async proxy is doing to shared memory, and what the generic proxy has not yet fenced
+/// for it (docs/semantics.md, "The async proxy").
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct ProxyState {
+    /// Asynchronous reads of shared memory (TMA stores, wgmma operands) issued and not yet
+    /// retired by a wait of their issuer, in issue order.
+    pub reads: Vec<AsyncRead>,
+    /// Per buffer: its last write is a generic-proxy write (a thread's `write`) that no
+    /// `fence_proxy_async` ordered after it has covered yet.
+    pub unfenced_write: Box<[bool]>,
+    /// Per barrier: initialised by a thread's `init` that the thread has not yet followed with a
+    /// `fence_mbarrier_init` (or `fence_proxy_async`).
+    pub unfenced_init: Box<[bool]>,
+}
+
+/// An asynchronous read of a buffer by the async proxy, issued by a thread.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct AsyncRead {
+    pub buf: u16,
+    pub issuer: u16,
+    /// A wgmma operand (its group is a wgmma group); else a TMA store (a bulk group).
+    pub wgmma: bool,
+    /// 0: not yet in a committed group (bulk only); k >= 1: its group is the issuer's k-th newest.
+    pub age: u16,
+    /// The statement that issued it.
+    pub stmt: crate::lang::ast::Span,
+}
 
 /// Whether the protocol can observe the async proxy: it has an async-proxy statement, or it
 /// initialises a barrier in a thread and issues async copies (a copy on a barrier whose init
@@ -57,10 +85,6 @@ impl Exec<'_> {
             );
             return Err(());
         };
-        let ev = |x: &mut Exec, e: &IExpr| match locals {
-            Some(l) => x.eval_with(e, l),
-            None => x.eval(e),
-        };
         match op {
             IOp::StoreAsync { buf } => {
                 let d = self.resolve_buf(buf, locals)?;
@@ -90,7 +114,7 @@ impl Exec<'_> {
             }
             IOp::WaitGroup { n, .. } | IOp::WgmmaWait { n } => {
                 let wgmma = matches!(op, IOp::WgmmaWait { .. });
-                let n = ev(self, n)?;
+                let n = self.ev(n, locals)?;
                 if n < 0 {
                     let what = if wgmma { "wgmma_wait" } else { "wait_group" };
                     self.fail(

@@ -30,9 +30,9 @@
 //! loops (a spinning thread is a deadlock judged over a set of states); other protocols are
 //! always expanded in full.
 
-use crate::ir::*;
-use crate::state::{Life, State, Status};
-use crate::step::{Action, Model};
+use crate::program::ir::*;
+use crate::rt::state::{Life, State, Status};
+use crate::rt::{Action, Model};
 
 /// Shared objects a footprint can name: barriers, then buffers, then vars. A protocol with more
 /// is expanded in full.
@@ -135,7 +135,7 @@ fn is_collective(i: &Instr) -> bool {
     )
 }
 
-/// Issue 13's named barriers, cp.async arrive-ons, partial copies and reads, the async proxy
+/// Named barriers, cp.async arrive-ons, partial copies and reads, the async proxy
 /// and cluster scope have no footprints here yet: a protocol with any of them is expanded in full (their
 /// steps count as touching everything, should one reach `instr`).
 fn without_footprint(i: &Instr) -> bool {
@@ -523,7 +523,7 @@ impl Footprints {
                                         blocked
                                     } else {
                                         value(target.expr(), locals, unknown)
-                                            .is_some_and(|v| !crate::step::hardware_complete(s.barriers[b].phase, v))
+                                            .is_some_and(|v| !crate::rt::hardware_complete(s.barriers[b].phase, v))
                                     }
                                 }
                                 _ => false,
@@ -681,7 +681,7 @@ impl Footprints {
         if !self.applicable || enabled.len() < 2 {
             return false;
         }
-        if m.mutant == Some(crate::step::Mutant::PorIgnoresConflicts) {
+        if m.mutant == Some(crate::rt::Mutant::PorIgnoresConflicts) {
             if let Some(a) = enabled.iter().find(|a| matches!(a, Action::Thread(_))) {
                 out.push(*a);
                 return true;

@@ -1,4 +1,4 @@
-//! Cluster scope (issue 13 item 9): the semantics of sm_90 thread-block clusters. Remote
+//! Cluster scope: the semantics of sm_90 thread-block clusters. Remote
 //! arrives and DSMEM reads (`cta = R`), multicast copies (`multicast = MASK`), the cluster
 //! barrier (`cluster_arrive`/`cluster_wait`/`cluster_sync`), and the lifetime rule for a CTA
 //! that exits while a peer may still reach its shared memory. docs/model.md, "Clusters", says
@@ -8,7 +8,7 @@
 //! change: a remote operation is the same operation run with its references redirected to the
 //! target CTA's copies (`Exec::remote`, read by `group_index`).
 
-use super::issue13::idle_named;
+use super::named::idle_named;
 use super::*;
 
 impl Model {

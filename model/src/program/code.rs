@@ -1,300 +1,18 @@
-//! Lowering a checked syntax tree to the executable `ir::Protocol` for given parameter values.
-//!
-//! Errors here are bad input that only shows once parameters have values (an array of length 0, an
-//! unknown `--param`), reported like parse errors.
+//! Lowering one role's or completion function's body: statements to instructions (structured
+//! control flow to jumps and branches, inline functions expanded), operations to `IOp`s with
+//! their barrier and buffer references resolved, expressions to folded `IExpr`s.
 
-use crate::ir::*;
-use crate::lang::ast::{self, BinOp, ExprKind, OpKind, StmtKind, UnOp};
+use super::ir::*;
+use crate::lang::ast::{self, BinOp, ExprKind, OpKind, StmtKind};
 use crate::lang::Diagnostic;
 use std::collections::HashMap;
-
-/// Lower `program` with `overrides` (`--param NAME=VALUE`) applied over the declared defaults.
-pub fn lower(program: &ast::Program, overrides: &[(String, i64)]) -> Result<Protocol, Diagnostic> {
-    let mut params: Vec<(String, i64)> = Vec::new();
-    let mut consts: HashMap<String, i64> = HashMap::new();
-    for (name, _) in overrides {
-        if !program.params().any(|p| &p.name.name == name) {
-            let known: Vec<_> = program.params().map(|p| p.name.name.clone()).collect();
-            return Err(Diagnostic::new(
-                "E100",
-                program.name.span,
-                format!(
-                    "`--param {name}` names no parameter of protocol `{}`; its parameters are: {}",
-                    program.name.name,
-                    if known.is_empty() { "none".to_string() } else { known.join(", ") }
-                ),
-            ));
-        }
-    }
-    // Role sizes may be written in terms of params, and params in terms of `ROLE.count`; roles
-    // are evaluated lazily through `const_eval`'s role table after params.
-    for p in program.params() {
-        let v = match overrides.iter().rev().find(|(n, _)| n == &p.name.name) {
-            Some((_, v)) => *v,
-            None => const_eval(&p.value, &consts, &HashMap::new())?,
-        };
-        consts.insert(p.name.name.clone(), v);
-        params.push((p.name.name.clone(), v));
-    }
-    // The warp size comes first: a role laid out by whole warps counts its threads with it.
-    let warp_size = match program.warp_size() {
-        Some(e) => {
-            let w = const_eval(e, &consts, &HashMap::new())?;
-            if !(1..=32).contains(&w) {
-                return Err(Diagnostic::new(
-                    "E102",
-                    e.span,
-                    format!("warp_size is {w}; it must be between 1 and 32"),
-                ));
-            }
-            w as u32
-        }
-        None => 32,
-    };
-    // Cluster scope: the CTAs of one cluster (PTX: at most 8 is portable; sm_90 allows 16 with
-    // an opt-in, which the model does not need to explore a protocol).
-    let cluster = match program.cluster() {
-        Some(e) => {
-            let n = const_eval(e, &consts, &HashMap::new())?;
-            if !(1..=8).contains(&n) {
-                return Err(Diagnostic::new(
-                    "E114",
-                    e.span,
-                    format!("cluster is {n}; a cluster has 1 to 8 CTAs (the portable cluster size of sm_90)"),
-                ));
-            }
-            n as u32
-        }
-        None => 1,
-    };
-    let mut role_counts: HashMap<String, i64> = HashMap::new();
-    for r in program.roles() {
-        let n = const_eval(&r.count, &consts, &role_counts)?;
-        let per = match r.unit {
-            ast::RoleUnit::Threads => 1,
-            ast::RoleUnit::Warps => warp_size as i64,
-            ast::RoleUnit::Warpgroups => 4 * warp_size as i64,
-        };
-        let threads = n.checked_mul(per).unwrap_or(i64::MAX);
-        if !(1..=4096).contains(&threads) || n < 1 {
-            return Err(Diagnostic::new(
-                "E101",
-                r.count.span,
-                format!("role `{}` has {threads} threads; a role needs 1 to 4096 threads", r.name.name),
-            ));
-        }
-        role_counts.insert(r.name.name.clone(), threads);
-    }
-
-    let mut completion_index: HashMap<&str, u16> = HashMap::new();
-    for (i, c) in program.completions().enumerate() {
-        completion_index.insert(c.name.name.as_str(), index16(i, "completion functions", c.name.span)?);
-    }
-
-    let mut barriers = Vec::new();
-    let mut barrier_groups = Vec::new();
-    for b in program.barriers() {
-        let len = array_len(b.len.as_ref(), &consts, &role_counts)?;
-        let count = const_eval(&b.count, &consts, &role_counts)?;
-        let completion = match &b.completion {
-            Some(c) => Some(*completion_index.get(c.name.as_str()).ok_or_else(|| {
-                Diagnostic::new(
-                    "E103",
-                    c.span,
-                    format!(
-                        "barrier `{}` names completion `{}`, which is not declared; declare `completion {} {{ ... }}`",
-                        b.name.name, c.name, c.name
-                    ),
-                )
-            })?),
-            None => None,
-        };
-        index16(barriers.len() + len as usize, "barriers", b.span)?;
-        barrier_groups.push(Group {
-            name: b.name.name.clone(),
-            base: barriers.len() as u16,
-            len: len as u16,
-            is_array: b.len.is_some(),
-        });
-        for i in 0..len {
-            barriers.push(BarrierInfo {
-                name: element_name(&b.name.name, b.len.is_some(), i),
-                count,
-                completion,
-                manual_init: b.manual_init,
-                span: b.span,
-            });
-        }
-    }
-    let mut buffers = Vec::new();
-    let mut buffer_groups = Vec::new();
-    for b in program.buffers() {
-        let len = array_len(b.len.as_ref(), &consts, &role_counts)?;
-        let bytes = const_eval(&b.bytes, &consts, &role_counts)?;
-        index16(buffers.len() + len as usize, "buffers", b.span)?;
-        buffer_groups.push(Group {
-            name: b.name.name.clone(),
-            base: buffers.len() as u16,
-            len: len as u16,
-            is_array: b.len.is_some(),
-        });
-        for i in 0..len {
-            buffers.push(BufferInfo {
-                name: element_name(&b.name.name, b.len.is_some(), i),
-                bytes,
-            });
-        }
-    }
-    let mut vars = Vec::new();
-    for v in program.vars() {
-        index16(vars.len(), "shared vars", v.name.span)?;
-        vars.push(VarInfo {
-            name: v.name.name.clone(),
-            init: const_eval(&v.init, &consts, &role_counts)?,
-        });
-    }
-
-    let env = Env {
-        consts: &consts,
-        roles: &role_counts,
-        barrier_groups: &barrier_groups,
-        buffer_groups: &buffer_groups,
-        vars: &vars,
-        buffers: &buffers,
-        fns: program.functions().map(|f| (f.name.name.clone(), f)).collect(),
-        cluster,
-    };
-
-    // The layout of one CTA: each role's first thread in it. Every CTA of a cluster has the
-    // same one; CTA c's threads start `stride` model threads after CTA c - 1's.
-    let mut layout = Vec::new();
-    let mut gtid = 0u32;
-    for r in program.roles() {
-        if r.unit != ast::RoleUnit::Threads {
-            // Whole warps: the role starts at a warp boundary (the lanes skipped are not modelled).
-            gtid = gtid.div_ceil(warp_size) * warp_size;
-        }
-        layout.push(gtid);
-        gtid += role_counts[&r.name.name] as u32;
-    }
-    let stride = gtid.div_ceil(warp_size) * warp_size;
-    let role_decls = program.roles().count();
-    let mut completions = Vec::new();
-    let mut roles = Vec::new();
-    let mut threads = Vec::new();
-    for cta in 0..cluster {
-        let at = Cta {
-            rank: cta,
-            gtid_base: cta * stride,
-            warp_base: cta * stride / warp_size,
-        };
-        for c in program.completions() {
-            completions.push(CodeBuilder::build(&env, &cta_name(cluster, cta, &c.name.name), &c.body, false, at)?);
-        }
-        for (ri, r) in program.roles().enumerate() {
-            let count = role_counts[&r.name.name] as u32;
-            let mut code = CodeBuilder::build(&env, &cta_name(cluster, cta, &r.name.name), &r.body, true, at)?;
-            let remote = code.instrs.iter().any(|i| {
-                matches!(
-                    i.kind,
-                    InstrKind::Op {
-                        op: IOp::Remote { .. },
-                        ..
-                    }
-                )
-            });
-            if r.uniform && (cluster > 1 || remote || code.cluster_slot.is_some()) {
-                // The two were built apart: a uniform agent's multiplicity is not yet applied to
-                // remote operations or to the cluster barrier's count.
-                return Err(Diagnostic::new(
-                    "E116",
-                    r.name.span,
-                    format!(
-                        "role `{}` is declared uniform in a protocol with cluster scope; uniform roles are modelled only within one CTA without remote or cluster-barrier operations (drop `uniform`, or model one CTA)",
-                        r.name.name
-                    ),
-                ));
-            }
-            if r.uniform {
-                crate::uniform::analyse(&r.name.name, &mut code, warp_size)?;
-            }
-            roles.push(RoleInfo {
-                name: cta_name(cluster, cta, &r.name.name),
-                count,
-                uniform: r.uniform,
-                first_gtid: at.gtid_base + layout[ri],
-                code,
-            });
-            // A uniform role's agents are its warps' first lanes; the others are what the agent's
-            // multiplicity stands for (they still count in `gtid` and `ROLE.count`).
-            let lanes = if r.uniform { warp_size } else { 1 };
-            for tid in (0..count).step_by(lanes as usize) {
-                let gtid = at.gtid_base + layout[ri] + tid;
-                threads.push(ThreadInfo {
-                    role: index16(cta as usize * role_decls + ri, "roles", r.name.span)?,
-                    tid,
-                    gtid,
-                    lane: gtid % warp_size,
-                    warp: gtid / warp_size,
-                    cta: cta as u16,
-                });
-            }
-        }
-    }
-    let (barriers, barrier_groups, buffers, buffer_groups, vars) = if cluster == 1 {
-        (barriers, barrier_groups, buffers, buffer_groups, vars)
-    } else {
-        per_cta_tables(
-            cluster,
-            program,
-            &barriers,
-            &barrier_groups,
-            &buffers,
-            &buffer_groups,
-            &vars,
-            program.completions().count(),
-        )?
-    };
-    if threads.len() > 512 {
-        return Err(Diagnostic::new(
-            "E104",
-            program.name.span,
-            format!(
-                "the protocol has {} threads; the model handles at most 512 (lower the role sizes)",
-                threads.len()
-            ),
-        ));
-    }
-
-    let (expect, expect_given) = match &program.expect {
-        None => (None, false),
-        Some(ast::Expect::Holds(_)) => (None, true),
-        Some(ast::Expect::Kinds(ks)) => (Some(ks.iter().map(|(k, _)| *k).collect()), true),
-    };
-    Ok(Protocol {
-        name: program.name.name.clone(),
-        params,
-        expect,
-        expect_given,
-        warp_size,
-        cluster,
-        barriers,
-        barrier_groups,
-        buffers,
-        buffer_groups,
-        vars,
-        completions,
-        roles,
-        threads,
-    })
-}
 
 /// Tables are addressed with 16-bit indices in the state (barriers, buffers, vars, locals, roles,
 /// completions): a program that needs more is rejected here, so no index can wrap and alias another
 /// entry (which would turn into a wrong verdict, not an error).
 pub const MAX_TABLE: usize = u16::MAX as usize;
 
-fn index16(n: usize, what: &str, span: ast::Span) -> Result<u16, Diagnostic> {
+pub(super) fn index16(n: usize, what: &str, span: ast::Span) -> Result<u16, Diagnostic> {
     if n < MAX_TABLE {
         Ok(n as u16)
     } else {
@@ -306,195 +24,29 @@ fn index16(n: usize, what: &str, span: ast::Span) -> Result<u16, Diagnostic> {
     }
 }
 
-/// A role's or completion's name in the lowered program: `cta1.producer` in a cluster, the
-/// declared name otherwise.
-fn cta_name(cluster: u32, cta: u32, name: &str) -> String {
-    if cluster == 1 {
-        name.to_string()
-    } else {
-        format!("cta{cta}.{name}")
-    }
-}
-
-/// Cluster scope: CTA 0's tables repeated once per CTA (CTA-major), each copy's names prefixed
-/// with its CTA (`cta1.full[0]`) and its barriers' completions pointing at its own CTA's copy of
-/// the completion function.
-#[allow(clippy::type_complexity, clippy::too_many_arguments)]
-fn per_cta_tables(
-    cluster: u32,
-    program: &ast::Program,
-    barriers: &[BarrierInfo],
-    barrier_groups: &[Group],
-    buffers: &[BufferInfo],
-    buffer_groups: &[Group],
-    vars: &[VarInfo],
-    completions: usize,
-) -> Result<(Vec<BarrierInfo>, Vec<Group>, Vec<BufferInfo>, Vec<Group>, Vec<VarInfo>), Diagnostic> {
-    let n = cluster as usize;
-    let span = program.name.span;
-    index16(barriers.len() * n, "barriers", span)?;
-    index16(buffers.len() * n, "buffers", span)?;
-    index16(vars.len() * n, "shared vars", span)?;
-    index16(completions * n, "completion functions", span)?;
-    let groups = |gs: &[Group], per: usize| -> Vec<Group> {
-        (0..n)
-            .flat_map(|c| {
-                gs.iter().map(move |g| Group {
-                    name: format!("cta{c}.{}", g.name),
-                    base: (c * per) as u16 + g.base,
-                    len: g.len,
-                    is_array: g.is_array,
-                })
-            })
-            .collect()
-    };
-    let bars = (0..n)
-        .flat_map(|c| {
-            barriers.iter().map(move |b| BarrierInfo {
-                name: format!("cta{c}.{}", b.name),
-                completion: b.completion.map(|k| (c * completions) as u16 + k),
-                ..b.clone()
-            })
-        })
-        .collect();
-    let bufs = (0..n)
-        .flat_map(|c| {
-            buffers.iter().map(move |b| BufferInfo {
-                name: format!("cta{c}.{}", b.name),
-                bytes: b.bytes,
-            })
-        })
-        .collect();
-    let vs = (0..n)
-        .flat_map(|c| {
-            vars.iter().map(move |v| VarInfo {
-                name: format!("cta{c}.{}", v.name),
-                init: v.init,
-            })
-        })
-        .collect();
-    Ok((
-        bars,
-        groups(barrier_groups, barriers.len()),
-        bufs,
-        groups(buffer_groups, buffers.len()),
-        vs,
-    ))
-}
-
-fn element_name(name: &str, is_array: bool, i: i64) -> String {
-    if is_array {
-        format!("{name}[{i}]")
-    } else {
-        name.to_string()
-    }
-}
-
-fn array_len(len: Option<&ast::Expr>, consts: &HashMap<String, i64>, roles: &HashMap<String, i64>) -> Result<i64, Diagnostic> {
-    match len {
-        None => Ok(1),
-        Some(e) => {
-            let n = const_eval(e, consts, roles)?;
-            if !(1..=1024).contains(&n) {
-                return Err(Diagnostic::new(
-                    "E105",
-                    e.span,
-                    format!("array length is {n}; it must be between 1 and 1024"),
-                ));
-            }
-            Ok(n)
-        }
-    }
-}
-
-/// Evaluate an expression made of literals, params and `ROLE.count`.
-pub fn const_eval(e: &ast::Expr, consts: &HashMap<String, i64>, roles: &HashMap<String, i64>) -> Result<i64, Diagnostic> {
-    let bad = |msg: String| Diagnostic::new("E106", e.span, msg);
-    match &e.kind {
-        ExprKind::Int(v) => Ok(*v),
-        ExprKind::Name(n) => consts.get(n).copied().ok_or_else(|| {
-            bad(format!(
-                "`{n}` is not a parameter declared above this point; a declaration needs a value known before any thread runs"
-            ))
-        }),
-        ExprKind::RoleCount(r) => roles.get(r).copied().ok_or_else(|| {
-            bad(format!(
-                "`{r}.count` is not known here; roles can be counted only after the role is declared (or in code)"
-            ))
-        }),
-        ExprKind::Unary(op, a) => {
-            let a = const_eval(a, consts, roles)?;
-            apply_unary(*op, a).ok_or_else(|| bad("arithmetic overflow in a constant expression".into()))
-        }
-        ExprKind::Binary(op, a, b) => {
-            let a = const_eval(a, consts, roles)?;
-            let b = const_eval(b, consts, roles)?;
-            apply_binary(*op, a, b).map_err(|m| bad(format!("{m} in a constant expression")))
-        }
-    }
-}
-
-pub fn apply_unary(op: UnOp, a: i64) -> Option<i64> {
-    match op {
-        UnOp::Neg => a.checked_neg(),
-        UnOp::Not => Some((a == 0) as i64),
-    }
-}
-
-/// Integer semantics of the language: checked 64-bit arithmetic, C-style truncating `/` and `%`,
-/// comparisons and logic yield 0 or 1.
-pub fn apply_binary(op: BinOp, a: i64, b: i64) -> Result<i64, &'static str> {
-    let over = "arithmetic overflow";
-    Ok(match op {
-        BinOp::Add => a.checked_add(b).ok_or(over)?,
-        BinOp::Sub => a.checked_sub(b).ok_or(over)?,
-        BinOp::Mul => a.checked_mul(b).ok_or(over)?,
-        BinOp::Div => {
-            if b == 0 {
-                return Err("division by zero");
-            }
-            a.checked_div(b).ok_or(over)?
-        }
-        BinOp::Rem => {
-            if b == 0 {
-                return Err("remainder by zero");
-            }
-            a.checked_rem(b).ok_or(over)?
-        }
-        BinOp::Eq => (a == b) as i64,
-        BinOp::Ne => (a != b) as i64,
-        BinOp::Lt => (a < b) as i64,
-        BinOp::Le => (a <= b) as i64,
-        BinOp::Gt => (a > b) as i64,
-        BinOp::Ge => (a >= b) as i64,
-        BinOp::And => (a != 0 && b != 0) as i64,
-        BinOp::Or => (a != 0 || b != 0) as i64,
-    })
-}
-
-struct Env<'a> {
-    fns: HashMap<String, &'a ast::FnDecl>,
-    consts: &'a HashMap<String, i64>,
-    roles: &'a HashMap<String, i64>,
-    barrier_groups: &'a [Group],
-    buffer_groups: &'a [Group],
-    vars: &'a [VarInfo],
-    buffers: &'a [BufferInfo],
+pub(super) struct Env<'a> {
+    pub(super) fns: HashMap<String, &'a ast::FnDecl>,
+    pub(super) consts: &'a HashMap<String, i64>,
+    pub(super) roles: &'a HashMap<String, i64>,
+    pub(super) barrier_groups: &'a [Group],
+    pub(super) buffer_groups: &'a [Group],
+    pub(super) vars: &'a [VarInfo],
+    pub(super) buffers: &'a [BufferInfo],
     /// CTAs in the cluster. The tables above are one CTA's (CTA 0's, as declared).
-    cluster: u32,
+    pub(super) cluster: u32,
 }
 
 /// Cluster scope: the CTA whose copy of a role or completion is being lowered. Its code names its
 /// own CTA's objects (groups and vars offset by `rank` tables), `cta` is `rank`, and `gtid`/`warp`
 /// are CTA-local (the model numbers threads and warps across the cluster).
 #[derive(Clone, Copy)]
-struct Cta {
-    rank: u32,
-    gtid_base: u32,
-    warp_base: u32,
+pub(super) struct Cta {
+    pub(super) rank: u32,
+    pub(super) gtid_base: u32,
+    pub(super) warp_base: u32,
 }
 
-struct CodeBuilder<'a> {
+pub(super) struct CodeBuilder<'a> {
     env: &'a Env<'a>,
     in_role: bool,
     cta: Cta,
@@ -513,13 +65,13 @@ struct CodeBuilder<'a> {
     /// Inline functions being expanded (a guard; `check` rejects recursion).
     inlining: usize,
     has_while: bool,
-    /// Issue 13: per local holding a token of an element of a barrier array, the hidden local
+    /// Per local holding a token of an element of a barrier array, the hidden local
     /// holding that element's index + 1 (0: not known), checked by `TokenCheck` at its waits.
     token_origin: HashMap<u16, u16>,
 }
 
 impl<'a> CodeBuilder<'a> {
-    fn build(env: &'a Env<'a>, name: &str, body: &ast::Block, in_role: bool, cta: Cta) -> Result<Code, Diagnostic> {
+    pub(super) fn build(env: &'a Env<'a>, name: &str, body: &ast::Block, in_role: bool, cta: Cta) -> Result<Code, Diagnostic> {
         let mut b = CodeBuilder {
             env,
             in_role,
@@ -929,7 +481,7 @@ impl<'a> CodeBuilder<'a> {
             OpKind::Inval { bar } => IOp::Inval { bar: self.bar(bar)? },
             OpKind::Commit { bar } => IOp::Commit { bar: self.bar(bar)? },
             OpKind::Elect => unreachable!("handled above"),
-            // issue 13
+            // Named barriers.
             OpKind::BarSync { id, count } | OpKind::BarArrive { id, count } => {
                 if self.env.cluster > 1 {
                     return Err(Diagnostic::new(
@@ -1006,7 +558,7 @@ impl<'a> CodeBuilder<'a> {
                     expect: expect.as_ref().map(|e| self.expr(e)).transpose()?,
                 }
             }
-            // The async proxy (issue 13).
+            // The async proxy.
             OpKind::CopyStoreAsync { buf } => IOp::StoreAsync { buf: self.buf(buf)? },
             OpKind::CommitGroup => IOp::CommitGroup,
             OpKind::WaitGroup { n, read } => IOp::WaitGroup {
@@ -1084,7 +636,7 @@ impl<'a> CodeBuilder<'a> {
         &groups[r.group as usize % groups.len()]
     }
 
-    /// Issue 13: tokens of barrier-array elements. An arrival into a local records the element's
+    /// Tokens of barrier-array elements. An arrival into a local records the element's
     /// index + 1 in a hidden local; a wait or try_wait with that local as its token on the same
     /// array first checks the index (`TokenCheck`). Different declared barriers are E040 before
     /// lowering; an index that reads a shared var is not tracked.
@@ -1144,7 +696,7 @@ impl<'a> CodeBuilder<'a> {
         );
     }
 
-    /// Issue 13: the byte range `offset .. offset + bytes` of a partial access; the offset
+    /// The byte range `offset .. offset + bytes` of a partial access; the offset
     /// defaults to 0 and the size to the rest of the buffer.
     fn byte_range(&mut self, b: &Ref, offset: Option<&ast::Expr>, bytes: Option<&ast::Expr>) -> Result<(IExpr, IExpr), Diagnostic> {
         let size = buffer_bytes_of(self.env, self.buffer_group(b));
@@ -1238,25 +790,11 @@ impl<'a> CodeBuilder<'a> {
                     format!("`{r}` is not a declared role; `ROLE.count` needs a role name"),
                 )
             })?),
-            ExprKind::Unary(op, a) => {
-                let a = self.expr(a)?;
-                match a {
-                    IExpr::Const(v) => match apply_unary(*op, v) {
-                        Some(r) => IExpr::Const(r),
-                        None => IExpr::Unary(*op, Box::new(IExpr::Const(v))),
-                    },
-                    a => IExpr::Unary(*op, Box::new(a)),
-                }
-            }
+            ExprKind::Unary(op, a) => IExpr::Unary(*op, Box::new(self.expr(a)?)).folded(),
             ExprKind::Binary(op, a, b) => {
                 let a = self.expr(a)?;
                 let b = self.expr(b)?;
-                match (&a, &b) {
-                    (IExpr::Const(x), IExpr::Const(y)) if apply_binary(*op, *x, *y).is_ok() => {
-                        IExpr::Const(apply_binary(*op, *x, *y).unwrap())
-                    }
-                    _ => IExpr::Binary(*op, Box::new(a), Box::new(b)),
-                }
+                IExpr::Binary(*op, Box::new(a), Box::new(b)).folded()
             }
         })
     }

@@ -1,4 +1,4 @@
-//! Warp-uniform roles (issue 13, item 6): one agent per warp stands for the warp's lanes, which
+//! Warp-uniform roles: one agent per warp stands for the warp's lanes, which
 //! execute in lockstep (docs/model.md, "Warp-uniform roles"). A step of such an agent does what
 //! its lanes would do one after the other: every contribution to shared state a lane makes on
 //! its own (an arrival, tx bytes, a copy, an init) is made once per lane, in lane order, so a

@@ -1,58 +1,18 @@
 //! Canonical states and their packing into interned components (the `Packed` side of the
 //! transition system).
 //!
-//! Two renamings carry no meaning and are factored out before a state is stored:
-//! - **Clock epochs.** Happens-before only ever compares an agent's epochs with each other (an
-//!   access `(a, e)` is ordered before a clock `c` when `c[a] >= e`), joins them by maximum and
-//!   starts a new one above all others. Replacing each agent's epochs by their rank keeps every
-//!   comparison, and keeps states of a long loop from differing only in how many releases came
-//!   before: a state's size no longer grows with depth.
-//! - **Interchangeable threads (symmetry).** Threads of one role and one warp whose code never
-//!   reads its identity (`tid`, `gtid`, `lane`, `warp`) behave alike: permuting them (and
-//!   everything that names them: clock columns, access records, copy issuers, init records) maps
-//!   executions to executions with the same violations. Sorting each such class by the threads'
-//!   own records picks one representative; ties keep their order, so two equivalent states may
-//!   still be stored twice (less reduction, never a lost state).
+//! A state is packed component by component (each thread, barrier, buffer and var, then the
+//! copies, engines, commit logs, named barriers and async proxy), so that the search interns
+//! each component once; `unpack_state` reads back exactly what `pack_part` wrote, which is why
+//! the wire format lives in this one file rather than beside each object's record. The canonical
+//! form applied before packing is symmetry.rs.
 
-use crate::ir::{IOp, InstrKind};
+use super::thread::status_word;
 use crate::lang::ast::Span;
-use crate::state::{
+use crate::rt::state::{
     Access, AsyncRead, BarrierState, Cell, CopyInFlight, CopyKind, Life, NamedBarState, ProxyState, RangeRec, State, Status, ThreadState,
 };
-use crate::step::{Action, Model};
-
-/// The classes of interchangeable threads (each sorted, two or more members).
-pub fn symmetry_classes(model: &Model) -> Vec<Vec<usize>> {
-    let p = &model.proto;
-    let mut classes: Vec<((u16, u32), Vec<usize>)> = Vec::new();
-    for (t, info) in p.threads.iter().enumerate() {
-        let role = &p.roles[info.role as usize];
-        let identity = role.code.instrs.iter().any(|i| i.reads_identity_in(role.uniform));
-        if identity {
-            continue;
-        }
-        // The agents of a uniform role are whole warps, each alone in its warp: its election
-        // always picks it and nothing warp-level tells the warps apart unless the role commits
-        // (the per-warp commit logs), so they are interchangeable across warps, as whole warps
-        // of lanes running identity-free code are in the expanded model.
-        let whole_warps = role.uniform
-            && !role.code.instrs.iter().any(|i| {
-                matches!(
-                    i.kind,
-                    InstrKind::Op {
-                        op: IOp::Commit { .. },
-                        ..
-                    }
-                )
-            });
-        let key = (info.role, if whole_warps { u32::MAX } else { info.warp });
-        match classes.iter_mut().find(|(k, _)| *k == key) {
-            Some((_, members)) => members.push(t),
-            None => classes.push((key, vec![t])),
-        }
-    }
-    classes.into_iter().map(|(_, m)| m).filter(|m| m.len() > 1).collect()
-}
+use crate::rt::Model;
 
 /// The records a state is packed into, in order.
 enum Part {
@@ -64,218 +24,10 @@ enum Part {
     Engines,
     EngineKnowledge,
     CommitLogs,
-    /// Issue 13: the named barriers (present only when the protocol uses them).
+    /// The named barriers (present only when the protocol uses them).
     Named,
-    /// The async proxy (issue 13): reads in flight, unfenced writes and inits.
+    /// The async proxy: reads in flight, unfenced writes and inits.
     Proxy,
-}
-
-fn status_word(s: Status) -> u32 {
-    match s {
-        Status::Running => 0,
-        Status::AtSyncWarp => 1,
-        Status::AtSyncThreads => 2,
-        Status::Done => 3,
-        Status::AtNamedBar => 4,
-        Status::AtNamedWait => 5,
-        Status::AtClusterWait => 6,
-    }
-}
-
-/// The order in which a class's members are sorted: everything a thread holds that does not
-/// name other agents.
-fn thread_key(t: &ThreadState) -> (u32, u32, &[i64], &[i64], &[u32], u16) {
-    (t.pc, status_word(t.status), &t.locals, &t.known, &t.path, t.commit_seq)
-}
-
-impl Model {
-    /// Apply the symmetry permutation (when `symmetry`) and normalise epochs. `perm` receives, for
-    /// every thread position of the result, the position it had in `s` (identity when nothing
-    /// moved).
-    pub fn canonical_form(&self, s: &mut State, symmetry: bool, perm: &mut Vec<u32>) {
-        let n = s.threads.len();
-        perm.clear();
-        perm.extend(0..n as u32);
-        // Epochs first: ranks are the same for every renaming of them, so the order below is too.
-        normalise_epochs(s);
-        if !symmetry {
-            return;
-        }
-        let mut moved = false;
-        let mut order: Vec<usize> = Vec::new();
-        for class in &self.symmetry {
-            order.clear();
-            order.extend_from_slice(class);
-            let th = &s.threads;
-            // Ties on the thread's own record are broken by what it knows of agents outside
-            // the class (their columns do not move) and of its own epoch.
-            let outside = |t: usize| {
-                th[t]
-                    .clock
-                    .iter()
-                    .enumerate()
-                    .filter(|(a, _)| class.binary_search(a).is_err())
-                    .map(|(_, v)| *v)
-            };
-            order.sort_by(|&a, &b| {
-                thread_key(&th[a])
-                    .cmp(&thread_key(&th[b]))
-                    .then_with(|| th[a].clock[a].cmp(&th[b].clock[b]))
-                    .then_with(|| outside(a).cmp(outside(b)))
-            });
-            for (slot, &old) in class.iter().zip(&order) {
-                perm[*slot] = old as u32;
-                moved |= *slot != old;
-            }
-        }
-        if moved {
-            permute(s, perm);
-        }
-    }
-}
-
-/// Rename threads: position `new` of the result holds what position `perm[new]` held.
-fn permute(s: &mut State, perm: &[u32]) {
-    let n = perm.len();
-    let agents = s.threads.first().map_or(n, |t| t.clock.len());
-    // old agent -> new agent (engines keep their positions).
-    let mut to_new: Vec<u32> = (0..agents as u32).collect();
-    for (new, &old) in perm.iter().enumerate() {
-        to_new[old as usize] = new as u32;
-    }
-    let old_threads = std::mem::take(&mut s.threads).into_vec();
-    let mut slots: Vec<Option<ThreadState>> = old_threads.into_iter().map(Some).collect();
-    s.threads = perm.iter().map(|&old| slots[old as usize].take().expect("a permutation")).collect();
-    let mut old: Vec<u32> = Vec::with_capacity(agents);
-    let mut remap_clock = |c: &mut Box<[u32]>| {
-        old.clear();
-        old.extend_from_slice(c);
-        for (a, v) in old.iter().enumerate() {
-            c[to_new[a] as usize] = *v;
-        }
-    };
-    for t in s.threads.iter_mut() {
-        remap_clock(&mut t.clock);
-    }
-    for e in s.engines.iter_mut() {
-        remap_clock(e);
-    }
-    for b in s.barriers.iter_mut() {
-        remap_clock(&mut b.clock);
-        remap_clock(&mut b.prev_clock);
-        if let Some((a, _)) = &mut b.init_by {
-            *a = to_new[*a as usize] as u16;
-        }
-    }
-    let remap_access = |a: &mut Access| a.agent = to_new[a.agent as usize] as u16;
-    for c in s.buffers.iter_mut().chain(s.vars.iter_mut()) {
-        for a in c.accesses_mut() {
-            remap_access(a);
-        }
-        c.reads.sort_by_key(|r| r.agent);
-        for r in c.parts.iter_mut() {
-            r.reads.sort_by_key(|r| r.agent);
-        }
-    }
-    for nb in s.named.iter_mut() {
-        remap_clock(&mut nb.clock);
-    }
-    for c in s.copies.iter_mut() {
-        c.issuer = to_new[c.issuer as usize] as u16;
-    }
-    // The async proxy (issue 13): reads name their issuer. Their order is the issue order, which
-    // a renaming of threads does not change.
-    for r in s.proxy.reads.iter_mut() {
-        r.issuer = to_new[r.issuer as usize] as u16;
-    }
-}
-
-/// Every clock of the state (threads, engines, barriers' current and previous phases).
-fn clocks_mut(s: &mut State) -> impl Iterator<Item = &mut Box<[u32]>> {
-    s.threads
-        .iter_mut()
-        .map(|t| &mut t.clock)
-        .chain(s.engines.iter_mut())
-        .chain(s.barriers.iter_mut().flat_map(|b| [&mut b.clock, &mut b.prev_clock]))
-        .chain(s.named.iter_mut().map(|n| &mut n.clock))
-}
-
-/// Epochs at or above this are renumbered (`normalise_sorted`).
-const EPOCH_LIMIT: u32 = 64;
-
-/// Keep epochs small: once one reaches `EPOCH_LIMIT`, replace each agent's epochs by their rank
-/// among the values of that agent's column. Below the limit a state is stored as it is: two
-/// states that differ only in how their epochs are numbered may both be stored (the search is as
-/// exact, only larger), but no state's epochs grow without bound, so a loop that releases forever
-/// still revisits states. Measured on the ring benchmarks, renumbering every state merged none
-/// and cost a fifth of the search.
-fn normalise_epochs(s: &mut State) {
-    let Some(agents) = s
-        .threads
-        .first()
-        .map(|t| t.clock.len())
-        .or_else(|| s.engines.first().map(|e| e.len()))
-    else {
-        return;
-    };
-    let large = s.threads.iter().any(|t| t.clock.iter().any(|&v| v >= EPOCH_LIMIT))
-        || s.engines.iter().any(|e| e.iter().any(|&v| v >= EPOCH_LIMIT));
-    // Thread and engine clocks hold each agent's latest epoch: nothing else can be larger.
-    if large {
-        normalise_sorted(s, agents);
-    }
-}
-
-/// Renumber every agent's epochs by rank (0 kept as 0: it means "nothing of this agent").
-fn normalise_sorted(s: &mut State, agents: usize) {
-    let mut cols: Vec<Vec<u32>> = vec![vec![0]; agents];
-    for c in clocks_mut(s) {
-        for (a, &v) in c.iter().enumerate() {
-            cols[a].push(v);
-        }
-    }
-    for c in s.buffers.iter().chain(s.vars.iter()) {
-        for acc in c.accesses() {
-            cols[acc.agent as usize].push(acc.epoch);
-        }
-    }
-    for b in s.barriers.iter() {
-        if let Some((a, e)) = b.init_by {
-            cols[a as usize].push(e);
-        }
-    }
-    for c in cols.iter_mut() {
-        c.sort_unstable();
-        c.dedup();
-    }
-    let rank = |a: usize, v: u32| cols[a].binary_search(&v).expect("collected") as u32;
-    rename_epochs(s, &rank);
-}
-
-fn rename_epochs(s: &mut State, rank: &dyn Fn(usize, u32) -> u32) {
-    for c in clocks_mut(s) {
-        for (a, v) in c.iter_mut().enumerate() {
-            *v = rank(a, *v);
-        }
-    }
-    for b in s.barriers.iter_mut() {
-        if let Some((a, e)) = &mut b.init_by {
-            *e = rank(*a as usize, *e);
-        }
-    }
-    for c in s.buffers.iter_mut().chain(s.vars.iter_mut()) {
-        for acc in c.accesses_mut() {
-            acc.epoch = rank(acc.agent as usize, acc.epoch);
-        }
-    }
-}
-
-/// Rename a thread action by a permutation from `canonical_form` composed along a path.
-pub fn rename(a: Action, sigma: &[u32]) -> Action {
-    match a {
-        Action::Thread(t) => Action::Thread(sigma.get(t as usize).map_or(t, |&o| o as u16)),
-        other => other,
-    }
 }
 
 // ---- packing ----------------------------------------------------------------------------------
@@ -351,7 +103,7 @@ fn put_cell(out: &mut Vec<u32>, c: &Cell) {
         put_access(out, w);
     }
     if parts {
-        // Issue 13: per range records follow the whole-buffer reads, so they need a count.
+        // Per range records follow the whole-buffer reads, so they need a count.
         out.push(c.reads.len() as u32);
     }
     for r in &c.reads {
@@ -420,7 +172,7 @@ impl Model {
         p.threads.len() + p.barriers.len() + p.buffers.len() + p.vars.len() + 4 + self.named_part() as usize + self.tracks_proxy as usize
     }
 
-    /// Issue 13: whether states have the named-barrier component (the protocol uses them).
+    /// Whether states have the named-barrier component (the protocol uses them).
     fn named_part(&self) -> bool {
         self.tracks_named
     }
@@ -517,7 +269,7 @@ impl Model {
                         CopyKind::ArriveOn { noinc: false } => 2,
                         CopyKind::ArriveOn { noinc: true } => 3,
                     };
-                    // Issue 13: the byte range only when it is not the whole buffer of a TMA copy
+                    // The byte range only when it is not the whole buffer of a TMA copy
                     // (so states of protocols without partial copies pack as before).
                     let whole = c.kind == CopyKind::Tma && c.offset == 0 && c.len == self.proto.buffers[c.buf as usize].bytes;
                     w.extend_from_slice(&[
@@ -727,7 +479,7 @@ impl Model {
                 w: it.next().expect("named barriers"),
                 at: 0,
             };
-            (0..crate::step::named_len(&self.proto))
+            (0..crate::rt::named_len(&self.proto))
                 .map(|_| {
                     let (count, arrived) = (r.i(), r.i());
                     let (clock, known) = if count != 0 || arrived != 0 {
@@ -746,7 +498,7 @@ impl Model {
         } else {
             Box::new([]) as Box<[NamedBarState]>
         };
-        // The async proxy (issue 13): packed only where the protocol uses it; elsewhere it keeps
+        // The async proxy: packed only where the protocol uses it; elsewhere it keeps
         // the state `init` gave it.
         let none = vec![0u32; nd.div_ceil(32) + nb.div_ceil(32)];
         let proxy_words: &[u32] = if self.tracks_proxy {
@@ -788,12 +540,5 @@ impl Model {
                 unfenced_init,
             },
         }
-    }
-}
-
-impl Model {
-    /// How many classes of interchangeable threads the protocol has (for the report header).
-    pub fn symmetry_class_count(&self) -> usize {
-        self.symmetry.len()
     }
 }

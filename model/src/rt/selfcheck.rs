@@ -6,9 +6,9 @@
 //! never a verdict. Each rule reads only plain facts (counts, phases, observation order), so a
 //! step that passes an impossible wait or loses an arrival cannot also fool the check.
 
-use crate::ir::{IOp, InstrKind, MAX_COUNT};
-use crate::state::{CopyKind, Life, State, Status};
-use crate::step::{Action, InternalError, Model, Obs, Outcome};
+use crate::program::ir::{IOp, InstrKind, MAX_COUNT};
+use crate::rt::state::{CopyKind, Life, State, Status};
+use crate::rt::{Action, InternalError, Model, Obs, Outcome};
 
 fn broken(rule: &'static str, message: String) -> Result<(), InternalError> {
     Err(InternalError { rule, message })
@@ -20,7 +20,7 @@ pub fn state(model: &Model, s: &State) -> Result<(), InternalError> {
     for (b, bs) in s.barriers.iter().enumerate() {
         let name = &p.barriers[b].name;
         if bs.life == Life::Live {
-            // Issue 13: a `cp_async_arrive` without `.noinc` holds one extra pending arrival until
+            // A `cp_async_arrive` without `.noinc` holds one extra pending arrival until
             // its arrive-on fires.
             let held = s
                 .copies
@@ -123,7 +123,7 @@ pub fn transition(model: &Model, pre: &State, a: Action, out: &Outcome) -> Resul
                     .instrs
                     .get(pre.threads[t as usize].pc as usize)
                     .map(|i| &i.kind),
-                Some(crate::ir::InstrKind::Elect { .. })
+                Some(crate::program::ir::InstrKind::Elect { .. })
             )
             && ev.obs.iter().any(|o| matches!(o, Obs::Elected { thread } if *thread == t));
         if pre.threads[t as usize].status != Status::Running && !electing {

@@ -4,6 +4,7 @@
 //! Each role's body becomes a flat list of instructions so that a thread's control state is just a
 //! program counter plus its locals: small, hashable, and cheap to copy during the search.
 
+use super::eval::{self, Logic, Node};
 use crate::lang::ast::{BinOp, Span, UnOp};
 use crate::ViolationKind;
 
@@ -73,7 +74,7 @@ pub struct RoleInfo {
     /// Threads (lanes) of the role, as `ROLE.count` says; a uniform role has fewer agents.
     pub count: u32,
     /// Declared `uniform`: one agent per warp, each step counting for the warp's lanes
-    /// (crate::uniform).
+    /// (program::uniform).
     pub uniform: bool,
     /// The `gtid` of its first thread, in the model's numbering (`ThreadInfo::gtid`).
     pub first_gtid: u32,
@@ -105,7 +106,7 @@ pub struct Code {
     /// ranges `start..end`: only the elected lane runs them, so their steps count once.
     pub elected: Vec<(u32, u32)>,
     /// Cluster scope: the hidden local that holds the thread's state at the cluster barrier (0:
-    /// not arrived; 1 or 2: arrived on the phase of that mark and not yet waited, step/cluster.rs),
+    /// not arrived; 1 or 2: arrived on the phase of that mark and not yet waited, rt/cluster.rs),
     /// when the code
     /// uses `cluster_arrive`/`cluster_wait`/`cluster_sync`.
     pub cluster_slot: Option<u16>,
@@ -158,7 +159,7 @@ pub enum InstrKind {
     Elect {
         slot: u16,
     },
-    /// Issue 13: `bar_sync(ID, COUNT)` (`sync`) / `bar_arrive(ID, COUNT)`: PTX `bar.sync` /
+    /// `bar_sync(ID, COUNT)` (`sync`) / `bar_arrive(ID, COUNT)`: PTX `bar.sync` /
     /// `bar.arrive` on hardware barrier `ID` (0..=15). The warp arrives once all its unfinished
     /// lanes executed it, counting `warp_size` threads towards `COUNT` (docs/model.md).
     NamedBar {
@@ -166,7 +167,7 @@ pub enum InstrKind {
         count: IExpr,
         sync: bool,
     },
-    /// Issue 13: before a wait on element `index` of barrier array `group` with a token from
+    /// Before a wait on element `index` of barrier array `group` with a token from
     /// local slot `origin`'s arrival: the token must come from the same element (`origin` holds
     /// its index + 1, or 0 when not known). A local instruction.
     TokenCheck {
@@ -212,39 +213,51 @@ impl IExpr {
     /// The one evaluator of the language's expressions. `var` reads a shared var (the step records
     /// the read for race detection; a readiness check only peeks). `&&` and `||` short-circuit, so a
     /// guard protects its right side everywhere an expression is evaluated.
-    pub fn eval(
-        &self,
+    pub fn eval<'a>(
+        &'a self,
         locals: &[i64],
         me: Option<&ThreadInfo>,
         var: &mut dyn FnMut(u16) -> Result<i64, EvalError>,
     ) -> Result<i64, EvalError> {
-        Ok(match self {
-            IExpr::Const(v) => *v,
-            IExpr::Local(i) => locals[*i as usize],
-            IExpr::Var(v) => var(*v)?,
-            IExpr::Tid | IExpr::Gtid | IExpr::Lane | IExpr::Warp => {
-                let me = me.ok_or(EvalError::Fault("thread identity outside a thread"))?;
-                (match self {
-                    IExpr::Tid => me.tid,
-                    IExpr::Gtid => me.gtid,
-                    IExpr::Lane => me.lane,
-                    _ => me.warp,
-                }) as i64
-            }
-            IExpr::Unary(op, a) => {
-                crate::lower::apply_unary(*op, a.eval(locals, me, var)?).ok_or(EvalError::Fault("arithmetic overflow"))?
-            }
-            IExpr::Binary(op, a, b) => {
-                let a = a.eval(locals, me, var)?;
-                match op {
-                    BinOp::And if a == 0 => return Ok(0),
-                    BinOp::Or if a != 0 => return Ok(1),
-                    _ => {}
+        let node = &mut |x: &'a IExpr| {
+            Ok(match x {
+                IExpr::Const(v) => Node::Value(*v),
+                IExpr::Local(i) => Node::Value(locals[*i as usize]),
+                IExpr::Var(v) => Node::Value(var(*v)?),
+                IExpr::Tid | IExpr::Gtid | IExpr::Lane | IExpr::Warp => {
+                    let me = me.ok_or(EvalError::Fault("thread identity outside a thread"))?;
+                    Node::Value(
+                        (match x {
+                            IExpr::Tid => me.tid,
+                            IExpr::Gtid => me.gtid,
+                            IExpr::Lane => me.lane,
+                            _ => me.warp,
+                        }) as i64,
+                    )
                 }
-                let b = b.eval(locals, me, var)?;
-                crate::lower::apply_binary(*op, a, b).map_err(EvalError::Fault)?
+                IExpr::Unary(op, a) => Node::Unary(*op, &**a),
+                IExpr::Binary(op, a, b) => Node::Binary(*op, &**a, &**b),
+            })
+        };
+        eval::eval(self, Logic::ShortCircuit, node, &|_, m| EvalError::Fault(m))
+    }
+
+    /// The expression with a constant value where its operands are constants (the lowering folds
+    /// bottom-up): a node stays as it is when an operand is not a constant or the operation
+    /// faults, so the fault is reported when (and if) a thread evaluates it.
+    pub fn folded(self) -> IExpr {
+        fn constant(x: &IExpr) -> Result<Node<'_, IExpr>, ()> {
+            match x {
+                IExpr::Const(v) => Ok(Node::Value(*v)),
+                IExpr::Unary(op, a) => Ok(Node::Unary(*op, &**a)),
+                IExpr::Binary(op, a, b) => Ok(Node::Binary(*op, &**a, &**b)),
+                _ => Err(()),
             }
-        })
+        }
+        match eval::eval(&self, Logic::Strict, &mut constant, &|_, _| ()) {
+            Ok(v) if !matches!(self, IExpr::Const(_)) => IExpr::Const(v),
+            _ => self,
+        }
     }
 
     /// Value from locals and thread identity alone: `None` when the expression reads a shared var
@@ -350,7 +363,7 @@ pub enum IOp {
         bar: Ref,
     },
 
-    // ---- issue 13: cp.async with an mbarrier arrive-on ----
+    // ---- cp.async with an mbarrier arrive-on ----
     /// `cp_async(BUF, offset, bytes)`: a per-thread async copy into bytes `offset .. offset +
     /// bytes` of BUF, not tracked by any barrier until a `CpAsyncArrive`.
     CpAsync {
@@ -366,7 +379,7 @@ pub enum IOp {
         noinc: bool,
     },
 
-    // ---- issue 13: partial-buffer copies and reads (byte ranges) ----
+    // ---- Partial-buffer copies and reads (byte ranges) ----
     /// A TMA-style copy into bytes `offset .. offset + bytes` of BUF (complete_tx(bytes) on `bar`).
     CopyPart {
         buf: Ref,
@@ -382,7 +395,7 @@ pub enum IOp {
         bytes: IExpr,
         expect: Option<IExpr>,
     },
-    // ---- The async proxy (issue 13): asynchronous reads of shared memory and proxy fences ----
+    // ---- The async proxy: asynchronous reads of shared memory and proxy fences ----
     /// `copy_store_async(BUF)`: a TMA store; the async proxy reads `buf` until the bulk group
     /// holding it is waited for.
     StoreAsync {
@@ -409,7 +422,7 @@ pub enum IOp {
     /// `fence_mbarrier_init()`.
     FenceMbarrierInit,
 
-    // ---- Cluster scope (issue 13 item 9) ----
+    // ---- Cluster scope ----
     /// `op` on the objects of CTA `target` of the cluster (`multicast == false`: a remote
     /// arrive or a DSMEM read through `mapa`), or on those of every CTA whose bit is set in
     /// `target` (`multicast`: one copy landing in each, each its own async event).
@@ -559,7 +572,7 @@ impl IOp {
                     f(e)
                 }
             }
-            // The async proxy (issue 13).
+            // The async proxy.
             IOp::StoreAsync { buf } => r(buf, f),
             IOp::Wgmma { bufs } => {
                 for b in bufs {
@@ -579,14 +592,14 @@ impl IOp {
 impl Instr {
     /// The instruction's outcome depends on which thread runs it: it reads `tid`, `gtid`, `lane`
     /// or `warp`, or it is an `elect()` (the elected lane differs from the others). Threads whose
-    /// code has such an instruction are not interchangeable (crate::canon).
+    /// code has such an instruction are not interchangeable (rt::symmetry).
     pub fn reads_identity(&self) -> bool {
         self.reads_identity_in(false)
     }
 
     /// `reads_identity` in a role that is `uniform` or not: an agent of a uniform role is alone
     /// in its warp, so its `elect()` always elects it and its `syncwarp(mask)` names the whole
-    /// warp (crate::uniform checks both): neither tells its agents apart.
+    /// warp (program::uniform checks both): neither tells its agents apart.
     pub fn reads_identity_in(&self, uniform: bool) -> bool {
         let mut found = !uniform && matches!(self.kind, InstrKind::Elect { .. } | InstrKind::SyncWarpMask { .. });
         self.exprs(&mut |e| found |= e.reads_identity());

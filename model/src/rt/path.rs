@@ -53,7 +53,7 @@ impl<A: Copy> NotReplayed<A> {
 #[derive(Debug)]
 pub struct Stepped<S> {
     pub before: S,
-    pub outcome: crate::step::Outcome<S>,
+    pub outcome: crate::rt::Outcome<S>,
 }
 
 /// A cursor over one execution of a transition system: it stands in a state (or past the end of
@@ -69,7 +69,7 @@ impl<'t, T: TransitionSystem> Replay<'t, T> {
     /// A replay from the initial state. The initial outcome (its violations) is returned beside
     /// it: a system whose initial state already ends the execution gives a replay that refuses
     /// every action with [`Refusal::Ended`].
-    pub fn start(ts: &'t T) -> (Self, crate::step::Outcome<T::State>) {
+    pub fn start(ts: &'t T) -> (Self, crate::rt::Outcome<T::State>) {
         let init = ts.init();
         (Self::from_state(ts, init.next.clone()), init)
     }
@@ -168,7 +168,7 @@ pub fn replay_to<T: TransitionSystem>(ts: &T, actions: &[T::Action]) -> Result<O
 mod tests {
     use super::*;
     use crate::api::SpecBuilder;
-    use crate::step::{Action, Model};
+    use crate::rt::{Action, Model};
 
     /// One producer arrives on a count-1 barrier; one consumer waits for phase 0.
     fn handoff() -> Model {

@@ -1,0 +1,427 @@
+//! Async copies in flight: issue, whole and partial landing (complete_tx on their barrier), and
+//! cp.async with its mbarrier arrive-on.
+
+use super::memory::{coalesce, overlaps, split_parts};
+use super::*;
+/// What an entry of `State::copies` is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CopyKind {
+    /// A TMA-style bulk copy: its landing does complete_tx on `bar`.
+    Tma,
+    /// A `cp_async`: its landing writes the buffer only; `bar` is `NO_BAR`.
+    CpAsync,
+    /// Not a copy: the arrive-on of a `cp_async_arrive(_noinc)` on `bar`, which fires once no
+    /// cp.async copy of the same issuer precedes it in `State::copies` (`buf` is 0, unused).
+    ArriveOn { noinc: bool },
+}
+
+/// The barrier of a copy no barrier tracks (a cp.async before its arrive-on).
+pub const NO_BAR: u16 = u16::MAX;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct CopyInFlight {
+    pub buf: u16,
+    pub bar: u16,
+    pub bytes: i64,
+    pub version: i64,
+    pub issuer: u16,
+    /// The statement that issued it: a landing is shown at its own copy's line.
+    pub stmt: crate::lang::ast::Span,
+    /// What it is, and the byte range it writes (`0 .. buffer bytes` for whole copies).
+    pub kind: CopyKind,
+    pub offset: i64,
+    pub len: i64,
+}
+
+impl CopyInFlight {
+    /// A copy (not an arrive-on entry).
+    pub fn is_copy(&self) -> bool {
+        !matches!(self.kind, CopyKind::ArriveOn { .. })
+    }
+}
+
+impl Exec<'_> {
+    pub(super) fn op_copy(
+        &mut self,
+        buf: &Ref,
+        bar: &Ref,
+        bytes: &Option<IExpr>,
+        version: &Option<IExpr>,
+        locals: Option<&[i64]>,
+    ) -> R<Option<i64>> {
+        let d = self.resolve_buf(buf, locals)?;
+        let b = self.resolve_bar(bar, locals)?;
+        let bytes = match bytes {
+            Some(e) => self.ev(e, locals)?,
+            None => self.p().buffers[d].bytes,
+        };
+        let version = match version {
+            Some(e) => self.ev(e, locals)?,
+            None => self.s.buffers[d].writes as i64,
+        };
+        self.live_barrier(b, "copy_async")?;
+        self.check_init_fenced(b)?;
+        self.check_range(
+            K::TxRange,
+            bytes,
+            0,
+            format!("the byte count of the copy into {}", self.p().buffers[d].name),
+        )?;
+        self.write_cell(true, d, version)?;
+        let cell = &mut self.s.buffers[d];
+        cell.in_flight = true;
+        // The engine starts from everything the issuer did before the issue.
+        let issuer_clock = self.clock().to_vec();
+        let n = self.p().threads.len();
+        join_into(&mut self.s.engines[d], &issuer_clock);
+        let issuer_known = self.known_of_agent().to_vec();
+        join_known(&mut self.s.engines_known[d], &issuer_known);
+        let me = self.agent;
+        self.clock_mut()[me] += 1;
+        let c = CopyInFlight {
+            buf: d as u16,
+            bar: b as u16,
+            bytes,
+            version,
+            issuer: self.agent.min(n - 1) as u16,
+            stmt: self.stmt,
+            kind: CopyKind::Tma,
+            offset: 0,
+            len: self.p().buffers[d].bytes,
+        };
+        self.s.copies.push(c);
+        self.obs.push(Obs::CopyIssued {
+            buf: d as u16,
+            bar: b as u16,
+            bytes,
+            version,
+        });
+        Ok(None)
+    }
+
+    pub(super) fn op_copy_part(
+        &mut self,
+        buf: &Ref,
+        bar: &Ref,
+        offset: &IExpr,
+        bytes: &IExpr,
+        version: &Option<IExpr>,
+        locals: Option<&[i64]>,
+    ) -> R<Option<i64>> {
+        let d = self.resolve_buf(buf, locals)?;
+        let b = self.resolve_bar(bar, locals)?;
+        let off = self.ev(offset, locals)?;
+        let n = self.ev(bytes, locals)?;
+        let version = match version {
+            Some(e) => self.ev(e, locals)?,
+            None => self.s.buffers[d].writes as i64,
+        };
+        self.live_barrier(b, "copy_async")?;
+        self.check_range(
+            K::TxRange,
+            n,
+            0,
+            format!("the byte count of the copy into {}", self.p().buffers[d].name),
+        )?;
+        self.issue_range_copy(d, b as u16, n, version, off, CopyKind::Tma)?;
+        Ok(None)
+    }
+
+    pub(super) fn op_cp_async(
+        &mut self,
+        buf: &Ref,
+        offset: &IExpr,
+        bytes: &IExpr,
+        version: &Option<IExpr>,
+        locals: Option<&[i64]>,
+    ) -> R<Option<i64>> {
+        let d = self.resolve_buf(buf, locals)?;
+        let off = self.ev(offset, locals)?;
+        let n = self.ev(bytes, locals)?;
+        let version = match version {
+            Some(e) => self.ev(e, locals)?,
+            None => self.s.buffers[d].writes as i64,
+        };
+        self.issue_range_copy(d, NO_BAR, n, version, off, CopyKind::CpAsync)?;
+        Ok(None)
+    }
+
+    pub(super) fn op_cp_async_arrive(&mut self, bar: &Ref, noinc: bool, locals: Option<&[i64]>) -> R<Option<i64>> {
+        let what = if noinc { "cp_async_arrive_noinc" } else { "cp_async_arrive" };
+        let b = self.resolve_bar(bar, locals)?;
+        self.live_barrier(b, what)?;
+        let Some(t) = self.thread else {
+            self.broken("R-EVAL", "a cp_async_arrive outside a thread".to_string());
+            return Err(());
+        };
+        let waiting = self.s.copies.iter().any(|c| c.kind == CopyKind::CpAsync && c.issuer as usize == t);
+        if !waiting {
+            // Nothing to track: the arrive-on happens at once (without `.noinc` the
+            // increment and the arrival cancel out).
+            if noinc {
+                self.thread = None;
+                let r = self.arrive(b, 1, false, None);
+                self.thread = Some(t);
+                r?;
+            }
+            return Ok(None);
+        }
+        if !noinc {
+            let bs = &self.s.barriers[b];
+            if bs.pending + 1 > MAX_COUNT {
+                let name = self.p().barriers[b].name.clone();
+                self.fail(
+                    K::CountRange,
+                    format!("{}: cp_async_arrive raises the pending count of {name} past 1048575", self.label()),
+                );
+                return Err(());
+            }
+            self.s.barriers[b].pending += 1;
+            self.obs.push(Obs::CpAsyncPending { bar: b as u16, delta: 1 });
+        }
+        self.s.copies.push(CopyInFlight {
+            buf: 0,
+            bar: b as u16,
+            bytes: 0,
+            version: 0,
+            issuer: t as u16,
+            stmt: self.stmt,
+            kind: CopyKind::ArriveOn { noinc: noinc },
+            offset: 0,
+            len: 0,
+        });
+        Ok(None)
+    }
+
+    /// `part` bytes of the copy land: its barrier's tx-count reaches zero while the rest of the
+    /// copy is still in flight (the buffer stays under the copy).
+    pub(super) fn land_part(&mut self, c: CopyInFlight, part: i64) {
+        let n = self.p().threads.len();
+        let (d, b) = (c.buf as usize, c.bar as usize);
+        self.agent = n + d;
+        self.thread = None;
+        self.obs.push(Obs::LandedPart {
+            buf: c.buf,
+            bar: c.bar,
+            bytes: part,
+        });
+        if self.add_tx(b, -part).is_err() {
+            return;
+        }
+        self.release_into(b);
+        let _ = self.maybe_complete(b);
+    }
+
+    pub(super) fn land(&mut self, c: CopyInFlight) {
+        let n = self.p().threads.len();
+        let (d, b) = (c.buf as usize, c.bar as usize);
+        self.agent = n + d;
+        self.thread = None;
+        if c.kind != CopyKind::Tma || self.s.buffers[d].parts.len() > 0 || c.len != self.p().buffers[d].bytes {
+            // A cp.async copy, or a copy into part of the buffer.
+            self.land_range(c);
+            return;
+        }
+        // Another copy into the same buffer may still be in flight (issuing it was already a
+        // data race): the buffer stays under that one.
+        let still = self.s.copies.iter().any(|o| o.is_copy() && o.buf as usize == d);
+        let cell = &mut self.s.buffers[d];
+        cell.value = c.version;
+        cell.in_flight = still;
+        self.s.proxy.unfenced_write[d] = false;
+        let cell = &mut self.s.buffers[d];
+        cell.reads.clear();
+        cell.last_write = Some(Access {
+            agent: (n + d) as u16,
+            epoch: self.s.engines[d][n + d],
+            in_completion: false,
+        });
+        self.obs.push(Obs::Landed {
+            buf: c.buf,
+            bar: c.bar,
+            bytes: c.bytes,
+            version: c.version,
+        });
+        self.land_on_barrier(b, d, c.bytes);
+    }
+
+    /// A copy into buffer `d` lands `bytes` on barrier `b`: complete_tx on a live barrier (a
+    /// landing on one that is not is a lifetime violation), its issuer's writes released into
+    /// the phase, which may complete.
+    pub(crate) fn land_on_barrier(&mut self, b: usize, d: usize, bytes: i64) {
+        if self.s.barriers[b].life != Life::Live {
+            let name = self.p().barriers[b].name.clone();
+            self.fail(
+                K::Lifetime,
+                format!(
+                    "the async copy into {} lands on {name}, which is no longer a live barrier",
+                    self.p().buffers[d].name
+                ),
+            );
+            return;
+        }
+        if self.add_tx(b, -bytes).is_err() {
+            return;
+        }
+        self.release_into(b);
+        let _ = self.maybe_complete(b);
+    }
+
+    /// Issue a copy of `n` bytes into `off .. off + n` of buffer `d`.
+    pub(super) fn issue_range_copy(&mut self, d: usize, bar: u16, n: i64, version: i64, off: i64, kind: CopyKind) -> R<()> {
+        self.write_range(d, off, off + n, version)?;
+        self.s.buffers[d].in_flight = true;
+        let issuer_clock = self.clock().to_vec();
+        let nt = self.p().threads.len();
+        join_into(&mut self.s.engines[d], &issuer_clock);
+        let issuer_known = self.known_of_agent().to_vec();
+        join_known(&mut self.s.engines_known[d], &issuer_known);
+        let me = self.agent;
+        self.clock_mut()[me] += 1;
+        self.s.copies.push(CopyInFlight {
+            buf: d as u16,
+            bar,
+            bytes: n,
+            version,
+            issuer: self.agent.min(nt - 1) as u16,
+            stmt: self.stmt,
+            kind,
+            offset: off,
+            len: n,
+        });
+        self.obs.push(Obs::CopyIssued {
+            buf: d as u16,
+            bar,
+            bytes: n,
+            version,
+        });
+        Ok(())
+    }
+
+    /// The landing of a cp.async copy, or of a copy into part of a buffer (`land` does the rest).
+    /// The copy was at `self.land_index` of `State::copies`.
+    pub(super) fn land_range(&mut self, c: CopyInFlight) {
+        let n = self.p().threads.len();
+        let d = c.buf as usize;
+        let still = self.s.copies.iter().any(|o| o.is_copy() && o.buf as usize == d);
+        let engine = Access {
+            agent: (n + d) as u16,
+            epoch: self.s.engines[d][n + d],
+            in_completion: false,
+        };
+        let size = self.p().buffers[d].bytes;
+        let cell = &mut self.s.buffers[d];
+        cell.in_flight = still;
+        let (lo, hi) = (c.offset.clamp(0, size), (c.offset + c.len).clamp(0, size));
+        split_parts(cell, size, lo, hi);
+        for r in cell.parts.iter_mut().filter(|r| lo <= r.lo && r.hi <= hi) {
+            r.value = c.version;
+            r.reads.clear();
+            r.last_write = Some(engine);
+        }
+        coalesce(cell);
+        self.obs.push(Obs::Landed {
+            buf: c.buf,
+            bar: c.bar,
+            bytes: c.bytes,
+            version: c.version,
+        });
+        match c.kind {
+            CopyKind::Tma => self.land_on_barrier(c.bar as usize, d, c.bytes),
+            CopyKind::CpAsync => self.cp_async_landed(&c),
+            CopyKind::ArriveOn { .. } => {}
+        }
+    }
+
+    /// A cp.async copy landed: its data is released into the barrier of the first arrive-on of
+    /// its issuer issued after it (if any), and every arrive-on of the issuer that no cp.async copy
+    /// of the issuer precedes any more fires.
+    pub(super) fn cp_async_landed(&mut self, c: &CopyInFlight) {
+        let at = self.land_index.min(self.s.copies.len());
+        let bound = self.s.copies[at..]
+            .iter()
+            .find(|o| matches!(o.kind, CopyKind::ArriveOn { .. }) && o.issuer == c.issuer)
+            .map(|o| o.bar as usize);
+        match bound {
+            Some(b) => {
+                if self.s.barriers[b].life == Life::Live {
+                    self.release_into(b);
+                }
+            }
+            None => {
+                // No arrive-on tracks it yet: the issuer's next `cp_async_arrive` will, and it
+                // can only fire after this landing. The model lets the issuer's later releases
+                // carry the landing (docs/model.md); a read that can run before the landing is
+                // still a race in the interleaving where it does.
+                let i = c.issuer as usize;
+                let engine = self.clock().to_vec();
+                let known = self.known_of_agent().to_vec();
+                join_into(&mut self.s.threads[i].clock, &engine);
+                join_known(&mut self.s.threads[i].known, &known);
+                let me = self.agent;
+                self.clock_mut()[me] += 1;
+            }
+        }
+        loop {
+            let mut ahead = false;
+            let mut fire = None;
+            for (i, o) in self.s.copies.iter().enumerate() {
+                if o.issuer != c.issuer {
+                    continue;
+                }
+                match o.kind {
+                    CopyKind::CpAsync => ahead = true,
+                    CopyKind::ArriveOn { noinc } if !ahead => {
+                        fire = Some((i, o.bar as usize, noinc));
+                        break;
+                    }
+                    _ => {}
+                }
+            }
+            let Some((i, b, noinc)) = fire else { break };
+            self.s.copies.remove(i);
+            if self.fire_arrive_on(b, noinc).is_err() || self.ended {
+                return;
+            }
+        }
+    }
+
+    /// The arrive-on of a `cp_async_arrive(_noinc)`: an arrival on the barrier's current phase.
+    /// Without `.noinc` the pending count was raised when the instruction ran, so in that phase
+    /// the two cancel out; if other arrivals completed the phase meanwhile (more arrivals than the
+    /// count), the arrive-on is an arrival on a later phase, as on hardware.
+    pub(super) fn fire_arrive_on(&mut self, b: usize, _noinc: bool) -> R<()> {
+        if self.s.barriers[b].life != Life::Live {
+            let name = self.p().barriers[b].name.clone();
+            self.fail(
+                K::Lifetime,
+                format!("the arrive-on of a cp_async_arrive fires on {name}, which is no longer a live barrier"),
+            );
+            return Err(());
+        }
+        self.arrive(b, 1, false, None)?;
+        Ok(())
+    }
+
+    /// A copy into the buffer still in flight over bytes `lo .. hi`.
+    pub(super) fn flying_over(&self, d: usize, lo: i64, hi: i64) -> Option<&CopyInFlight> {
+        self.s
+            .copies
+            .iter()
+            .find(|c| c.is_copy() && c.buf as usize == d && overlaps((c.offset, c.offset + c.len), (lo, hi)))
+    }
+}
+
+/// The smallest piece of a bulk copy's complete_tx the model splits off (the bulk-copy granule).
+pub const LAND_CHUNK: i64 = 16;
+
+/// The bytes a `LandPart` lands, from the barrier's tx-count and the copy's bytes still to land:
+/// the bytes that bring the tx-count to zero when the copy alone crosses it, else all but the
+/// copy's last chunk. The reference runtime lands the same (verifier/runtime barrier.rs).
+pub fn land_part_bytes(tx: i64, remaining: i64) -> i64 {
+    if tx < remaining {
+        tx
+    } else {
+        remaining - LAND_CHUNK
+    }
+}

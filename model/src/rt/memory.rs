@@ -1,0 +1,487 @@
+//! Shared memory: buffers and shared vars, their byte ranges, the vector clocks that order
+//! accesses (happens-before), phase knowledge, and the data races between unordered accesses.
+
+use super::*;
+/// A vector clock over agents: threads, then one async-copy engine per buffer.
+pub type Clock = Box<[u32]>;
+
+/// Race-tracking record for a buffer (value = version) or a shared var (value = its value).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Cell {
+    pub value: i64,
+    /// Writes issued so far (a copy counts when issued): the default version of the next copy.
+    pub writes: u32,
+    pub last_write: Option<Access>,
+    /// Reads since the last write, at most one per agent, sorted by agent.
+    pub reads: Vec<Access>,
+    /// An async copy into it is in flight.
+    pub in_flight: bool,
+    /// Per byte range records, once a partial access (an `offset = ...` copy or read)
+    /// touched the buffer; sorted, disjoint, covering the buffer. While non-empty they replace
+    /// `value`, `last_write` and `reads`; empty whenever every range has the same record.
+    pub parts: Vec<RangeRec>,
+}
+
+/// The race record and version of bytes `lo .. hi` of a buffer.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct RangeRec {
+    pub lo: i64,
+    pub hi: i64,
+    pub value: i64,
+    pub last_write: Option<Access>,
+    pub reads: Vec<Access>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Access {
+    pub agent: u16,
+    pub epoch: u32,
+    /// Made by a completion function (a race with it is completion-misuse).
+    pub in_completion: bool,
+}
+
+impl Cell {
+    /// Every access record of the cell (whole-buffer and per range), for renamings.
+    pub fn accesses_mut(&mut self) -> impl Iterator<Item = &mut Access> {
+        self.last_write.iter_mut().chain(self.reads.iter_mut()).chain(
+            self.parts
+                .iter_mut()
+                .flat_map(|r| r.last_write.iter_mut().chain(r.reads.iter_mut())),
+        )
+    }
+
+    pub fn accesses(&self) -> impl Iterator<Item = &Access> {
+        self.last_write
+            .iter()
+            .chain(self.reads.iter())
+            .chain(self.parts.iter().flat_map(|r| r.last_write.iter().chain(r.reads.iter())))
+    }
+
+    /// The version of the byte at `at` (the whole buffer's while it has no per range records).
+    pub fn value_at(&self, at: i64) -> i64 {
+        self.parts.iter().find(|r| r.lo <= at && at < r.hi).map_or(self.value, |r| r.value)
+    }
+}
+
+/// Pointwise maximum, for phase knowledge.
+pub fn join_known(dst: &mut [i64], src: &[i64]) {
+    for (d, s) in dst.iter_mut().zip(src) {
+        if *s > *d {
+            *d = *s;
+        }
+    }
+}
+
+pub fn join_into(dst: &mut [u32], src: &[u32]) {
+    for (d, s) in dst.iter_mut().zip(src) {
+        if *s > *d {
+            *d = *s;
+        }
+    }
+}
+
+/// Whether an access is ordered before the point in time described by `clock`.
+pub fn ordered_before(a: &Access, clock: &[u32]) -> bool {
+    clock[a.agent as usize] >= a.epoch
+}
+
+impl Exec<'_> {
+    pub(super) fn op_read(&mut self, buf: &Ref, expect: &Option<IExpr>, locals: Option<&[i64]>) -> R<Option<i64>> {
+        let d = self.resolve_buf(buf, locals)?;
+        let want = match expect {
+            Some(e) => Some(self.ev(e, locals)?),
+            None => None,
+        };
+        self.read_cell(true, d)?;
+        let size = self.p().buffers[d].bytes;
+        let got = self.version_in(d, 0, size);
+        self.obs.push(Obs::Read {
+            buf: d as u16,
+            version: got,
+        });
+        if let Some(w) = want {
+            if w != got {
+                let torn = if self.s.buffers[d].in_flight {
+                    " (a copy into it is still in flight: torn on hardware)"
+                } else {
+                    ""
+                };
+                self.fail(
+                    K::StaleRead,
+                    format!(
+                        "{} reads {} of {} but the protocol means version {w}{torn}",
+                        self.label(),
+                        version_text(got),
+                        self.p().buffers[d].name
+                    ),
+                );
+            }
+        }
+        Ok(Some(got))
+    }
+
+    pub(super) fn op_write(&mut self, buf: &Ref, version: &IExpr, locals: Option<&[i64]>) -> R<Option<i64>> {
+        let d = self.resolve_buf(buf, locals)?;
+        let v = self.ev(version, locals)?;
+        self.write_cell(true, d, v)?;
+        // A generic-proxy write: the async proxy sees it only after a proxy fence.
+        if self.m.tracks_proxy {
+            self.s.proxy.unfenced_write[d] = true;
+        }
+        self.obs.push(Obs::Wrote { buf: d as u16, version: v });
+        Ok(None)
+    }
+
+    pub(super) fn op_read_part(
+        &mut self,
+        buf: &Ref,
+        offset: &IExpr,
+        bytes: &IExpr,
+        expect: &Option<IExpr>,
+        locals: Option<&[i64]>,
+    ) -> R<Option<i64>> {
+        let d = self.resolve_buf(buf, locals)?;
+        let off = self.ev(offset, locals)?;
+        let n = self.ev(bytes, locals)?;
+        let want = match expect {
+            Some(e) => Some(self.ev(e, locals)?),
+            None => None,
+        };
+        self.read_range(d, off, off + n)?;
+        let got = self.version_in(d, off, off + n);
+        self.obs.push(Obs::Read {
+            buf: d as u16,
+            version: got,
+        });
+        if let Some(w) = want {
+            if w != got {
+                self.fail(
+                    K::StaleRead,
+                    format!(
+                        "{} reads {} of bytes {off}..{} of {} but the protocol means version {w}",
+                        self.label(),
+                        version_text(got),
+                        off + n,
+                        self.p().buffers[d].name
+                    ),
+                );
+            }
+        }
+        Ok(Some(got))
+    }
+
+    pub(super) fn clock(&self) -> &[u32] {
+        let n = self.p().threads.len();
+        if self.agent < n {
+            &self.s.threads[self.agent].clock
+        } else {
+            &self.s.engines[self.agent - n]
+        }
+    }
+
+    pub(super) fn clock_mut(&mut self) -> &mut Clock {
+        let n = self.p().threads.len();
+        if self.agent < n {
+            &mut self.s.threads[self.agent].clock
+        } else {
+            &mut self.s.engines[self.agent - n]
+        }
+    }
+
+    pub(super) fn access(&self) -> Access {
+        Access {
+            agent: self.agent as u16,
+            epoch: self.clock()[self.agent],
+            in_completion: self.in_completion,
+        }
+    }
+
+    pub(super) fn resolve_buf(&mut self, r: &Ref, locals: Option<&[i64]>) -> R<usize> {
+        let groups = &self.m.proto.buffer_groups;
+        self.group_index(r, groups, locals)
+    }
+
+    /// What the current agent knows of every barrier's phase.
+    pub(super) fn known_of_agent(&self) -> &[i64] {
+        let n = self.p().threads.len();
+        if self.agent < n {
+            &self.s.threads[self.agent].known
+        } else {
+            &self.s.engines_known[self.agent - n]
+        }
+    }
+
+    pub(super) fn cell_name(&self, is_buf: bool, i: usize) -> String {
+        if is_buf {
+            self.p().buffers[i].name.clone()
+        } else {
+            self.p().vars[i].name.clone()
+        }
+    }
+
+    pub(super) fn race(&mut self, is_buf: bool, i: usize, mine: &str, other: Option<&Access>, other_what: &str) {
+        let completion = self.in_completion || other.is_some_and(|a| a.in_completion);
+        let who = match other {
+            Some(a) => self.agent_label(a),
+            None => "an async copy still in flight".to_string(),
+        };
+        let msg = format!(
+            "{} {mine} {} with no happens-before to the {other_what} by {who}",
+            self.label(),
+            self.cell_name(is_buf, i)
+        );
+        self.fail(if completion { K::CompletionMisuse } else { K::DataRace }, msg);
+    }
+
+    /// A read of a buffer or var: must be ordered after the last write and not under a copy.
+    pub(super) fn read_cell(&mut self, is_buf: bool, i: usize) -> R<()> {
+        if is_buf && !self.s.buffers[i].parts.is_empty() {
+            // The buffer has per range records; a whole read reads every range.
+            let size = self.p().buffers[i].bytes;
+            return self.read_range(i, 0, size);
+        }
+        let cell = if is_buf { &self.s.buffers[i] } else { &self.s.vars[i] };
+        let me = self.agent as u16;
+        if cell.in_flight {
+            let who = self
+                .s
+                .copies
+                .iter()
+                .find(|c| c.is_copy() && c.buf as usize == i)
+                .map(|c| self.p().thread_label(c.issuer as usize))
+                .unwrap_or_default();
+            let msg = format!(
+                "{} reads {} before the async copy into it (issued by {who}) has landed and been waited for",
+                self.label(),
+                self.cell_name(is_buf, i)
+            );
+            self.fail(if self.in_completion { K::CompletionMisuse } else { K::DataRace }, msg);
+        } else if let Some(w) = cell.last_write.filter(|w| w.agent != me && !ordered_before(w, self.clock())) {
+            self.race(is_buf, i, "reads", Some(&w), "last write");
+        }
+        let acc = self.access();
+        let cell = if is_buf { &mut self.s.buffers[i] } else { &mut self.s.vars[i] };
+        match cell.reads.binary_search_by_key(&acc.agent, |a| a.agent) {
+            Ok(k) => cell.reads[k] = acc,
+            Err(k) => cell.reads.insert(k, acc),
+        }
+        Ok(())
+    }
+
+    pub(super) fn write_var(&mut self, v: usize, value: i64) -> R<()> {
+        self.write_cell(false, v, value)
+    }
+
+    /// A write (or a copy issue): ordered after the last write and after every read since.
+    pub(super) fn write_cell(&mut self, is_buf: bool, i: usize, value: i64) -> R<()> {
+        if is_buf {
+            self.check_async_reads(i);
+        }
+        if is_buf && !self.s.buffers[i].parts.is_empty() {
+            // A whole write (or copy issue) replaces every range's record.
+            let size = self.p().buffers[i].bytes;
+            return self.write_range(i, 0, size, value);
+        }
+        let cell = if is_buf { &self.s.buffers[i] } else { &self.s.vars[i] };
+        let me = self.agent as u16;
+        if cell.in_flight {
+            let msg = format!(
+                "{} overwrites {} while an async copy into it is still in flight",
+                self.label(),
+                self.cell_name(is_buf, i)
+            );
+            self.fail(if self.in_completion { K::CompletionMisuse } else { K::DataRace }, msg);
+        } else if let Some(w) = cell.last_write.filter(|w| w.agent != me && !ordered_before(w, self.clock())) {
+            self.race(is_buf, i, "overwrites", Some(&w), "last write");
+        } else if let Some(r) = cell
+            .reads
+            .iter()
+            .find(|r| r.agent != me && !ordered_before(r, self.clock()))
+            .copied()
+        {
+            self.race(is_buf, i, "overwrites", Some(&r), "read (the slot was not released)");
+        }
+        let acc = self.access();
+        let cell = if is_buf { &mut self.s.buffers[i] } else { &mut self.s.vars[i] };
+        cell.value = value;
+        cell.writes += 1;
+        cell.last_write = Some(acc);
+        cell.reads.clear();
+        Ok(())
+    }
+
+    /// The version a read of `lo .. hi` sees: the one every byte has, or -1 for a mix of versions
+    /// (what the generated kernel's `pc_read` returns for a torn buffer).
+    pub(super) fn version_in(&self, d: usize, lo: i64, hi: i64) -> i64 {
+        let cell = &self.s.buffers[d];
+        if cell.parts.is_empty() {
+            return cell.value;
+        }
+        let mut inside = cell.parts.iter().filter(|r| overlaps((r.lo, r.hi), (lo, hi))).map(|r| r.value);
+        let first = inside.next().unwrap_or(cell.value);
+        if inside.all(|v| v == first) {
+            first
+        } else {
+            MIXED_VERSIONS
+        }
+    }
+
+    pub(super) fn range_ok(&mut self, d: usize, lo: i64, hi: i64) -> R<()> {
+        let size = self.p().buffers[d].bytes;
+        if lo < 0 || hi > size || lo > hi {
+            self.fail(
+                K::Assertion,
+                format!(
+                    "{}: bytes {lo}..{hi} are outside {} ({size} bytes)",
+                    self.label(),
+                    self.p().buffers[d].name
+                ),
+            );
+            return Err(());
+        }
+        Ok(())
+    }
+
+    /// A read of bytes `lo .. hi` of buffer `d`: ordered after the last write of each byte and
+    /// not under a copy in flight over them.
+    pub(super) fn read_range(&mut self, d: usize, lo: i64, hi: i64) -> R<()> {
+        self.range_ok(d, lo, hi)?;
+        let me = self.agent as u16;
+        let kind = if self.in_completion { K::CompletionMisuse } else { K::DataRace };
+        if let Some(c) = self.flying_over(d, lo, hi) {
+            let who = self.p().thread_label(c.issuer as usize);
+            let msg = format!(
+                "{} reads bytes {lo}..{hi} of {} before the async copy into bytes {}..{} of it (issued by {who}) has landed and been waited for",
+                self.label(),
+                self.p().buffers[d].name,
+                c.offset,
+                c.offset + c.len
+            );
+            self.fail(kind, msg);
+        } else {
+            let size = self.p().buffers[d].bytes;
+            let clock = self.clock().to_vec();
+            let mut cell = self.s.buffers[d].clone();
+            split_parts(&mut cell, size, lo, hi);
+            let w = cell
+                .parts
+                .iter()
+                .filter(|r| lo <= r.lo && r.hi <= hi && r.lo < r.hi)
+                .find_map(|r| r.last_write.filter(|w| w.agent != me && !ordered_before(w, &clock)));
+            if let Some(w) = w {
+                self.race(true, d, "reads", Some(&w), "last write");
+            }
+        }
+        let acc = self.access();
+        let size = self.p().buffers[d].bytes;
+        let cell = &mut self.s.buffers[d];
+        split_parts(cell, size, lo, hi);
+        for r in cell.parts.iter_mut().filter(|r| lo <= r.lo && r.hi <= hi) {
+            match r.reads.binary_search_by_key(&acc.agent, |a| a.agent) {
+                Ok(k) => r.reads[k] = acc,
+                Err(k) => r.reads.insert(k, acc),
+            }
+        }
+        coalesce(cell);
+        Ok(())
+    }
+
+    /// A write (or a copy issue) of bytes `lo .. hi` of buffer `d`: ordered after the last write
+    /// and every read since, of each byte.
+    pub(super) fn write_range(&mut self, d: usize, lo: i64, hi: i64, value: i64) -> R<()> {
+        self.range_ok(d, lo, hi)?;
+        let me = self.agent as u16;
+        let kind = if self.in_completion { K::CompletionMisuse } else { K::DataRace };
+        let size = self.p().buffers[d].bytes;
+        if self.flying_over(d, lo, hi).is_some() {
+            let msg = format!(
+                "{} overwrites bytes {lo}..{hi} of {} while an async copy into them is still in flight",
+                self.label(),
+                self.p().buffers[d].name
+            );
+            self.fail(kind, msg);
+        } else {
+            let clock = self.clock().to_vec();
+            let mut cell = self.s.buffers[d].clone();
+            split_parts(&mut cell, size, lo, hi);
+            let inside = || cell.parts.iter().filter(|r| lo <= r.lo && r.hi <= hi && r.lo < r.hi);
+            let unordered = |a: &Access| a.agent != me && !ordered_before(a, &clock);
+            if let Some(w) = inside().find_map(|r| r.last_write.filter(|a| unordered(a))) {
+                self.race(true, d, "overwrites", Some(&w), "last write");
+            } else if let Some(r) = inside().find_map(|r| r.reads.iter().find(|a| unordered(a)).copied()) {
+                self.race(true, d, "overwrites", Some(&r), "read (the slot was not released)");
+            }
+        }
+        let acc = self.access();
+        let cell = &mut self.s.buffers[d];
+        split_parts(cell, size, lo, hi);
+        for r in cell.parts.iter_mut().filter(|r| lo <= r.lo && r.hi <= hi) {
+            r.value = value;
+            r.last_write = Some(acc);
+            r.reads.clear();
+        }
+        cell.writes += 1;
+        coalesce(cell);
+        Ok(())
+    }
+}
+
+/// The version a read reports for bytes of different versions.
+pub const MIXED_VERSIONS: i64 = -1;
+
+/// `version 3`, or `a mix of versions`.
+pub(super) fn version_text(v: i64) -> String {
+    if v == MIXED_VERSIONS {
+        "a mix of versions".to_string()
+    } else {
+        format!("version {v}")
+    }
+}
+
+pub(super) fn overlaps(a: (i64, i64), b: (i64, i64)) -> bool {
+    a.0 < b.1 && b.0 < a.1 && a.0 < a.1 && b.0 < b.1
+}
+
+/// Give the cell per range records (if it has none yet) split at `lo` and `hi`. While it has
+/// them, the whole-buffer fields hold nothing (so equal buffers stay equal states).
+pub(crate) fn split_parts(cell: &mut Cell, size: i64, lo: i64, hi: i64) {
+    if cell.parts.is_empty() {
+        cell.parts.push(RangeRec {
+            lo: 0,
+            hi: size,
+            value: cell.value,
+            last_write: cell.last_write.take(),
+            reads: std::mem::take(&mut cell.reads),
+        });
+        cell.value = 0;
+    }
+    for at in [lo, hi] {
+        if let Some(k) = cell.parts.iter().position(|r| r.lo < at && at < r.hi) {
+            let mut right = cell.parts[k].clone();
+            right.lo = at;
+            cell.parts[k].hi = at;
+            cell.parts.insert(k + 1, right);
+        }
+    }
+}
+
+/// Merge neighbouring ranges with the same record; one range left is the whole-buffer record.
+pub(crate) fn coalesce(cell: &mut Cell) {
+    let mut k = 1;
+    while k < cell.parts.len() {
+        let (a, b) = (&cell.parts[k - 1], &cell.parts[k]);
+        if a.value == b.value && a.last_write == b.last_write && a.reads == b.reads {
+            let hi = b.hi;
+            cell.parts[k - 1].hi = hi;
+            cell.parts.remove(k);
+        } else {
+            k += 1;
+        }
+    }
+    if cell.parts.len() == 1 {
+        let r = cell.parts.pop().expect("one range");
+        cell.value = r.value;
+        cell.last_write = r.last_write;
+        cell.reads = r.reads;
+    }
+}

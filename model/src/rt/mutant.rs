@@ -1,0 +1,71 @@
+//! Planted defects of the semantics, for the tests that show a broken model is caught.
+
+/// Planted defects of the semantics. Each names the rule it breaks; tests assert that something
+/// catches each one, so the checks that guard the model can fail.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mutant {
+    /// Every blocking wait is treated as ready (caught by rule R-WAIT in the step).
+    WaitAlwaysReady,
+    /// Arrivals are not counted in the phase's `arrived` (caught by the self-check, I-ARRIVALS).
+    ArrivalsUncounted,
+    /// A wait is complete when its phase is older than the current one: no parity aliasing.
+    NoParityAliasing,
+    /// Completion functions never run.
+    CompletionNeverRuns,
+    /// arrive_and_drop arrives but leaves the expected count of later phases alone.
+    DropIgnored,
+    /// expect_tx is ignored (the tx-count only ever goes down).
+    ExpectTxIgnored,
+    /// A successful wait acquires no phase knowledge.
+    NoKnowledgeTransfer,
+    /// A successful wait acquires no history (no happens-before from the phase).
+    WaitDoesNotAcquire,
+    /// Copies land whole only: no partial landing when expect_tx under-counts.
+    NoPartialLanding,
+    /// PTX's missing-wait rule is not checked.
+    MissingWaitUnchecked,
+    /// A warp-batched commit arrives once per lane instead of once per converged group.
+    CommitPerLane,
+    /// A wait that has fallen two phases behind is not reported.
+    StaleWaitUnchecked,
+    /// The partial-order reduction expands only the first enabled thread step whenever two or
+    /// more steps are enabled, ignoring every conflict (an unsound reduction: the library's
+    /// expect lines and `tests/reductions.rs` must catch it).
+    PorIgnoresConflicts,
+}
+
+impl Mutant {
+    pub const ALL: [Mutant; 13] = [
+        Mutant::WaitAlwaysReady,
+        Mutant::ArrivalsUncounted,
+        Mutant::NoParityAliasing,
+        Mutant::CompletionNeverRuns,
+        Mutant::DropIgnored,
+        Mutant::ExpectTxIgnored,
+        Mutant::NoKnowledgeTransfer,
+        Mutant::WaitDoesNotAcquire,
+        Mutant::NoPartialLanding,
+        Mutant::MissingWaitUnchecked,
+        Mutant::CommitPerLane,
+        Mutant::StaleWaitUnchecked,
+        Mutant::PorIgnoresConflicts,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Mutant::WaitAlwaysReady => "wait-always-ready",
+            Mutant::ArrivalsUncounted => "arrivals-uncounted",
+            Mutant::NoParityAliasing => "no-parity-aliasing",
+            Mutant::CompletionNeverRuns => "completion-never-runs",
+            Mutant::DropIgnored => "drop-ignored",
+            Mutant::ExpectTxIgnored => "expect-tx-ignored",
+            Mutant::NoKnowledgeTransfer => "no-knowledge-transfer",
+            Mutant::WaitDoesNotAcquire => "wait-does-not-acquire",
+            Mutant::NoPartialLanding => "no-partial-landing",
+            Mutant::MissingWaitUnchecked => "missing-wait-unchecked",
+            Mutant::CommitPerLane => "commit-per-lane",
+            Mutant::StaleWaitUnchecked => "stale-wait-unchecked",
+            Mutant::PorIgnoresConflicts => "por-ignores-conflicts",
+        }
+    }
+}
