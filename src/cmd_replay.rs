@@ -463,7 +463,7 @@ fn fix_options(a: &crate::SearchArgs) -> CheckOptions {
 fn fix_exit(r: &FixReport) -> u8 {
     match r.verdict {
         FixVerdict::Gone => 0,
-        FixVerdict::Same { .. } => 1,
+        FixVerdict::Same { .. } | FixVerdict::Elsewhere { .. } => 1,
         FixVerdict::Undecided => 3,
     }
 }
@@ -533,7 +533,7 @@ fn run_edited(a: &ReplayArgs, t: &TraceFile, spec_path: &Path, source: &str) -> 
     let model = Model::new(spec.proto.clone());
     let r = replay_edited(&model, t, &fix_options(&a.search));
     sayln!("{}", r.describe(t.steps.len()));
-    if let (Some(out), FixVerdict::Same { trace, .. }) = (&a.html, &r.verdict) {
+    if let (Some(out), FixVerdict::Same { trace, .. } | FixVerdict::Elsewhere { trace, .. }) = (&a.html, &r.verdict) {
         match tracefile::build(&model, source, &path_string(spec_path), r.kind, trace) {
             Ok(tf) => {
                 let cause = cause_of(&model, source, r.kind, &tf.violation.message, trace);

@@ -37,7 +37,15 @@ pub enum FixVerdict {
         /// The edited spec's actions that reach it.
         trace: Vec<Action>,
     },
-    /// No execution that follows the schedule as far as it applies reaches the recorded kind.
+    /// The schedule no longer reaches the recorded kind, but another execution of the edited
+    /// spec still does: the edit moved the bug, it did not remove it.
+    Elsewhere {
+        message: String,
+        /// The edited spec's actions that reach it.
+        trace: Vec<Action>,
+    },
+    /// No execution that follows the schedule as far as it applies reaches the recorded kind,
+    /// and no execution of the edited spec at all does (a search that finished).
     Gone,
     /// The schedule stopped applying and the exploration of its continuations hit a bound.
     Undecided,
@@ -52,6 +60,8 @@ pub struct FixReport {
     pub others: Vec<ViolationKind>,
     /// The actions of the edited spec the schedule mapped to (as far as it applied).
     pub actions: Vec<Action>,
+    /// States of the search over the whole edited spec, when one ran (to confirm "gone").
+    pub searched: Option<usize>,
 }
 
 /// The edited spec's action for recorded step `i` in state `s`, if the recorded actor exists.
@@ -77,7 +87,7 @@ fn map_action(model: &Model, t: &TraceFile, i: usize, s: &State) -> Result<Actio
             let c = rec.copy.as_ref().ok_or("the trace's landing names no copy")?;
             let same = |x: &phasecheck_model::rt::state::CopyInFlight| {
                 p.buffers[x.buf as usize].name == c.buffer
-                    && p.barriers[x.bar as usize].name == c.barrier
+                    && crate::trace::copy_barrier(p, x) == c.barrier
                     && p.thread_label(x.issuer as usize) == c.issuer
             };
             // The same copy by version when the edit kept it, else the oldest of that kind.
@@ -143,12 +153,34 @@ pub fn replay_edited(model: &Model, t: &TraceFile, opts: &CheckOptions) -> FixRe
         None if r.verdict == Verdict::Incomplete => FixVerdict::Undecided,
         None => FixVerdict::Gone,
     };
+    // "Gone" is a claim about the edited protocol, not only about one schedule: it must never
+    // hide the same kind reached another way (what `check EDITED` would report). So it stands
+    // only when a search of the whole edited spec finds no execution reaching the kind.
+    let mut searched = None;
+    let verdict = match verdict {
+        FixVerdict::Gone => {
+            let whole = crate::check(model, opts);
+            searched = Some(whole.stats.states);
+            match whole.violations.iter().find(|v| v.kind == kind) {
+                Some(v) => FixVerdict::Elsewhere {
+                    message: v.message.clone(),
+                    trace: v.actions.clone(),
+                },
+                None if whole.verdict == Verdict::Incomplete || whole.verdict == Verdict::InternalError => {
+                    FixVerdict::Undecided
+                }
+                None => FixVerdict::Gone,
+            }
+        }
+        v => v,
+    };
     FixReport {
         kind,
         applied,
         verdict,
         others,
         actions,
+        searched,
     }
 }
 
@@ -184,8 +216,19 @@ impl FixReport {
                     None => "after it",
                     Some(_) => "from there",
                 };
-                format!("violation gone: no execution following the recorded schedule reaches {kind}\n  {how_far}, and no continuation {from} reaches {kind}")
+                let whole = match self.searched {
+                    Some(n) => format!("\n  and no execution of the edited spec reaches {kind} ({n} states searched to the end)"),
+                    None => String::new(),
+                };
+                format!("violation gone: no execution following the recorded schedule reaches {kind}\n  {how_far}, and no continuation {from} reaches {kind}{whole}")
             }
+            FixVerdict::Elsewhere { message, trace } => format!(
+                "same violation, another way: the recorded schedule no longer reaches {kind}, but an execution of the edited spec does ({} steps)\n  {message}\n  {how_far}",
+                trace.len()
+            ),
+            FixVerdict::Undecided if self.searched.is_some() => format!(
+                "undecided: no continuation of the recorded schedule reaches {kind}, but a search bound stopped the search of the whole edited spec, so whether another execution does is unknown\n  {how_far}"
+            ),
             FixVerdict::Undecided => {
                 let n = self.applied.stopped.as_ref().map(|s| s.0).unwrap_or(total_steps + 1);
                 format!("schedule no longer possible from step {n}: whether {kind} is still reachable from there is unknown (a search bound was hit)\n  {how_far}")

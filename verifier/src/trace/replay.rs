@@ -136,10 +136,7 @@ pub fn replay(model: &Model, actions: &[Action]) -> Result<Replayed, ReplayError
                 let c = s.copies[i as usize];
                 Some(CopyRef {
                     buffer: p.buffers[c.buf as usize].name.clone(),
-                    barrier: p
-                        .barriers
-                        .get(c.bar as usize)
-                        .map_or_else(|| "(none: cp.async)".to_string(), |b| b.name.clone()),
+                    barrier: copy_barrier(p, &c),
                     bytes: c.bytes,
                     version: c.version,
                     issuer: p.thread_label(c.issuer as usize),
@@ -298,4 +295,10 @@ mod tests {
         let ok = replay(&m, &[Action::Thread(0), Action::Thread(1)]).unwrap();
         assert_eq!(ok.steps.len(), 2);
     }
+}
+
+/// The barrier a copy in flight completes on, as traces name it: a plain `cp.async` copy has
+/// none.
+pub fn copy_barrier(p: &phasecheck_model::program::ir::Protocol, c: &phasecheck_model::rt::state::CopyInFlight) -> String {
+    p.barriers.get(c.bar as usize).map_or_else(|| "(none: cp.async)".to_string(), |b| b.name.clone())
 }
