@@ -161,7 +161,7 @@ fn prove_in(program: &ast::Program, opts: &Options, session: &solver::Session) -
                 report,
                 Outcome::Unknown {
                     reason: format!(
-                        "{} must take each value of its range in turn (it divides a loop variable, sizes an array or a role that reads its identity) and that makes {total} cases; narrow the ranges to at most {} cases",
+                        "{} must take each value of its range in turn (it divides a loop variable, sizes an array or a role that reads its identity, or is the trip count of a loop that assigns locals) and that makes {total} cases; narrow the ranges to at most {} cases",
                         enumerate.join(", "),
                         opts.max_cases
                     ),

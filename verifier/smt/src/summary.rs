@@ -37,6 +37,9 @@ impl From<Unsupported> for BuildError {
 
 type R<X> = Result<X, BuildError>;
 
+/// The barrier that stands for `syncthreads`: every thread of the CTA arrives and waits.
+pub const SYNCTHREADS: &str = "syncthreads";
+
 /// The most iterations an unrolled loop may have.
 pub const UNROLL: i64 = 64;
 
@@ -142,6 +145,10 @@ struct Ctx {
     guard: Vec<B>,
     seg: usize,
     in_loop: Option<String>,
+    /// The first scope of `locals` that belongs to one iteration of the symbolic loop
+    /// (`in_loop`): locals from there on are recomputed every iteration, so assigning them is
+    /// straight-line code; locals below it are carried from one iteration to the next.
+    loop_scope: usize,
     segs: Vec<Option<Loop>>,
     sites: Vec<Site>,
     dead: bool,
@@ -223,6 +230,15 @@ impl Builder {
                 span: bar.span,
             });
         }
+        if program.roles().any(|r| block_syncs_cta(&r.body)) {
+            let all = T::sum(program.roles().map(|r| b.roles[&r.name.name].clone()));
+            b.groups.push(GroupInfo {
+                name: SYNCTHREADS.into(),
+                len: 1,
+                count: all,
+                span: program.name.span,
+            });
+        }
         let warp_size = match program.warp_size() {
             Some(e) => b.concrete(e)?,
             None => 32,
@@ -292,6 +308,7 @@ impl Builder {
             guard: vec![],
             seg: 0,
             in_loop: None,
+            loop_scope: 0,
             segs: vec![],
             sites: vec![],
             dead: false,
@@ -314,6 +331,7 @@ impl Builder {
             guard: vec![],
             seg: 0,
             in_loop: None,
+            loop_scope: 0,
             segs: vec![None],
             sites: vec![],
             dead: false,
@@ -363,8 +381,10 @@ impl Builder {
                         format!("`{}` is a shared variable; its values depend on the interleaving", name.name),
                     )?;
                 }
-                if cx.in_loop.is_none() {
-                    // straight-line code: the new value, where this statement runs
+                let scope = cx.locals.iter().rposition(|m| m.contains_key(&name.name));
+                if scope.is_some_and(|ix| cx.in_loop.is_none() || ix >= cx.loop_scope) {
+                    // straight-line code (outside the symbolic loop, or a local of the current
+                    // iteration): the new value, where this statement runs
                     if let (ast::Value::Expr(e), Some(Local::Term(old))) = (value, self.lookup(&name.name, cx)) {
                         let new = self.expr(e, cx)?;
                         let v = T::ite(B::and(cx.guard.clone()), new, old);
@@ -383,6 +403,24 @@ impl Builder {
                 )?;
             }
             StmtKind::For { var: v, lo, hi, body } => {
+                let assigned = block_assigns(body);
+                if assigned.contains(&v.name) {
+                    return unsupported(s.span, format!("the loop variable `{}` is assigned inside its loop", v.name))?;
+                }
+                if !block_has_barrier_ops(body) && !block_returns(body) {
+                    if let Some(n) = assigned.iter().find(|n| self.vars.contains(n) && self.lookup(n, cx).is_none()) {
+                        return unsupported(s.span, format!("`{n}` is a shared variable; its values depend on the interleaving"))?;
+                    }
+                    let outer: Vec<String> = assigned.iter().filter(|n| self.lookup(n, cx).is_some()).cloned().collect();
+                    if !outer.is_empty() {
+                        return self.effect_loop(s.span, &v.name, lo, hi, body, &outer, cx);
+                    }
+                    if cx.in_loop.is_some() || self.unroll {
+                        // no barrier operation and no local that outlives it: nothing the
+                        // counting laws see
+                        return Ok(());
+                    }
+                }
                 if self.unroll && cx.in_loop.is_none() {
                     let (l, h) = (self.expr(lo, cx)?, self.expr(hi, cx)?);
                     match (l.as_int(), h.as_int()) {
@@ -435,9 +473,11 @@ impl Builder {
                 cx.seg = cx.segs.len() - 1;
                 cx.in_loop = Some(name.clone());
                 cx.locals.push(HashMap::from([(v.name.clone(), Local::Term(var(&name)))]));
+                cx.loop_scope = cx.locals.len();
                 self.block(body, cx)?;
                 cx.locals.pop();
                 cx.in_loop = None;
+                cx.loop_scope = 0;
                 cx.segs.push(None);
                 cx.seg = cx.segs.len() - 1;
             }
@@ -502,7 +542,18 @@ impl Builder {
                 cx.dead = true;
             }
             StmtKind::Assert(_) | StmtKind::Work => {}
-            StmtKind::SyncWarp | StmtKind::SyncThreads => {}
+            // The CTA barrier: an arrival and a wait on a barrier of all the CTA's threads, so
+            // that the arrivals law counts it and the wait-order law sees the cycles through it.
+            StmtKind::SyncThreads => {
+                let a = self.push(cx, s.span, SYNCTHREADS.into(), int(0), SiteKind::Arrive { n: int(1), drop: false });
+                self.push(cx, s.span, SYNCTHREADS.into(), int(0), SiteKind::WaitToken { arrive: a });
+            }
+            StmtKind::SyncWarp => {
+                return unsupported(
+                    s.span,
+                    "syncwarp waits for the unfinished lanes of the warp; warps are modelled only by the explicit search",
+                )?
+            }
             StmtKind::While { .. } | StmtKind::Break => {
                 return unsupported(
                     s.span,
@@ -518,6 +569,79 @@ impl Builder {
             }
         }
         Ok(())
+    }
+
+    /// A loop without barrier operations that assigns locals living after it: its effect on
+    /// them, exactly. A constant trip count of at most `UNROLL` runs the body that many times; a
+    /// longer one needs an effect that repeats with period 1 or 2 (`p = 1 - p`); a trip count of
+    /// ranged parameters makes the caller give them each value in turn. Anything else is refused:
+    /// skipping the loop would prove the protocol with the wrong values.
+    #[allow(clippy::too_many_arguments)]
+    fn effect_loop(&self, span: Span, v: &str, lo: &ast::Expr, hi: &ast::Expr, body: &ast::Block, outer: &[String], cx: &mut Ctx) -> R<()> {
+        let l = self.expr(lo, cx)?;
+        let trips = self.expr(hi, cx)?.sub(l.clone());
+        let names = outer.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ");
+        let n = match trips.as_int() {
+            Some(n) => n.max(0),
+            None if term_vars(&trips).iter().any(|x| x.contains('@')) => {
+                return unsupported(
+                    span,
+                    format!("a loop without barrier operations assigns {names}, and its trip count depends on an enclosing loop's variable: prove needs a constant trip count here"),
+                )?
+            }
+            None => return Err(need_concrete_of(&trips, span)),
+        };
+        let n = if n <= UNROLL {
+            n
+        } else {
+            match self.effect_period(v, body, outer, cx)? {
+                Some(p) => n % p,
+                None => {
+                    return unsupported(
+                        span,
+                        format!("a loop without barrier operations assigns {names} over {n} iterations, and its effect does not repeat with period 1 or 2: prove can neither unroll nor summarise it"),
+                    )?
+                }
+            }
+        };
+        for k in 0..n {
+            cx.locals.push(HashMap::from([(v.to_string(), Local::Term(l.clone().add(int(k))))]));
+            self.block(body, cx)?;
+            cx.locals.pop();
+        }
+        Ok(())
+    }
+
+    /// 1 or 2 when running the body that many times leaves every assigned local as it was, for
+    /// any value of it and of the loop variable (terms compared after normalisation).
+    fn effect_period(&self, v: &str, body: &ast::Block, outer: &[String], cx: &mut Ctx) -> R<Option<i64>> {
+        let saved: Vec<Option<Local>> = outer.iter().map(|n| self.lookup(n, cx)).collect();
+        let fresh: Vec<T> = outer.iter().map(|n| var(&format!("{n}#effect"))).collect();
+        for (n, t) in outer.iter().zip(&fresh) {
+            set_local(cx, n, Local::Term(t.clone()));
+        }
+        let j = var(&format!("{v}#effect"));
+        let mut period = None;
+        for p in 1..=2 {
+            cx.locals.push(HashMap::from([(v.to_string(), Local::Term(j.clone()))]));
+            let run = self.block(body, cx);
+            cx.locals.pop();
+            if run.is_err() {
+                break;
+            }
+            let now: Vec<Option<Local>> = outer.iter().map(|n| self.lookup(n, cx)).collect();
+            let back = now.iter().zip(&fresh).all(|(x, f)| matches!(x, Some(Local::Term(t)) if t == f));
+            if back {
+                period = Some(p);
+                break;
+            }
+        }
+        for (n, old) in outer.iter().zip(saved) {
+            if let Some(old) = old {
+                set_local(cx, n, old);
+            }
+        }
+        Ok(period)
     }
 
     fn place(&self, p: &ast::Place, cx: &mut Ctx) -> R<(String, T)> {
@@ -949,7 +1073,12 @@ fn block_has_barrier_ops(b: &ast::Block) -> bool {
         StmtKind::For { body, .. } => block_has_barrier_ops(body),
         StmtKind::If { then, els, .. } => block_has_barrier_ops(then) || els.as_ref().is_some_and(block_has_barrier_ops),
         // Not summarised: counted as barrier operations so that prove refuses them.
-        StmtKind::While { .. } | StmtKind::Call { .. } | StmtKind::SyncWarpMask(_) | StmtKind::Break => true,
+        StmtKind::While { .. }
+        | StmtKind::Call { .. }
+        | StmtKind::SyncWarpMask(_)
+        | StmtKind::Break
+        | StmtKind::SyncWarp
+        | StmtKind::SyncThreads => true,
         _ => false,
     })
 }
@@ -970,4 +1099,82 @@ fn block_returns_always(b: &ast::Block) -> bool {
         StmtKind::If { then, els: Some(e), .. } => block_returns_always(then) && block_returns_always(e),
         _ => false,
     })
+}
+
+/// The names a block assigns (`x = ...`), nested blocks included.
+fn block_assigns(b: &ast::Block) -> Vec<String> {
+    let mut out = Vec::new();
+    fn walk(b: &ast::Block, out: &mut Vec<String>) {
+        for s in &b.stmts {
+            match &s.kind {
+                StmtKind::Assign { name, .. } => {
+                    if !out.contains(&name.name) {
+                        out.push(name.name.clone())
+                    }
+                }
+                StmtKind::For { body, .. } | StmtKind::While { body, .. } => walk(body, out),
+                StmtKind::If { then, els, .. } => {
+                    walk(then, out);
+                    if let Some(e) = els {
+                        walk(e, out)
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    walk(b, &mut out);
+    out
+}
+
+/// Whether a block runs `syncthreads` anywhere.
+fn block_syncs_cta(b: &ast::Block) -> bool {
+    b.stmts.iter().any(|s| match &s.kind {
+        StmtKind::SyncThreads => true,
+        StmtKind::For { body, .. } | StmtKind::While { body, .. } => block_syncs_cta(body),
+        StmtKind::If { then, els, .. } => block_syncs_cta(then) || els.as_ref().is_some_and(block_syncs_cta),
+        _ => false,
+    })
+}
+
+/// Rebind a local in the scope that holds it.
+fn set_local(cx: &mut Ctx, name: &str, v: Local) {
+    if let Some(scope) = cx.locals.iter_mut().rev().find(|m| m.contains_key(name)) {
+        scope.insert(name.to_string(), v);
+    }
+}
+
+/// The symbols a term names.
+fn term_vars(t: &T) -> Vec<String> {
+    fn walk(t: &T, out: &mut Vec<String>) {
+        match t {
+            T::Var(n) => out.push(n.clone()),
+            T::Int(_) => {}
+            T::Add(v) => v.iter().for_each(|x| walk(x, out)),
+            T::Mul(a, b) => {
+                walk(a, out);
+                walk(b, out)
+            }
+            T::Div(a, _) | T::Mod(a, _) | T::FDiv(a, _) | T::FMod(a, _) => walk(a, out),
+            T::Ite(c, a, b) => {
+                cond(c, out);
+                walk(a, out);
+                walk(b, out)
+            }
+        }
+    }
+    fn cond(c: &B, out: &mut Vec<String>) {
+        match c {
+            B::Const(_) => {}
+            B::Cmp(_, a, b) => {
+                walk(a, out);
+                walk(b, out)
+            }
+            B::And(v) | B::Or(v) => v.iter().for_each(|x| cond(x, out)),
+            B::Not(x) => cond(x, out),
+        }
+    }
+    let mut out = Vec::new();
+    walk(t, &mut out);
+    out
 }
