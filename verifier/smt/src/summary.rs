@@ -184,7 +184,13 @@ impl Builder {
             };
             b.params.insert(p.name.name.clone(), t);
         }
+        let warp_size = match program.warp_size() {
+            Some(e) => b.concrete(e)?,
+            None => 32,
+        };
         for r in program.roles() {
+            // A role's size is written in its unit (threads, warps, warpgroups); what counts is
+            // its threads (`ROLE.count` counts lanes, and so do the arrivals of a uniform warp).
             let t = match bind.get(&r.name.name) {
                 Some(Binding::Fixed(v)) => int(*v),
                 Some(Binding::Range(lo, hi)) => {
@@ -193,6 +199,11 @@ impl Builder {
                     var(&n)
                 }
                 None => b.decl_expr(&r.count)?,
+            };
+            let t = match r.unit {
+                ast::RoleUnit::Threads => t,
+                ast::RoleUnit::Warps => t.mul(int(warp_size)),
+                ast::RoleUnit::Warpgroups => t.mul(int(4 * warp_size)),
             };
             b.roles.insert(r.name.name.clone(), t);
         }
@@ -239,13 +250,13 @@ impl Builder {
                 span: program.name.span,
             });
         }
-        let warp_size = match program.warp_size() {
-            Some(e) => b.concrete(e)?,
-            None => 32,
-        };
         let mut classes = Vec::new();
         let mut gtid: Option<i64> = Some(0);
         for r in program.roles() {
+            if r.unit != ast::RoleUnit::Threads {
+                // whole warps start at a warp boundary (the lanes skipped are not modelled)
+                gtid = gtid.map(|g| (g + warp_size - 1) / warp_size * warp_size);
+            }
             let count_t = b.roles[&r.name.name].clone();
             if uses_identity(&r.body) {
                 let n = match count_t.as_int() {
