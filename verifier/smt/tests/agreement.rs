@@ -416,7 +416,7 @@ fn render_wide(w: &Wide) -> String {
     s.push_str(&format!("{ind}if i >= STAGES {{ wait_parity(empty[s], (i / STAGES + 1) % 2) }}\n"));
     if w.elect {
         s.push_str(&format!(
-            "{ind}if elect() {{\n{ind}  arrive_expect_tx(full[s], BYTES)\n{ind}  copy_async(slot[s], full[s], version = i)\n{ind}}}\n"
+            "{ind}let e = elect()\n{ind}if e == 1 {{\n{ind}  arrive_expect_tx(full[s], BYTES)\n{ind}  copy_async(slot[s], full[s], version = i)\n{ind}}}\n"
         ));
     } else {
         s.push_str(&format!(
