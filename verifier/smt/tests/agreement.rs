@@ -333,6 +333,9 @@ struct Wide {
     warps: u8,
     /// The producer's loop as `for t in 0..ITERS { for k in 0..1 { ... } }`.
     tiles: bool,
+    /// `empty`'s count: 0 `consumer.count`; 1 the consumers' threads as a literal; 2 the role's
+    /// declared size as a literal (a warp of two lanes over-arrives on it).
+    empty_count: u8,
 }
 
 /// A small deterministic generator (splitmix64), so that a case is named by its seed.
@@ -374,6 +377,7 @@ fn wide(seed: u64) -> Wide {
         elect: r.below(10) == 0,
         warps,
         tiles: r.below(6) == 0,
+        empty_count: r.pick(3, 2) as u8,
     }
 }
 
@@ -384,7 +388,15 @@ fn render_wide(w: &Wide) -> String {
         "param STAGES = {}\nparam ITERS = {}\nparam BYTES = 64\nparam FLIP = {}\n",
         w.stages, w.iters, w.flip
     ));
-    s.push_str("barrier full[STAGES] count 1\nbarrier empty[STAGES] count consumer.count\nbuffer slot[STAGES] bytes BYTES\n");
+    let lanes = if w.warps == 0 { w.consumers } else { 2 * w.consumers };
+    let empty = match w.empty_count {
+        0 => "consumer.count".to_string(),
+        1 => lanes.to_string(),
+        _ => w.consumers.to_string(),
+    };
+    s.push_str(&format!(
+        "barrier full[STAGES] count 1\nbarrier empty[STAGES] count {empty}\nbuffer slot[STAGES] bytes BYTES\n"
+    ));
     if w.spin == 1 {
         s.push_str("var done = 0\n");
     }
