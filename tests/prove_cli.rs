@@ -115,3 +115,87 @@ fn repair_prints_a_confirmed_diff() {
     assert!(t.contains("repair 1 of"), "{t}");
     assert!(t.contains("-  arrive_expect_tx(full, 256)\n+  arrive_expect_tx(full, 128)"), "{t}");
 }
+
+/// `prove` on a soundness spec: its exit status and text.
+fn prove_soundness(file: &str, extra: &[&str]) -> (Option<i32>, String) {
+    let path = format!("specs/soundness/{file}.phase");
+    let mut args = vec!["prove", path.as_str()];
+    args.extend_from_slice(extra);
+    let o = run(&args);
+    (o.status.code(), text(&o))
+}
+
+#[test]
+fn a_loop_without_barrier_operations_is_not_skipped() {
+    // its assignments to the parity used to be dropped, and the broken double buffer proved
+    let (code, t) = prove_soundness("prove_flip_loop_parity", &[]);
+    assert_ne!(code, Some(0), "{t}");
+    assert_eq!(code, Some(1), "refuted and confirmed:\n{t}");
+    // the same loop over a range: the odd trip counts are found
+    let (code, t) = prove_soundness("prove_flip_loop_parity_fixed", &["--range", "FLIP=0..=1", "--with-instance"]);
+    assert_eq!(code, Some(1), "{t}");
+    assert!(t.contains("FLIP=1") && !t.contains("combined: holds"), "{t}");
+    let (code, t) = prove_soundness("prove_flip_loop_parity_fixed", &[]);
+    assert_eq!(code, Some(0), "an even number of flips is the guide's parity:\n{t}");
+}
+
+#[test]
+fn a_nested_index_computation_is_not_skipped() {
+    let (code, t) = prove_soundness("prove_nested_stage_index", &[]);
+    assert_ne!(code, Some(0), "{t}");
+    assert_eq!(code, Some(1), "refuted and confirmed:\n{t}");
+    let (code, t) = prove_soundness("prove_nested_stage_index_fixed", &[]);
+    assert_eq!(code, Some(0), "{t}");
+}
+
+#[test]
+fn syncthreads_blocks_and_counts() {
+    let (code, t) = prove_soundness("prove_syncthreads_cycle", &[]);
+    assert_ne!(code, Some(0), "{t}");
+    assert_eq!(code, Some(1), "the cycle through syncthreads is refuted and confirmed:\n{t}");
+    assert!(t.contains("syncthreads"), "{t}");
+    let (code, t) = prove_soundness("prove_syncthreads_cycle_fixed", &[]);
+    assert_eq!(code, Some(0), "{t}");
+}
+
+#[test]
+fn syncwarp_can_refute_but_not_prove() {
+    // it only blocks: left out of the encoding, a proof would not cover it
+    let o = run(&["prove", "specs/guide/leader_arrives_for_warp.phase"]);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(3), "{t}");
+    assert!(
+        t.contains("verdict:  unknown: syncwarp") && t.contains("leader_arrives_for_warp.phase:13:3"),
+        "{t}"
+    );
+    // a counting mistake beside it is still refuted, and confirmed by the explicit search
+    let o = run(&["prove", "specs/field/cutlass_2404_producer_group_count_32.phase"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+}
+
+#[test]
+fn a_counterexample_is_confirmed_at_the_param_values() {
+    let (code, t) = prove_soundness("prove_param_counterexample_fixed", &["--param", "EXTRA=1"]);
+    assert_eq!(code, Some(1), "{t}");
+    assert!(t.contains("verdict:  refuted; the explicit search confirms it"), "{t}");
+    let (code, t) = prove_soundness("prove_param_counterexample_fixed", &[]);
+    assert_eq!(code, Some(0), "{t}");
+}
+
+#[test]
+fn the_expected_kinds_outside_the_laws_are_named() {
+    let (_, t) = prove_soundness("prove_flip_loop_parity", &[]);
+    assert!(
+        t.contains("expect:   the file expects missing-wait, data-race, stale-read, lifetime: outside the counting laws"),
+        "{t}"
+    );
+}
+
+#[test]
+fn a_whole_warp_role_counts_its_lanes() {
+    let (code, t) = prove_soundness("prove_whole_warp_role", &[]);
+    assert_ne!(code, Some(0), "{t}");
+    assert_eq!(code, Some(1), "refuted and confirmed:\n{t}");
+    let (code, t) = prove_soundness("prove_whole_warp_role_fixed", &[]);
+    assert_eq!(code, Some(0), "{t}");
+}

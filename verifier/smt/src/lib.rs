@@ -161,7 +161,7 @@ fn prove_in(program: &ast::Program, opts: &Options, session: &solver::Session) -
                 report,
                 Outcome::Unknown {
                     reason: format!(
-                        "{} must take each value of its range in turn (it divides a loop variable, sizes an array or a role that reads its identity) and that makes {total} cases; narrow the ranges to at most {} cases",
+                        "{} must take each value of its range in turn (it divides a loop variable, sizes an array or a role that reads its identity, or is the trip count of a loop that assigns locals) and that makes {total} cases; narrow the ranges to at most {} cases",
                         enumerate.join(", "),
                         opts.max_cases
                     ),
@@ -173,6 +173,7 @@ fn prove_in(program: &ast::Program, opts: &Options, session: &solver::Session) -
         let mut proven: BTreeMap<Law, std::collections::BTreeSet<String>> = BTreeMap::new();
         let (mut cases, mut queries) = (0usize, 0usize);
         let mut combo: Vec<i64> = sizes.iter().map(|s| s.1).collect();
+        let mut refute_only: Option<summary::Unsupported> = None;
         loop {
             let mut bind: BTreeMap<String, Binding> = BTreeMap::new();
             for r in &opts.ranges {
@@ -218,6 +219,9 @@ fn prove_in(program: &ast::Program, opts: &Options, session: &solver::Session) -
                     )
                 }
             };
+            if refute_only.is_none() {
+                refute_only = summary.refute_only.clone();
+            }
             let qs = match Encoder::queries(&summary) {
                 Ok(q) => q,
                 Err(u) => {
@@ -307,6 +311,15 @@ fn prove_in(program: &ast::Program, opts: &Options, session: &solver::Session) -
                     report.laws = proven.into_iter().map(|(l, g)| (l, g.into_iter().collect())).collect();
                     report.cases = cases;
                     report.queries = queries;
+                    if let Some(u) = refute_only {
+                        return finish(
+                            report,
+                            Outcome::Unknown {
+                                reason: u.why,
+                                span: Some(u.span),
+                            },
+                        );
+                    }
                     return finish(report, Outcome::Proved);
                 }
                 if combo[i] < sizes[i].2 {

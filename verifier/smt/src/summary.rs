@@ -9,6 +9,9 @@
 use crate::sym::{int, var, Cmp, B, T};
 use phasecheck_model::lang::ast::{self, BinOp, ExprKind, OpKind, Span, StmtKind, UnOp};
 use std::collections::{BTreeMap, HashMap};
+use walk::{block_assigns, block_has_barrier_ops, block_returns, block_returns_always, block_syncs_cta, uses_identity};
+
+mod walk;
 
 /// Why a construct is outside the encodable fragment.
 #[derive(Clone, Debug)]
@@ -36,6 +39,9 @@ impl From<Unsupported> for BuildError {
 }
 
 type R<X> = Result<X, BuildError>;
+
+/// The barrier that stands for `syncthreads`: every thread of the CTA arrives and waits.
+pub const SYNCTHREADS: &str = "syncthreads";
 
 /// The most iterations an unrolled loop may have.
 pub const UNROLL: i64 = 64;
@@ -107,6 +113,10 @@ pub struct Summary {
     pub classes: Vec<Class>,
     /// Symbolic variables (ranged params and role counts) with their ranges.
     pub symbols: Vec<(String, i64, i64)>,
+    /// A statement left out of the encoding that can only block (`syncwarp`): the laws may
+    /// still be refuted (the explicit search confirms every refutation on the real program), but
+    /// a proof would not cover it, so `prove` answers `unknown` instead of `proved`.
+    pub refute_only: Option<Unsupported>,
 }
 
 /// What each parameter or role count stands for in this build.
@@ -126,6 +136,7 @@ pub struct Builder {
     buffers: HashMap<String, T>,
     groups: Vec<GroupInfo>,
     vars: Vec<String>,
+    refute_only: std::cell::RefCell<Option<Unsupported>>,
 }
 
 /// Locals: a term, or the token of an arrival site.
@@ -142,6 +153,10 @@ struct Ctx {
     guard: Vec<B>,
     seg: usize,
     in_loop: Option<String>,
+    /// The first scope of `locals` that belongs to one iteration of the symbolic loop
+    /// (`in_loop`): locals from there on are recomputed every iteration, so assigning them is
+    /// straight-line code; locals below it are carried from one iteration to the next.
+    loop_scope: usize,
     segs: Vec<Option<Loop>>,
     sites: Vec<Site>,
     dead: bool,
@@ -156,6 +171,7 @@ impl Builder {
             buffers: HashMap::new(),
             groups: Vec::new(),
             vars: program.vars().map(|v| v.name.name.clone()).collect(),
+            refute_only: std::cell::RefCell::new(None),
         };
         if let Some(e) = program.cluster() {
             // Even `cluster 1`: the summary has no notion of CTA ranks (`cta`).
@@ -177,7 +193,13 @@ impl Builder {
             };
             b.params.insert(p.name.name.clone(), t);
         }
+        let warp_size = match program.warp_size() {
+            Some(e) => b.concrete(e)?,
+            None => 32,
+        };
         for r in program.roles() {
+            // A role's size is written in its unit (threads, warps, warpgroups); what counts is
+            // its threads (`ROLE.count` counts lanes, and so do the arrivals of a uniform warp).
             let t = match bind.get(&r.name.name) {
                 Some(Binding::Fixed(v)) => int(*v),
                 Some(Binding::Range(lo, hi)) => {
@@ -186,6 +208,11 @@ impl Builder {
                     var(&n)
                 }
                 None => b.decl_expr(&r.count)?,
+            };
+            let t = match r.unit {
+                ast::RoleUnit::Threads => t,
+                ast::RoleUnit::Warps => t.mul(int(warp_size)),
+                ast::RoleUnit::Warpgroups => t.mul(int(4 * warp_size)),
             };
             b.roles.insert(r.name.name.clone(), t);
         }
@@ -223,13 +250,22 @@ impl Builder {
                 span: bar.span,
             });
         }
-        let warp_size = match program.warp_size() {
-            Some(e) => b.concrete(e)?,
-            None => 32,
-        };
+        if program.roles().any(|r| block_syncs_cta(&r.body)) {
+            let all = T::sum(program.roles().map(|r| b.roles[&r.name.name].clone()));
+            b.groups.push(GroupInfo {
+                name: SYNCTHREADS.into(),
+                len: 1,
+                count: all,
+                span: program.name.span,
+            });
+        }
         let mut classes = Vec::new();
         let mut gtid: Option<i64> = Some(0);
         for r in program.roles() {
+            if r.unit != ast::RoleUnit::Threads {
+                // whole warps start at a warp boundary (the lanes skipped are not modelled)
+                gtid = gtid.map(|g| (g + warp_size - 1) / warp_size * warp_size);
+            }
             let count_t = b.roles[&r.name.name].clone();
             if uses_identity(&r.body) {
                 let n = match count_t.as_int() {
@@ -281,6 +317,7 @@ impl Builder {
             groups: b.groups,
             classes,
             symbols,
+            refute_only: b.refute_only.into_inner(),
         })
     }
 
@@ -292,6 +329,7 @@ impl Builder {
             guard: vec![],
             seg: 0,
             in_loop: None,
+            loop_scope: 0,
             segs: vec![],
             sites: vec![],
             dead: false,
@@ -314,6 +352,7 @@ impl Builder {
             guard: vec![],
             seg: 0,
             in_loop: None,
+            loop_scope: 0,
             segs: vec![None],
             sites: vec![],
             dead: false,
@@ -363,8 +402,10 @@ impl Builder {
                         format!("`{}` is a shared variable; its values depend on the interleaving", name.name),
                     )?;
                 }
-                if cx.in_loop.is_none() {
-                    // straight-line code: the new value, where this statement runs
+                let scope = cx.locals.iter().rposition(|m| m.contains_key(&name.name));
+                if scope.is_some_and(|ix| cx.in_loop.is_none() || ix >= cx.loop_scope) {
+                    // straight-line code (outside the symbolic loop, or a local of the current
+                    // iteration): the new value, where this statement runs
                     if let (ast::Value::Expr(e), Some(Local::Term(old))) = (value, self.lookup(&name.name, cx)) {
                         let new = self.expr(e, cx)?;
                         let v = T::ite(B::and(cx.guard.clone()), new, old);
@@ -383,6 +424,24 @@ impl Builder {
                 )?;
             }
             StmtKind::For { var: v, lo, hi, body } => {
+                let assigned = block_assigns(body);
+                if assigned.contains(&v.name) {
+                    return unsupported(s.span, format!("the loop variable `{}` is assigned inside its loop", v.name))?;
+                }
+                if !block_has_barrier_ops(body) && !block_returns(body) {
+                    if let Some(n) = assigned.iter().find(|n| self.vars.contains(n) && self.lookup(n, cx).is_none()) {
+                        return unsupported(s.span, format!("`{n}` is a shared variable; its values depend on the interleaving"))?;
+                    }
+                    let outer: Vec<String> = assigned.iter().filter(|n| self.lookup(n, cx).is_some()).cloned().collect();
+                    if !outer.is_empty() {
+                        return self.effect_loop(s.span, &v.name, lo, hi, body, &outer, cx);
+                    }
+                    if cx.in_loop.is_some() || self.unroll {
+                        // no barrier operation and no local that outlives it: nothing the
+                        // counting laws see
+                        return Ok(());
+                    }
+                }
                 if self.unroll && cx.in_loop.is_none() {
                     let (l, h) = (self.expr(lo, cx)?, self.expr(hi, cx)?);
                     match (l.as_int(), h.as_int()) {
@@ -435,9 +494,11 @@ impl Builder {
                 cx.seg = cx.segs.len() - 1;
                 cx.in_loop = Some(name.clone());
                 cx.locals.push(HashMap::from([(v.name.clone(), Local::Term(var(&name)))]));
+                cx.loop_scope = cx.locals.len();
                 self.block(body, cx)?;
                 cx.locals.pop();
                 cx.in_loop = None;
+                cx.loop_scope = 0;
                 cx.segs.push(None);
                 cx.seg = cx.segs.len() - 1;
             }
@@ -502,7 +563,19 @@ impl Builder {
                 cx.dead = true;
             }
             StmtKind::Assert(_) | StmtKind::Work => {}
-            StmtKind::SyncWarp | StmtKind::SyncThreads => {}
+            // The CTA barrier: an arrival and a wait on a barrier of all the CTA's threads, so
+            // that the arrivals law counts it and the wait-order law sees the cycles through it.
+            StmtKind::SyncThreads => {
+                let a = self.push(cx, s.span, SYNCTHREADS.into(), int(0), SiteKind::Arrive { n: int(1), drop: false });
+                self.push(cx, s.span, SYNCTHREADS.into(), int(0), SiteKind::WaitToken { arrive: a });
+            }
+            // It adds no arrival and no byte, only blocking: left out, but no proof stands on it.
+            StmtKind::SyncWarp => {
+                self.refute_only.borrow_mut().get_or_insert(Unsupported {
+                    span: s.span,
+                    why: "syncwarp waits for the unfinished lanes of the warp; warps are modelled only by the explicit search, so the laws can be refuted here but not proved".into(),
+                });
+            }
             StmtKind::While { .. } | StmtKind::Break => {
                 return unsupported(
                     s.span,
@@ -518,6 +591,79 @@ impl Builder {
             }
         }
         Ok(())
+    }
+
+    /// A loop without barrier operations that assigns locals living after it: its effect on
+    /// them, exactly. A constant trip count of at most `UNROLL` runs the body that many times; a
+    /// longer one needs an effect that repeats with period 1 or 2 (`p = 1 - p`); a trip count of
+    /// ranged parameters makes the caller give them each value in turn. Anything else is refused:
+    /// skipping the loop would prove the protocol with the wrong values.
+    #[allow(clippy::too_many_arguments)]
+    fn effect_loop(&self, span: Span, v: &str, lo: &ast::Expr, hi: &ast::Expr, body: &ast::Block, outer: &[String], cx: &mut Ctx) -> R<()> {
+        let l = self.expr(lo, cx)?;
+        let trips = self.expr(hi, cx)?.sub(l.clone());
+        let names = outer.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ");
+        let n = match trips.as_int() {
+            Some(n) => n.max(0),
+            None if term_vars(&trips).iter().any(|x| x.contains('@')) => {
+                return unsupported(
+                    span,
+                    format!("a loop without barrier operations assigns {names}, and its trip count depends on an enclosing loop's variable: prove needs a constant trip count here"),
+                )?
+            }
+            None => return Err(need_concrete_of(&trips, span)),
+        };
+        let n = if n <= UNROLL {
+            n
+        } else {
+            match self.effect_period(v, body, outer, cx)? {
+                Some(p) => n % p,
+                None => {
+                    return unsupported(
+                        span,
+                        format!("a loop without barrier operations assigns {names} over {n} iterations, and its effect does not repeat with period 1 or 2: prove can neither unroll nor summarise it"),
+                    )?
+                }
+            }
+        };
+        for k in 0..n {
+            cx.locals.push(HashMap::from([(v.to_string(), Local::Term(l.clone().add(int(k))))]));
+            self.block(body, cx)?;
+            cx.locals.pop();
+        }
+        Ok(())
+    }
+
+    /// 1 or 2 when running the body that many times leaves every assigned local as it was, for
+    /// any value of it and of the loop variable (terms compared after normalisation).
+    fn effect_period(&self, v: &str, body: &ast::Block, outer: &[String], cx: &mut Ctx) -> R<Option<i64>> {
+        let saved: Vec<Option<Local>> = outer.iter().map(|n| self.lookup(n, cx)).collect();
+        let fresh: Vec<T> = outer.iter().map(|n| var(&format!("{n}#effect"))).collect();
+        for (n, t) in outer.iter().zip(&fresh) {
+            set_local(cx, n, Local::Term(t.clone()));
+        }
+        let j = var(&format!("{v}#effect"));
+        let mut period = None;
+        for p in 1..=2 {
+            cx.locals.push(HashMap::from([(v.to_string(), Local::Term(j.clone()))]));
+            let run = self.block(body, cx);
+            cx.locals.pop();
+            if run.is_err() {
+                break;
+            }
+            let now: Vec<Option<Local>> = outer.iter().map(|n| self.lookup(n, cx)).collect();
+            let back = now.iter().zip(&fresh).all(|(x, f)| matches!(x, Some(Local::Term(t)) if t == f));
+            if back {
+                period = Some(p);
+                break;
+            }
+        }
+        for (n, old) in outer.iter().zip(saved) {
+            if let Some(old) = old {
+                set_local(cx, n, old);
+            }
+        }
+        Ok(period)
     }
 
     fn place(&self, p: &ast::Place, cx: &mut Ctx) -> R<(String, T)> {
@@ -639,7 +785,7 @@ impl Builder {
                 return unsupported(sp, "init and inval are modelled only by the explicit search")?
             }
             OpKind::Elect => return unsupported(sp, "elect() is a choice of the hardware; only the explicit search models it")?,
-            // Issue 13.
+            // Named barriers.
             OpKind::BarSync { .. } | OpKind::BarArrive { .. } => {
                 return unsupported(sp, "named barriers are modelled only by the explicit search")?
             }
@@ -652,7 +798,7 @@ impl Builder {
                     "commit makes one arrival per converged group of lanes; convergence is modelled only by the explicit search",
                 )?
             }
-            // The async proxy (issue 13).
+            // The async proxy.
             OpKind::CopyStoreAsync { .. }
             | OpKind::CommitGroup
             | OpKind::WaitGroup { .. }
@@ -786,188 +932,44 @@ fn need_concrete_of(t: &T, span: Span) -> BuildError {
     }
 }
 
-fn expr_uses_identity(e: &ast::Expr) -> bool {
-    match &e.kind {
-        ExprKind::Name(n) => matches!(n.as_str(), "tid" | "gtid" | "lane" | "warp" | "cta"),
-        ExprKind::Int(_) | ExprKind::RoleCount(_) => false,
-        ExprKind::Unary(_, a) => expr_uses_identity(a),
-        ExprKind::Binary(_, a, b) => expr_uses_identity(a) || expr_uses_identity(b),
+/// Rebind a local in the scope that holds it.
+fn set_local(cx: &mut Ctx, name: &str, v: Local) {
+    if let Some(scope) = cx.locals.iter_mut().rev().find(|m| m.contains_key(name)) {
+        scope.insert(name.to_string(), v);
     }
 }
 
-/// Whether any expression of the block names `tid`, `gtid`, `lane` or `warp` (then each thread
-/// is its own class). A local that shadows one of those names counts too: conservative.
-fn uses_identity(b: &ast::Block) -> bool {
-    let mut found = false;
-    visit_exprs(b, &mut |e| found |= expr_uses_identity(e));
-    found
-}
-
-fn visit_exprs(b: &ast::Block, f: &mut dyn FnMut(&ast::Expr)) {
-    fn place(p: &ast::Place, f: &mut dyn FnMut(&ast::Expr)) {
-        if let Some(i) = &p.index {
-            f(i)
+/// The symbols a term names.
+fn term_vars(t: &T) -> Vec<String> {
+    fn walk(t: &T, out: &mut Vec<String>) {
+        match t {
+            T::Var(n) => out.push(n.clone()),
+            T::Int(_) => {}
+            T::Add(v) => v.iter().for_each(|x| walk(x, out)),
+            T::Mul(a, b) => {
+                walk(a, out);
+                walk(b, out)
+            }
+            T::Div(a, _) | T::Mod(a, _) | T::FDiv(a, _) | T::FMod(a, _) => walk(a, out),
+            T::Ite(c, a, b) => {
+                cond(c, out);
+                walk(a, out);
+                walk(b, out)
+            }
         }
     }
-    fn op(o: &ast::Op, f: &mut dyn FnMut(&ast::Expr)) {
-        match &o.kind {
-            OpKind::Arrive { bar, n } => {
-                place(bar, f);
-                if let Some(n) = n {
-                    f(n)
-                }
+    fn cond(c: &B, out: &mut Vec<String>) {
+        match c {
+            B::Const(_) => {}
+            B::Cmp(_, a, b) => {
+                walk(a, out);
+                walk(b, out)
             }
-            OpKind::ArriveExpectTx { bar, bytes } | OpKind::ExpectTx { bar, bytes } | OpKind::CompleteTx { bar, bytes } => {
-                place(bar, f);
-                f(bytes)
-            }
-            OpKind::Wait { bar, token: e }
-            | OpKind::WaitParity { bar, parity: e }
-            | OpKind::TryWait { bar, token: e }
-            | OpKind::TryWaitParity { bar, parity: e } => {
-                place(bar, f);
-                f(e)
-            }
-            OpKind::ArriveAndWait { bar } | OpKind::ArriveAndDrop { bar } | OpKind::Inval { bar } | OpKind::Commit { bar } => place(bar, f),
-            OpKind::Elect => {}
-            OpKind::CopyAsync { buf, bar, bytes, version } | OpKind::MemcpyAsync { buf, bar, bytes, version } => {
-                place(buf, f);
-                place(bar, f);
-                if let Some(b) = bytes {
-                    f(b)
-                }
-                if let Some(v) = version {
-                    f(v)
-                }
-            }
-            OpKind::Read { buf, expect } => {
-                place(buf, f);
-                if let Some(e) = expect {
-                    f(e)
-                }
-            }
-            OpKind::Write { buf, version } => {
-                place(buf, f);
-                f(version)
-            }
-            OpKind::Init { bar, count } => {
-                place(bar, f);
-                if let Some(c) = count {
-                    f(c)
-                }
-            }
-            // Issue 13.
-            OpKind::BarSync { id, count } | OpKind::BarArrive { id, count } => {
-                f(id);
-                f(count)
-            }
-            OpKind::CpAsync {
-                buf,
-                offset,
-                bytes,
-                version,
-            } => {
-                place(buf, f);
-                for e in [offset, bytes, version].into_iter().flatten() {
-                    f(e)
-                }
-            }
-            OpKind::CpAsyncArrive { bar, .. } => place(bar, f),
-            OpKind::CopyAsyncPart {
-                buf,
-                bar,
-                offset,
-                bytes,
-                version,
-                ..
-            } => {
-                place(buf, f);
-                place(bar, f);
-                f(offset);
-                for e in [bytes, version].into_iter().flatten() {
-                    f(e)
-                }
-            }
-            OpKind::ReadPart {
-                buf,
-                offset,
-                bytes,
-                expect,
-            } => {
-                place(buf, f);
-                f(offset);
-                for e in [bytes, expect].into_iter().flatten() {
-                    f(e)
-                }
-            }
-            // The async proxy (issue 13).
-            OpKind::CopyStoreAsync { buf } => place(buf, f),
-            OpKind::WgmmaAsync { bufs } => bufs.iter().for_each(|b| place(b, f)),
-            OpKind::WaitGroup { n, .. } | OpKind::WgmmaWait { n } => f(n),
-            OpKind::CommitGroup | OpKind::FenceProxyAsync | OpKind::FenceMbarrierInit => {}
-            OpKind::Remote { target, op: inner } => {
-                f(target.expr());
-                op(inner, f)
-            }
-            OpKind::ClusterArrive | OpKind::ClusterWait | OpKind::ClusterSync => {}
+            B::And(v) | B::Or(v) => v.iter().for_each(|x| cond(x, out)),
+            B::Not(x) => cond(x, out),
         }
     }
-    for s in &b.stmts {
-        match &s.kind {
-            StmtKind::Let { value, .. } | StmtKind::Assign { value, .. } => match value {
-                ast::Value::Expr(e) => f(e),
-                ast::Value::Op(o) => op(o, f),
-            },
-            StmtKind::For { lo, hi, body, .. } => {
-                f(lo);
-                f(hi);
-                visit_exprs(body, f)
-            }
-            StmtKind::If { cond, then, els } => {
-                f(cond);
-                visit_exprs(then, f);
-                if let Some(e) = els {
-                    visit_exprs(e, f)
-                }
-            }
-            StmtKind::Op(o) => op(o, f),
-            StmtKind::Assert(e) => f(e),
-            _ => {}
-        }
-    }
-}
-
-fn block_has_barrier_ops(b: &ast::Block) -> bool {
-    b.stmts.iter().any(|s| match &s.kind {
-        StmtKind::Op(o) => !matches!(o.kind, OpKind::Read { .. } | OpKind::Write { .. }),
-        StmtKind::Let {
-            value: ast::Value::Op(_), ..
-        }
-        | StmtKind::Assign {
-            value: ast::Value::Op(_), ..
-        } => true,
-        StmtKind::For { body, .. } => block_has_barrier_ops(body),
-        StmtKind::If { then, els, .. } => block_has_barrier_ops(then) || els.as_ref().is_some_and(block_has_barrier_ops),
-        // Not summarised: counted as barrier operations so that prove refuses them.
-        StmtKind::While { .. } | StmtKind::Call { .. } | StmtKind::SyncWarpMask(_) | StmtKind::Break => true,
-        _ => false,
-    })
-}
-
-fn block_returns(b: &ast::Block) -> bool {
-    b.stmts.iter().any(|s| match &s.kind {
-        StmtKind::Return => true,
-        StmtKind::For { body, .. } => block_returns(body),
-        StmtKind::If { then, els, .. } => block_returns(then) || els.as_ref().is_some_and(block_returns),
-        _ => false,
-    })
-}
-
-/// Every path through the block ends in `return`.
-fn block_returns_always(b: &ast::Block) -> bool {
-    b.stmts.iter().any(|s| match &s.kind {
-        StmtKind::Return => true,
-        StmtKind::If { then, els: Some(e), .. } => block_returns_always(then) && block_returns_always(e),
-        _ => false,
-    })
+    let mut out = Vec::new();
+    walk(t, &mut out);
+    out
 }
