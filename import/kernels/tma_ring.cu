@@ -1,6 +1,7 @@
 // A CUTLASS PipelineTmaAsync-style ring: one producer warp (an elected lane issues
 // cp.async.bulk with expect_tx into STAGES slots), one consumer warp that waits on `full`,
 // reads the slot and releases it on `empty`.
+// Planted-bug twin: -DPLANT_WRONG_TX announces half the bytes the copy delivers.
 #include "mbarrier.cuh"
 
 #ifndef STAGES
@@ -30,7 +31,11 @@ extern "C" __global__ void __launch_bounds__(64) tma_ring(const char *src, int *
       int s = i % STAGES;
       if (i >= STAGES) mbar_wait_parity(&empty[s], phase ^ 1);
       if (elect_one()) {
+#ifdef PLANT_WRONG_TX
+        mbar_arrive_expect_tx(&full[s], SLOT_BYTES / 2);
+#else
         mbar_arrive_expect_tx(&full[s], SLOT_BYTES);
+#endif
         bulk_copy_g2s(slot[s], src + i * SLOT_BYTES, SLOT_BYTES, &full[s]);
       }
       if (s == STAGES - 1) phase ^= 1;

@@ -563,6 +563,13 @@ impl<'m> Interp<'m> {
                 "mbarrier" => {
                     let p = ins.parts();
                     let what = p[1];
+                    if !matches!(
+                        what,
+                        "init" | "inval" | "arrive" | "arrive_drop" | "expect_tx" | "complete_tx" | "try_wait" | "test_wait"
+                    ) {
+                        unresolved_bar(self, "an mbarrier operation the importer does not map");
+                        continue;
+                    }
                     let bar_at = match what {
                         "init" | "inval" | "expect_tx" | "complete_tx" => 0,
                         _ => 1,
@@ -743,9 +750,14 @@ impl<'m> Interp<'m> {
                                     _ => None,
                                 };
                                 let name = crate::names::demangle(&buf);
+                                let index = tmap
+                                    .as_ref()
+                                    .and_then(|t| entry.params.iter().position(|p| p == t))
+                                    .map(|k| k.to_string());
                                 let given = tmap
                                     .as_ref()
                                     .and_then(|t| launch.tma_bytes.get(t))
+                                    .or_else(|| index.as_ref().and_then(|k| launch.tma_bytes.get(k)))
                                     .or_else(|| launch.tma_bytes.get(&name))
                                     .or_else(|| launch.tma_bytes.get(&buf));
                                 match given {

@@ -780,6 +780,10 @@ impl Parser {
                     let v = self.int()?;
                     off += if neg { -v } else { v };
                 }
+                // a tensor operand `[tmap, {c0, c1}]`: the coordinates do not matter here
+                while self.eat_punct(',') {
+                    self.operand1()?;
+                }
                 self.expect_punct(']')?;
                 Ok(Operand::Addr(Box::new(base), off))
             }
