@@ -434,7 +434,8 @@ impl Ctx<'_> {
     }
 
     fn line(&self, out: &mut String, indent: &str, stmt: &str, e: &Event) {
-        let _ = writeln!(out, "{indent}{stmt:<52} // from {}", origin(&e.src, e.pos, self.m, self.ptx_name));
+        let w = 54usize.saturating_sub(indent.len());
+        let _ = writeln!(out, "{indent}{stmt:<w$} // from {}", origin(&e.src, e.pos, self.m, self.ptx_name));
     }
 
     fn body(&self, events: &[Event], extra: &[bool]) -> (String, usize) {
