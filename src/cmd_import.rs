@@ -89,6 +89,29 @@ fn compile(path: &std::path::Path, src: &str, flags: &[String]) -> Result<String
     phasecheck_gpu::sys::compile_ptx(src, &path.display().to_string(), arch, &includes, &opts)
 }
 
+/// NVRTC's first error as `FILE:LINE:COL: error: ...` (its log says `FILE(LINE): error: ...`,
+/// then the source line and a caret, both indented by two columns); anything else as it came.
+fn nvrtc_error(display: &str, e: &str) -> String {
+    let log = match e.find("log: \"") {
+        Some(k) => e[k + 6..]
+            .trim_end_matches(" }")
+            .trim_end_matches('"')
+            .replace("\\n", "\n")
+            .replace("\\\"", "\""),
+        None => e.to_string(),
+    };
+    let lines: Vec<&str> = log.lines().collect();
+    for (k, l) in lines.iter().enumerate() {
+        if let Some((head, msg)) = l.split_once("): error: ") {
+            if let Some((file, line)) = head.rsplit_once('(') {
+                let col = lines.get(k + 2).and_then(|c| c.find('^')).map_or(1, |c| c.saturating_sub(2) + 1);
+                return format!("{file}:{line}:{col}: error: {msg} (NVRTC)");
+            }
+        }
+    }
+    format!("{display}: error: {}", log.trim_end())
+}
+
 pub(crate) fn run(a: ImportArgs) -> ExitCode {
     let display = a.kernel.display().to_string();
     let text = match std::fs::read_to_string(&a.kernel) {
@@ -103,7 +126,7 @@ pub(crate) fn run(a: ImportArgs) -> ExitCode {
         match compile(&a.kernel, &text, &a.nvrtc_flags) {
             Ok(p) => p,
             Err(e) => {
-                noteln!("{display}: error: {}", e.trim_end());
+                noteln!("{}", nvrtc_error(&display, &e));
                 return ExitCode::from(2);
             }
         }

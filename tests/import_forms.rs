@@ -30,7 +30,7 @@ fn every_mapped_form_becomes_its_statement() {
         ("fence_mbarrier_init()", 34),
         ("syncthreads", 36),
         ("expect_tx(bars_0, 64)", 47),
-        ("copy_async(tile, bars_0, offset = 0, bytes = 64)", 51),
+        ("copy_async(tile, bars_0)", 51),
         ("arrive(bars_0)", 52),
         ("arrive(bars_2, 2)", 53),
         ("syncwarp(0xffffffff)", 55),

@@ -168,14 +168,11 @@ fn deepgemm_tma_wrong_start_parity() {
     found("deepgemm_tma", "-DPLANT_START_PARITY", "deadlock", "wait_parity(empty[0], 0)", line);
 }
 
-/// The import drops the fence (it is not in the PTX); the checker does not report the
-/// resulting `uninitialized` for this spec (four inits in one elected block), while it does for
-/// the same protocol with three: a model question, handed to the model's owners.
 #[test]
-#[ignore = "the model does not report uninitialized for this imported spec (see the doc comment)"]
 fn deepgemm_tma_missing_init_fence() {
-    let line = line_of("deepgemm_tma", None, "mbar_init(&empty[s], 1)");
-    found("deepgemm_tma", "-DPLANT_NO_INIT_FENCE", "uninitialized", "init(empty[0], 1)", line);
+    // the init the fence should have covered is the one the cause is about
+    let line = line_of("deepgemm_tma", None, "mbar_init(&full[s], 1)");
+    found("deepgemm_tma", "-DPLANT_NO_INIT_FENCE", "uninitialized", "init(full[0], 1)", line);
 }
 
 #[test]

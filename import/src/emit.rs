@@ -33,6 +33,8 @@ pub struct Names {
     bars: BTreeMap<Bar, String>,
     bar_decls: Vec<(String, String, SrcLoc, crate::ptx::Pos)>,
     pub buffers: BTreeMap<String, (String, i64)>,
+    /// Buffers split into equal elements (`slot[STAGES][BYTES]`): symbol -> element bytes.
+    pub strides: BTreeMap<String, i64>,
 }
 
 /// A statement's origin: `tma_ring.cu:33`, and the helper's line when it was inlined.
@@ -213,7 +215,52 @@ pub fn names(m: &Module, runs: &[ThreadRun], facts: &mut Facts, ptx_name: &str) 
         }
     }
     let _ = ptx_name;
-    Names { bars, bar_decls, buffers }
+    let strides = strides(runs, &buffers);
+    Names {
+        bars,
+        bar_decls,
+        buffers,
+        strides,
+    }
+}
+
+/// A buffer whose copies all have one size S at multiples of S, whose other accesses each stay
+/// inside one S-byte element, and whose size is a multiple of S, is an array of S-byte elements:
+/// the `[STAGES][BYTES]` declaration of a ring, read back from how it is used.
+fn strides(runs: &[ThreadRun], buffers: &BTreeMap<String, (String, i64)>) -> BTreeMap<String, i64> {
+    let mut out = BTreeMap::new();
+    for (sym, (_, size)) in buffers {
+        let accesses: Vec<(bool, i64, i64)> = runs
+            .iter()
+            .flat_map(|r| r.events.iter())
+            .filter_map(|e| match &e.op {
+                Op::Copy { buf, off, bytes, .. } if buf == sym => Some((true, *off, *bytes)),
+                Op::CpAsync { buf, off, bytes } | Op::Read { buf, off, bytes } | Op::Write { buf, off, bytes } if buf == sym => {
+                    Some((false, *off, *bytes))
+                }
+                Op::Store { buf } if buf == sym => Some((false, 0, *size)),
+                _ => None,
+            })
+            .collect();
+        let sizes: BTreeSet<i64> = accesses.iter().filter(|a| a.0).map(|a| a.2).collect();
+        let [s] = sizes.iter().copied().collect::<Vec<_>>()[..] else {
+            continue;
+        };
+        if s <= 0 || s >= *size || size % s != 0 {
+            continue;
+        }
+        let fits = accesses.iter().all(|&(copy, off, bytes)| {
+            if copy {
+                off % s == 0
+            } else {
+                off >= 0 && bytes > 0 && off / s == (off + bytes - 1) / s
+            }
+        });
+        if fits {
+            out.insert(sym.clone(), s);
+        }
+    }
+    out
 }
 
 fn is_collective(op: &Op) -> bool {
@@ -372,6 +419,21 @@ impl Ctx<'_> {
     fn buf(&self, b: &str) -> String {
         self.names.buffers.get(b).map_or_else(|| demangle(b), |x| x.0.clone())
     }
+    /// `slot[1]` and the range relative to it, or `slot` and the range as it is; the range is
+    /// `None` when the access covers the whole (element of the) buffer.
+    fn place(&self, buf: &str, off: i64, bytes: i64) -> (String, Option<(i64, i64)>) {
+        let name = self.buf(buf);
+        let size = self.names.buffers.get(buf).map_or(0, |b| b.1);
+        match self.names.strides.get(buf) {
+            Some(&s) => {
+                let k = off / s;
+                let rel = off - k * s;
+                (format!("{name}[{k}]"), (rel != 0 || bytes != s).then_some((rel, bytes)))
+            }
+            None => (name, (off != 0 || bytes != size).then_some((off, bytes))),
+        }
+    }
+
     fn stmt(&self, op: &Op, tokens: &BTreeSet<usize>, writes: &mut i64) -> Option<String> {
         Some(match op {
             Op::Init { bar, count } => {
@@ -400,18 +462,24 @@ impl Ctx<'_> {
                 if !self.names.buffers.contains_key(buf) {
                     return None;
                 }
-                format!("copy_async({}, {}, offset = {off}, bytes = {bytes})", self.buf(buf), self.bar(bar))
+                match self.place(buf, *off, *bytes) {
+                    (p, None) => format!("copy_async({p}, {})", self.bar(bar)),
+                    (p, Some((o, n))) => format!("copy_async({p}, {}, offset = {o}, bytes = {n})", self.bar(bar)),
+                }
             }
             Op::CpAsync { buf, off, bytes } => {
                 self.names.buffers.get(buf)?;
-                format!("cp_async({}, offset = {off}, bytes = {bytes})", self.buf(buf))
+                match self.place(buf, *off, *bytes) {
+                    (p, None) => format!("cp_async({p})"),
+                    (p, Some((o, n))) => format!("cp_async({p}, offset = {o}, bytes = {n})"),
+                }
             }
             Op::CpAsyncArrive { bar, noinc } => {
                 format!("cp_async_arrive{}({})", if *noinc { "_noinc" } else { "" }, self.bar(bar))
             }
             Op::Store { buf } => {
                 self.names.buffers.get(buf)?;
-                format!("copy_store_async({})", self.buf(buf))
+                format!("copy_store_async({})", self.place(buf, 0, 0).0)
             }
             Op::CommitGroup => "commit_group()".into(),
             Op::WaitGroup { n, read } => format!("wait_group{}({n})", if *read { "_read" } else { "" }),
@@ -423,12 +491,15 @@ impl Ctx<'_> {
             Op::SyncWarp { mask } => format!("syncwarp({mask:#x})"),
             Op::Read { buf, off, bytes } => {
                 self.names.buffers.get(buf)?;
-                format!("read({}, offset = {off}, bytes = {bytes})", self.buf(buf))
+                match self.place(buf, *off, *bytes) {
+                    (p, None) => format!("read({p})"),
+                    (p, Some((o, n))) => format!("read({p}, offset = {o}, bytes = {n})"),
+                }
             }
-            Op::Write { buf, .. } => {
+            Op::Write { buf, off, bytes } => {
                 self.names.buffers.get(buf)?;
                 *writes += 1;
-                format!("write({}, {})", self.buf(buf), *writes - 1)
+                format!("write({}, {})", self.place(buf, *off, *bytes).0, *writes - 1)
             }
         })
     }
@@ -491,8 +562,15 @@ pub fn spec_body(m: &Module, runs: &[ThreadRun], facts: &mut Facts, ptx_name: &s
         let _ = writeln!(out, "{decl:<54} // from {}", origin(src, *pos, m, ptx_name));
         barriers.push(decl.clone());
     }
-    for (name, bytes) in names.buffers.values() {
-        let _ = writeln!(out, "buffer {name} bytes {}", (*bytes).max(1));
+    for (sym, (name, bytes)) in &names.buffers {
+        match names.strides.get(sym) {
+            Some(s) => {
+                let _ = writeln!(out, "buffer {name}[{}] bytes {s}", bytes / s);
+            }
+            None => {
+                let _ = writeln!(out, "buffer {name} bytes {}", (*bytes).max(1));
+            }
+        }
     }
     // Render every unit, then merge neighbours with the same body.
     struct R {
