@@ -7,6 +7,7 @@ use crate::exec::{Bar, Event, Op, ThreadRun};
 use crate::facts::Facts;
 use crate::names::demangle;
 use crate::ptx::{Module, SrcLoc};
+use crate::reroll::Item;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
 
@@ -504,11 +505,6 @@ impl Ctx<'_> {
         })
     }
 
-    fn line(&self, out: &mut String, indent: &str, stmt: &str, e: &Event) {
-        let w = 54usize.saturating_sub(indent.len());
-        let _ = writeln!(out, "{indent}{stmt:<w$} // from {}", origin(&e.src, e.pos, self.m, self.ptx_name));
-    }
-
     fn body(&self, events: &[Event], extra: &[bool]) -> (String, usize) {
         let tokens: BTreeSet<usize> = events
             .iter()
@@ -517,7 +513,8 @@ impl Ctx<'_> {
                 _ => None,
             })
             .collect();
-        let mut out = String::new();
+        let from = |e: &Event| Some(origin(&e.src, e.pos, self.m, self.ptx_name));
+        let mut items: Vec<Item> = Vec::new();
         let mut writes = 0;
         let mut n = 0;
         let mut elect = 0;
@@ -525,25 +522,30 @@ impl Ctx<'_> {
         while k < events.len() {
             if extra.get(k) == Some(&true) {
                 elect += 1;
-                self.line(&mut out, "  ", &format!("let e{elect} = elect()"), &events[k]);
-                let _ = writeln!(out, "  if e{elect} == 1 {{");
+                let mut lines = vec![
+                    (0, format!("let e{elect} = elect()"), from(&events[k])),
+                    (0, format!("if e{elect} == 1 {{"), None),
+                ];
                 while k < events.len() && extra[k] {
                     if let Some(s) = self.stmt(&events[k].op, &tokens, &mut writes) {
-                        self.line(&mut out, "    ", &s, &events[k]);
+                        lines.push((1, s, from(&events[k])));
                         n += 1;
                     }
                     k += 1;
                 }
-                let _ = writeln!(out, "  }}");
+                lines.push((0, "}".into(), None));
+                items.push(Item { lines });
                 continue;
             }
             if let Some(s) = self.stmt(&events[k].op, &tokens, &mut writes) {
-                self.line(&mut out, "  ", &s, &events[k]);
+                items.push(Item {
+                    lines: vec![(0, s, from(&events[k]))],
+                });
                 n += 1;
             }
             k += 1;
         }
-        (out, n)
+        (crate::reroll::render(&items), n)
     }
 }
 

@@ -14,6 +14,7 @@ pub mod exec;
 pub mod facts;
 pub mod names;
 pub mod ptx;
+pub mod reroll;
 
 use std::collections::HashMap;
 
