@@ -275,7 +275,7 @@ impl<'m> Interp<'m> {
             let ops = &ins.operands;
             let head = ins.parts()[0];
             let (bits, signed) = ty_of(ins);
-            let mut emit = |op: Op, run: &mut ThreadRun| {
+            let emit = |op: Op, run: &mut ThreadRun| {
                 run.events.push(Event {
                     op,
                     pos: ins.pos,
@@ -312,7 +312,7 @@ impl<'m> Interp<'m> {
                 }
                 "add" | "sub" | "mul" | "mad" | "div" | "rem" | "and" | "or" | "xor" | "shl" | "shr" | "min" | "max" => {
                     let wide = ins.has("wide");
-                    let (sb, sg) = if wide { (bits, signed) } else { (bits, signed) };
+                    let (sb, sg) = (bits, signed);
                     let a = ops.get(1).map_or(Val::Unknown, |o| get(fr, o));
                     let bv = ops.get(2).map_or(Val::Unknown, |o| get(fr, o));
                     let na = |x: i64| norm(x, sb, sg);
@@ -581,9 +581,6 @@ impl<'m> Interp<'m> {
                         );
                         continue;
                     };
-                    if ins.has("shared::cluster") && !matches!(what, "init" | "inval") {
-                        // a local address in the cluster window is this CTA's own barrier
-                    }
                     let arg = |k: usize| ops.get(k).map(|o| get(fr, o));
                     let f_name = family(&ins.opcode);
                     match what {
@@ -954,19 +951,8 @@ impl<'m> Interp<'m> {
                     }
                 }
             }
-            let _ = &mut emit;
-            if head == "bra" {
-                if let Some((g, _)) = &ins.guard {
-                    let _ = g;
-                }
-            }
         }
         run
-    }
-
-    /// Report branches whose predicate is unknown: called by `run` through the guard check.
-    pub fn module(&self) -> &Module {
-        self.m
     }
 }
 
