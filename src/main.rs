@@ -6,6 +6,7 @@
 #[macro_use]
 mod out;
 mod cmd_gpu;
+mod cmd_import;
 mod cmd_prove;
 mod cmd_replay;
 mod cmd_run;
@@ -147,6 +148,8 @@ enum Command {
     Repair(cmd_prove::RepairArgs),
     /// Run a protocol on CPU threads (reference runtime) and compare with the model.
     Run(cmd_run::RunArgs),
+    /// Recover a kernel's barrier protocol from its PTX (or CUDA source) as a `.phase` spec.
+    Import(cmd_import::ImportArgs),
 }
 
 fn progress(p: &Progress) {
@@ -212,6 +215,7 @@ fn main() -> ExitCode {
         Command::Prove(a) => cmd_prove::prove(a),
         Command::Repair(a) => cmd_prove::repair(a),
         Command::Run(a) => cmd_run::run(a),
+        Command::Import(a) => cmd_import::run(a),
         Command::Fmt { paths, check, write } => cmd_fmt(&paths, check, write),
     };
     out::finish();

@@ -1,0 +1,193 @@
+//! `phasecheck import` on our own kernels (import/kernels/): each is compiled with NVRTC for
+//! sm_90a, imported, and checked. The correct ones hold; each planted-bug twin is found with
+//! the right violation kind, its trace runs the statement the bug planted, and that
+//! statement's `// from` comment names the planted source line.
+//!
+//! Without NVRTC (`source gpu-conformance/ci/setup-nvrtc.sh`) these tests print why and pass,
+//! unless `CI` is set, where a missing NVRTC fails them.
+
+use phasecheck_verifier::api::{check, parse_spec};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn kernels() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("import/kernels")
+}
+
+fn nvrtc_or_skip(test: &str) -> bool {
+    if phasecheck_gpu::nvrtc::available() {
+        return true;
+    }
+    if std::env::var_os("CI").is_some() {
+        panic!("{test}: NVRTC is not available and CI is set (source gpu-conformance/ci/setup-nvrtc.sh)");
+    }
+    eprintln!("{test}: skipped: NVRTC is not available (source gpu-conformance/ci/setup-nvrtc.sh)");
+    false
+}
+
+/// Import KERNEL.cu with the flags; the spec text and the import's exit status.
+fn import(kernel: &str, flags: &[&str]) -> (String, i32, String) {
+    let out = std::env::temp_dir().join(format!(
+        "phasecheck-import-{kernel}-{}-{}.phase",
+        flags.join("_").replace(['-', '='], ""),
+        std::process::id()
+    ));
+    let r = Command::new(env!("CARGO_BIN_EXE_phasecheck"))
+        .arg("import")
+        .arg(kernels().join(format!("{kernel}.cu")))
+        .args(["--tma-bytes", "0=256", "--tma-bytes", "1=128", "-o"])
+        .arg(&out)
+        .arg("--")
+        .args(flags)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&r.stderr).into_owned();
+    let spec = std::fs::read_to_string(&out).unwrap_or_else(|_| panic!("import of {kernel} {flags:?} wrote nothing:\n{stderr}"));
+    let _ = std::fs::remove_file(&out);
+    (spec, r.status.code().unwrap_or(-1), stderr)
+}
+
+/// The line of KERNEL.cu holding `text`, the first after `after` when given.
+fn line_of(kernel: &str, after: Option<&str>, text: &str) -> usize {
+    let src = std::fs::read_to_string(kernels().join(format!("{kernel}.cu"))).unwrap();
+    let start = after.map_or(0, |a| src.lines().position(|l| l.contains(a)).expect("marker"));
+    start
+        + 1
+        + src
+            .lines()
+            .skip(start)
+            .position(|l| l.contains(text))
+            .unwrap_or_else(|| panic!("`{text}` not in {kernel}.cu"))
+}
+
+/// The root-cause lines `phasecheck check` prints for a spec.
+fn root_causes(kernel: &str, spec: &str) -> String {
+    let path = std::env::temp_dir().join(format!("phasecheck-import-check-{kernel}-{}.phase", std::process::id()));
+    std::fs::write(&path, spec).unwrap();
+    let r = Command::new(env!("CARGO_BIN_EXE_phasecheck"))
+        .arg("check")
+        .arg(&path)
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&path);
+    String::from_utf8_lossy(&r.stdout)
+        .lines()
+        .filter(|l| l.starts_with("root cause"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn holds(kernel: &str) {
+    if !nvrtc_or_skip(kernel) {
+        return;
+    }
+    let (spec, code, stderr) = import(kernel, &[]);
+    assert_eq!(code, 0, "import of {kernel} left something unresolved:\n{stderr}");
+    let loaded = parse_spec(kernel, &spec, &[]).unwrap();
+    let c = check(&loaded);
+    assert!(c.holds(), "{kernel}: {}\n{spec}", c.summary());
+}
+
+/// A twin: the kind found, and the planted statement (its start: rounds folded into a loop
+/// name their stage as `r % 2`) in its trace, from the planted line, holding `value`.
+fn found(kernel: &str, flag: &str, kind: &str, statement: &str, value: &str, source_line: usize) {
+    if !nvrtc_or_skip(kernel) {
+        return;
+    }
+    let (spec, code, stderr) = import(kernel, &[flag]);
+    assert_eq!(code, 0, "import of {kernel} {flag}:\n{stderr}");
+    let loaded = parse_spec(kernel, &spec, &[]).unwrap();
+    let c = check(&loaded);
+    let i = c
+        .violations()
+        .iter()
+        .position(|v| v.kind.name() == kind)
+        .unwrap_or_else(|| panic!("{kernel} {flag}: no {kind}: {}\n{spec}", c.summary()));
+    // The planted statement runs in the trace, or (a deadlock) is where a thread is blocked,
+    // which the checker's root cause names.
+    let trace = c.trace_text(&loaded, i);
+    let causes = if trace.contains(statement) {
+        String::new()
+    } else {
+        root_causes(kernel, &spec)
+    };
+    assert!(
+        trace.contains(statement) || causes.lines().any(|l| l.contains(kind) && l.contains(statement)),
+        "{kernel} {flag}: neither the {kind} trace nor a root cause names `{statement}`:\n{trace}\n{causes}"
+    );
+    let from = format!("// from {kernel}.cu:{source_line}");
+    let lines: Vec<&str> = spec.lines().filter(|l| l.trim_start().starts_with(statement)).collect();
+    assert!(!lines.is_empty(), "{kernel} {flag}: the spec has no `{statement}`:\n{spec}");
+    assert!(
+        lines.iter().all(|l| l.contains(&from)),
+        "{kernel} {flag}: `{statement}` is not {from}:\n{}",
+        lines.join("\n")
+    );
+    assert!(
+        lines.iter().any(|l| l.contains(value)),
+        "{kernel} {flag}: no `{statement}` holds `{value}`:\n{}",
+        lines.join("\n")
+    );
+}
+
+#[test]
+fn tma_ring_holds() {
+    holds("tma_ring");
+}
+
+#[test]
+fn tma_ring_wrong_expect_tx_bytes() {
+    let line = line_of("tma_ring", Some("#ifdef PLANT_WRONG_TX"), "SLOT_BYTES / 2");
+    found("tma_ring", "-DPLANT_WRONG_TX", "deadlock", "arrive_expect_tx(full[", ", 128)", line);
+}
+
+#[test]
+fn double_buffer_holds() {
+    holds("double_buffer");
+}
+
+#[test]
+fn double_buffer_wrong_init_count() {
+    let line = line_of("double_buffer", Some("#ifdef PLANT_WRONG_COUNT"), "mbar_init(&empty[s], 32)");
+    found("double_buffer", "-DPLANT_WRONG_COUNT", "deadlock", "init(empty[", ", 32)", line);
+}
+
+#[test]
+fn fa3_pipeline_holds() {
+    holds("fa3_pipeline");
+}
+
+#[test]
+fn fa3_pipeline_early_release() {
+    let line = line_of("fa3_pipeline", Some("#ifdef PLANT_EARLY_RELEASE"), "mbar_arrive(&empty[s])");
+    found("fa3_pipeline", "-DPLANT_EARLY_RELEASE", "data-race", "arrive(empty[", "", line);
+}
+
+#[test]
+fn deepgemm_tma_holds() {
+    holds("deepgemm_tma");
+}
+
+#[test]
+fn deepgemm_tma_wrong_start_parity() {
+    let line = line_of("deepgemm_tma", None, "mbar_wait_parity(&empty[s], phase)");
+    found("deepgemm_tma", "-DPLANT_START_PARITY", "deadlock", "wait_parity(empty[", "", line);
+}
+
+#[test]
+fn deepgemm_tma_missing_init_fence() {
+    // the init the fence should have covered is the one the cause is about
+    let line = line_of("deepgemm_tma", None, "mbar_init(&full[s], 1)");
+    found("deepgemm_tma", "-DPLANT_NO_INIT_FENCE", "uninitialized", "init(full[", ", 1)", line);
+}
+
+#[test]
+fn the_missing_fence_is_not_in_the_imported_spec() {
+    if !nvrtc_or_skip("deepgemm_tma") {
+        return;
+    }
+    let (with, _, _) = import("deepgemm_tma", &[]);
+    let (without, _, _) = import("deepgemm_tma", &["-DPLANT_NO_INIT_FENCE"]);
+    assert!(with.contains("fence_mbarrier_init()"));
+    assert!(!without.contains("fence_mbarrier_init()"));
+}
