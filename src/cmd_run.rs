@@ -1,4 +1,4 @@
-//! `phasecheck run FILE --cpu [--runs N]` (issue 9): run a protocol on OS threads over the
+//! `phasecheck run FILE --cpu [--runs N]`: run a protocol on OS threads over the
 //! reference barrier runtime (phasecheck-runtime) and compare the outcome histogram with the set
 //! the model allows, in the GPU report's outcome format.
 //!
