@@ -9,8 +9,8 @@
 //! Checks benches/double_buffer_scaling.phase (ITERS=8 CONSUMERS=4 STAGES=3, 109,926 states) three
 //! times with counting off and three with counting on, and times 100,000 statm reads.
 
-use phasecheck_model::spec::load;
 use phasecheck_model::rt::Model;
+use phasecheck_model::spec::load;
 use phasecheck_verifier::{bounds, check, CheckOptions};
 use std::alloc::{GlobalAlloc, Layout};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

@@ -6,9 +6,9 @@
 
 mod common;
 
-use phasecheck_model::spec::load;
 use phasecheck_model::rt::state::State;
 use phasecheck_model::rt::Model;
+use phasecheck_model::spec::load;
 use phasecheck_model::ViolationKind;
 use phasecheck_verifier::{check, CheckOptions, Report, Verdict};
 use std::collections::{BTreeSet, HashSet, VecDeque};

@@ -3,8 +3,8 @@
 //! found. The snapshot holds the one-line causes of the whole library, reviewed by hand: a
 //! change to the model or to the grouping shows up here as a diff to read.
 
-use phasecheck_model::spec::{expand, load};
 use phasecheck_model::rt::Model;
+use phasecheck_model::spec::{expand, load};
 use phasecheck_verifier::cause::root_causes;
 use phasecheck_verifier::{check, CheckOptions, Verdict};
 use std::path::PathBuf;

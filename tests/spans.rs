@@ -2,8 +2,8 @@
 //! that issued it (an A+B stage's B tile at the B copy), not the role's first copy.
 
 use phasecheck_model::lang::diag::line_col;
-use phasecheck_model::spec::load;
 use phasecheck_model::rt::{Action, Model};
+use phasecheck_model::spec::load;
 use std::path::Path;
 
 #[test]

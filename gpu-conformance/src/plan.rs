@@ -6,8 +6,8 @@
 //! on and the report lists every spec.
 
 use crate::codegen::{generate, generate_hw_commit, has_commit, Backend, Kernel};
-use phasecheck_model::spec::Spec;
 use phasecheck_model::rt::{Action, Model, Mutant};
+use phasecheck_model::spec::Spec;
 use phasecheck_model::ViolationKind as K;
 use phasecheck_verifier::outcomes::{allowed_outcomes_within, forced, AllowedSet};
 use phasecheck_verifier::outcomes::{one_execution, one_execution_landings_first};

@@ -6,8 +6,8 @@
 use crate::compare::{judge_replay, judge_stress, Verdict};
 use crate::plan::{panic_text, Budget, Trace, TraceIndex};
 use crate::report::{Case, Report};
-use phasecheck_model::spec::load as load_spec;
 use phasecheck_model::rt::Model;
+use phasecheck_model::spec::load as load_spec;
 use phasecheck_verifier::outcomes::{allowed_outcomes_within, forced, AllowedSet, Outcome};
 use phasecheck_verifier::outcomes::{one_execution, one_execution_landings_first};
 use phasecheck_verifier::{check, CheckOptions};

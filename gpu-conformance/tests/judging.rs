@@ -2,8 +2,8 @@
 
 use phasecheck_gpu::compare::{judge_replay, judge_stress, never_seen_reason, Verdict};
 use phasecheck_gpu::report::{Case, Report};
-use phasecheck_model::spec::load as load_spec;
 use phasecheck_model::rt::Model;
+use phasecheck_model::spec::load as load_spec;
 use phasecheck_verifier::outcomes::{allowed_outcomes, forced, Outcome};
 use phasecheck_verifier::{check, CheckOptions};
 use std::path::PathBuf;

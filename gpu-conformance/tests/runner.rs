@@ -1,8 +1,8 @@
 //! Runner pieces that need no GPU: the replay schedule, parsing a block's results, no-driver exit.
 
 use phasecheck_gpu::codegen::{generate, status, Backend, CAP, HEADER_WORDS, THREAD_WORDS};
-use phasecheck_model::spec::load as load_spec;
 use phasecheck_model::rt::{Action, Model};
+use phasecheck_model::spec::load as load_spec;
 use phasecheck_verifier::outcomes::{commit_mates, replay_schedule, schedule};
 use phasecheck_verifier::{check, CheckOptions};
 use std::path::PathBuf;

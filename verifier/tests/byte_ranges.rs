@@ -3,8 +3,8 @@
 //! completes are `size - offset`, so an `expect_tx` of exactly that holds and one of the whole
 //! buffer does not.
 
-use phasecheck_model::spec::load;
 use phasecheck_model::rt::Model;
+use phasecheck_model::spec::load;
 use phasecheck_model::ViolationKind;
 use phasecheck_verifier::{check, CheckOptions, Verdict};
 use std::collections::BTreeSet;

@@ -3,8 +3,8 @@
 //! small to explore what follows the point where the schedule stops ("schedule no longer
 //! possible from step N").
 
-use phasecheck_model::spec::load;
 use phasecheck_model::rt::Model;
+use phasecheck_model::spec::load;
 use phasecheck_verifier::fixloop::{replay_edited, FixVerdict};
 use phasecheck_verifier::tracefile::TraceFile;
 use phasecheck_verifier::CheckOptions;

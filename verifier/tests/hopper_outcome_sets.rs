@@ -2,8 +2,8 @@
 //! like any other (no panic, complete), and a holding protocol's reads all see what they expect;
 //! a uniform warp arriving past the pending count may fault (the H200 batches its arrivals).
 
-use phasecheck_model::spec::load as load_spec;
 use phasecheck_model::rt::Model;
+use phasecheck_model::spec::load as load_spec;
 use phasecheck_verifier::outcomes::allowed_outcomes;
 use std::path::PathBuf;
 

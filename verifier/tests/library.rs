@@ -10,8 +10,8 @@
 //! After an intended change: `PHASECHECK_UPDATE_GOLDEN=1 cargo test --release -p
 //! phasecheck-verifier --test library`, then read the diff of `library.golden`.
 
-use phasecheck_model::spec::{expand, load};
 use phasecheck_model::rt::Model;
+use phasecheck_model::spec::{expand, load};
 use phasecheck_model::ViolationKind;
 use phasecheck_verifier::{check, CheckOptions, Verdict};
 use std::collections::BTreeSet;

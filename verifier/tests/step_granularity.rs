@@ -2,8 +2,8 @@
 //! search makes. It must not change verdicts: on every spec of the library, the default model and
 //! the fine-grained one (every instruction a step) find exactly the same violation kinds.
 
-use phasecheck_model::spec::load;
 use phasecheck_model::rt::Model;
+use phasecheck_model::spec::load;
 use phasecheck_verifier::{check, CheckOptions, Verdict};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

@@ -14,8 +14,8 @@
 
 use super::expr::line_of;
 use super::{Gen, NotExpressible};
-use phasecheck_verifier::outcomes::Recorded;
 use phasecheck_model::program::ir::*;
+use phasecheck_verifier::outcomes::Recorded;
 use std::collections::HashSet;
 
 /// The code uses the cluster barrier (`cluster_arrive`/`cluster_wait`/`cluster_sync`).

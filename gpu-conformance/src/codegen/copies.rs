@@ -39,6 +39,9 @@ impl Gen<'_> {
             IOp::CpAsync {
                 bytes: IExpr::Const(n), ..
             } if ![4, 8, 16].contains(n) => Some(format!("a cp.async of {n} bytes: cp.async moves 4, 8 or 16 bytes")),
+            IOp::CpAsyncWait { n: Some(n) } if !matches!(n, IExpr::Const(0..=7)) => {
+                Some("cp.async.wait_group takes its group count as an immediate, 0 to 7".into())
+            }
             IOp::CopyPart { bar, offset, bytes, .. } => {
                 if self.is_software(bar) {
                     return Some(on_software.into());
@@ -113,6 +116,16 @@ impl Gen<'_> {
                 ));
                 self.w("  }");
             }
+            // Groups of plain cp.async copies: the thread's own copies from global memory, which
+            // land without any other thread, so the waits cannot hang and need no time bound.
+            IOp::CpAsyncCommitGroup => self.w("  asm volatile(\"cp.async.commit_group;\" ::: \"memory\");"),
+            IOp::CpAsyncWait { n: Some(n) } => {
+                let IExpr::Const(k) = n else {
+                    unreachable!("rejected by copy_inexpressible")
+                };
+                self.w(format!("  asm volatile(\"cp.async.wait_group {k};\" ::: \"memory\");"));
+            }
+            IOp::CpAsyncWait { n: None } => self.w("  asm volatile(\"cp.async.wait_all;\" ::: \"memory\");"),
             IOp::CpAsyncArrive { bar, noinc } => {
                 let (b, chk) = self.place(code, bar, true);
                 if let Some(c) = chk {

@@ -3,8 +3,8 @@
 //! shared state, and spec text made safe for generated comments.
 
 use super::Gen;
-use phasecheck_model::program::ir::*;
 use phasecheck_model::lang::ast::{BinOp, UnOp};
+use phasecheck_model::program::ir::*;
 
 pub(super) fn ident(s: &str) -> String {
     let mut out: String = s

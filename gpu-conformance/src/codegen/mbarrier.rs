@@ -6,8 +6,8 @@
 
 use super::expr::ident;
 use super::{Backend, Gen, NotExpressible};
-use phasecheck_verifier::outcomes::Recorded;
 use phasecheck_model::program::ir::*;
+use phasecheck_verifier::outcomes::Recorded;
 use std::collections::HashSet;
 
 impl Gen<'_> {

@@ -3,8 +3,8 @@
 //! helpers are the prelude's `memory.cuh`.
 
 use super::Gen;
-use phasecheck_verifier::outcomes::Recorded;
 use phasecheck_model::program::ir::*;
+use phasecheck_verifier::outcomes::Recorded;
 
 /// 32-bit words of a buffer, rounded up to 16 bytes (bulk copies move multiples of 16 bytes).
 pub(super) fn words_of(bytes: i64) -> usize {

@@ -49,10 +49,10 @@ pub use results::{block_words_of, status, BlockRecord, ThreadRecord, CAP, HEADER
 pub use uniform::{has_uniform, thread_lanes};
 pub use warp::{has_commit, PATH_CAP};
 
-use phasecheck_verifier::outcomes::Recorded;
 use expr::{ident, line_of};
 use memory::words_of;
 use phasecheck_model::program::ir::*;
+use phasecheck_verifier::outcomes::Recorded;
 use std::collections::HashSet;
 use uniform::{uniform_layout, UNIFORM_AGENT_BYTES};
 use warp::LANE_BYTES;
@@ -402,7 +402,11 @@ impl<'a> Gen<'a> {
                         i += 2;
                         continue;
                     }
-                    let rec = if in_completion { None } else { phasecheck_verifier::outcomes::recorded(code, ins) };
+                    let rec = if in_completion {
+                        None
+                    } else {
+                        phasecheck_verifier::outcomes::recorded(code, ins)
+                    };
                     self.pc = i;
                     self.op(code, op, *result, &token_slots, rec)?;
                 }
@@ -463,7 +467,12 @@ impl<'a> Gen<'a> {
             | IOp::CompleteTx { .. }
             | IOp::Init { .. }
             | IOp::Inval { .. } => return self.mbarrier_op(code, op, result, token_slots, rec),
-            IOp::Copy { .. } | IOp::CopyPart { .. } | IOp::CpAsync { .. } | IOp::CpAsyncArrive { .. } => self.copy_op(code, op),
+            IOp::Copy { .. }
+            | IOp::CopyPart { .. }
+            | IOp::CpAsync { .. }
+            | IOp::CpAsyncArrive { .. }
+            | IOp::CpAsyncCommitGroup
+            | IOp::CpAsyncWait { .. } => self.copy_op(code, op),
             IOp::Read { .. } | IOp::Write { .. } | IOp::ReadPart { .. } => self.memory_op(code, op, rec),
             IOp::StoreAsync { .. }
             | IOp::CommitGroup

@@ -30,8 +30,8 @@
 //! `commit` is not expressible.
 
 use super::{Backend, Gen, NotExpressible};
-use phasecheck_verifier::outcomes::Recorded;
 use phasecheck_model::program::ir::*;
+use phasecheck_verifier::outcomes::Recorded;
 use std::collections::HashSet;
 
 /// Per model thread, the hardware threads it runs as (`Kernel::lanes`).

@@ -320,6 +320,15 @@ pub enum OpKind {
     /// `cp_async_arrive(B)` (`cp.async.mbarrier.arrive.shared.b64`: pending += 1 now, an arrival
     /// once the thread's prior cp.async copies have landed: net zero) and
     /// `cp_async_arrive_noinc(B)` (`.noinc`: only the arrival, which B's count must include).
+    /// `cp_async_commit_group()`: `cp.async.commit_group`: the thread's `cp_async` copies not
+    /// yet in a group form its newest group.
+    CpAsyncCommitGroup,
+    /// `cp_async_wait_group(N)`: `cp.async.wait_group N`: waits until at most the `N` newest
+    /// committed groups of the thread have copies in flight. `n: None` is `cp_async_wait_all()`
+    /// (`cp.async.wait_all`: commit, then wait for every group).
+    CpAsyncWait {
+        n: Option<Expr>,
+    },
     CpAsyncArrive {
         bar: Place,
         noinc: bool,
@@ -440,6 +449,9 @@ impl OpKind {
             OpKind::BarSync { .. } => "bar_sync",
             OpKind::BarArrive { .. } => "bar_arrive",
             OpKind::CpAsync { .. } => "cp_async",
+            OpKind::CpAsyncCommitGroup => "cp_async_commit_group",
+            OpKind::CpAsyncWait { n: Some(_) } => "cp_async_wait_group",
+            OpKind::CpAsyncWait { n: None } => "cp_async_wait_all",
             OpKind::CpAsyncArrive { noinc: false, .. } => "cp_async_arrive",
             OpKind::CpAsyncArrive { noinc: true, .. } => "cp_async_arrive_noinc",
             OpKind::CopyAsyncPart { libcu: false, .. } => "copy_async",

@@ -794,6 +794,8 @@ impl Checker {
             OpKind::CopyStoreAsync { .. }
             | OpKind::CommitGroup
             | OpKind::WaitGroup { .. }
+            | OpKind::CpAsyncCommitGroup
+            | OpKind::CpAsyncWait { .. }
             | OpKind::WgmmaAsync { .. }
             | OpKind::WgmmaWait { .. }
             | OpKind::FenceProxyAsync
@@ -814,6 +816,8 @@ impl Checker {
             }
             OpKind::WaitGroup { n, .. } | OpKind::WgmmaWait { n } => exprs.push(n),
             OpKind::CommitGroup | OpKind::FenceProxyAsync | OpKind::FenceMbarrierInit => {}
+            OpKind::CpAsyncWait { n: Some(n) } => exprs.push(n),
+            OpKind::CpAsyncCommitGroup | OpKind::CpAsyncWait { n: None } => {}
             // Cluster scope: a completion function runs on no thread of any particular CTA's
             // program order, so it takes part in no cluster barrier and reaches no peer.
             OpKind::Remote { .. } | OpKind::ClusterArrive | OpKind::ClusterWait | OpKind::ClusterSync if self.ctx == Ctx::Completion => {

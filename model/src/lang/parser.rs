@@ -41,6 +41,9 @@ pub const OPS: &[&str] = &[
     "cp_async",
     "cp_async_arrive",
     "cp_async_arrive_noinc",
+    "cp_async_commit_group",
+    "cp_async_wait_group",
+    "cp_async_wait_all",
     // The async proxy.
     "copy_store_async",
     "commit_group",

@@ -411,6 +411,8 @@ pub fn op_str(op: &Op) -> String {
         OpKind::WgmmaAsync { bufs } => args.extend(bufs.iter().map(place)),
         OpKind::WaitGroup { n, .. } | OpKind::WgmmaWait { n } => args.push(expr(n)),
         OpKind::CommitGroup | OpKind::FenceProxyAsync | OpKind::FenceMbarrierInit => {}
+        OpKind::CpAsyncWait { n: Some(n) } => args.push(expr(n)),
+        OpKind::CpAsyncCommitGroup | OpKind::CpAsyncWait { n: None } => {}
         // Cluster scope: the operation as written for the own CTA, plus its target.
         OpKind::Remote { target, op } => {
             let inner = op_str(op);
@@ -708,6 +710,8 @@ fn so(op: &Op) -> Op {
         OpKind::WaitGroup { n, read } => OpKind::WaitGroup { n: se(n), read: *read },
         OpKind::WgmmaWait { n } => OpKind::WgmmaWait { n: se(n) },
         OpKind::CommitGroup => OpKind::CommitGroup,
+        OpKind::CpAsyncCommitGroup => OpKind::CpAsyncCommitGroup,
+        OpKind::CpAsyncWait { n } => OpKind::CpAsyncWait { n: n.as_ref().map(se) },
         OpKind::FenceProxyAsync => OpKind::FenceProxyAsync,
         OpKind::FenceMbarrierInit => OpKind::FenceMbarrierInit,
         OpKind::Remote { target, op } => OpKind::Remote {

@@ -517,6 +517,10 @@ impl<'a> CodeBuilder<'a> {
                 bar: self.bar(bar)?,
                 noinc: *noinc,
             },
+            OpKind::CpAsyncCommitGroup => IOp::CpAsyncCommitGroup,
+            OpKind::CpAsyncWait { n } => IOp::CpAsyncWait {
+                n: n.as_ref().map(|e| self.expr(e)).transpose()?,
+            },
             OpKind::CopyAsyncPart {
                 buf,
                 bar,

@@ -378,6 +378,14 @@ pub enum IOp {
         bar: Ref,
         noinc: bool,
     },
+    /// `cp.async.commit_group`: this thread's cp.async copies not yet in a group become its
+    /// newest group.
+    CpAsyncCommitGroup,
+    /// `cp.async.wait_group N` (`None`: `cp.async.wait_all`, which commits first): every
+    /// committed group of this thread but the `N` newest has landed when it returns.
+    CpAsyncWait {
+        n: Option<IExpr>,
+    },
 
     // ---- Partial-buffer copies and reads (byte ranges) ----
     /// A TMA-style copy into bytes `offset .. offset + bytes` of BUF (complete_tx(bytes) on `bar`).
@@ -531,6 +539,8 @@ impl IOp {
             }
             IOp::Inval { bar } | IOp::Commit { bar } => r(bar, f),
             IOp::CpAsyncArrive { bar, .. } => r(bar, f),
+            IOp::CpAsyncCommitGroup | IOp::CpAsyncWait { n: None } => {}
+            IOp::CpAsyncWait { n: Some(n) } => f(n),
             IOp::CpAsync {
                 buf,
                 offset,

@@ -8,8 +8,10 @@ use super::*;
 pub enum CopyKind {
     /// A TMA-style bulk copy: its landing does complete_tx on `bar`.
     Tma,
-    /// A `cp_async`: its landing writes the buffer only; `bar` is `NO_BAR`.
-    CpAsync,
+    /// A `cp_async`: its landing writes the buffer only; `bar` is `NO_BAR`. `group_age` is 0
+    /// until its issuer's next `cp_async_commit_group`, then k for the issuer's k-th most recent
+    /// committed group (`cp_async_wait_group(N)` waits for every group older than N).
+    CpAsync { group_age: u16 },
     /// Not a copy: the arrive-on of a `cp_async_arrive(_noinc)` on `bar`, which fires once no
     /// cp.async copy of the same issuer precedes it in `State::copies` (`buf` is 0, unused).
     ArriveOn { noinc: bool },
@@ -38,7 +40,67 @@ impl CopyInFlight {
     pub fn is_copy(&self) -> bool {
         !matches!(self.kind, CopyKind::ArriveOn { .. })
     }
+
+    /// Its words in a packed state (rt/pack.rs): the byte range only when it is not the whole
+    /// buffer of a TMA copy, so that states of protocols without partial copies stay small.
+    pub(super) fn pack(&self, buffer_bytes: i64, w: &mut Vec<u32>) {
+        let (kind, age) = match self.kind {
+            CopyKind::Tma => (0, 0),
+            CopyKind::CpAsync { group_age } => (1, group_age.min(MAX_GROUP_AGE) as u32),
+            CopyKind::ArriveOn { noinc: false } => (2, 0),
+            CopyKind::ArriveOn { noinc: true } => (3, 0),
+        };
+        let whole = self.kind == CopyKind::Tma && self.offset == 0 && self.len == buffer_bytes;
+        w.extend_from_slice(&[
+            self.buf as u32 | (self.bar as u32) << 16,
+            self.issuer as u32 | kind << 16 | (!whole as u32) << 18 | age << 19,
+            self.stmt.start,
+            self.stmt.end,
+        ]);
+        super::pack::put_i64(w, self.bytes);
+        super::pack::put_i64(w, self.version);
+        if !whole {
+            super::pack::put_i64(w, self.offset);
+            super::pack::put_i64(w, self.len);
+        }
+    }
+
+    /// The inverse of [`CopyInFlight::pack`].
+    pub(super) fn unpack(r: &mut super::pack::Words, p: &Protocol) -> CopyInFlight {
+        let bb = r.u();
+        let ik = r.u();
+        let stmt = crate::lang::ast::Span { start: r.u(), end: r.u() };
+        let mut c = CopyInFlight {
+            buf: bb as u16,
+            bar: (bb >> 16) as u16,
+            issuer: ik as u16,
+            stmt,
+            bytes: r.i(),
+            version: r.i(),
+            kind: match (ik >> 16) & 3 {
+                0 => CopyKind::Tma,
+                1 => CopyKind::CpAsync {
+                    group_age: (ik >> 19) as u16,
+                },
+                2 => CopyKind::ArriveOn { noinc: false },
+                _ => CopyKind::ArriveOn { noinc: true },
+            },
+            offset: 0,
+            len: 0,
+        };
+        if ik >> 18 & 1 != 0 {
+            c.offset = r.i();
+            c.len = r.i();
+        } else {
+            c.len = p.buffers[c.buf as usize].bytes;
+        }
+        c
+    }
 }
+
+/// Group ages past this are all "older than any `cp_async_wait_group` can name" (PTX takes
+/// 0..=7; the 13 bits the packing gives are plenty).
+const MAX_GROUP_AGE: u16 = (1 << 13) - 1;
 
 impl Exec<'_> {
     pub(super) fn op_copy(
@@ -142,7 +204,83 @@ impl Exec<'_> {
             Some(e) => self.ev(e, locals)?,
             None => self.s.buffers[d].writes as i64,
         };
-        self.issue_range_copy(d, NO_BAR, n, version, off, CopyKind::CpAsync)?;
+        self.issue_range_copy(d, NO_BAR, n, version, off, CopyKind::CpAsync { group_age: 0 })?;
+        Ok(None)
+    }
+
+    /// The thread running a cp.async group operation (never a completion function).
+    fn cp_async_issuer(&mut self, what: &str) -> R<usize> {
+        match self.thread.filter(|_| !self.in_completion) {
+            Some(t) => Ok(t),
+            None => {
+                self.broken("R-EVAL", format!("a {what} outside a thread's own code"));
+                Err(())
+            }
+        }
+    }
+
+    /// `cp_async_commit_group()`: the thread's copies not yet in a group become its newest
+    /// group, and every older group ages by one.
+    pub(super) fn op_cp_async_commit(&mut self) -> R<Option<i64>> {
+        let t = self.cp_async_issuer("cp_async_commit_group")?;
+        for c in self.s.copies.iter_mut().filter(|c| c.issuer as usize == t) {
+            if let CopyKind::CpAsync { group_age } = &mut c.kind {
+                *group_age = (*group_age + 1).min(MAX_GROUP_AGE);
+            }
+        }
+        Ok(None)
+    }
+
+    /// `cp_async_wait_group(N)` / `cp_async_wait_all()`: every copy of the thread in a committed
+    /// group older than its `N` newest lands now, and the thread acquires what it wrote. Landing
+    /// them here, as the wait returns, is the one order the wait forces; every earlier landing is
+    /// another interleaving, which the copies' own landing steps give. Copies not committed are
+    /// not waited for (PTX), so a read of them after the wait is still a race.
+    pub(super) fn op_cp_async_wait(&mut self, n: &Option<IExpr>, locals: Option<&[i64]>) -> R<Option<i64>> {
+        let what = if n.is_some() { "cp_async_wait_group" } else { "cp_async_wait_all" };
+        let t = self.cp_async_issuer(what)?;
+        let keep = match n {
+            None => {
+                self.op_cp_async_commit()?;
+                0
+            }
+            Some(e) => {
+                let k = self.ev(e, locals)?;
+                if !(0..=7).contains(&k) {
+                    self.fail(
+                        K::Assertion,
+                        format!(
+                            "{}: cp_async_wait_group({k}): PTX's cp.async.wait_group takes 0 to 7 groups",
+                            self.label()
+                        ),
+                    );
+                    return Err(());
+                }
+                k
+            }
+        };
+        while let Some(i) = self
+            .s
+            .copies
+            .iter()
+            .position(|c| c.issuer as usize == t && matches!(c.kind, CopyKind::CpAsync { group_age } if group_age as i64 > keep))
+        {
+            let c = self.s.copies.remove(i);
+            let d = c.buf as usize;
+            // The clock the landing writes with, before the engine moves past it.
+            let engine = self.s.engines[d].clone();
+            let known = self.s.engines_known[d].clone();
+            let (agent, thread) = (self.agent, self.thread);
+            self.land_index = i;
+            self.land(c);
+            self.agent = agent;
+            self.thread = thread;
+            if self.ended {
+                return Err(());
+            }
+            join_into(&mut self.s.threads[t].clock, &engine);
+            join_known(&mut self.s.threads[t].known, &known);
+        }
         Ok(None)
     }
 
@@ -154,7 +292,11 @@ impl Exec<'_> {
             self.broken("R-EVAL", "a cp_async_arrive outside a thread".to_string());
             return Err(());
         };
-        let waiting = self.s.copies.iter().any(|c| c.kind == CopyKind::CpAsync && c.issuer as usize == t);
+        let waiting = self
+            .s
+            .copies
+            .iter()
+            .any(|c| matches!(c.kind, CopyKind::CpAsync { .. }) && c.issuer as usize == t);
         if !waiting {
             // Nothing to track: the arrive-on happens at once (without `.noinc` the
             // increment and the arrival cancel out).
@@ -328,7 +470,7 @@ impl Exec<'_> {
         });
         match c.kind {
             CopyKind::Tma => self.land_on_barrier(c.bar as usize, d, c.bytes),
-            CopyKind::CpAsync => self.cp_async_landed(&c),
+            CopyKind::CpAsync { .. } => self.cp_async_landed(&c),
             CopyKind::ArriveOn { .. } => {}
         }
     }
@@ -370,7 +512,7 @@ impl Exec<'_> {
                     continue;
                 }
                 match o.kind {
-                    CopyKind::CpAsync => ahead = true,
+                    CopyKind::CpAsync { .. } => ahead = true,
                     CopyKind::ArriveOn { noinc } if !ahead => {
                         fire = Some((i, o.bar as usize, noinc));
                         break;

@@ -146,6 +146,8 @@ fn without_footprint(i: &Instr) -> bool {
             op,
             IOp::CpAsync { .. }
                 | IOp::CpAsyncArrive { .. }
+                | IOp::CpAsyncCommitGroup
+                | IOp::CpAsyncWait { .. }
                 | IOp::CopyPart { .. }
                 | IOp::ReadPart { .. }
                 | IOp::StoreAsync { .. }

@@ -404,7 +404,7 @@ impl Model {
             // cp.async copy has no tx-count to land in part against.
             match c.kind {
                 CopyKind::ArriveOn { .. } => continue,
-                CopyKind::CpAsync => {
+                CopyKind::CpAsync { .. } => {
                     out.push(Action::Land(i as u16));
                     continue;
                 }
@@ -936,6 +936,8 @@ impl<'m> Exec<'m> {
                 version,
             } => self.op_cp_async(buf, offset, bytes, version, locals),
             IOp::CpAsyncArrive { bar, noinc } => self.op_cp_async_arrive(bar, *noinc, locals),
+            IOp::CpAsyncCommitGroup => self.op_cp_async_commit(),
+            IOp::CpAsyncWait { n } => self.op_cp_async_wait(n, locals),
             // Shared memory (memory.rs).
             IOp::Read { buf, expect } => self.op_read(buf, expect, locals),
             IOp::ReadPart {

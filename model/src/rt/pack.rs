@@ -10,7 +10,7 @@
 use super::thread::status_word;
 use crate::lang::ast::Span;
 use crate::rt::state::{
-    Access, AsyncRead, BarrierState, Cell, CopyInFlight, CopyKind, Life, NamedBarState, ProxyState, RangeRec, State, Status, ThreadState,
+    Access, AsyncRead, BarrierState, Cell, CopyInFlight, Life, NamedBarState, ProxyState, RangeRec, State, Status, ThreadState,
 };
 use crate::rt::Model;
 
@@ -33,7 +33,7 @@ enum Part {
 // ---- packing ----------------------------------------------------------------------------------
 
 /// Words of an i64: one word for small magnitudes (zigzag below 2^31), else a marker and two.
-fn put_i64(out: &mut Vec<u32>, v: i64) {
+pub(super) fn put_i64(out: &mut Vec<u32>, v: i64) {
     let z = ((v << 1) ^ (v >> 63)) as u64;
     if z < 0x8000_0000 {
         out.push(z as u32);
@@ -44,19 +44,19 @@ fn put_i64(out: &mut Vec<u32>, v: i64) {
     }
 }
 
-struct Words<'a> {
+pub(super) struct Words<'a> {
     w: &'a [u32],
     at: usize,
 }
 
 impl Words<'_> {
-    fn u(&mut self) -> u32 {
+    pub(super) fn u(&mut self) -> u32 {
         let v = self.w[self.at];
         self.at += 1;
         v
     }
 
-    fn i(&mut self) -> i64 {
+    pub(super) fn i(&mut self) -> i64 {
         let first = self.u();
         let z = if first == u32::MAX {
             let lo = self.u() as u64;
@@ -75,7 +75,7 @@ impl Words<'_> {
         v
     }
 
-    fn rest(&self) -> bool {
+    pub(super) fn rest(&self) -> bool {
         self.at < self.w.len()
     }
 }
@@ -263,27 +263,7 @@ impl Model {
             Part::Var(i) => put_cell(w, &s.vars[i]),
             Part::Copies => {
                 for c in &s.copies {
-                    let kind = match c.kind {
-                        CopyKind::Tma => 0,
-                        CopyKind::CpAsync => 1,
-                        CopyKind::ArriveOn { noinc: false } => 2,
-                        CopyKind::ArriveOn { noinc: true } => 3,
-                    };
-                    // The byte range only when it is not the whole buffer of a TMA copy
-                    // (so states of protocols without partial copies pack as before).
-                    let whole = c.kind == CopyKind::Tma && c.offset == 0 && c.len == self.proto.buffers[c.buf as usize].bytes;
-                    w.extend_from_slice(&[
-                        c.buf as u32 | (c.bar as u32) << 16,
-                        c.issuer as u32 | kind << 16 | (!whole as u32) << 18,
-                        c.stmt.start,
-                        c.stmt.end,
-                    ]);
-                    put_i64(w, c.bytes);
-                    put_i64(w, c.version);
-                    if !whole {
-                        put_i64(w, c.offset);
-                        put_i64(w, c.len);
-                    }
+                    c.pack(self.proto.buffers[c.buf as usize].bytes, w);
                 }
             }
             Part::Engines => {
@@ -420,32 +400,7 @@ impl Model {
         };
         let mut copies = Vec::new();
         while r.rest() {
-            let bb = r.u();
-            let ik = r.u();
-            let stmt = Span { start: r.u(), end: r.u() };
-            copies.push(CopyInFlight {
-                buf: bb as u16,
-                bar: (bb >> 16) as u16,
-                issuer: ik as u16,
-                stmt,
-                bytes: r.i(),
-                version: r.i(),
-                kind: match (ik >> 16) & 3 {
-                    0 => CopyKind::Tma,
-                    1 => CopyKind::CpAsync,
-                    2 => CopyKind::ArriveOn { noinc: false },
-                    _ => CopyKind::ArriveOn { noinc: true },
-                },
-                offset: 0,
-                len: 0,
-            });
-            let c = copies.last_mut().expect("just pushed");
-            if ik >> 18 & 1 != 0 {
-                c.offset = r.i();
-                c.len = r.i();
-            } else {
-                c.len = p.buffers[c.buf as usize].bytes;
-            }
+            copies.push(CopyInFlight::unpack(&mut r, &self.proto));
         }
         let mut r = Words {
             w: it.next().expect("engines"),

@@ -18,8 +18,8 @@
 
 use crate::barrier::{Barrier, Bound, Fault, Ub, WaitError};
 use crate::sync::{lock, spin_hint, thread, Arc, Condvar, Mutex, Slot};
-use phasecheck_model::program::ir::{Code, IExpr, IOp, InstrKind, Protocol, Ref, ThreadInfo, WaitTarget, MAX_COUNT};
 use phasecheck_model::program::eval::{apply_binary, apply_unary};
+use phasecheck_model::program::ir::{Code, IExpr, IOp, InstrKind, Protocol, Ref, ThreadInfo, WaitTarget, MAX_COUNT};
 use phasecheck_model::rt::Action;
 use phasecheck_model::ViolationKind;
 use phasecheck_verifier::outcomes::{recorded, Outcome, Recorded, ThreadOutcome};
@@ -137,11 +137,17 @@ pub fn supported(proto: &Protocol, directed: bool) -> Result<(), Unsupported> {
                     ))
                 }
                 InstrKind::Op {
-                    op: IOp::CpAsync { .. } | IOp::CpAsyncArrive { .. } | IOp::CopyPart { .. } | IOp::ReadPart { .. },
+                    op:
+                        IOp::CpAsync { .. }
+                        | IOp::CpAsyncArrive { .. }
+                        | IOp::CpAsyncCommitGroup
+                        | IOp::CpAsyncWait { .. }
+                        | IOp::CopyPart { .. }
+                        | IOp::ReadPart { .. },
                     ..
                 } => {
                     return Err(Unsupported(
-                        "cp.async, its arrive-on and partial-buffer copies are not in the reference runtime".into(),
+                        "cp.async, its arrive-on and groups, and partial-buffer copies are not in the reference runtime".into(),
                     ))
                 }
                 _ => {}
@@ -854,9 +860,13 @@ impl World {
 
     fn op(&self, op: &IOp, ctx: &mut Ctx, rec: Option<Recorded>) -> Result<Option<i64>, Stop> {
         match op {
-            IOp::CpAsync { .. } | IOp::CpAsyncArrive { .. } | IOp::CopyPart { .. } | IOp::ReadPart { .. } | IOp::Remote { .. } => {
-                Err(Stop::Ub(Ub::new(ViolationKind::Assertion, "refused by `supported`")))
-            }
+            IOp::CpAsync { .. }
+            | IOp::CpAsyncArrive { .. }
+            | IOp::CpAsyncCommitGroup
+            | IOp::CpAsyncWait { .. }
+            | IOp::CopyPart { .. }
+            | IOp::ReadPart { .. }
+            | IOp::Remote { .. } => Err(Stop::Ub(Ub::new(ViolationKind::Assertion, "refused by `supported`"))),
             IOp::Arrive { bar, n, drop, expect_tx } => {
                 let b = self.bar(bar, ctx)?;
                 self.own_barrier(ctx, b, "arrive")?;

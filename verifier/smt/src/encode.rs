@@ -11,8 +11,8 @@
 
 use crate::summary::{Class, GroupInfo, Site, SiteKind, Summary, Unsupported};
 use crate::sym::{count, int, var, Cmp, B, T};
-use phasecheck_model::program::ir::MAX_COUNT;
 use phasecheck_model::lang::ast::Span;
+use phasecheck_model::program::ir::MAX_COUNT;
 use std::collections::BTreeMap;
 
 /// The laws, by stable name (CLI, JSON, docs/smt.md).

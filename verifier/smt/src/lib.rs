@@ -19,8 +19,8 @@ pub use encode::Law;
 
 use encode::{Encoder, Goal};
 use phasecheck_model::lang::ast::{self, ExprKind, Span};
-use phasecheck_model::spec::Spec;
 use phasecheck_model::rt::Model;
+use phasecheck_model::spec::Spec;
 use phasecheck_verifier::{check, CheckOptions, Report, Verdict};
 use std::collections::BTreeMap;
 use summary::{Binding, BuildError, Builder};

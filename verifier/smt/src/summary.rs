@@ -789,8 +789,13 @@ impl Builder {
             OpKind::BarSync { .. } | OpKind::BarArrive { .. } => {
                 return unsupported(sp, "named barriers are modelled only by the explicit search")?
             }
-            OpKind::CpAsync { .. } | OpKind::CpAsyncArrive { .. } | OpKind::CopyAsyncPart { .. } | OpKind::ReadPart { .. } => {
-                return unsupported(sp, "cp.async and partial-buffer copies are modelled only by the explicit search")?
+            OpKind::CpAsync { .. }
+            | OpKind::CpAsyncArrive { .. }
+            | OpKind::CpAsyncCommitGroup
+            | OpKind::CpAsyncWait { .. }
+            | OpKind::CopyAsyncPart { .. }
+            | OpKind::ReadPart { .. } => {
+                return unsupported(sp, "cp.async, its groups and partial-buffer copies are modelled only by the explicit search")?
             }
             OpKind::Commit { .. } => {
                 return unsupported(

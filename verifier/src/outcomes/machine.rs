@@ -5,8 +5,8 @@
 //! one execution's steps for the replays of `forced` and `allowed_after`.
 
 use super::format::{completion_vars, recorded, End, Outcome, Recorded, Undefined, PROBE_NONE};
-use phasecheck_model::program::ir::{Instr, InstrKind};
 use phasecheck_model::lang::ast::Span;
+use phasecheck_model::program::ir::{Instr, InstrKind};
 use phasecheck_model::rt::path::{NotReplayed, Refusal};
 use phasecheck_model::rt::state::{Life, State, Status};
 use phasecheck_model::rt::{Action, Model, Obs, Outcome as StepOutcome, Violation};

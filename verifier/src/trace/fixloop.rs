@@ -166,9 +166,7 @@ pub fn replay_edited(model: &Model, t: &TraceFile, opts: &CheckOptions) -> FixRe
                     message: v.message.clone(),
                     trace: v.actions.clone(),
                 },
-                None if whole.verdict == Verdict::Incomplete || whole.verdict == Verdict::InternalError => {
-                    FixVerdict::Undecided
-                }
+                None if whole.verdict == Verdict::Incomplete || whole.verdict == Verdict::InternalError => FixVerdict::Undecided,
                 None => FixVerdict::Gone,
             }
         }

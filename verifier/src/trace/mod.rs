@@ -17,6 +17,6 @@ mod replay;
 pub mod tracefile;
 
 pub use replay::{
-    barrier_changes, copy_barrier, describe_obs, replay, thread_ref, why_not, BarrierChange, CopyRef, FieldChange, Names, ReplayError, Replayed,
-    ThreadRef, TraceStep,
+    barrier_changes, copy_barrier, describe_obs, replay, thread_ref, why_not, BarrierChange, CopyRef, FieldChange, Names, ReplayError,
+    Replayed, ThreadRef, TraceStep,
 };

@@ -300,5 +300,7 @@ mod tests {
 /// The barrier a copy in flight completes on, as traces name it: a plain `cp.async` copy has
 /// none.
 pub fn copy_barrier(p: &phasecheck_model::program::ir::Protocol, c: &phasecheck_model::rt::state::CopyInFlight) -> String {
-    p.barriers.get(c.bar as usize).map_or_else(|| "(none: cp.async)".to_string(), |b| b.name.clone())
+    p.barriers
+        .get(c.bar as usize)
+        .map_or_else(|| "(none: cp.async)".to_string(), |b| b.name.clone())
 }

@@ -88,6 +88,18 @@ impl Parser {
                     span,
                 })
             }
+            "cp_async_commit_group" => {
+                return Ok(Op {
+                    kind: OpKind::CpAsyncCommitGroup,
+                    span,
+                })
+            }
+            "cp_async_wait_all" => {
+                return Ok(Op {
+                    kind: OpKind::CpAsyncWait { n: None },
+                    span,
+                })
+            }
             "fence_mbarrier_init" => {
                 return Ok(Op {
                     kind: OpKind::FenceMbarrierInit,
@@ -369,6 +381,9 @@ pub(super) fn signature(op: &str) -> Sig {
         ),
         "cp_async_arrive" => (&[Place], 1, &[], "`cp_async_arrive(B)`"),
         "cp_async_arrive_noinc" => (&[Place], 1, &[], "`cp_async_arrive_noinc(B)`"),
+        "cp_async_commit_group" => (&[], 0, &[], "`cp_async_commit_group()`"),
+        "cp_async_wait_group" => (&[Expr], 1, &[], "`cp_async_wait_group(N)`"),
+        "cp_async_wait_all" => (&[], 0, &[], "`cp_async_wait_all()`"),
         // The async proxy.
         "copy_store_async" => (&[Place], 1, &[], "`copy_store_async(BUF)`"),
         "commit_group" => (&[], 0, &[], "`commit_group()`"),
@@ -476,6 +491,7 @@ pub(super) fn async_proxy_op(kw: &str, args: Vec<Arg>) -> Result<OpKind, Vec<Arg
             read: kw == "wait_group_read",
         },
         "wgmma_wait" => OpKind::WgmmaWait { n: first_expr(args) },
+        "cp_async_wait_group" => OpKind::CpAsyncWait { n: Some(first_expr(args)) },
         _ => return Err(args),
     })
 }

@@ -123,6 +123,8 @@ fn visit_exprs(b: &ast::Block, f: &mut dyn FnMut(&ast::Expr)) {
             OpKind::WgmmaAsync { bufs } => bufs.iter().for_each(|b| place(b, f)),
             OpKind::WaitGroup { n, .. } | OpKind::WgmmaWait { n } => f(n),
             OpKind::CommitGroup | OpKind::FenceProxyAsync | OpKind::FenceMbarrierInit => {}
+            OpKind::CpAsyncWait { n: Some(n) } => f(n),
+            OpKind::CpAsyncCommitGroup | OpKind::CpAsyncWait { n: None } => {}
             OpKind::Remote { target, op: inner } => {
                 f(target.expr());
                 op(inner, f)
