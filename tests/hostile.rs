@@ -209,7 +209,9 @@ fn deep_pipeline() -> PathBuf {
 fn a_deep_correct_pipeline_stops_under_1_5_gib() {
     let f = deep_pipeline();
     let r = check_bounded(&f, 256, &[]);
-    assert!(r.seconds < 60.0, "{:.1} s", r.seconds);
+    // A guard against a search that never stops, not a speed claim (the time depends on what
+    // else the machine runs: 57 s alone on 2 cores, past 60 s beside the other tests).
+    assert!(r.seconds < 150.0, "{:.1} s", r.seconds);
     assert!(r.peak_mib <= 256.0, "peak {:.0} MiB", r.peak_mib);
     assert!(!r.stdout.contains("inside one model step"), "{}", r.stdout);
     let r = check_bounded(&f, 1024, &["--max-seconds", "5"]);
