@@ -59,9 +59,16 @@ fn every_planted_model_defect_is_killed_by_the_cpu_tests() {
     let base = [run(None, false), run(None, true)];
     for (b, sc) in base.iter().zip([false, true]) {
         let bad: Vec<_> = b.iter().filter(|(_, r)| *r == "MISMATCH" || *r == "INTERNAL").collect();
-        assert!(bad.is_empty(), "the unmutated library fails its expect lines (self-check: {sc}): {bad:?}");
+        assert!(
+            bad.is_empty(),
+            "the unmutated library fails its expect lines (self-check: {sc}): {bad:?}"
+        );
         let ok = b.values().filter(|r| *r == "ok").count();
-        assert!(ok * 10 >= b.len() * 9, "only {ok} of {} files finish under the mutants' bounds (self-check: {sc})", b.len());
+        assert!(
+            ok * 10 >= b.len() * 9,
+            "only {ok} of {} files finish under the mutants' bounds (self-check: {sc})",
+            b.len()
+        );
     }
     let mut survivors = Vec::new();
     for m in Mutant::ALL {
