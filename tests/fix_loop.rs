@@ -116,3 +116,27 @@ fn an_edit_that_keeps_the_bug_in_a_later_round_is_never_gone() {
     assert!(!t.contains("violation gone"), "{t}");
     assert!(matches!(o.status.code(), Some(1) | Some(3)), "{t}");
 }
+
+/// The fix loop's two searches (the schedule's continuations, then the whole edited spec) share
+/// one `--max-seconds`: on a fixed twin too large to finish, it ends within the bound and a
+/// second, undecided rather than "gone".
+#[test]
+fn both_searches_of_the_fix_loop_share_one_time_bound() {
+    let fixed = std::fs::read_to_string(root().join("specs/guide/double_buffer.phase")).unwrap();
+    let d = scratch("shared-bound");
+    let spec = d.join("huge.phase");
+    std::fs::write(&spec, fixed.replace("param ITERS = 4", "param ITERS = 4611686018427387904")).unwrap();
+    let t0 = std::time::Instant::now();
+    let o = run(&[
+        "replay",
+        "counterexamples/consumer_wrong_parity.stale-read.json",
+        "--spec",
+        spec.to_str().unwrap(),
+        "--max-seconds",
+        "2",
+    ]);
+    let t = text(&o);
+    assert!(t0.elapsed().as_secs_f64() < 3.5, "{:.1} s\n{t}", t0.elapsed().as_secs_f64());
+    assert!(!t.contains("violation gone"), "{t}");
+    assert_eq!(o.status.code(), Some(3), "{t}");
+}

@@ -159,7 +159,10 @@ pub fn replay_edited(model: &Model, t: &TraceFile, opts: &CheckOptions) -> FixRe
     let mut searched = None;
     let verdict = match verdict {
         FixVerdict::Gone => {
-            let whole = crate::check(model, opts);
+            // One time bound for both searches: the whole spec gets what the continuations left.
+            let mut rest = opts.clone();
+            rest.max_seconds = opts.max_seconds.map(|m| (m - r.stats.seconds).max(0.0));
+            let whole = crate::check(model, &rest);
             searched = Some(whole.stats.states);
             match whole.violations.iter().find(|v| v.kind == kind) {
                 Some(v) => FixVerdict::Elsewhere {
