@@ -196,13 +196,6 @@ pub fn run(c: GpuCommand) -> ExitCode {
                     ..Budget::default()
                 },
             };
-            // Refuse a FIFO or an oversized file here, before the re-judge opens it.
-            if let Err(e) =
-                phasecheck_model::io::read_regular(&a.report, phasecheck_model::io::MAX_DATA_BYTES, &a.report.display().to_string())
-            {
-                noteln!("error: {e}");
-                return ExitCode::from(2);
-            }
             match phasecheck_gpu::rejudge::rejudge_file(&a.report, &o) {
                 Ok((_, report)) => {
                     if let Some(out) = &a.out {

@@ -245,7 +245,8 @@ fn traces_for(spec: &phasecheck_model::spec::Spec, model: &Model, index: &TraceI
 
 /// Re-judge a results file into a new report (device, driver and date kept).
 pub fn rejudge_file(path: &Path, o: &Options) -> Result<(Vec<Rejudged>, Report), String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    // Regular and bounded (a FIFO or an endless device is bad input, not a hang).
+    let text = phasecheck_model::io::read_text(path, phasecheck_model::io::MAX_DATA_BYTES, &path.display().to_string())?;
     let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
     let t0 = Instant::now();
     let r = rejudge(&v, o)?;
