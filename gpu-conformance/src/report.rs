@@ -98,8 +98,10 @@ impl Report {
                 std::fs::create_dir_all(dir)?;
             }
         }
-        std::fs::write(out, serde_json::to_string_pretty(self).expect("reports serialize") + "\n")?;
-        std::fs::write(out.with_extension("md"), self.markdown())
+        // Atomically: a report kept current during a run is never seen half written.
+        let json = serde_json::to_string_pretty(self).expect("reports serialize") + "\n";
+        phasecheck_model::io::write_atomic(out, json.as_bytes())?;
+        phasecheck_model::io::write_atomic(&out.with_extension("md"), self.markdown().as_bytes())
     }
 
     /// One row per spec, one cell per backend: the table a reviewer reads first.
