@@ -3,7 +3,7 @@
 //! without a `cluster` line.
 
 use phasecheck_model::api::parse_spec;
-use phasecheck_model::program::ir::{IOp, InstrKind};
+use phasecheck_model::program::ir::{IOp, InstrKind, MbarOp};
 
 const BODY: &str = "barrier full[2] count 1 completion c\nvar turns = 0\ncompletion c { turns = turns + 1 }\nbuffer tile bytes 64\nrole producer[1] { arrive(full[0]) }\nrole consumer warps 1 { wait_parity(full[0], 0)\nread(tile) }\n";
 
@@ -48,7 +48,7 @@ fn every_table_is_repeated_per_cta_and_each_cta_names_its_own_copies() {
         .code
         .instrs
         .iter()
-        .any(|i| matches!(&i.kind, InstrKind::Op { op: IOp::Arrive { bar, .. }, .. } if bar.group == 2)));
+        .any(|i| matches!(&i.kind, InstrKind::Op { op: IOp::Mbar(MbarOp::Arrive { bar, .. }), .. } if bar.group == 2)));
 }
 
 #[test]

@@ -44,10 +44,13 @@ impl Gen<'_> {
             for ins in &code.instrs {
                 let InstrKind::Op { op, .. } = &ins.kind else { continue };
                 let why = match op {
-                    IOp::Arrive { .. } | IOp::ExpectTx { .. } | IOp::CompleteTx { .. } => self.mbarrier_inexpressible(op),
-                    IOp::Copy { .. } | IOp::CopyPart { .. } | IOp::CpAsync { .. } | IOp::CpAsyncArrive { .. } => {
-                        self.copy_inexpressible(op)
+                    IOp::Mbar(MbarOp::Arrive { .. }) | IOp::Mbar(MbarOp::ExpectTx { .. }) | IOp::Mbar(MbarOp::CompleteTx { .. }) => {
+                        self.mbarrier_inexpressible(op)
                     }
+                    IOp::Copy(CopyOp::Copy { .. })
+                    | IOp::Copy(CopyOp::CopyPart { .. })
+                    | IOp::Copy(CopyOp::CpAsync { .. })
+                    | IOp::Copy(CopyOp::CpAsyncArrive { .. }) => self.copy_inexpressible(op),
                     _ => None,
                 };
                 if let Some(why) = why {

@@ -52,11 +52,11 @@ impl Gen<'_> {
                     );
                 }
                 match (&**op, multicast) {
-                        (IOp::Copy { version: None, .. } | IOp::CopyPart { version: None, .. }, true) => {
+                        (IOp::Copy(CopyOp::Copy { version: None, .. }) | IOp::Copy(CopyOp::CopyPart { version: None, .. }), true) => {
                             return bad("a multicast copy without `version =`: the default version is each target CTA's own write count");
                         }
-                        (IOp::Copy { .. } | IOp::CopyPart { .. }, true) => {}
-                        (IOp::Arrive { .. } | IOp::Read { .. } | IOp::Write { .. } | IOp::ReadPart { .. }, false) => {}
+                        (IOp::Copy(CopyOp::Copy { .. }) | IOp::Copy(CopyOp::CopyPart { .. }), true) => {}
+                        (IOp::Mbar(MbarOp::Arrive { .. }) | IOp::Mem(MemOp::Read { .. }) | IOp::Mem(MemOp::Write { .. }) | IOp::Mem(MemOp::ReadPart { .. }), false) => {}
                         _ => return bad("this remote operation has no sm_90 form in the generated kernel (remote: arrive, arrive_expect_tx, read, write; multicast: copy_async)"),
                     }
             }
@@ -110,7 +110,9 @@ impl Gen<'_> {
         let t = self.expr(code, target);
         if multicast {
             let (bar, buf, version) = match op {
-                IOp::Copy { buf, bar, version, .. } | IOp::CopyPart { buf, bar, version, .. } => (bar, buf, version),
+                IOp::Copy(CopyOp::Copy { buf, bar, version, .. }) | IOp::Copy(CopyOp::CopyPart { buf, bar, version, .. }) => {
+                    (bar, buf, version)
+                }
                 _ => unreachable!("check_expressible admits multicast copies only"),
             };
             let version = self.expr(
@@ -128,8 +130,8 @@ impl Gen<'_> {
                 self.w(format!("    {c}"));
             }
             let (off, n) = match op {
-                IOp::CopyPart { offset, bytes, .. } => (self.expr(code, offset), self.expr(code, bytes)),
-                IOp::Copy { bytes: Some(e), .. } => ("0LL".to_string(), self.expr(code, e)),
+                IOp::Copy(CopyOp::CopyPart { offset, bytes, .. }) => (self.expr(code, offset), self.expr(code, bytes)),
+                IOp::Copy(CopyOp::Copy { bytes: Some(e), .. }) => ("0LL".to_string(), self.expr(code, e)),
                 _ => ("0LL".to_string(), format!("(i64)sizeof({d})")),
             };
             self.w(format!(
@@ -153,7 +155,7 @@ impl Gen<'_> {
             "    if (peer < 0 || peer >= {nc}) {{ th.status = PC_ASSERT; return; }}  // mapa of a rank outside the cluster: undefined"
         ));
         match op {
-            IOp::Arrive { bar, n, drop, expect_tx } => {
+            IOp::Mbar(MbarOp::Arrive { bar, n, drop, expect_tx }) => {
                 let (b, chk) = self.place(code, bar, true);
                 if let Some(c) = chk {
                     self.w(format!("    {c}"));

@@ -15,7 +15,7 @@ impl Gen<'_> {
         let on_software =
             "async copies complete on a hardware mbarrier; a barrier with a completion function is a software barrier in libcu++";
         match op {
-            IOp::Copy { buf, bar, bytes, .. } => {
+            IOp::Copy(CopyOp::Copy { buf, bar, bytes, .. }) => {
                 if self.is_software(bar) {
                     return Some(on_software.into());
                 }
@@ -32,17 +32,17 @@ impl Gen<'_> {
                     _ => None,
                 }
             }
-            IOp::CpAsyncArrive { bar, .. } if self.is_software(bar) => Some(
+            IOp::Copy(CopyOp::CpAsyncArrive { bar, .. }) if self.is_software(bar) => Some(
                 "cp.async.mbarrier.arrive needs a hardware mbarrier; a barrier with a completion function is a software barrier in libcu++"
                     .into(),
             ),
-            IOp::CpAsync {
+            IOp::Copy(CopyOp::CpAsync {
                 bytes: IExpr::Const(n), ..
-            } if ![4, 8, 16].contains(n) => Some(format!("a cp.async of {n} bytes: cp.async moves 4, 8 or 16 bytes")),
-            IOp::CpAsyncWait { n: Some(n) } if !matches!(n, IExpr::Const(0..=7)) => {
+            }) if ![4, 8, 16].contains(n) => Some(format!("a cp.async of {n} bytes: cp.async moves 4, 8 or 16 bytes")),
+            IOp::Copy(CopyOp::CpAsyncWait { n: Some(n) }) if !matches!(n, IExpr::Const(0..=7)) => {
                 Some("cp.async.wait_group takes its group count as an immediate, 0 to 7".into())
             }
-            IOp::CopyPart { bar, offset, bytes, .. } => {
+            IOp::Copy(CopyOp::CopyPart { bar, offset, bytes, .. }) => {
                 if self.is_software(bar) {
                     return Some(on_software.into());
                 }
@@ -57,11 +57,11 @@ impl Gen<'_> {
         }
     }
 
-    /// A copy of the spec (`IOp::Copy`, `CopyPart`, `CpAsync`, `CpAsyncArrive`).
-    pub(super) fn copy_op(&mut self, code: &Code, op: &IOp) {
+    /// A copy of the spec (`CopyOp::Copy`, `CopyPart`, `CpAsync`, `CpAsyncArrive`).
+    pub(super) fn copy_op(&mut self, code: &Code, op: &CopyOp) {
         let libcu = self.backend == Backend::Libcu;
         match op {
-            IOp::Copy { buf, bar, bytes, version } => {
+            CopyOp::Copy { buf, bar, bytes, version } => {
                 let (b, chk1) = self.place(code, bar, true);
                 let (d, chk2) = self.place(code, buf, false);
                 for c in [chk1, chk2].into_iter().flatten() {
@@ -96,7 +96,7 @@ impl Gen<'_> {
                 }
                 self.w("  }");
             }
-            IOp::CpAsync {
+            CopyOp::CpAsync {
                 buf,
                 offset,
                 bytes,
@@ -118,15 +118,15 @@ impl Gen<'_> {
             }
             // Groups of plain cp.async copies: the thread's own copies from global memory, which
             // land without any other thread, so the waits cannot hang and need no time bound.
-            IOp::CpAsyncCommitGroup => self.w("  asm volatile(\"cp.async.commit_group;\" ::: \"memory\");"),
-            IOp::CpAsyncWait { n: Some(n) } => {
+            CopyOp::CpAsyncCommitGroup => self.w("  asm volatile(\"cp.async.commit_group;\" ::: \"memory\");"),
+            CopyOp::CpAsyncWait { n: Some(n) } => {
                 let IExpr::Const(k) = n else {
                     unreachable!("rejected by copy_inexpressible")
                 };
                 self.w(format!("  asm volatile(\"cp.async.wait_group {k};\" ::: \"memory\");"));
             }
-            IOp::CpAsyncWait { n: None } => self.w("  asm volatile(\"cp.async.wait_all;\" ::: \"memory\");"),
-            IOp::CpAsyncArrive { bar, noinc } => {
+            CopyOp::CpAsyncWait { n: None } => self.w("  asm volatile(\"cp.async.wait_all;\" ::: \"memory\");"),
+            CopyOp::CpAsyncArrive { bar, noinc } => {
                 let (b, chk) = self.place(code, bar, true);
                 if let Some(c) = chk {
                     self.w(format!("  {c}"));
@@ -136,7 +136,7 @@ impl Gen<'_> {
                     "  pc_cp_async_arrive({native}, {noinc});  // arrive-on once this thread's prior cp.async copies land"
                 ));
             }
-            IOp::CopyPart {
+            CopyOp::CopyPart {
                 buf,
                 bar,
                 offset,
@@ -166,12 +166,11 @@ impl Gen<'_> {
                 }
                 self.w("  }");
             }
-            _ => unreachable!("not a copy"),
         }
     }
 
     pub(super) fn memcpy_async(&mut self, code: &Code, copy: &IOp, _expect: &Instr, step: bool) {
-        let IOp::Copy { buf, bar, bytes, version } = copy else {
+        let IOp::Copy(CopyOp::Copy { buf, bar, bytes, version }) = copy else {
             unreachable!()
         };
         let (b, chk1) = self.place(code, bar, true);

@@ -11,12 +11,12 @@ use phasecheck_verifier::outcomes::Recorded;
 use std::collections::HashSet;
 
 impl Gen<'_> {
-    /// An mbarrier operation of the spec (`IOp::Arrive`, `Wait`, `ExpectTx`, `CompleteTx`,
+    /// An mbarrier operation of the spec (`MbarOp::Arrive`, `Wait`, `ExpectTx`, `CompleteTx`,
     /// `Init`, `Inval`); `rec` says what of it the outcome records.
     pub(super) fn mbarrier_op(
         &mut self,
         code: &Code,
-        op: &IOp,
+        op: &MbarOp,
         result: Option<u16>,
         token_slots: &HashSet<u16>,
         rec: Option<Recorded>,
@@ -27,7 +27,7 @@ impl Gen<'_> {
             None => format!("(void)({v});"),
         };
         match op {
-            IOp::Arrive { bar, n, drop, expect_tx } => {
+            MbarOp::Arrive { bar, n, drop, expect_tx } => {
                 let (b, chk) = self.place(code, bar, true);
                 if let Some(c) = chk {
                     self.w(format!("  {c}"));
@@ -70,7 +70,7 @@ impl Gen<'_> {
                 }
                 self.w("  }");
             }
-            IOp::Wait { bar, target, try_ } => {
+            MbarOp::Wait { bar, target, try_ } => {
                 let (b, chk) = self.place(code, bar, true);
                 if let Some(c) = chk {
                     self.w(format!("  {c}"));
@@ -122,7 +122,7 @@ impl Gen<'_> {
                     self.w(format!("  if (!{wait}) return;  // timed out: hung"));
                 }
             }
-            IOp::ExpectTx { bar, bytes } => {
+            MbarOp::ExpectTx { bar, bytes } => {
                 let (b, chk) = self.place(code, bar, true);
                 if let Some(c) = chk {
                     self.w(format!("  {c}"));
@@ -134,7 +134,7 @@ impl Gen<'_> {
                     self.w(format!("  pc_mbar_expect_tx(&{b}, (int){n});"));
                 }
             }
-            IOp::CompleteTx { bar, bytes } => {
+            MbarOp::CompleteTx { bar, bytes } => {
                 let (b, chk) = self.place(code, bar, true);
                 if let Some(c) = chk {
                     self.w(format!("  {c}"));
@@ -142,7 +142,7 @@ impl Gen<'_> {
                 let n = self.expr(code, bytes);
                 self.w(format!("  pc_mbar_complete_tx({}, (int){n});", self.native(&b)));
             }
-            IOp::Init { bar, count } => {
+            MbarOp::Init { bar, count } => {
                 let (b, chk) = self.place(code, bar, true);
                 if let Some(c) = chk {
                     self.w(format!("  {c}"));
@@ -167,7 +167,7 @@ impl Gen<'_> {
                 }
                 self.w(format!("  s.bar_live[{live_flat}] = 1;"));
             }
-            IOp::Inval { bar } => {
+            MbarOp::Inval { bar } => {
                 let (b, chk) = self.place(code, bar, true);
                 if let Some(c) = chk {
                     self.w(format!("  {c}"));
@@ -180,7 +180,6 @@ impl Gen<'_> {
                     self.w(format!("  pc_mbar_inval({});", self.native(&b)));
                 }
             }
-            _ => unreachable!("not an mbarrier operation"),
         }
         Ok(())
     }
@@ -188,7 +187,7 @@ impl Gen<'_> {
     /// Why this backend cannot express an mbarrier operation, if it cannot.
     pub(super) fn mbarrier_inexpressible(&self, op: &IOp) -> Option<String> {
         match op {
-            IOp::Arrive { bar, n, drop, expect_tx } => {
+            IOp::Mbar(MbarOp::Arrive { bar, n, drop, expect_tx }) => {
                 if *drop && !matches!(n, IExpr::Const(1)) && self.backend == Backend::Libcu {
                     return Some("libcu++ arrive_and_drop drops exactly one arrival".into());
                 }
@@ -200,7 +199,7 @@ impl Gen<'_> {
                 }
                 None
             }
-            IOp::ExpectTx { bar, .. } | IOp::CompleteTx { bar, .. } if self.is_software(bar) => {
+            IOp::Mbar(MbarOp::ExpectTx { bar, .. }) | IOp::Mbar(MbarOp::CompleteTx { bar, .. }) if self.is_software(bar) => {
                 Some("tx-counts need a hardware mbarrier; a barrier with a completion function is a software barrier in libcu++".into())
             }
             _ => None,

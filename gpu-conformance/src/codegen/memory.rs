@@ -12,11 +12,11 @@ pub(super) fn words_of(bytes: i64) -> usize {
 }
 
 impl Gen<'_> {
-    /// A read or write of a buffer by the thread (`IOp::Read`, `Write`, `ReadPart`); `rec` says
+    /// A read or write of a buffer by the thread (`MemOp::Read`, `Write`, `ReadPart`); `rec` says
     /// whether the read is recorded.
-    pub(super) fn memory_op(&mut self, code: &Code, op: &IOp, rec: Option<Recorded>) {
+    pub(super) fn memory_op(&mut self, code: &Code, op: &MemOp, rec: Option<Recorded>) {
         match op {
-            IOp::Read { buf, expect } => {
+            MemOp::Read { buf, expect } => {
                 let (d, chk) = self.place(code, buf, false);
                 if let Some(c) = chk {
                     self.w(format!("  {c}"));
@@ -31,7 +31,7 @@ impl Gen<'_> {
                 }
                 self.w("  }");
             }
-            IOp::Write { buf, version } => {
+            MemOp::Write { buf, version } => {
                 let (d, chk) = self.place(code, buf, false);
                 if let Some(c) = chk {
                     self.w(format!("  {c}"));
@@ -46,7 +46,7 @@ impl Gen<'_> {
                     "  pc_write({d}, (int)(sizeof({d}) / 4), (int){v}); {once}atomicAdd(&s.writes[{flat}], 1);"
                 ));
             }
-            IOp::ReadPart { buf, offset, bytes, .. } => {
+            MemOp::ReadPart { buf, offset, bytes, .. } => {
                 let (d, chk) = self.place(code, buf, false);
                 if let Some(c) = chk {
                     self.w(format!("  {c}"));
@@ -59,7 +59,6 @@ impl Gen<'_> {
                     "  (void)pc_read((int*)((char*){d} + {off}), (int)({n} / 4));  // part of the buffer (not recorded)"
                 ));
             }
-            _ => unreachable!("not a buffer access"),
         }
     }
 }

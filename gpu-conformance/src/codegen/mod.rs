@@ -330,7 +330,7 @@ impl<'a> Gen<'a> {
         let mut token_slots = std::collections::HashSet::new();
         for ins in &code.instrs {
             if let InstrKind::Op {
-                op: IOp::Arrive { .. },
+                op: IOp::Mbar(MbarOp::Arrive { .. }),
                 result: Some(r),
             } = &ins.kind
             {
@@ -370,8 +370,14 @@ impl<'a> Gen<'a> {
             let step = ins.visible && !in_completion;
             // libcu++ memcpy_async = copy then expect_tx, lowered as two steps of one statement.
             let memcpy_pair = self.backend == Backend::Libcu
-                && matches!(&ins.kind, InstrKind::Op { op: IOp::Copy { .. }, .. })
-                && matches!(code.instrs.get(i + 1), Some(Instr { kind: InstrKind::Op { op: IOp::ExpectTx { .. }, .. }, span, .. }) if *span == ins.span)
+                && matches!(
+                    &ins.kind,
+                    InstrKind::Op {
+                        op: IOp::Copy(CopyOp::Copy { .. }),
+                        ..
+                    }
+                )
+                && matches!(code.instrs.get(i + 1), Some(Instr { kind: InstrKind::Op { op: IOp::Mbar(MbarOp::ExpectTx { .. }), .. }, span, .. }) if *span == ins.span)
                 && !targets[i + 1];
             if self.lanes {
                 if self.instr_lanes(code, i, step)? {
@@ -415,7 +421,7 @@ impl<'a> Gen<'a> {
             let commit = matches!(
                 ins.kind,
                 InstrKind::Op {
-                    op: IOp::Commit { .. },
+                    op: IOp::Warp(WarpOp::Commit { .. }),
                     ..
                 }
             );
@@ -461,27 +467,11 @@ impl<'a> Gen<'a> {
         }
         match op {
             IOp::Remote { target, multicast, op } => return self.remote_op(code, target, *multicast, op, token_slots, rec),
-            IOp::Arrive { .. }
-            | IOp::Wait { .. }
-            | IOp::ExpectTx { .. }
-            | IOp::CompleteTx { .. }
-            | IOp::Init { .. }
-            | IOp::Inval { .. } => return self.mbarrier_op(code, op, result, token_slots, rec),
-            IOp::Copy { .. }
-            | IOp::CopyPart { .. }
-            | IOp::CpAsync { .. }
-            | IOp::CpAsyncArrive { .. }
-            | IOp::CpAsyncCommitGroup
-            | IOp::CpAsyncWait { .. } => self.copy_op(code, op),
-            IOp::Read { .. } | IOp::Write { .. } | IOp::ReadPart { .. } => self.memory_op(code, op, rec),
-            IOp::StoreAsync { .. }
-            | IOp::CommitGroup
-            | IOp::WaitGroup { .. }
-            | IOp::Wgmma { .. }
-            | IOp::WgmmaWait { .. }
-            | IOp::FenceProxyAsync
-            | IOp::FenceMbarrierInit => self.proxy_op(code, op),
-            IOp::Commit { bar } => self.commit(code, bar),
+            IOp::Mbar(mbar) => return self.mbarrier_op(code, mbar, result, token_slots, rec),
+            IOp::Copy(copy) => self.copy_op(code, copy),
+            IOp::Mem(access) => self.memory_op(code, access, rec),
+            IOp::Proxy(proxy) => self.proxy_op(code, proxy),
+            IOp::Warp(warp) => self.warp_op(code, warp),
         }
         Ok(())
     }

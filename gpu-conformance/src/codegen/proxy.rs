@@ -19,7 +19,7 @@ pub(super) fn code_bulk_groups(code: &Code) -> bool {
         matches!(
             i.kind,
             InstrKind::Op {
-                op: IOp::StoreAsync { .. } | IOp::CommitGroup | IOp::WaitGroup { .. },
+                op: IOp::Proxy(ProxyOp::StoreAsync { .. }) | IOp::Proxy(ProxyOp::CommitGroup) | IOp::Proxy(ProxyOp::WaitGroup { .. }),
                 ..
             }
         )
@@ -32,7 +32,7 @@ pub(super) fn code_wgmma(code: &Code) -> bool {
         matches!(
             i.kind,
             InstrKind::Op {
-                op: IOp::Wgmma { .. } | IOp::WgmmaWait { .. },
+                op: IOp::Proxy(ProxyOp::Wgmma { .. }) | IOp::Proxy(ProxyOp::WgmmaWait { .. }),
                 ..
             }
         )
@@ -44,16 +44,20 @@ pub(super) fn code_wgmma(code: &Code) -> bool {
 pub(super) fn shared_by_the_warp(op: &IOp) -> bool {
     matches!(
         op,
-        IOp::StoreAsync { .. } | IOp::CommitGroup | IOp::WaitGroup { .. } | IOp::Wgmma { .. } | IOp::WgmmaWait { .. }
+        IOp::Proxy(ProxyOp::StoreAsync { .. })
+            | IOp::Proxy(ProxyOp::CommitGroup)
+            | IOp::Proxy(ProxyOp::WaitGroup { .. })
+            | IOp::Proxy(ProxyOp::Wgmma { .. })
+            | IOp::Proxy(ProxyOp::WgmmaWait { .. })
     )
 }
 
 impl Gen<'_> {
-    /// An operation of the async proxy (`IOp::StoreAsync`, `CommitGroup`, `WaitGroup`, `Wgmma`,
+    /// An operation of the async proxy (`ProxyOp::StoreAsync`, `CommitGroup`, `WaitGroup`, `Wgmma`,
     /// `WgmmaWait`, `FenceProxyAsync`, `FenceMbarrierInit`).
-    pub(super) fn proxy_op(&mut self, code: &Code, op: &IOp) {
+    pub(super) fn proxy_op(&mut self, code: &Code, op: &ProxyOp) {
         match op {
-            IOp::StoreAsync { buf } => {
+            ProxyOp::StoreAsync { buf } => {
                 let (d, chk) = self.place(code, buf, false);
                 if let Some(c) = chk {
                     self.w(format!("  {c}"));
@@ -62,12 +66,12 @@ impl Gen<'_> {
                     "  pc_store_async({d}, (int)sizeof({d}));  // TMA store: the async proxy reads it until its group is waited for"
                 ));
             }
-            IOp::CommitGroup => self.w("  pc_bulk_commit();"),
-            IOp::WaitGroup { n, read } => {
+            ProxyOp::CommitGroup => self.w("  pc_bulk_commit();"),
+            ProxyOp::WaitGroup { n, read } => {
                 let n = self.expr(code, n);
                 self.w(format!("  if (!pc_bulk_wait(th, {n}, {read})) return;"));
             }
-            IOp::Wgmma { bufs } => {
+            ProxyOp::Wgmma { bufs } => {
                 self.w("  // wgmma_async, emulated: a bulk store of each operand, one bulk group (the same async reads)");
                 for b in bufs {
                     let (d, chk) = self.place(code, b, false);
@@ -78,13 +82,12 @@ impl Gen<'_> {
                 }
                 self.w("  pc_bulk_commit();");
             }
-            IOp::WgmmaWait { n } => {
+            ProxyOp::WgmmaWait { n } => {
                 let n = self.expr(code, n);
                 self.w(format!("  if (!pc_bulk_wait(th, {n}, true)) return;  // wgmma_wait, emulated"));
             }
-            IOp::FenceProxyAsync => self.w("  pc_fence_proxy_async();"),
-            IOp::FenceMbarrierInit => self.w("  pc_fence_mbarrier_init();"),
-            _ => unreachable!("not an async-proxy operation"),
+            ProxyOp::FenceProxyAsync => self.w("  pc_fence_proxy_async();"),
+            ProxyOp::FenceMbarrierInit => self.w("  pc_fence_mbarrier_init();"),
         }
     }
 }

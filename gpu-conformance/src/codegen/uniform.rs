@@ -78,7 +78,7 @@ impl Gen<'_> {
         rec: Option<Recorded>,
     ) -> Option<Result<(), NotExpressible>> {
         match op {
-            IOp::Arrive { drop: false, .. } => Some(self.arrive_lanes(code, op, result, rec)),
+            IOp::Mbar(MbarOp::Arrive { drop: false, .. }) => Some(self.arrive_lanes(code, op, result, rec)),
             op if super::proxy::shared_by_the_warp(op) => {
                 // What the warp's lanes share is done once (docs/model.md): by the leader, while
                 // the others wait at the step's end.
@@ -107,7 +107,7 @@ impl Gen<'_> {
     /// the token every lane keeps (the leader's) is the first arrival's, as the model keeps the
     /// first lane's: when the lanes' arrivals span phases, later lanes' tokens name later ones.
     pub(super) fn arrive_lanes(&mut self, code: &Code, op: &IOp, result: Option<u16>, rec: Option<Recorded>) -> Result<(), NotExpressible> {
-        let IOp::Arrive { bar, n, expect_tx, .. } = op else {
+        let IOp::Mbar(MbarOp::Arrive { bar, n, expect_tx, .. }) = op else {
             unreachable!("only arrivals come here")
         };
         let libcu = self.backend == Backend::Libcu;

@@ -19,7 +19,7 @@ pub(super) fn code_commits(code: &Code) -> bool {
         matches!(
             i.kind,
             InstrKind::Op {
-                op: IOp::Commit { .. },
+                op: IOp::Warp(WarpOp::Commit { .. }),
                 ..
             }
         )
@@ -82,8 +82,15 @@ impl Gen<'_> {
         }
     }
 
-    /// A warp-batched `commit` (`IOp::Commit`): it ends its turn itself, once for the group.
-    pub(super) fn commit(&mut self, code: &Code, bar: &Ref) {
+    /// An operation whose effect depends on the converged lanes.
+    pub(super) fn warp_op(&mut self, code: &Code, op: &WarpOp) {
+        match op {
+            WarpOp::Commit { bar } => self.commit(code, bar),
+        }
+    }
+
+    /// A warp-batched `commit`: it ends its turn itself, once for the group.
+    fn commit(&mut self, code: &Code, bar: &Ref) {
         let libcu = self.backend == Backend::Libcu;
         let (b, chk) = self.place(code, bar, true);
         if let Some(c) = chk {

@@ -424,6 +424,19 @@ impl ClusterTarget {
     }
 }
 
+/// The hardware objects, each with one home in `rt/` (its semantics) and `codegen/` (its CUDA).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Object {
+    Mbarrier,
+    Copies,
+    /// The threads' own accesses of shared memory.
+    Memory,
+    Warp,
+    NamedBarrier,
+    AsyncProxy,
+    Cluster,
+}
+
 impl OpKind {
     /// The name as written in the language.
     pub fn keyword(&self) -> &'static str {
@@ -470,6 +483,44 @@ impl OpKind {
             OpKind::ClusterArrive => "cluster_arrive",
             OpKind::ClusterWait => "cluster_wait",
             OpKind::ClusterSync => "cluster_sync",
+        }
+    }
+
+    /// The hardware object whose rules the operation follows (its home in `rt/` and
+    /// `codegen/`). Engines that model only some objects dispatch on this, so a new statement of
+    /// an object they already leave alone needs no change there.
+    pub fn object(&self) -> Object {
+        match self {
+            OpKind::Arrive { .. }
+            | OpKind::ArriveExpectTx { .. }
+            | OpKind::Wait { .. }
+            | OpKind::WaitParity { .. }
+            | OpKind::TryWait { .. }
+            | OpKind::TryWaitParity { .. }
+            | OpKind::ArriveAndWait { .. }
+            | OpKind::ArriveAndDrop { .. }
+            | OpKind::ExpectTx { .. }
+            | OpKind::CompleteTx { .. }
+            | OpKind::Init { .. }
+            | OpKind::Inval { .. } => Object::Mbarrier,
+            OpKind::CopyAsync { .. }
+            | OpKind::MemcpyAsync { .. }
+            | OpKind::CopyAsyncPart { .. }
+            | OpKind::CpAsync { .. }
+            | OpKind::CpAsyncCommitGroup
+            | OpKind::CpAsyncWait { .. }
+            | OpKind::CpAsyncArrive { .. } => Object::Copies,
+            OpKind::Read { .. } | OpKind::Write { .. } | OpKind::ReadPart { .. } => Object::Memory,
+            OpKind::Commit { .. } | OpKind::Elect => Object::Warp,
+            OpKind::BarSync { .. } | OpKind::BarArrive { .. } => Object::NamedBarrier,
+            OpKind::CopyStoreAsync { .. }
+            | OpKind::CommitGroup
+            | OpKind::WaitGroup { .. }
+            | OpKind::WgmmaAsync { .. }
+            | OpKind::WgmmaWait { .. }
+            | OpKind::FenceProxyAsync
+            | OpKind::FenceMbarrierInit => Object::AsyncProxy,
+            OpKind::Remote { .. } | OpKind::ClusterArrive | OpKind::ClusterWait | OpKind::ClusterSync => Object::Cluster,
         }
     }
 
@@ -611,5 +662,122 @@ impl Program {
         self.items
             .iter()
             .find_map(|i| if let Item::WarpSize(e) = i { Some(e) } else { None })
+    }
+}
+
+fn place(p: &Place, f: &mut dyn FnMut(&Expr)) {
+    if let Some(i) = &p.index {
+        f(i)
+    }
+}
+
+impl Op {
+    /// Every expression the operation evaluates (operands, indices, targets), outermost ones:
+    /// the one walk over an operation's expressions for every consumer of the syntax tree.
+    pub fn each_expr(&self, f: &mut dyn FnMut(&Expr)) {
+        let o = self;
+        match &o.kind {
+            OpKind::Arrive { bar, n } => {
+                place(bar, f);
+                if let Some(n) = n {
+                    f(n)
+                }
+            }
+            OpKind::ArriveExpectTx { bar, bytes } | OpKind::ExpectTx { bar, bytes } | OpKind::CompleteTx { bar, bytes } => {
+                place(bar, f);
+                f(bytes)
+            }
+            OpKind::Wait { bar, token: e }
+            | OpKind::WaitParity { bar, parity: e }
+            | OpKind::TryWait { bar, token: e }
+            | OpKind::TryWaitParity { bar, parity: e } => {
+                place(bar, f);
+                f(e)
+            }
+            OpKind::ArriveAndWait { bar } | OpKind::ArriveAndDrop { bar } | OpKind::Inval { bar } | OpKind::Commit { bar } => place(bar, f),
+            OpKind::Elect => {}
+            OpKind::CopyAsync { buf, bar, bytes, version } | OpKind::MemcpyAsync { buf, bar, bytes, version } => {
+                place(buf, f);
+                place(bar, f);
+                if let Some(b) = bytes {
+                    f(b)
+                }
+                if let Some(v) = version {
+                    f(v)
+                }
+            }
+            OpKind::Read { buf, expect } => {
+                place(buf, f);
+                if let Some(e) = expect {
+                    f(e)
+                }
+            }
+            OpKind::Write { buf, version } => {
+                place(buf, f);
+                f(version)
+            }
+            OpKind::Init { bar, count } => {
+                place(bar, f);
+                if let Some(c) = count {
+                    f(c)
+                }
+            }
+            // Named barriers.
+            OpKind::BarSync { id, count } | OpKind::BarArrive { id, count } => {
+                f(id);
+                f(count)
+            }
+            OpKind::CpAsync {
+                buf,
+                offset,
+                bytes,
+                version,
+            } => {
+                place(buf, f);
+                for e in [offset, bytes, version].into_iter().flatten() {
+                    f(e)
+                }
+            }
+            OpKind::CpAsyncArrive { bar, .. } => place(bar, f),
+            OpKind::CopyAsyncPart {
+                buf,
+                bar,
+                offset,
+                bytes,
+                version,
+                ..
+            } => {
+                place(buf, f);
+                place(bar, f);
+                f(offset);
+                for e in [bytes, version].into_iter().flatten() {
+                    f(e)
+                }
+            }
+            OpKind::ReadPart {
+                buf,
+                offset,
+                bytes,
+                expect,
+            } => {
+                place(buf, f);
+                f(offset);
+                for e in [bytes, expect].into_iter().flatten() {
+                    f(e)
+                }
+            }
+            // The async proxy.
+            OpKind::CopyStoreAsync { buf } => place(buf, f),
+            OpKind::WgmmaAsync { bufs } => bufs.iter().for_each(|b| place(b, f)),
+            OpKind::WaitGroup { n, .. } | OpKind::WgmmaWait { n } => f(n),
+            OpKind::CommitGroup | OpKind::FenceProxyAsync | OpKind::FenceMbarrierInit => {}
+            OpKind::CpAsyncWait { n: Some(n) } => f(n),
+            OpKind::CpAsyncCommitGroup | OpKind::CpAsyncWait { n: None } => {}
+            OpKind::Remote { target, op: inner } => {
+                f(target.expr());
+                inner.each_expr(f)
+            }
+            OpKind::ClusterArrive | OpKind::ClusterWait | OpKind::ClusterSync => {}
+        }
     }
 }

@@ -47,27 +47,27 @@ pub(super) struct Cta {
 }
 
 pub(super) struct CodeBuilder<'a> {
-    env: &'a Env<'a>,
-    in_role: bool,
-    cta: Cta,
+    pub(super) env: &'a Env<'a>,
+    pub(super) in_role: bool,
+    pub(super) cta: Cta,
     /// The hidden local of the cluster barrier, once the code uses it.
-    cluster_slot: Option<u16>,
-    instrs: Vec<Instr>,
-    local_names: Vec<String>,
-    scopes: Vec<Vec<(String, u16)>>,
+    pub(super) cluster_slot: Option<u16>,
+    pub(super) instrs: Vec<Instr>,
+    pub(super) local_names: Vec<String>,
+    pub(super) scopes: Vec<Vec<(String, u16)>>,
     /// Scopes below this index are the caller's while an inline function body is expanded: the
     /// body sees only its parameters and its own locals.
-    floor: usize,
+    pub(super) floor: usize,
     /// Per enclosing loop (innermost last): the `break` jumps to patch with its exit.
-    loops: Vec<Vec<usize>>,
+    pub(super) loops: Vec<Vec<usize>>,
     /// Slots of loop variables (passed to a function by value, never by reference).
-    loop_vars: Vec<u16>,
+    pub(super) loop_vars: Vec<u16>,
     /// Inline functions being expanded (a guard; `check` rejects recursion).
-    inlining: usize,
-    has_while: bool,
+    pub(super) inlining: usize,
+    pub(super) has_while: bool,
     /// Per local holding a token of an element of a barrier array, the hidden local
     /// holding that element's index + 1 (0: not known), checked by `TokenCheck` at its waits.
-    token_origin: HashMap<u16, u16>,
+    pub(super) token_origin: HashMap<u16, u16>,
 }
 
 impl<'a> CodeBuilder<'a> {
@@ -98,7 +98,7 @@ impl<'a> CodeBuilder<'a> {
         })
     }
 
-    fn new_local(&mut self, name: &str, span: ast::Span) -> Result<u16, Diagnostic> {
+    pub(super) fn new_local(&mut self, name: &str, span: ast::Span) -> Result<u16, Diagnostic> {
         let slot = index16(self.local_names.len(), "locals in one role or completion", span)?;
         self.local_names.push(name.to_string());
         if !name.starts_with('$') {
@@ -118,7 +118,7 @@ impl<'a> CodeBuilder<'a> {
             .map(|(_, s)| *s)
     }
 
-    fn emit(&mut self, kind: InstrKind, span: ast::Span) -> usize {
+    pub(super) fn emit(&mut self, kind: InstrKind, span: ast::Span) -> usize {
         let visible = match &kind {
             InstrKind::SetLocal { expr, .. } | InstrKind::Branch { cond: expr, .. } | InstrKind::Assert(expr) => expr.reads_var(),
             InstrKind::TokenCheck { index, .. } => index.reads_var(),
@@ -346,288 +346,6 @@ impl<'a> CodeBuilder<'a> {
         r
     }
 
-    fn op(&mut self, op: &ast::Op, result: Option<u16>, span: ast::Span) -> Result<(), Diagnostic> {
-        if let OpKind::Elect = op.kind {
-            let slot = match result {
-                Some(r) => r,
-                None => self.new_local("$elected", span)?,
-            };
-            self.emit(InstrKind::Elect { slot }, span);
-            return Ok(());
-        }
-        if self.cluster_op(op, span)? {
-            return Ok(());
-        }
-        self.token_origins(op, result, span)?;
-        let one = IExpr::Const(1);
-        let iop = match &op.kind {
-            OpKind::Arrive { bar, n } => IOp::Arrive {
-                bar: self.bar(bar)?,
-                n: match n {
-                    Some(n) => self.expr(n)?,
-                    None => one,
-                },
-                drop: false,
-                expect_tx: None,
-            },
-            OpKind::ArriveExpectTx { bar, bytes } => IOp::Arrive {
-                bar: self.bar(bar)?,
-                n: one,
-                drop: false,
-                expect_tx: Some(self.expr(bytes)?),
-            },
-            OpKind::ArriveAndDrop { bar } => IOp::Arrive {
-                bar: self.bar(bar)?,
-                n: one,
-                drop: true,
-                expect_tx: None,
-            },
-            OpKind::Wait { bar, token } => IOp::Wait {
-                bar: self.bar(bar)?,
-                target: WaitTarget::Token(self.expr(token)?),
-                try_: false,
-            },
-            OpKind::WaitParity { bar, parity } => IOp::Wait {
-                bar: self.bar(bar)?,
-                target: WaitTarget::Parity(self.expr(parity)?),
-                try_: false,
-            },
-            OpKind::TryWait { bar, token } => IOp::Wait {
-                bar: self.bar(bar)?,
-                target: WaitTarget::Token(self.expr(token)?),
-                try_: true,
-            },
-            OpKind::TryWaitParity { bar, parity } => IOp::Wait {
-                bar: self.bar(bar)?,
-                target: WaitTarget::Parity(self.expr(parity)?),
-                try_: true,
-            },
-            OpKind::ArriveAndWait { bar } => {
-                // libcu++: `wait(arrive())`. Two steps: other threads may act in between.
-                let r = self.bar(bar)?;
-                let tok = self.new_local("$token", span)?;
-                self.emit(
-                    InstrKind::Op {
-                        op: IOp::Arrive {
-                            bar: r.clone(),
-                            n: one,
-                            drop: false,
-                            expect_tx: None,
-                        },
-                        result: Some(tok),
-                    },
-                    span,
-                );
-                IOp::Wait {
-                    bar: r,
-                    target: WaitTarget::Token(IExpr::Local(tok)),
-                    try_: false,
-                }
-            }
-            OpKind::ExpectTx { bar, bytes } => IOp::ExpectTx {
-                bar: self.bar(bar)?,
-                bytes: self.expr(bytes)?,
-            },
-            OpKind::CompleteTx { bar, bytes } => IOp::CompleteTx {
-                bar: self.bar(bar)?,
-                bytes: self.expr(bytes)?,
-            },
-            OpKind::CopyAsync { buf, bar, bytes, version } => IOp::Copy {
-                buf: self.buf(buf)?,
-                bar: self.bar(bar)?,
-                bytes: bytes.as_ref().map(|e| self.expr(e)).transpose()?,
-                version: version.as_ref().map(|e| self.expr(e)).transpose()?,
-            },
-            OpKind::MemcpyAsync { buf, bar, bytes, version } => {
-                // libcu++ issues the copy first, THEN raises the tx-count: the copy may land in
-                // between and drive the tx-count negative for a moment.
-                let b = self.buf(buf)?;
-                let r = self.bar(bar)?;
-                let bytes_expr = match bytes {
-                    Some(e) => self.expr(e)?,
-                    None => {
-                        let g = self.buffer_group(&b);
-                        // The size is the same for every element of a buffer array.
-                        IExpr::Const(buffer_bytes_of(self.env, g))
-                    }
-                };
-                let version = version.as_ref().map(|e| self.expr(e)).transpose()?;
-                self.emit(
-                    InstrKind::Op {
-                        op: IOp::Copy {
-                            buf: b,
-                            bar: r.clone(),
-                            bytes: Some(bytes_expr.clone()),
-                            version,
-                        },
-                        result: None,
-                    },
-                    span,
-                );
-                IOp::ExpectTx { bar: r, bytes: bytes_expr }
-            }
-            OpKind::Read { buf, expect } => IOp::Read {
-                buf: self.buf(buf)?,
-                expect: expect.as_ref().map(|e| self.expr(e)).transpose()?,
-            },
-            OpKind::Write { buf, version } => IOp::Write {
-                buf: self.buf(buf)?,
-                version: self.expr(version)?,
-            },
-            OpKind::Init { bar, count } => IOp::Init {
-                bar: self.bar(bar)?,
-                count: count.as_ref().map(|e| self.expr(e)).transpose()?,
-            },
-            OpKind::Inval { bar } => IOp::Inval { bar: self.bar(bar)? },
-            OpKind::Commit { bar } => IOp::Commit { bar: self.bar(bar)? },
-            OpKind::Elect => unreachable!("handled above"),
-            // Named barriers.
-            OpKind::BarSync { id, count } | OpKind::BarArrive { id, count } => {
-                if self.env.cluster > 1 {
-                    return Err(Diagnostic::new(
-                        "E115",
-                        span,
-                        format!("`{}` in a cluster of {} CTAs: named barriers are per CTA and the model keeps them only without `cluster` (use mbarriers, or model one CTA)", op.kind.keyword(), self.env.cluster),
-                    ));
-                }
-                let kind = InstrKind::NamedBar {
-                    id: self.expr(id)?,
-                    count: self.expr(count)?,
-                    sync: matches!(op.kind, OpKind::BarSync { .. }),
-                };
-                self.emit(kind, span);
-                return Ok(());
-            }
-            OpKind::CpAsync {
-                buf,
-                offset,
-                bytes,
-                version,
-            } => {
-                let b = self.buf(buf)?;
-                let (offset, bytes) = self.byte_range(&b, offset.as_ref(), bytes.as_ref())?;
-                IOp::CpAsync {
-                    buf: b,
-                    offset,
-                    bytes,
-                    version: version.as_ref().map(|e| self.expr(e)).transpose()?,
-                }
-            }
-            OpKind::CpAsyncArrive { bar, noinc } => IOp::CpAsyncArrive {
-                bar: self.bar(bar)?,
-                noinc: *noinc,
-            },
-            OpKind::CpAsyncCommitGroup => IOp::CpAsyncCommitGroup,
-            OpKind::CpAsyncWait { n } => IOp::CpAsyncWait {
-                n: n.as_ref().map(|e| self.expr(e)).transpose()?,
-            },
-            OpKind::CopyAsyncPart {
-                buf,
-                bar,
-                offset,
-                bytes,
-                version,
-                libcu,
-            } => {
-                let b = self.buf(buf)?;
-                let r = self.bar(bar)?;
-                let (offset, bytes) = self.byte_range(&b, Some(offset), bytes.as_ref())?;
-                let copy = IOp::CopyPart {
-                    buf: b,
-                    bar: r.clone(),
-                    offset,
-                    bytes: bytes.clone(),
-                    version: version.as_ref().map(|e| self.expr(e)).transpose()?,
-                };
-                if !*libcu {
-                    copy
-                } else {
-                    // memcpy_async: the copy, then expect_tx(bytes), as for a whole buffer.
-                    self.emit(InstrKind::Op { op: copy, result: None }, span);
-                    IOp::ExpectTx { bar: r, bytes }
-                }
-            }
-            OpKind::ReadPart {
-                buf,
-                offset,
-                bytes,
-                expect,
-            } => {
-                let b = self.buf(buf)?;
-                let (offset, bytes) = self.byte_range(&b, Some(offset), bytes.as_ref())?;
-                IOp::ReadPart {
-                    buf: b,
-                    offset,
-                    bytes,
-                    expect: expect.as_ref().map(|e| self.expr(e)).transpose()?,
-                }
-            }
-            // The async proxy.
-            OpKind::CopyStoreAsync { buf } => IOp::StoreAsync { buf: self.buf(buf)? },
-            OpKind::CommitGroup => IOp::CommitGroup,
-            OpKind::WaitGroup { n, read } => IOp::WaitGroup {
-                n: self.expr(n)?,
-                read: *read,
-            },
-            OpKind::WgmmaAsync { bufs } => IOp::Wgmma {
-                bufs: bufs.iter().map(|b| self.buf(b)).collect::<Result<_, _>>()?,
-            },
-            OpKind::WgmmaWait { n } => IOp::WgmmaWait { n: self.expr(n)? },
-            OpKind::FenceProxyAsync => IOp::FenceProxyAsync,
-            OpKind::FenceMbarrierInit => IOp::FenceMbarrierInit,
-            OpKind::Remote { .. } | OpKind::ClusterArrive | OpKind::ClusterWait | OpKind::ClusterSync => {
-                unreachable!("lowered by cluster_op")
-            }
-        };
-        self.emit(InstrKind::Op { op: iop, result }, span);
-        Ok(())
-    }
-
-    /// Cluster scope: lowers a remote or multicast operation, or a cluster barrier statement;
-    /// false for every other operation.
-    fn cluster_op(&mut self, op: &ast::Op, span: ast::Span) -> Result<bool, Diagnostic> {
-        match &op.kind {
-            OpKind::Remote { target, op: inner } => {
-                let target_expr = self.expr(target.expr())?;
-                // The operation is lowered as for the own CTA (one instruction: remote ops are
-                // arrive, read and copy_async, none of which expands), then aimed at the target.
-                let at = self.instrs.len();
-                self.op(inner, None, span)?;
-                let Some(InstrKind::Op { op: own, .. }) = self.instrs.get_mut(at).map(|i| &mut i.kind) else {
-                    unreachable!("a remote operation lowers to one operation");
-                };
-                let own = std::mem::replace(own, IOp::FenceProxyAsync);
-                self.instrs[at].kind = InstrKind::Op {
-                    op: IOp::Remote {
-                        target: target_expr,
-                        multicast: matches!(target, ast::ClusterTarget::Multicast(_)),
-                        op: Box::new(own),
-                    },
-                    result: None,
-                };
-                Ok(true)
-            }
-            OpKind::ClusterArrive | OpKind::ClusterWait | OpKind::ClusterSync => {
-                let slot = match self.cluster_slot {
-                    Some(s) => s,
-                    None => {
-                        let s = self.new_local("$cluster", span)?;
-                        self.cluster_slot = Some(s);
-                        s
-                    }
-                };
-                if !matches!(op.kind, OpKind::ClusterWait) {
-                    self.emit(InstrKind::ClusterArrive { slot }, span);
-                }
-                if !matches!(op.kind, OpKind::ClusterArrive) {
-                    self.emit(InstrKind::ClusterWait { slot }, span);
-                }
-                Ok(true)
-            }
-            _ => Ok(false),
-        }
-    }
-
     /// Cluster scope: the lowered index of declared var `v` in this code's CTA.
     fn own_var(&self, v: usize) -> u16 {
         (self.cta.rank as usize * self.env.vars.len() + v) as u16
@@ -635,7 +353,7 @@ impl<'a> CodeBuilder<'a> {
 
     /// The declared (CTA 0) group of a lowered buffer reference: the sizes are the same in every
     /// CTA.
-    fn buffer_group(&self, r: &Ref) -> &'a Group {
+    pub(super) fn buffer_group(&self, r: &Ref) -> &'a Group {
         let groups = self.env.buffer_groups;
         &groups[r.group as usize % groups.len()]
     }
@@ -644,7 +362,7 @@ impl<'a> CodeBuilder<'a> {
     /// index + 1 in a hidden local; a wait or try_wait with that local as its token on the same
     /// array first checks the index (`TokenCheck`). Different declared barriers are E040 before
     /// lowering; an index that reads a shared var is not tracked.
-    fn token_origins(&mut self, op: &ast::Op, result: Option<u16>, span: ast::Span) -> Result<(), Diagnostic> {
+    pub(super) fn token_origins(&mut self, op: &ast::Op, result: Option<u16>, span: ast::Span) -> Result<(), Diagnostic> {
         match &op.kind {
             OpKind::Arrive { bar, .. } | OpKind::ArriveExpectTx { bar, .. } => {
                 let (Some(slot), Some(ix)) = (result, &bar.index) else {
@@ -702,7 +420,12 @@ impl<'a> CodeBuilder<'a> {
 
     /// The byte range `offset .. offset + bytes` of a partial access; the offset
     /// defaults to 0 and the size to the rest of the buffer.
-    fn byte_range(&mut self, b: &Ref, offset: Option<&ast::Expr>, bytes: Option<&ast::Expr>) -> Result<(IExpr, IExpr), Diagnostic> {
+    pub(super) fn byte_range(
+        &mut self,
+        b: &Ref,
+        offset: Option<&ast::Expr>,
+        bytes: Option<&ast::Expr>,
+    ) -> Result<(IExpr, IExpr), Diagnostic> {
         let size = buffer_bytes_of(self.env, self.buffer_group(b));
         let offset = match offset {
             Some(e) => self.expr(e)?,
@@ -749,17 +472,17 @@ impl<'a> CodeBuilder<'a> {
         })
     }
 
-    fn bar(&mut self, p: &ast::Place) -> Result<Ref, Diagnostic> {
+    pub(super) fn bar(&mut self, p: &ast::Place) -> Result<Ref, Diagnostic> {
         let groups = self.env.barrier_groups;
         self.place(p, groups, "barrier")
     }
 
-    fn buf(&mut self, p: &ast::Place) -> Result<Ref, Diagnostic> {
+    pub(super) fn buf(&mut self, p: &ast::Place) -> Result<Ref, Diagnostic> {
         let groups = self.env.buffer_groups;
         self.place(p, groups, "buffer")
     }
 
-    fn expr(&mut self, e: &ast::Expr) -> Result<IExpr, Diagnostic> {
+    pub(super) fn expr(&mut self, e: &ast::Expr) -> Result<IExpr, Diagnostic> {
         Ok(match &e.kind {
             ExprKind::Int(v) => IExpr::Const(*v),
             ExprKind::Name(n) => {
@@ -813,7 +536,7 @@ fn cta_local(e: IExpr, base: u32) -> IExpr {
     }
 }
 
-fn buffer_bytes_of(env: &Env, g: &Group) -> i64 {
+pub(super) fn buffer_bytes_of(env: &Env, g: &Group) -> i64 {
     // Every element of a buffer array has the declared size.
     env.buffers[g.base as usize].bytes
 }

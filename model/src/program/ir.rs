@@ -6,6 +6,11 @@
 
 use super::eval::{self, Logic, Node};
 use crate::lang::ast::{BinOp, Span, UnOp};
+pub use crate::rt::copies::CopyOp;
+pub use crate::rt::mbarrier::MbarOp;
+pub use crate::rt::memory::MemOp;
+pub use crate::rt::proxy::ProxyOp;
+pub use crate::rt::warp::WarpOp;
 use crate::ViolationKind;
 
 /// The PTX limit on arrival counts and on the magnitude of the tx-count: 2^20 - 1.
@@ -283,6 +288,15 @@ pub struct Ref {
     pub index: Option<IExpr>,
 }
 
+impl Ref {
+    /// The index expression of an array element, if any.
+    pub fn exprs(&self, f: &mut dyn FnMut(&IExpr)) {
+        if let Some(i) = &self.index {
+            f(i)
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub enum WaitTarget {
     Token(IExpr),
@@ -313,132 +327,29 @@ impl WaitTarget {
     }
 }
 
+/// One operation of the protocol, grouped by the hardware object whose rules it follows. Each
+/// object's operations are declared, stepped, packed and given their footprint in its own file of
+/// `rt/` (the variants' documentation lives there): a new statement of an object touches that file,
+/// not this one.
 #[derive(Clone, Debug)]
 pub enum IOp {
-    /// arrive / arrive_expect_tx / arrive_and_drop; yields the token.
-    Arrive {
-        bar: Ref,
-        n: IExpr,
-        drop: bool,
-        expect_tx: Option<IExpr>,
-    },
-    /// wait / wait_parity (blocking) and try_wait / try_wait_parity (`try_ == true`, yields 0/1).
-    Wait {
-        bar: Ref,
-        target: WaitTarget,
-        try_: bool,
-    },
-    ExpectTx {
-        bar: Ref,
-        bytes: IExpr,
-    },
-    CompleteTx {
-        bar: Ref,
-        bytes: IExpr,
-    },
-    /// Issues an async copy; `bytes: None` means the buffer's size. memcpy_async lowers to this
-    /// followed by an `ExpectTx`.
-    Copy {
-        buf: Ref,
-        bar: Ref,
-        bytes: Option<IExpr>,
-        version: Option<IExpr>,
-    },
-    Read {
-        buf: Ref,
-        expect: Option<IExpr>,
-    },
-    Write {
-        buf: Ref,
-        version: IExpr,
-    },
-    Init {
-        bar: Ref,
-        count: Option<IExpr>,
-    },
-    Inval {
-        bar: Ref,
-    },
-    Commit {
-        bar: Ref,
-    },
-
-    // ---- cp.async with an mbarrier arrive-on ----
-    /// `cp_async(BUF, offset, bytes)`: a per-thread async copy into bytes `offset .. offset +
-    /// bytes` of BUF, not tracked by any barrier until a `CpAsyncArrive`.
-    CpAsync {
-        buf: Ref,
-        offset: IExpr,
-        bytes: IExpr,
-        version: Option<IExpr>,
-    },
-    /// `cp.async.mbarrier.arrive(.noinc)`: an arrival on `bar` once every cp.async copy this
-    /// thread issued before has landed; without `noinc` the pending count is raised by one now.
-    CpAsyncArrive {
-        bar: Ref,
-        noinc: bool,
-    },
-    /// `cp.async.commit_group`: this thread's cp.async copies not yet in a group become its
-    /// newest group.
-    CpAsyncCommitGroup,
-    /// `cp.async.wait_group N` (`None`: `cp.async.wait_all`, which commits first): every
-    /// committed group of this thread but the `N` newest has landed when it returns.
-    CpAsyncWait {
-        n: Option<IExpr>,
-    },
-
-    // ---- Partial-buffer copies and reads (byte ranges) ----
-    /// A TMA-style copy into bytes `offset .. offset + bytes` of BUF (complete_tx(bytes) on `bar`).
-    CopyPart {
-        buf: Ref,
-        bar: Ref,
-        offset: IExpr,
-        bytes: IExpr,
-        version: Option<IExpr>,
-    },
-    /// A read of bytes `offset .. offset + bytes` of BUF.
-    ReadPart {
-        buf: Ref,
-        offset: IExpr,
-        bytes: IExpr,
-        expect: Option<IExpr>,
-    },
-    // ---- The async proxy: asynchronous reads of shared memory and proxy fences ----
-    /// `copy_store_async(BUF)`: a TMA store; the async proxy reads `buf` until the bulk group
-    /// holding it is waited for.
-    StoreAsync {
-        buf: Ref,
-    },
-    /// `commit_group()`: the thread's uncommitted bulk operations form its newest bulk group.
-    CommitGroup,
-    /// `wait_group(N)` / `wait_group_read(N)`: every bulk group of the thread but the `N` newest
-    /// is complete (the model retires their reads here).
-    WaitGroup {
-        n: IExpr,
-        read: bool,
-    },
-    /// `wgmma_async(BUF...)`: one wgmma group reading these operand buffers.
-    Wgmma {
-        bufs: Vec<Ref>,
-    },
-    /// `wgmma_wait(N)`: every wgmma group of the thread but the `N` newest is complete.
-    WgmmaWait {
-        n: IExpr,
-    },
-    /// `fence_proxy_async()`.
-    FenceProxyAsync,
-    /// `fence_mbarrier_init()`.
-    FenceMbarrierInit,
-
-    // ---- Cluster scope ----
-    /// `op` on the objects of CTA `target` of the cluster (`multicast == false`: a remote
-    /// arrive or a DSMEM read through `mapa`), or on those of every CTA whose bit is set in
-    /// `target` (`multicast`: one copy landing in each, each its own async event).
-    Remote {
-        target: IExpr,
-        multicast: bool,
-        op: Box<IOp>,
-    },
+    /// An mbarrier: arrivals, waits, transaction bytes, init and inval (rt/mbarrier.rs).
+    Mbar(MbarOp),
+    /// Async copies: TMA-style copies that complete bytes on a barrier, and `cp.async` with its
+    /// arrive-on and groups (rt/copies.rs).
+    Copy(CopyOp),
+    /// Generic-proxy accesses of shared memory by the thread itself (rt/memory.rs).
+    Mem(MemOp),
+    /// Warp convergence: the warp-batched arrival (rt/warp.rs).
+    Warp(WarpOp),
+    /// The async proxy: TMA stores, bulk groups, wgmma operand reads and the proxy fences
+    /// (rt/proxy.rs).
+    Proxy(ProxyOp),
+    /// Cluster scope (rt/cluster.rs): `op` on the objects of CTA `target` of the cluster
+    /// (`multicast == false`: a remote arrive or a DSMEM read through `mapa`), or on those of every
+    /// CTA whose bit is set in `target` (`multicast`: one copy landing in each, each its own async
+    /// event).
+    Remote { target: IExpr, multicast: bool, op: Box<IOp> },
 }
 
 impl IExpr {
@@ -493,108 +404,28 @@ impl Instr {
 impl IOp {
     /// Every expression the operation evaluates (operands, indices, targets), outermost ones.
     pub fn exprs(&self, f: &mut dyn FnMut(&IExpr)) {
-        let r = |r: &Ref, f: &mut dyn FnMut(&IExpr)| {
-            if let Some(i) = &r.index {
-                f(i)
-            }
-        };
         match self {
-            IOp::Arrive { bar, n, expect_tx, .. } => {
-                r(bar, f);
-                f(n);
-                if let Some(e) = expect_tx {
-                    f(e)
-                }
-            }
-            IOp::Wait { bar, target, .. } => {
-                r(bar, f);
-                f(target.expr())
-            }
-            IOp::ExpectTx { bar, bytes } | IOp::CompleteTx { bar, bytes } => {
-                r(bar, f);
-                f(bytes)
-            }
-            IOp::Copy { buf, bar, bytes, version } => {
-                r(buf, f);
-                r(bar, f);
-                for e in [bytes, version].into_iter().flatten() {
-                    f(e)
-                }
-            }
-            IOp::Read { buf, expect } => {
-                r(buf, f);
-                if let Some(e) = expect {
-                    f(e)
-                }
-            }
-            IOp::Write { buf, version } => {
-                r(buf, f);
-                f(version)
-            }
-            IOp::Init { bar, count } => {
-                r(bar, f);
-                if let Some(e) = count {
-                    f(e)
-                }
-            }
-            IOp::Inval { bar } | IOp::Commit { bar } => r(bar, f),
-            IOp::CpAsyncArrive { bar, .. } => r(bar, f),
-            IOp::CpAsyncCommitGroup | IOp::CpAsyncWait { n: None } => {}
-            IOp::CpAsyncWait { n: Some(n) } => f(n),
-            IOp::CpAsync {
-                buf,
-                offset,
-                bytes,
-                version,
-            } => {
-                r(buf, f);
-                f(offset);
-                f(bytes);
-                if let Some(e) = version {
-                    f(e)
-                }
-            }
-            IOp::CopyPart {
-                buf,
-                bar,
-                offset,
-                bytes,
-                version,
-            } => {
-                r(buf, f);
-                r(bar, f);
-                f(offset);
-                f(bytes);
-                if let Some(e) = version {
-                    f(e)
-                }
-            }
-            IOp::ReadPart {
-                buf,
-                offset,
-                bytes,
-                expect,
-            } => {
-                r(buf, f);
-                f(offset);
-                f(bytes);
-                if let Some(e) = expect {
-                    f(e)
-                }
-            }
-            // The async proxy.
-            IOp::StoreAsync { buf } => r(buf, f),
-            IOp::Wgmma { bufs } => {
-                for b in bufs {
-                    r(b, f)
-                }
-            }
-            IOp::WaitGroup { n, .. } | IOp::WgmmaWait { n } => f(n),
-            IOp::CommitGroup | IOp::FenceProxyAsync | IOp::FenceMbarrierInit => {}
+            IOp::Mbar(op) => op.exprs(f),
+            IOp::Copy(op) => op.exprs(f),
+            IOp::Mem(op) => op.exprs(f),
+            IOp::Warp(op) => op.exprs(f),
+            IOp::Proxy(op) => op.exprs(f),
             IOp::Remote { target, op, .. } => {
                 f(target);
                 op.exprs(f)
             }
+        }
+    }
+
+    /// The statement's name in the language (of the operation a remote one aims at another CTA).
+    pub fn name(&self) -> &'static str {
+        match self {
+            IOp::Mbar(op) => op.name(),
+            IOp::Copy(op) => op.name(),
+            IOp::Mem(op) => op.name(),
+            IOp::Warp(op) => op.name(),
+            IOp::Proxy(op) => op.name(),
+            IOp::Remote { op, .. } => op.name(),
         }
     }
 }

@@ -4,10 +4,10 @@
 //! unknown `--param`), reported like parse errors.
 
 pub use super::code::MAX_TABLE;
-use super::code::{index16, CodeBuilder, Cta, Env};
+use super::code::{buffer_bytes_of, index16, CodeBuilder, Cta, Env};
 use super::eval::{self, Logic, Node};
 use super::ir::*;
-use crate::lang::ast::{self, ExprKind};
+use crate::lang::ast::{self, ExprKind, OpKind};
 use crate::lang::Diagnostic;
 use std::collections::HashMap;
 
@@ -415,4 +415,290 @@ pub fn const_eval<'a>(e: &'a ast::Expr, consts: &HashMap<String, i64>, roles: &H
         ExprKind::Binary(op, a, b) => Ok(Node::Binary(*op, &**a, &**b)),
     };
     eval::eval(e, Logic::Strict, node, &|x, m| bad(x, format!("{m} in a constant expression")))
+}
+
+/// The operations of the language, lowered to the IR's per-object operations: the one place a new
+/// statement's syntax meets its executable form (the form's rules live in its `rt/<object>.rs`).
+impl CodeBuilder<'_> {
+    pub(super) fn op(&mut self, op: &ast::Op, result: Option<u16>, span: ast::Span) -> Result<(), Diagnostic> {
+        if let OpKind::Elect = op.kind {
+            let slot = match result {
+                Some(r) => r,
+                None => self.new_local("$elected", span)?,
+            };
+            self.emit(InstrKind::Elect { slot }, span);
+            return Ok(());
+        }
+        if self.cluster_op(op, span)? {
+            return Ok(());
+        }
+        self.token_origins(op, result, span)?;
+        let one = IExpr::Const(1);
+        let iop = match &op.kind {
+            OpKind::Arrive { bar, n } => IOp::Mbar(MbarOp::Arrive {
+                bar: self.bar(bar)?,
+                n: match n {
+                    Some(n) => self.expr(n)?,
+                    None => one,
+                },
+                drop: false,
+                expect_tx: None,
+            }),
+            OpKind::ArriveExpectTx { bar, bytes } => IOp::Mbar(MbarOp::Arrive {
+                bar: self.bar(bar)?,
+                n: one,
+                drop: false,
+                expect_tx: Some(self.expr(bytes)?),
+            }),
+            OpKind::ArriveAndDrop { bar } => IOp::Mbar(MbarOp::Arrive {
+                bar: self.bar(bar)?,
+                n: one,
+                drop: true,
+                expect_tx: None,
+            }),
+            OpKind::Wait { bar, token } => IOp::Mbar(MbarOp::Wait {
+                bar: self.bar(bar)?,
+                target: WaitTarget::Token(self.expr(token)?),
+                try_: false,
+            }),
+            OpKind::WaitParity { bar, parity } => IOp::Mbar(MbarOp::Wait {
+                bar: self.bar(bar)?,
+                target: WaitTarget::Parity(self.expr(parity)?),
+                try_: false,
+            }),
+            OpKind::TryWait { bar, token } => IOp::Mbar(MbarOp::Wait {
+                bar: self.bar(bar)?,
+                target: WaitTarget::Token(self.expr(token)?),
+                try_: true,
+            }),
+            OpKind::TryWaitParity { bar, parity } => IOp::Mbar(MbarOp::Wait {
+                bar: self.bar(bar)?,
+                target: WaitTarget::Parity(self.expr(parity)?),
+                try_: true,
+            }),
+            OpKind::ArriveAndWait { bar } => {
+                // libcu++: `wait(arrive())`. Two steps: other threads may act in between.
+                let r = self.bar(bar)?;
+                let tok = self.new_local("$token", span)?;
+                self.emit(
+                    InstrKind::Op {
+                        op: IOp::Mbar(MbarOp::Arrive {
+                            bar: r.clone(),
+                            n: one,
+                            drop: false,
+                            expect_tx: None,
+                        }),
+                        result: Some(tok),
+                    },
+                    span,
+                );
+                IOp::Mbar(MbarOp::Wait {
+                    bar: r,
+                    target: WaitTarget::Token(IExpr::Local(tok)),
+                    try_: false,
+                })
+            }
+            OpKind::ExpectTx { bar, bytes } => IOp::Mbar(MbarOp::ExpectTx {
+                bar: self.bar(bar)?,
+                bytes: self.expr(bytes)?,
+            }),
+            OpKind::CompleteTx { bar, bytes } => IOp::Mbar(MbarOp::CompleteTx {
+                bar: self.bar(bar)?,
+                bytes: self.expr(bytes)?,
+            }),
+            OpKind::CopyAsync { buf, bar, bytes, version } => IOp::Copy(CopyOp::Copy {
+                buf: self.buf(buf)?,
+                bar: self.bar(bar)?,
+                bytes: bytes.as_ref().map(|e| self.expr(e)).transpose()?,
+                version: version.as_ref().map(|e| self.expr(e)).transpose()?,
+            }),
+            OpKind::MemcpyAsync { buf, bar, bytes, version } => {
+                // libcu++ issues the copy first, THEN raises the tx-count: the copy may land in
+                // between and drive the tx-count negative for a moment.
+                let b = self.buf(buf)?;
+                let r = self.bar(bar)?;
+                let bytes_expr = match bytes {
+                    Some(e) => self.expr(e)?,
+                    None => {
+                        let g = self.buffer_group(&b);
+                        // The size is the same for every element of a buffer array.
+                        IExpr::Const(buffer_bytes_of(self.env, g))
+                    }
+                };
+                let version = version.as_ref().map(|e| self.expr(e)).transpose()?;
+                self.emit(
+                    InstrKind::Op {
+                        op: IOp::Copy(CopyOp::Copy {
+                            buf: b,
+                            bar: r.clone(),
+                            bytes: Some(bytes_expr.clone()),
+                            version,
+                        }),
+                        result: None,
+                    },
+                    span,
+                );
+                IOp::Mbar(MbarOp::ExpectTx { bar: r, bytes: bytes_expr })
+            }
+            OpKind::Read { buf, expect } => IOp::Mem(MemOp::Read {
+                buf: self.buf(buf)?,
+                expect: expect.as_ref().map(|e| self.expr(e)).transpose()?,
+            }),
+            OpKind::Write { buf, version } => IOp::Mem(MemOp::Write {
+                buf: self.buf(buf)?,
+                version: self.expr(version)?,
+            }),
+            OpKind::Init { bar, count } => IOp::Mbar(MbarOp::Init {
+                bar: self.bar(bar)?,
+                count: count.as_ref().map(|e| self.expr(e)).transpose()?,
+            }),
+            OpKind::Inval { bar } => IOp::Mbar(MbarOp::Inval { bar: self.bar(bar)? }),
+            OpKind::Commit { bar } => IOp::Warp(WarpOp::Commit { bar: self.bar(bar)? }),
+            OpKind::Elect => unreachable!("handled above"),
+            // Named barriers.
+            OpKind::BarSync { id, count } | OpKind::BarArrive { id, count } => {
+                if self.env.cluster > 1 {
+                    return Err(Diagnostic::new(
+                        "E115",
+                        span,
+                        format!("`{}` in a cluster of {} CTAs: named barriers are per CTA and the model keeps them only without `cluster` (use mbarriers, or model one CTA)", op.kind.keyword(), self.env.cluster),
+                    ));
+                }
+                let kind = InstrKind::NamedBar {
+                    id: self.expr(id)?,
+                    count: self.expr(count)?,
+                    sync: matches!(op.kind, OpKind::BarSync { .. }),
+                };
+                self.emit(kind, span);
+                return Ok(());
+            }
+            OpKind::CpAsync {
+                buf,
+                offset,
+                bytes,
+                version,
+            } => {
+                let b = self.buf(buf)?;
+                let (offset, bytes) = self.byte_range(&b, offset.as_ref(), bytes.as_ref())?;
+                IOp::Copy(CopyOp::CpAsync {
+                    buf: b,
+                    offset,
+                    bytes,
+                    version: version.as_ref().map(|e| self.expr(e)).transpose()?,
+                })
+            }
+            OpKind::CpAsyncArrive { bar, noinc } => IOp::Copy(CopyOp::CpAsyncArrive {
+                bar: self.bar(bar)?,
+                noinc: *noinc,
+            }),
+            OpKind::CpAsyncCommitGroup => IOp::Copy(CopyOp::CpAsyncCommitGroup),
+            OpKind::CpAsyncWait { n } => IOp::Copy(CopyOp::CpAsyncWait {
+                n: n.as_ref().map(|e| self.expr(e)).transpose()?,
+            }),
+            OpKind::CopyAsyncPart {
+                buf,
+                bar,
+                offset,
+                bytes,
+                version,
+                libcu,
+            } => {
+                let b = self.buf(buf)?;
+                let r = self.bar(bar)?;
+                let (offset, bytes) = self.byte_range(&b, Some(offset), bytes.as_ref())?;
+                let copy = IOp::Copy(CopyOp::CopyPart {
+                    buf: b,
+                    bar: r.clone(),
+                    offset,
+                    bytes: bytes.clone(),
+                    version: version.as_ref().map(|e| self.expr(e)).transpose()?,
+                });
+                if !*libcu {
+                    copy
+                } else {
+                    // memcpy_async: the copy, then expect_tx(bytes), as for a whole buffer.
+                    self.emit(InstrKind::Op { op: copy, result: None }, span);
+                    IOp::Mbar(MbarOp::ExpectTx { bar: r, bytes })
+                }
+            }
+            OpKind::ReadPart {
+                buf,
+                offset,
+                bytes,
+                expect,
+            } => {
+                let b = self.buf(buf)?;
+                let (offset, bytes) = self.byte_range(&b, Some(offset), bytes.as_ref())?;
+                IOp::Mem(MemOp::ReadPart {
+                    buf: b,
+                    offset,
+                    bytes,
+                    expect: expect.as_ref().map(|e| self.expr(e)).transpose()?,
+                })
+            }
+            // The async proxy.
+            OpKind::CopyStoreAsync { buf } => IOp::Proxy(ProxyOp::StoreAsync { buf: self.buf(buf)? }),
+            OpKind::CommitGroup => IOp::Proxy(ProxyOp::CommitGroup),
+            OpKind::WaitGroup { n, read } => IOp::Proxy(ProxyOp::WaitGroup {
+                n: self.expr(n)?,
+                read: *read,
+            }),
+            OpKind::WgmmaAsync { bufs } => IOp::Proxy(ProxyOp::Wgmma {
+                bufs: bufs.iter().map(|b| self.buf(b)).collect::<Result<_, _>>()?,
+            }),
+            OpKind::WgmmaWait { n } => IOp::Proxy(ProxyOp::WgmmaWait { n: self.expr(n)? }),
+            OpKind::FenceProxyAsync => IOp::Proxy(ProxyOp::FenceProxyAsync),
+            OpKind::FenceMbarrierInit => IOp::Proxy(ProxyOp::FenceMbarrierInit),
+            OpKind::Remote { .. } | OpKind::ClusterArrive | OpKind::ClusterWait | OpKind::ClusterSync => {
+                unreachable!("lowered by cluster_op")
+            }
+        };
+        self.emit(InstrKind::Op { op: iop, result }, span);
+        Ok(())
+    }
+
+    /// Cluster scope: lowers a remote or multicast operation, or a cluster barrier statement;
+    /// false for every other operation.
+    fn cluster_op(&mut self, op: &ast::Op, span: ast::Span) -> Result<bool, Diagnostic> {
+        match &op.kind {
+            OpKind::Remote { target, op: inner } => {
+                let target_expr = self.expr(target.expr())?;
+                // The operation is lowered as for the own CTA (one instruction: remote ops are
+                // arrive, read and copy_async, none of which expands), then aimed at the target.
+                let at = self.instrs.len();
+                self.op(inner, None, span)?;
+                let Some(InstrKind::Op { op: own, .. }) = self.instrs.get_mut(at).map(|i| &mut i.kind) else {
+                    unreachable!("a remote operation lowers to one operation");
+                };
+                let own = std::mem::replace(own, IOp::Proxy(ProxyOp::FenceProxyAsync));
+                self.instrs[at].kind = InstrKind::Op {
+                    op: IOp::Remote {
+                        target: target_expr,
+                        multicast: matches!(target, ast::ClusterTarget::Multicast(_)),
+                        op: Box::new(own),
+                    },
+                    result: None,
+                };
+                Ok(true)
+            }
+            OpKind::ClusterArrive | OpKind::ClusterWait | OpKind::ClusterSync => {
+                let slot = match self.cluster_slot {
+                    Some(s) => s,
+                    None => {
+                        let s = self.new_local("$cluster", span)?;
+                        self.cluster_slot = Some(s);
+                        s
+                    }
+                };
+                if !matches!(op.kind, OpKind::ClusterWait) {
+                    self.emit(InstrKind::ClusterArrive { slot }, span);
+                }
+                if !matches!(op.kind, OpKind::ClusterArrive) {
+                    self.emit(InstrKind::ClusterWait { slot }, span);
+                }
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
 }

@@ -48,37 +48,6 @@ fn elected_condition(cond: &IExpr, elect_slots: &[u16]) -> bool {
     }
 }
 
-fn op_name(op: &IOp) -> &'static str {
-    match op {
-        IOp::Arrive { drop: true, .. } => "arrive_and_drop",
-        IOp::Arrive { expect_tx: Some(_), .. } => "arrive_expect_tx",
-        IOp::Arrive { .. } => "arrive",
-        IOp::Wait { try_: true, .. } => "try_wait",
-        IOp::Wait { .. } => "wait",
-        IOp::ExpectTx { .. } => "expect_tx",
-        IOp::CompleteTx { .. } => "complete_tx",
-        IOp::Copy { .. } | IOp::CopyPart { .. } => "copy_async",
-        IOp::Read { .. } | IOp::ReadPart { .. } => "read",
-        IOp::Write { .. } => "write",
-        IOp::Init { .. } => "init",
-        IOp::Inval { .. } => "inval",
-        IOp::Commit { .. } => "commit",
-        IOp::CpAsync { .. } => "cp_async",
-        IOp::CpAsyncArrive { .. } => "cp_async_arrive",
-        IOp::CpAsyncCommitGroup => "cp_async_commit_group",
-        IOp::CpAsyncWait { n: Some(_) } => "cp_async_wait_group",
-        IOp::CpAsyncWait { n: None } => "cp_async_wait_all",
-        IOp::StoreAsync { .. } => "copy_store_async",
-        IOp::CommitGroup => "commit_group",
-        IOp::WaitGroup { .. } => "wait_group",
-        IOp::Wgmma { .. } => "wgmma_async",
-        IOp::WgmmaWait { .. } => "wgmma_wait",
-        IOp::FenceProxyAsync => "fence_proxy_async",
-        IOp::FenceMbarrierInit => "fence_mbarrier_init",
-        IOp::Remote { op, .. } => op_name(op),
-    }
-}
-
 /// Checks that role `role`'s code is warp-uniform and records its elected blocks in
 /// `code.elected`. The first problem is the diagnostic: E112 for a lane-varying value that
 /// reaches something visible, E113 for an elected block the model cannot count once.
@@ -151,7 +120,7 @@ pub fn analyse(role: &str, code: &mut Code, warp_size: u32) -> Result<(), Diagno
                 let mut src = None;
                 i.exprs(&mut |e| src = src.or(source(e, &taint)));
                 if let Some(src) = src {
-                    return Err(not_uniform(i.span, format!("passes to `{}`", op_name(op)), src));
+                    return Err(not_uniform(i.span, format!("passes to `{}`", op.name()), src));
                 }
             }
             InstrKind::SyncWarpMask { mask } => {
@@ -199,7 +168,8 @@ pub fn analyse(role: &str, code: &mut Code, warp_size: u32) -> Result<(), Diagno
                 InstrKind::NamedBar { .. } => Some("a named barrier, which counts the whole warp's lanes"),
                 InstrKind::SyncThreads => Some("a `syncthreads`, which the other lanes reach elsewhere"),
                 InstrKind::Op {
-                    op: IOp::Commit { .. }, ..
+                    op: IOp::Warp(WarpOp::Commit { .. }),
+                    ..
                 } => Some("a warp-batched `commit`, whose arrivals depend on the warp's convergence"),
                 InstrKind::Return => Some("a `return`: the elected lane would exit while the others run on"),
                 InstrKind::Jump { to } if *to < lo || *to > hi => {

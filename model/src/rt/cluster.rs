@@ -97,9 +97,9 @@ impl Exec<'_> {
         for cta in ctas {
             if exited[cta] {
                 let what = match op {
-                    IOp::Arrive { .. } => "arrives on a barrier of",
-                    IOp::Read { .. } | IOp::ReadPart { .. } => "reads the shared memory of",
-                    IOp::Write { .. } => "writes the shared memory of",
+                    IOp::Mbar(MbarOp::Arrive { .. }) => "arrives on a barrier of",
+                    IOp::Mem(MemOp::Read { .. }) | IOp::Mem(MemOp::ReadPart { .. }) => "reads the shared memory of",
+                    IOp::Mem(MemOp::Write { .. }) => "writes the shared memory of",
                     _ => "copies into the shared memory of",
                 };
                 self.fail(
@@ -128,7 +128,10 @@ impl Exec<'_> {
     fn peer_barriers_initialised(&mut self, cta: usize, op: &IOp) -> R<()> {
         let p = self.p();
         let Some(t) = self.thread else { return Ok(()) };
-        let reaches_barrier = matches!(op, IOp::Arrive { .. } | IOp::Copy { .. } | IOp::CopyPart { .. });
+        let reaches_barrier = matches!(
+            op,
+            IOp::Mbar(MbarOp::Arrive { .. }) | IOp::Copy(CopyOp::Copy { .. }) | IOp::Copy(CopyOp::CopyPart { .. })
+        );
         if !reaches_barrier || p.threads[t].cta as usize == cta {
             return Ok(());
         }

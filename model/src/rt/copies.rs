@@ -3,6 +3,129 @@
 
 use super::memory::{coalesce, overlaps, split_parts};
 use super::*;
+use crate::rt::footprint::Touch;
+
+/// The operations that start or track async copies.
+#[derive(Clone, Debug)]
+pub enum CopyOp {
+    /// Issues an async copy; `bytes: None` means the buffer's size. memcpy_async lowers to this
+    /// followed by an `ExpectTx`.
+    Copy {
+        buf: Ref,
+        bar: Ref,
+        bytes: Option<IExpr>,
+        version: Option<IExpr>,
+    },
+    /// A TMA-style copy into bytes `offset .. offset + bytes` of BUF (complete_tx(bytes) on `bar`).
+    CopyPart {
+        buf: Ref,
+        bar: Ref,
+        offset: IExpr,
+        bytes: IExpr,
+        version: Option<IExpr>,
+    },
+    /// `cp_async(BUF, offset, bytes)`: a per-thread async copy into bytes `offset .. offset +
+    /// bytes` of BUF, not tracked by any barrier until a `CpAsyncArrive`.
+    CpAsync {
+        buf: Ref,
+        offset: IExpr,
+        bytes: IExpr,
+        version: Option<IExpr>,
+    },
+    /// `cp.async.mbarrier.arrive(.noinc)`: an arrival on `bar` once every cp.async copy this
+    /// thread issued before has landed; without `noinc` the pending count is raised by one now.
+    CpAsyncArrive { bar: Ref, noinc: bool },
+    /// `cp.async.commit_group`: this thread's cp.async copies not yet in a group become its
+    /// newest group.
+    CpAsyncCommitGroup,
+    /// `cp.async.wait_group N` (`None`: `cp.async.wait_all`, which commits first): every
+    /// committed group of this thread but the `N` newest has landed when it returns.
+    CpAsyncWait { n: Option<IExpr> },
+}
+
+impl CopyOp {
+    /// Whether each lane of a uniform agent issues the operation on its own (a copy per lane); the
+    /// cp.async groups are the warp's.
+    pub fn per_lane(&self) -> bool {
+        match self {
+            CopyOp::Copy { .. } | CopyOp::CopyPart { .. } | CopyOp::CpAsync { .. } | CopyOp::CpAsyncArrive { .. } => true,
+            CopyOp::CpAsyncCommitGroup | CopyOp::CpAsyncWait { .. } => false,
+        }
+    }
+
+    /// Its footprint for the partial-order reduction: a TMA-style copy writes its buffer and its
+    /// barrier and lands later; cp.async and partial copies have none yet (expanded in full).
+    pub fn touch(&self) -> Touch<'_> {
+        use crate::rt::footprint::{PhaseEffect as P, Scope};
+        match self {
+            CopyOp::Copy { buf, bar, .. } => Touch {
+                lands: true,
+                ..Touch::objects(Some((bar, true)), Some((buf, true)), P::None)
+            },
+            CopyOp::CopyPart { .. }
+            | CopyOp::CpAsync { .. }
+            | CopyOp::CpAsyncArrive { .. }
+            | CopyOp::CpAsyncCommitGroup
+            | CopyOp::CpAsyncWait { .. } => Touch::whole(Scope::Unreduced, P::Moves),
+        }
+    }
+
+    /// Every expression the operation evaluates, outermost ones.
+    pub fn exprs(&self, f: &mut dyn FnMut(&IExpr)) {
+        match self {
+            CopyOp::Copy { buf, bar, bytes, version } => {
+                buf.exprs(f);
+                bar.exprs(f);
+                for e in [bytes, version].into_iter().flatten() {
+                    f(e)
+                }
+            }
+            CopyOp::CopyPart {
+                buf,
+                bar,
+                offset,
+                bytes,
+                version,
+            } => {
+                buf.exprs(f);
+                bar.exprs(f);
+                f(offset);
+                f(bytes);
+                if let Some(e) = version {
+                    f(e)
+                }
+            }
+            CopyOp::CpAsync {
+                buf,
+                offset,
+                bytes,
+                version,
+            } => {
+                buf.exprs(f);
+                f(offset);
+                f(bytes);
+                if let Some(e) = version {
+                    f(e)
+                }
+            }
+            CopyOp::CpAsyncArrive { bar, .. } => bar.exprs(f),
+            CopyOp::CpAsyncCommitGroup | CopyOp::CpAsyncWait { n: None } => {}
+            CopyOp::CpAsyncWait { n: Some(n) } => f(n),
+        }
+    }
+
+    /// The statement's name in the language.
+    pub fn name(&self) -> &'static str {
+        match self {
+            CopyOp::Copy { .. } | CopyOp::CopyPart { .. } => "copy_async",
+            CopyOp::CpAsync { .. } => "cp_async",
+            CopyOp::CpAsyncArrive { .. } => "cp_async_arrive",
+            CopyOp::CpAsyncCommitGroup => "cp_async_commit_group",
+            CopyOp::CpAsyncWait { n: Some(_) } => "cp_async_wait_group",
+            CopyOp::CpAsyncWait { n: None } => "cp_async_wait_all",
+        }
+    }
+}
 /// What an entry of `State::copies` is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum CopyKind {
@@ -103,6 +226,29 @@ impl CopyInFlight {
 const MAX_GROUP_AGE: u16 = (1 << 13) - 1;
 
 impl Exec<'_> {
+    /// Execute one copy operation of the current thread (or of a completion function).
+    pub(super) fn copy_op(&mut self, op: &CopyOp, locals: Option<&[i64]>) -> R<Option<i64>> {
+        match op {
+            CopyOp::Copy { buf, bar, bytes, version } => self.op_copy(buf, bar, bytes, version, locals),
+            CopyOp::CopyPart {
+                buf,
+                bar,
+                offset,
+                bytes,
+                version,
+            } => self.op_copy_part(buf, bar, offset, bytes, version, locals),
+            CopyOp::CpAsync {
+                buf,
+                offset,
+                bytes,
+                version,
+            } => self.op_cp_async(buf, offset, bytes, version, locals),
+            CopyOp::CpAsyncArrive { bar, noinc } => self.op_cp_async_arrive(bar, *noinc, locals),
+            CopyOp::CpAsyncCommitGroup => self.op_cp_async_commit(),
+            CopyOp::CpAsyncWait { n } => self.op_cp_async_wait(n, locals),
+        }
+    }
+
     pub(super) fn op_copy(
         &mut self,
         buf: &Ref,

@@ -43,6 +43,88 @@ const LOOKAHEAD_BUDGET: usize = 4096;
 /// Arrivals not counted: any number.
 const UNBOUNDED: u64 = u64::MAX;
 
+/// What one operation touches, as its object declares it (`touch` in each `rt/<object>.rs`): the
+/// reduction builds an operation's footprint and its look-ahead from this alone, so a new
+/// operation states its conflicts where its rules are written.
+#[derive(Clone, Copy, Debug)]
+pub struct Touch<'a> {
+    /// The barrier the step acts on, and whether it changes it (a write) or only reads it (a wait).
+    pub bar: Option<(&'a Ref, bool)>,
+    /// The buffer, and whether the step writes it.
+    pub buf: Option<(&'a Ref, bool)>,
+    /// The step starts an async event that lands later (a copy issue).
+    pub lands: bool,
+    /// What the step does to phases, for the look-ahead that cuts a thread's future at waits.
+    pub phase: PhaseEffect<'a>,
+    pub scope: Scope,
+}
+
+/// An operation's effect on barrier phases, as the look-ahead needs it.
+#[derive(Clone, Copy, Debug)]
+pub enum PhaseEffect<'a> {
+    /// None beyond its footprint.
+    None,
+    /// A blocking wait on this target: the thread's future may be cut here.
+    Waits(&'a WaitTarget),
+    /// This many arrivals on the step's barrier.
+    Arrives(&'a IExpr),
+    /// It may move a phase or end a barrier's life other than by arrivals (init, inval).
+    Moves,
+}
+
+/// How the reduction treats an operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// Its footprint is the barrier and buffer of its `Touch`.
+    Objects,
+    /// It conflicts with every step (init resets everyone's phase knowledge).
+    Global,
+    /// A step that changes other threads' records (warp-batched arrivals): the protocol is
+    /// expanded in full.
+    Collective,
+    /// No footprint is known for it yet: the protocol is expanded in full.
+    Unreduced,
+}
+
+impl<'a> Touch<'a> {
+    /// A step on objects with the given barrier and buffer accesses.
+    pub fn objects(bar: Option<(&'a Ref, bool)>, buf: Option<(&'a Ref, bool)>, phase: PhaseEffect<'a>) -> Touch<'a> {
+        Touch {
+            bar,
+            buf,
+            lands: false,
+            phase,
+            scope: Scope::Objects,
+        }
+    }
+
+    /// A step with no footprint of its own: `scope` says why.
+    pub fn whole(scope: Scope, phase: PhaseEffect<'a>) -> Touch<'a> {
+        Touch {
+            bar: None,
+            buf: None,
+            lands: false,
+            phase,
+            scope,
+        }
+    }
+}
+
+impl IOp {
+    /// What the operation touches, from its object's declaration.
+    pub fn touch(&self) -> Touch<'_> {
+        match self {
+            IOp::Mbar(op) => op.touch(),
+            IOp::Copy(op) => op.touch(),
+            IOp::Mem(op) => op.touch(),
+            IOp::Warp(op) => op.touch(),
+            IOp::Proxy(op) => op.touch(),
+            // Cluster scope: remote objects are not in the footprint's object space yet.
+            IOp::Remote { .. } => Touch::whole(Scope::Unreduced, PhaseEffect::Moves),
+        }
+    }
+}
+
 /// A set of shared objects: barriers, then buffers, then vars.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Footprint {
@@ -122,43 +204,22 @@ pub struct Footprints {
 }
 
 fn is_collective(i: &Instr) -> bool {
-    matches!(
-        i.kind,
-        InstrKind::SyncWarp
-            | InstrKind::SyncThreads
-            | InstrKind::SyncWarpMask { .. }
-            | InstrKind::Elect { .. }
-            | InstrKind::Op {
-                op: IOp::Commit { .. },
-                ..
-            }
-    )
+    match &i.kind {
+        InstrKind::SyncWarp | InstrKind::SyncThreads | InstrKind::SyncWarpMask { .. } | InstrKind::Elect { .. } => true,
+        InstrKind::Op { op, .. } => op.touch().scope == Scope::Collective,
+        _ => false,
+    }
 }
 
-/// Named barriers, cp.async arrive-ons, partial copies and reads, the async proxy
-/// and cluster scope have no footprints here yet: a protocol with any of them is expanded in full (their
-/// steps count as touching everything, should one reach `instr`).
+/// Named barriers, the cluster barrier and the operations whose object declares no footprint
+/// (`Scope::Unreduced`: cp.async, partial copies and reads, the async proxy, cluster scope): a
+/// protocol with any of them is expanded in full (their steps count as touching everything,
+/// should one reach `instr`).
 fn without_footprint(i: &Instr) -> bool {
     match &i.kind {
         // Cluster scope: the cluster barrier is a collective like syncthreads, across CTAs.
         InstrKind::NamedBar { .. } | InstrKind::ClusterArrive { .. } | InstrKind::ClusterWait { .. } => true,
-        InstrKind::Op { op, .. } => matches!(
-            op,
-            IOp::CpAsync { .. }
-                | IOp::CpAsyncArrive { .. }
-                | IOp::CpAsyncCommitGroup
-                | IOp::CpAsyncWait { .. }
-                | IOp::CopyPart { .. }
-                | IOp::ReadPart { .. }
-                | IOp::StoreAsync { .. }
-                | IOp::CommitGroup
-                | IOp::WaitGroup { .. }
-                | IOp::Wgmma { .. }
-                | IOp::WgmmaWait { .. }
-                | IOp::FenceProxyAsync
-                | IOp::FenceMbarrierInit
-                | IOp::Remote { .. }
-        ),
+        InstrKind::Op { op, .. } => op.touch().scope == Scope::Unreduced,
         _ => false,
     }
 }
@@ -358,21 +419,20 @@ impl Footprints {
             | InstrKind::ClusterArrive { .. }
             | InstrKind::ClusterWait { .. } => fp.global = true,
             InstrKind::Op { .. } if without_footprint(i) => fp.global = true,
-            InstrKind::Op { op, .. } => match op {
-                IOp::Commit { .. } | IOp::Init { .. } => fp.global = true,
-                IOp::Wait { bar: r, .. } => self.bar_bits(p, r, bar, &mut fp, false),
-                IOp::Arrive { bar: r, .. } | IOp::ExpectTx { bar: r, .. } | IOp::CompleteTx { bar: r, .. } | IOp::Inval { bar: r } => {
-                    self.bar_bits(p, r, bar, &mut fp, true)
+            InstrKind::Op { op, .. } => {
+                let touch = op.touch();
+                if touch.scope != Scope::Objects {
+                    fp.global = true;
+                } else {
+                    if let Some((r, write)) = touch.bar {
+                        self.bar_bits(p, r, bar, &mut fp, write);
+                    }
+                    if let Some((d, write)) = touch.buf {
+                        self.buf_bits(p, d, buf, &mut fp, write);
+                    }
+                    fp.lands |= touch.lands;
                 }
-                IOp::Copy { buf: d, bar: r, .. } => {
-                    self.buf_bits(p, d, buf, &mut fp, true);
-                    self.bar_bits(p, r, bar, &mut fp, true);
-                    fp.lands = true;
-                }
-                IOp::Read { buf: d, .. } => self.buf_bits(p, d, buf, &mut fp, false),
-                IOp::Write { buf: d, .. } => self.buf_bits(p, d, buf, &mut fp, true),
-                _ => fp.global = true,
-            },
+            }
         }
         fp
     }
@@ -394,22 +454,17 @@ impl Footprints {
         let indexed = |r: &Ref| r.index.is_some();
         let resolve = |r: &Ref, groups: &[Group]| element(r, groups, |e| e.eval_pure(&th.locals, me));
         let (bar, buf) = match &i.kind {
-            InstrKind::Op { op, .. } => match op {
-                IOp::Arrive { bar, .. }
-                | IOp::Wait { bar, .. }
-                | IOp::ExpectTx { bar, .. }
-                | IOp::CompleteTx { bar, .. }
-                | IOp::Inval { bar }
-                    if indexed(bar) =>
-                {
-                    (resolve(bar, &p.barrier_groups), None)
+            InstrKind::Op { op, .. } => {
+                let touch = op.touch();
+                let any_indexed = touch.bar.is_some_and(|(r, _)| indexed(r)) || touch.buf.is_some_and(|(r, _)| indexed(r));
+                if touch.scope != Scope::Objects || !any_indexed {
+                    return self.steps[me.role as usize][pc];
                 }
-                IOp::Copy { buf, bar, .. } if indexed(bar) || indexed(buf) => {
-                    (resolve(bar, &p.barrier_groups), resolve(buf, &p.buffer_groups))
-                }
-                IOp::Read { buf, .. } | IOp::Write { buf, .. } if indexed(buf) => (None, resolve(buf, &p.buffer_groups)),
-                _ => return self.steps[me.role as usize][pc],
-            },
+                (
+                    touch.bar.and_then(|(r, _)| resolve(r, &p.barrier_groups)),
+                    touch.buf.and_then(|(r, _)| resolve(r, &p.buffer_groups)),
+                )
+            }
             _ => return self.steps[me.role as usize][pc],
         };
         if bar.is_none() && buf.is_none() {
@@ -496,26 +551,22 @@ impl Footprints {
                     pc += 1;
                 }
                 InstrKind::Op { op, result } if !without_footprint(i) => {
-                    let (bar, buf) = match op {
-                        IOp::Arrive { bar, .. }
-                        | IOp::Wait { bar, .. }
-                        | IOp::ExpectTx { bar, .. }
-                        | IOp::CompleteTx { bar, .. }
-                        | IOp::Inval { bar } => (element(bar, &p.barrier_groups, locals, unknown), None),
-                        IOp::Copy { buf, bar, .. } => (
-                            element(bar, &p.barrier_groups, locals, unknown),
-                            element(buf, &p.buffer_groups, locals, unknown),
-                        ),
-                        IOp::Read { buf, .. } | IOp::Write { buf, .. } => (None, element(buf, &p.buffer_groups, locals, unknown)),
-                        _ => (None, None),
+                    let touch = op.touch();
+                    let (bar, buf) = if touch.scope == Scope::Objects {
+                        (
+                            touch.bar.and_then(|(r, _)| element(r, &p.barrier_groups, locals, unknown)),
+                            touch.buf.and_then(|(r, _)| element(r, &p.buffer_groups, locals, unknown)),
+                        )
+                    } else {
+                        (None, None)
                     };
                     let own = if bar.is_none() && buf.is_none() {
                         self.own[role][pc]
                     } else {
                         self.objects(p, i, bar, buf, self.own_vars[role][pc])
                     };
-                    match op {
-                        IOp::Wait { target, try_: false, .. } => {
+                    match touch.phase {
+                        PhaseEffect::Waits(target) => {
                             // A wait that has not returned by now returns only once its barrier's
                             // phase in progress completes: parity (or a token's parity) against
                             // the phase, as the hardware answers (`hardware_complete`).
@@ -535,7 +586,7 @@ impl Footprints {
                                 return fp;
                             }
                         }
-                        IOp::Arrive { n: count, .. } => {
+                        PhaseEffect::Arrives(count) => {
                             fp.union(&own);
                             let k = value(count, locals, unknown);
                             match (bar, k) {
@@ -543,15 +594,8 @@ impl Footprints {
                                 _ => self.unbounded(&own, arrivals),
                             }
                         }
-                        IOp::Wait { .. }
-                        | IOp::Read { .. }
-                        | IOp::Write { .. }
-                        | IOp::Copy { .. }
-                        | IOp::ExpectTx { .. }
-                        | IOp::CompleteTx { .. } => fp.union(&own),
-                        // `init`, `inval` and anything else that may move a barrier's phase or
-                        // end its life other than by arrivals: nothing stops at what it touches.
-                        _ => {
+                        PhaseEffect::None => fp.union(&own),
+                        PhaseEffect::Moves => {
                             fp.union(&own);
                             self.unbounded(&own, arrivals);
                         }

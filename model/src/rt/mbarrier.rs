@@ -3,6 +3,115 @@
 
 use super::memory::Clock;
 use super::*;
+use crate::rt::footprint::Touch;
+
+/// The operations on an mbarrier (an element of a barrier array when `bar` is indexed).
+#[derive(Clone, Debug)]
+pub enum MbarOp {
+    /// arrive / arrive_expect_tx / arrive_and_drop; yields the token.
+    Arrive {
+        bar: Ref,
+        n: IExpr,
+        drop: bool,
+        expect_tx: Option<IExpr>,
+    },
+    /// wait / wait_parity (blocking) and try_wait / try_wait_parity (`try_ == true`, yields 0/1).
+    Wait {
+        bar: Ref,
+        target: WaitTarget,
+        try_: bool,
+    },
+    ExpectTx {
+        bar: Ref,
+        bytes: IExpr,
+    },
+    CompleteTx {
+        bar: Ref,
+        bytes: IExpr,
+    },
+    Init {
+        bar: Ref,
+        count: Option<IExpr>,
+    },
+    Inval {
+        bar: Ref,
+    },
+}
+
+impl MbarOp {
+    /// Whether each lane of a uniform agent makes the operation's contribution on its own (an
+    /// arrival per lane); a wait is answered once for the warp.
+    pub fn per_lane(&self) -> bool {
+        match self {
+            MbarOp::Arrive { .. } | MbarOp::ExpectTx { .. } | MbarOp::CompleteTx { .. } | MbarOp::Init { .. } | MbarOp::Inval { .. } => {
+                true
+            }
+            MbarOp::Wait { .. } => false,
+        }
+    }
+
+    /// Its footprint for the partial-order reduction: a wait reads its barrier; every other
+    /// operation writes it; `init` resets every thread's phase knowledge, so it conflicts with
+    /// everything.
+    pub fn touch(&self) -> Touch<'_> {
+        use crate::rt::footprint::{PhaseEffect as P, Scope};
+        match self {
+            MbarOp::Wait { bar, target, try_ } => Touch::objects(Some((bar, false)), None, if *try_ { P::None } else { P::Waits(target) }),
+            MbarOp::Arrive { bar, n, .. } => Touch::objects(Some((bar, true)), None, P::Arrives(n)),
+            MbarOp::ExpectTx { bar, .. } | MbarOp::CompleteTx { bar, .. } => Touch::objects(Some((bar, true)), None, P::None),
+            MbarOp::Inval { bar } => Touch::objects(Some((bar, true)), None, P::Moves),
+            MbarOp::Init { .. } => Touch::whole(Scope::Global, P::Moves),
+        }
+    }
+
+    /// The barrier the operation acts on.
+    pub fn bar(&self) -> &Ref {
+        match self {
+            MbarOp::Arrive { bar, .. }
+            | MbarOp::Wait { bar, .. }
+            | MbarOp::ExpectTx { bar, .. }
+            | MbarOp::CompleteTx { bar, .. }
+            | MbarOp::Init { bar, .. }
+            | MbarOp::Inval { bar } => bar,
+        }
+    }
+
+    /// Every expression the operation evaluates, outermost ones.
+    pub fn exprs(&self, f: &mut dyn FnMut(&IExpr)) {
+        self.bar().exprs(f);
+        match self {
+            MbarOp::Arrive { n, expect_tx, .. } => {
+                f(n);
+                if let Some(e) = expect_tx {
+                    f(e)
+                }
+            }
+            MbarOp::Wait { target, .. } => f(target.expr()),
+            MbarOp::ExpectTx { bytes, .. } | MbarOp::CompleteTx { bytes, .. } => f(bytes),
+            MbarOp::Init { count, .. } => {
+                if let Some(e) = count {
+                    f(e)
+                }
+            }
+            MbarOp::Inval { .. } => {}
+        }
+    }
+
+    /// The statement's name in the language.
+    pub fn name(&self) -> &'static str {
+        match self {
+            MbarOp::Arrive { drop: true, .. } => "arrive_and_drop",
+            MbarOp::Arrive { expect_tx: Some(_), .. } => "arrive_expect_tx",
+            MbarOp::Arrive { .. } => "arrive",
+            MbarOp::Wait { try_: true, .. } => "try_wait",
+            MbarOp::Wait { .. } => "wait",
+            MbarOp::ExpectTx { .. } => "expect_tx",
+            MbarOp::CompleteTx { .. } => "complete_tx",
+            MbarOp::Init { .. } => "init",
+            MbarOp::Inval { .. } => "inval",
+        }
+    }
+}
 
 /// Whether the blocked wait at a thread's pc could return now (`None` if it is not at a wait).
 pub enum WaitCheck {
@@ -43,6 +152,19 @@ pub struct BarrierState {
 }
 
 impl Exec<'_> {
+    /// Execute one mbarrier operation. expect_tx raises the tx-count; complete_tx lowers it and,
+    /// like a landing copy, releases into the phase. Either may complete it.
+    pub(super) fn mbar_op(&mut self, op: &MbarOp, locals: Option<&[i64]>) -> R<Option<i64>> {
+        match op {
+            MbarOp::Init { bar, count } => self.op_init(bar, count, locals),
+            MbarOp::Inval { bar } => self.op_inval(bar, locals),
+            MbarOp::Arrive { bar, n, drop, expect_tx } => self.op_arrive(bar, n, *drop, expect_tx, locals),
+            MbarOp::ExpectTx { bar, bytes } => self.op_tx(false, bar, bytes, locals),
+            MbarOp::CompleteTx { bar, bytes } => self.op_tx(true, bar, bytes, locals),
+            MbarOp::Wait { bar, target, try_ } => self.op_wait(bar, target, *try_, locals),
+        }
+    }
+
     pub(super) fn op_arrive(
         &mut self,
         bar: &Ref,
@@ -135,8 +257,7 @@ impl Exec<'_> {
         }
     }
 
-    pub(super) fn op_tx(&mut self, op: &IOp, bar: &Ref, bytes: &IExpr, locals: Option<&[i64]>) -> R<Option<i64>> {
-        let complete = matches!(op, IOp::CompleteTx { .. });
+    fn op_tx(&mut self, complete: bool, bar: &Ref, bytes: &IExpr, locals: Option<&[i64]>) -> R<Option<i64>> {
         let what = if complete { "complete_tx" } else { "expect_tx" };
         let b = self.resolve_bar(bar, locals)?;
         let bytes = self.ev(bytes, locals)?;
@@ -493,7 +614,7 @@ impl Exec<'_> {
                     Err(()) => break Err(()),
                 },
                 InstrKind::Op { op, result } => {
-                    if let IOp::Wait { try_: false, .. } = op {
+                    if let IOp::Mbar(MbarOp::Wait { try_: false, .. }) = op {
                         self.fail(
                             K::CompletionMisuse,
                             format!("{} waits on a barrier; a completion function must not wait or block", self.label()),
@@ -590,7 +711,7 @@ impl Model {
             return WaitCheck::NotAWait;
         };
         let InstrKind::Op {
-            op: IOp::Wait { bar, target, try_ },
+            op: IOp::Mbar(MbarOp::Wait { bar, target, try_ }),
             ..
         } = &instr.kind
         else {

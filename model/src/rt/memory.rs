@@ -2,6 +2,83 @@
 //! accesses (happens-before), phase knowledge, and the data races between unordered accesses.
 
 use super::*;
+use crate::rt::footprint::Touch;
+
+/// The thread's own (generic-proxy) accesses of a shared buffer.
+#[derive(Clone, Debug)]
+pub enum MemOp {
+    Read {
+        buf: Ref,
+        expect: Option<IExpr>,
+    },
+    /// A read of bytes `offset .. offset + bytes` of BUF.
+    ReadPart {
+        buf: Ref,
+        offset: IExpr,
+        bytes: IExpr,
+        expect: Option<IExpr>,
+    },
+    Write {
+        buf: Ref,
+        version: IExpr,
+    },
+}
+
+impl MemOp {
+    /// Its footprint for the partial-order reduction: its buffer, read or written; partial reads
+    /// have none yet (expanded in full).
+    pub fn touch(&self) -> Touch<'_> {
+        use crate::rt::footprint::{PhaseEffect as P, Scope};
+        match self {
+            MemOp::Read { buf, .. } => Touch::objects(None, Some((buf, false)), P::None),
+            MemOp::Write { buf, .. } => Touch::objects(None, Some((buf, true)), P::None),
+            MemOp::ReadPart { .. } => Touch::whole(Scope::Unreduced, P::Moves),
+        }
+    }
+
+    /// The buffer accessed.
+    pub fn buf(&self) -> &Ref {
+        match self {
+            MemOp::Read { buf, .. } | MemOp::ReadPart { buf, .. } | MemOp::Write { buf, .. } => buf,
+        }
+    }
+
+    /// Whether the access writes the buffer (for footprints and races).
+    pub fn writes(&self) -> bool {
+        match self {
+            MemOp::Read { .. } | MemOp::ReadPart { .. } => false,
+            MemOp::Write { .. } => true,
+        }
+    }
+
+    /// Every expression the operation evaluates, outermost ones.
+    pub fn exprs(&self, f: &mut dyn FnMut(&IExpr)) {
+        self.buf().exprs(f);
+        match self {
+            MemOp::Read { expect, .. } => {
+                if let Some(e) = expect {
+                    f(e)
+                }
+            }
+            MemOp::ReadPart { offset, bytes, expect, .. } => {
+                f(offset);
+                f(bytes);
+                if let Some(e) = expect {
+                    f(e)
+                }
+            }
+            MemOp::Write { version, .. } => f(version),
+        }
+    }
+
+    /// The statement's name in the language.
+    pub fn name(&self) -> &'static str {
+        match self {
+            MemOp::Read { .. } | MemOp::ReadPart { .. } => "read",
+            MemOp::Write { .. } => "write",
+        }
+    }
+}
 /// A vector clock over agents: threads, then one async-copy engine per buffer.
 pub type Clock = Box<[u32]>;
 
@@ -86,6 +163,20 @@ pub fn ordered_before(a: &Access, clock: &[u32]) -> bool {
 }
 
 impl Exec<'_> {
+    /// Execute one access of shared memory by the current thread (or a completion function).
+    pub(super) fn mem_op(&mut self, op: &MemOp, locals: Option<&[i64]>) -> R<Option<i64>> {
+        match op {
+            MemOp::Read { buf, expect } => self.op_read(buf, expect, locals),
+            MemOp::ReadPart {
+                buf,
+                offset,
+                bytes,
+                expect,
+            } => self.op_read_part(buf, offset, bytes, expect, locals),
+            MemOp::Write { buf, version } => self.op_write(buf, version, locals),
+        }
+    }
+
     pub(super) fn op_read(&mut self, buf: &Ref, expect: &Option<IExpr>, locals: Option<&[i64]>) -> R<Option<i64>> {
         let d = self.resolve_buf(buf, locals)?;
         let want = match expect {

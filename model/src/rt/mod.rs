@@ -46,7 +46,7 @@ pub mod mutant;
 mod named;
 pub mod pack;
 pub mod path;
-mod proxy;
+pub mod proxy;
 pub mod selfcheck;
 pub mod state;
 pub mod symmetry;
@@ -913,51 +913,11 @@ impl<'m> Exec<'m> {
     /// `locals` is given when running a completion function.
     fn op_with(&mut self, op: &IOp, locals: Option<&[i64]>) -> R<Option<i64>> {
         match op {
-            // The mbarrier (mbarrier.rs). expect_tx raises the tx-count; complete_tx lowers it
-            // and, like a landing copy, releases into the phase. Either may complete it.
-            IOp::Init { bar, count } => self.op_init(bar, count, locals),
-            IOp::Inval { bar } => self.op_inval(bar, locals),
-            IOp::Arrive { bar, n, drop, expect_tx } => self.op_arrive(bar, n, *drop, expect_tx, locals),
-            IOp::ExpectTx { bar, bytes } | IOp::CompleteTx { bar, bytes } => self.op_tx(op, bar, bytes, locals),
-            IOp::Wait { bar, target, try_ } => self.op_wait(bar, target, *try_, locals),
-            // Async copies (copies.rs).
-            IOp::Copy { buf, bar, bytes, version } => self.op_copy(buf, bar, bytes, version, locals),
-            IOp::CopyPart {
-                buf,
-                bar,
-                offset,
-                bytes,
-                version,
-            } => self.op_copy_part(buf, bar, offset, bytes, version, locals),
-            IOp::CpAsync {
-                buf,
-                offset,
-                bytes,
-                version,
-            } => self.op_cp_async(buf, offset, bytes, version, locals),
-            IOp::CpAsyncArrive { bar, noinc } => self.op_cp_async_arrive(bar, *noinc, locals),
-            IOp::CpAsyncCommitGroup => self.op_cp_async_commit(),
-            IOp::CpAsyncWait { n } => self.op_cp_async_wait(n, locals),
-            // Shared memory (memory.rs).
-            IOp::Read { buf, expect } => self.op_read(buf, expect, locals),
-            IOp::ReadPart {
-                buf,
-                offset,
-                bytes,
-                expect,
-            } => self.op_read_part(buf, offset, bytes, expect, locals),
-            IOp::Write { buf, version } => self.op_write(buf, version, locals),
-            // The warp-batched commit (warp.rs).
-            IOp::Commit { bar } => self.op_commit(bar, locals),
-            // The async proxy (proxy.rs).
-            IOp::StoreAsync { .. }
-            | IOp::CommitGroup
-            | IOp::WaitGroup { .. }
-            | IOp::Wgmma { .. }
-            | IOp::WgmmaWait { .. }
-            | IOp::FenceProxyAsync
-            | IOp::FenceMbarrierInit => self.proxy_op(op, locals),
-            // Cluster scope (cluster.rs).
+            IOp::Mbar(op) => self.mbar_op(op, locals),
+            IOp::Copy(op) => self.copy_op(op, locals),
+            IOp::Mem(op) => self.mem_op(op, locals),
+            IOp::Warp(op) => self.warp_op(op, locals),
+            IOp::Proxy(op) => self.proxy_op(op, locals),
             IOp::Remote { target, multicast, op } => self.remote(target, *multicast, op, locals),
         }
     }

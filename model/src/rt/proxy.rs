@@ -17,6 +17,64 @@
 //! release/acquire chains carry it to other threads).
 
 use super::*;
+use crate::rt::footprint::Touch;
+
+/// The operations of the async proxy: its asynchronous reads of shared memory and the fences that
+/// order the generic proxy with it.
+#[derive(Clone, Debug)]
+pub enum ProxyOp {
+    /// `copy_store_async(BUF)`: a TMA store; the async proxy reads `buf` until the bulk group
+    /// holding it is waited for.
+    StoreAsync { buf: Ref },
+    /// `commit_group()`: the thread's uncommitted bulk operations form its newest bulk group.
+    CommitGroup,
+    /// `wait_group(N)` / `wait_group_read(N)`: every bulk group of the thread but the `N` newest
+    /// is complete (the model retires their reads here).
+    WaitGroup { n: IExpr, read: bool },
+    /// `wgmma_async(BUF...)`: one wgmma group reading these operand buffers.
+    Wgmma { bufs: Vec<Ref> },
+    /// `wgmma_wait(N)`: every wgmma group of the thread but the `N` newest is complete.
+    WgmmaWait { n: IExpr },
+    /// `fence_proxy_async()`.
+    FenceProxyAsync,
+    /// `fence_mbarrier_init()`.
+    FenceMbarrierInit,
+}
+
+impl ProxyOp {
+    /// For the partial-order reduction: the async proxy has no footprints yet (expanded in full).
+    pub fn touch(&self) -> Touch<'_> {
+        use crate::rt::footprint::{PhaseEffect as P, Scope};
+        Touch::whole(Scope::Unreduced, P::Moves)
+    }
+
+    /// Every expression the operation evaluates, outermost ones.
+    pub fn exprs(&self, f: &mut dyn FnMut(&IExpr)) {
+        match self {
+            ProxyOp::StoreAsync { buf } => buf.exprs(f),
+            ProxyOp::Wgmma { bufs } => {
+                for b in bufs {
+                    b.exprs(f)
+                }
+            }
+            ProxyOp::WaitGroup { n, .. } | ProxyOp::WgmmaWait { n } => f(n),
+            ProxyOp::CommitGroup | ProxyOp::FenceProxyAsync | ProxyOp::FenceMbarrierInit => {}
+        }
+    }
+
+    /// The statement's name in the language.
+    pub fn name(&self) -> &'static str {
+        match self {
+            ProxyOp::StoreAsync { .. } => "copy_store_async",
+            ProxyOp::CommitGroup => "commit_group",
+            ProxyOp::WaitGroup { .. } => "wait_group",
+            ProxyOp::Wgmma { .. } => "wgmma_async",
+            ProxyOp::WgmmaWait { .. } => "wgmma_wait",
+            ProxyOp::FenceProxyAsync => "fence_proxy_async",
+            ProxyOp::FenceMbarrierInit => "fence_mbarrier_init",
+        }
+    }
+}
 
 /// What the async proxy is doing to shared memory, and what the generic proxy has not yet fenced
 /// for it (docs/semantics.md, "The async proxy").
@@ -63,21 +121,22 @@ pub(super) fn uses_async_proxy(p: &Protocol) -> bool {
     let proxy_op = ops().any(|op| {
         matches!(
             op,
-            IOp::StoreAsync { .. }
-                | IOp::CommitGroup
-                | IOp::WaitGroup { .. }
-                | IOp::Wgmma { .. }
-                | IOp::WgmmaWait { .. }
-                | IOp::FenceProxyAsync
-                | IOp::FenceMbarrierInit
+            IOp::Proxy(ProxyOp::StoreAsync { .. })
+                | IOp::Proxy(ProxyOp::CommitGroup)
+                | IOp::Proxy(ProxyOp::WaitGroup { .. })
+                | IOp::Proxy(ProxyOp::Wgmma { .. })
+                | IOp::Proxy(ProxyOp::WgmmaWait { .. })
+                | IOp::Proxy(ProxyOp::FenceProxyAsync)
+                | IOp::Proxy(ProxyOp::FenceMbarrierInit)
         )
     });
-    proxy_op || (ops().any(|op| matches!(op, IOp::Init { .. })) && ops().any(|op| matches!(op, IOp::Copy { .. })))
+    proxy_op
+        || (ops().any(|op| matches!(op, IOp::Mbar(MbarOp::Init { .. }))) && ops().any(|op| matches!(op, IOp::Copy(CopyOp::Copy { .. }))))
 }
 
 impl Exec<'_> {
     /// Execute one async-proxy operation of the current thread.
-    pub(super) fn proxy_op(&mut self, op: &IOp, locals: Option<&[i64]>) -> R<Option<i64>> {
+    pub(super) fn proxy_op(&mut self, op: &ProxyOp, locals: Option<&[i64]>) -> R<Option<i64>> {
         let Some(t) = self.thread.filter(|_| !self.in_completion) else {
             self.broken(
                 "R-PROXY",
@@ -86,12 +145,12 @@ impl Exec<'_> {
             return Err(());
         };
         match op {
-            IOp::StoreAsync { buf } => {
+            ProxyOp::StoreAsync { buf } => {
                 let d = self.resolve_buf(buf, locals)?;
                 self.async_read_issue(t, d, false, "a TMA store (copy_store_async)");
                 Ok(None)
             }
-            IOp::Wgmma { bufs } => {
+            ProxyOp::Wgmma { bufs } => {
                 let mut ds = Vec::with_capacity(bufs.len());
                 for b in bufs {
                     ds.push(self.resolve_buf(b, locals)?);
@@ -106,14 +165,14 @@ impl Exec<'_> {
                 }
                 Ok(None)
             }
-            IOp::CommitGroup => {
+            ProxyOp::CommitGroup => {
                 for r in self.s.proxy.reads.iter_mut().filter(|r| r.issuer as usize == t && !r.wgmma) {
                     r.age = r.age.saturating_add(1);
                 }
                 Ok(None)
             }
-            IOp::WaitGroup { n, .. } | IOp::WgmmaWait { n } => {
-                let wgmma = matches!(op, IOp::WgmmaWait { .. });
+            ProxyOp::WaitGroup { n, .. } | ProxyOp::WgmmaWait { n } => {
+                let wgmma = matches!(op, ProxyOp::WgmmaWait { .. });
                 let n = self.ev(n, locals)?;
                 if n < 0 {
                     let what = if wgmma { "wgmma_wait" } else { "wait_group" };
@@ -126,7 +185,7 @@ impl Exec<'_> {
                 self.retire(t, wgmma, n);
                 Ok(None)
             }
-            IOp::FenceProxyAsync => {
+            ProxyOp::FenceProxyAsync => {
                 // Every generic write ordered before the fence is now visible to the async proxy,
                 // and so is every init ordered before it (the programming guide fences TMA
                 // barriers' inits with fence.proxy.async).
@@ -151,7 +210,7 @@ impl Exec<'_> {
                 }
                 Ok(None)
             }
-            IOp::FenceMbarrierInit => {
+            ProxyOp::FenceMbarrierInit => {
                 // fence.mbarrier_init orders the executing thread's own earlier inits.
                 for b in 0..self.s.barriers.len() {
                     if self.s.barriers[b].init_by.is_some_and(|(a, _)| a as usize == t) {
@@ -159,10 +218,6 @@ impl Exec<'_> {
                     }
                 }
                 Ok(None)
-            }
-            _ => {
-                self.broken("R-PROXY", "not an async-proxy operation".to_string());
-                Err(())
             }
         }
     }

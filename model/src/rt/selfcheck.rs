@@ -6,7 +6,7 @@
 //! never a verdict. Each rule reads only plain facts (counts, phases, observation order), so a
 //! step that passes an impossible wait or loses an arrival cannot also fool the check.
 
-use crate::program::ir::{IOp, InstrKind, MAX_COUNT};
+use crate::program::ir::{IOp, InstrKind, MbarOp, MAX_COUNT};
 use crate::rt::state::{CopyKind, Life, State, Status};
 use crate::rt::{Action, InternalError, Model, Obs, Outcome};
 
@@ -252,11 +252,20 @@ pub fn transition(model: &Model, pre: &State, a: Action, out: &Outcome) -> Resul
     let may_touch_tx = matches!(
         instr.map(|i| &i.kind),
         Some(InstrKind::Op {
-            op: IOp::ExpectTx { .. } | IOp::CompleteTx { .. } | IOp::Arrive { expect_tx: Some(_), .. } | IOp::Init { .. },
+            op: IOp::Mbar(MbarOp::ExpectTx { .. })
+                | IOp::Mbar(MbarOp::CompleteTx { .. })
+                | IOp::Mbar(MbarOp::Arrive { expect_tx: Some(_), .. })
+                | IOp::Mbar(MbarOp::Init { .. }),
             ..
         })
     );
-    let reinit_possible = matches!(instr.map(|i| &i.kind), Some(InstrKind::Op { op: IOp::Init { .. }, .. }));
+    let reinit_possible = matches!(
+        instr.map(|i| &i.kind),
+        Some(InstrKind::Op {
+            op: IOp::Mbar(MbarOp::Init { .. }),
+            ..
+        })
+    );
     for b in 0..n {
         let (x, y) = (&pre.barriers[b], &post.barriers[b]);
         let name = &p.barriers[b].name;

@@ -14,7 +14,7 @@
 //!   still be stored twice (less reduction, never a lost state).
 
 use super::thread::status_word;
-use crate::program::ir::{IOp, InstrKind, Protocol};
+use crate::program::ir::{IOp, InstrKind, Protocol, WarpOp};
 use crate::rt::state::{Access, State, ThreadState};
 use crate::rt::{Action, Model};
 
@@ -36,7 +36,7 @@ pub fn symmetry_classes(p: &Protocol) -> Vec<Vec<usize>> {
                 matches!(
                     i.kind,
                     InstrKind::Op {
-                        op: IOp::Commit { .. },
+                        op: IOp::Warp(WarpOp::Commit { .. }),
                         ..
                     }
                 )

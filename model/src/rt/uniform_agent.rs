@@ -9,20 +9,14 @@
 
 use super::*;
 
-/// Whether each lane of a warp makes the operation's contribution on its own.
+/// Whether each lane of a warp makes the operation's contribution on its own (its object says).
+/// Accesses of memory are made once: a write by the lanes is judged a race among them first.
 fn per_lane(op: &IOp) -> bool {
-    matches!(
-        op,
-        IOp::Arrive { .. }
-            | IOp::ExpectTx { .. }
-            | IOp::CompleteTx { .. }
-            | IOp::Copy { .. }
-            | IOp::CopyPart { .. }
-            | IOp::Init { .. }
-            | IOp::Inval { .. }
-            | IOp::CpAsync { .. }
-            | IOp::CpAsyncArrive { .. }
-    )
+    match op {
+        IOp::Mbar(op) => op.per_lane(),
+        IOp::Copy(op) => op.per_lane(),
+        IOp::Mem(_) | IOp::Warp(_) | IOp::Proxy(_) | IOp::Remote { .. } => false,
+    }
 }
 
 impl Exec<'_> {
@@ -33,9 +27,11 @@ impl Exec<'_> {
         if lanes == 1 {
             return self.op(op);
         }
-        if let IOp::Write { buf, .. } = op {
-            let d = self.resolve_buf(buf, None)?;
-            self.lanes_race(lanes, true, d);
+        if let IOp::Mem(access) = op {
+            if access.writes() {
+                let d = self.resolve_buf(access.buf(), None)?;
+                self.lanes_race(lanes, true, d);
+            }
             return self.op(op);
         }
         if !per_lane(op) {

@@ -2,6 +2,39 @@
 //! and the warp-batched `commit` of converged lanes.
 
 use super::*;
+use crate::rt::footprint::Touch;
+
+/// The operations whose effect depends on which lanes of the warp are converged.
+#[derive(Clone, Debug)]
+pub enum WarpOp {
+    /// `commit(bar)`: one arrival on `bar` per group of lanes converged at it (warp-batched).
+    Commit { bar: Ref },
+}
+
+impl WarpOp {
+    /// For the partial-order reduction: a warp-batched arrival changes the converged lanes'
+    /// records, a collective.
+    pub fn touch(&self) -> Touch<'_> {
+        use crate::rt::footprint::{PhaseEffect as P, Scope};
+        match self {
+            WarpOp::Commit { .. } => Touch::whole(Scope::Collective, P::Moves),
+        }
+    }
+
+    /// Every expression the operation evaluates, outermost ones.
+    pub fn exprs(&self, f: &mut dyn FnMut(&IExpr)) {
+        match self {
+            WarpOp::Commit { bar } => bar.exprs(f),
+        }
+    }
+
+    /// The statement's name in the language.
+    pub fn name(&self) -> &'static str {
+        match self {
+            WarpOp::Commit { .. } => "commit",
+        }
+    }
+}
 /// Neither path has left the other: one is a prefix of the other.
 pub fn paths_compatible(a: &[u32], b: &[u32]) -> bool {
     let n = a.len().min(b.len());
@@ -9,6 +42,13 @@ pub fn paths_compatible(a: &[u32], b: &[u32]) -> bool {
 }
 
 impl Exec<'_> {
+    /// Execute one operation whose effect depends on the warp's converged lanes.
+    pub(super) fn warp_op(&mut self, op: &WarpOp, locals: Option<&[i64]>) -> R<Option<i64>> {
+        match op {
+            WarpOp::Commit { bar } => self.op_commit(bar, locals),
+        }
+    }
+
     pub(super) fn op_commit(&mut self, bar: &Ref, locals: Option<&[i64]>) -> R<Option<i64>> {
         let b = self.resolve_bar(bar, locals)?;
         self.live_barrier(b, "commit")?;
@@ -178,7 +218,8 @@ impl Model {
         let code = self.proto.code_of(t);
         let Some(Instr {
             kind: InstrKind::Op {
-                op: IOp::Commit { bar }, ..
+                op: IOp::Warp(WarpOp::Commit { bar }),
+                ..
             },
             ..
         }) = code.instrs.get(th.pc as usize)
@@ -221,7 +262,8 @@ impl Model {
         let code = self.proto.code_of(t);
         let Some(Instr {
             kind: InstrKind::Op {
-                op: IOp::Commit { .. }, ..
+                op: IOp::Warp(WarpOp::Commit { .. }),
+                ..
             },
             ..
         }) = code.instrs.get(th.pc as usize)
@@ -319,7 +361,7 @@ pub(super) fn roles_with_commit(proto: &Protocol) -> Vec<bool> {
                 matches!(
                     i.kind,
                     InstrKind::Op {
-                        op: IOp::Commit { .. },
+                        op: IOp::Warp(WarpOp::Commit { .. }),
                         ..
                     }
                 )

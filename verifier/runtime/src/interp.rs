@@ -19,7 +19,9 @@
 use crate::barrier::{Barrier, Bound, Fault, Ub, WaitError};
 use crate::sync::{lock, spin_hint, thread, Arc, Condvar, Mutex, Slot};
 use phasecheck_model::program::eval::{apply_binary, apply_unary};
-use phasecheck_model::program::ir::{Code, IExpr, IOp, InstrKind, Protocol, Ref, ThreadInfo, WaitTarget, MAX_COUNT};
+use phasecheck_model::program::ir::{
+    Code, CopyOp, IExpr, IOp, InstrKind, MbarOp, MemOp, Protocol, ProxyOp, Ref, ThreadInfo, WaitTarget, WarpOp, MAX_COUNT,
+};
 use phasecheck_model::rt::Action;
 use phasecheck_model::ViolationKind;
 use phasecheck_verifier::outcomes::{recorded, Outcome, Recorded, ThreadOutcome};
@@ -112,7 +114,8 @@ pub fn supported(proto: &Protocol, directed: bool) -> Result<(), Unsupported> {
         for i in &code.instrs {
             match &i.kind {
                 InstrKind::Op {
-                    op: IOp::Commit { .. }, ..
+                    op: IOp::Warp(WarpOp::Commit { .. }),
+                    ..
                 } => return Err(Unsupported("commit (warp-batched arrival) needs warp convergence".into())),
                 InstrKind::SyncThreads | InstrKind::SyncWarp if directed => {
                     return Err(Unsupported("directed runs do not follow syncthreads/syncwarp".into()))
@@ -136,25 +139,23 @@ pub fn supported(proto: &Protocol, directed: bool) -> Result<(), Unsupported> {
                         "token checks of barrier-array elements are not in the reference runtime".into(),
                     ))
                 }
-                InstrKind::Op {
-                    op:
-                        IOp::CpAsync { .. }
-                        | IOp::CpAsyncArrive { .. }
-                        | IOp::CpAsyncCommitGroup
-                        | IOp::CpAsyncWait { .. }
-                        | IOp::CopyPart { .. }
-                        | IOp::ReadPart { .. },
-                    ..
-                } => {
-                    return Err(Unsupported(
-                        "cp.async, its arrive-on and groups, and partial-buffer copies are not in the reference runtime".into(),
-                    ))
-                }
+                InstrKind::Op { op, .. } if !implemented(op) => return Err(Unsupported(format!(
+                    "`{}` is not in the reference runtime (cp.async, its arrive-on and groups, and partial-buffer accesses are not yet)",
+                    op.name()
+                ))),
                 _ => {}
             }
         }
     }
     Ok(())
+}
+
+/// The operations this runtime implements; `supported` refuses a protocol with any other, by name.
+fn implemented(op: &IOp) -> bool {
+    matches!(
+        op,
+        IOp::Mbar(_) | IOp::Copy(CopyOp::Copy { .. }) | IOp::Mem(MemOp::Read { .. } | MemOp::Write { .. }) | IOp::Warp(_) | IOp::Proxy(_)
+    )
 }
 
 /// Run the protocol once.
@@ -860,14 +861,7 @@ impl World {
 
     fn op(&self, op: &IOp, ctx: &mut Ctx, rec: Option<Recorded>) -> Result<Option<i64>, Stop> {
         match op {
-            IOp::CpAsync { .. }
-            | IOp::CpAsyncArrive { .. }
-            | IOp::CpAsyncCommitGroup
-            | IOp::CpAsyncWait { .. }
-            | IOp::CopyPart { .. }
-            | IOp::ReadPart { .. }
-            | IOp::Remote { .. } => Err(Stop::Ub(Ub::new(ViolationKind::Assertion, "refused by `supported`"))),
-            IOp::Arrive { bar, n, drop, expect_tx } => {
+            IOp::Mbar(MbarOp::Arrive { bar, n, drop, expect_tx }) => {
                 let b = self.bar(bar, ctx)?;
                 self.own_barrier(ctx, b, "arrive")?;
                 let n = self.eval(n, ctx)?;
@@ -884,7 +878,7 @@ impl World {
                 }
                 Ok(Some(token as i64))
             }
-            IOp::Wait { bar, target, try_ } => {
+            IOp::Mbar(MbarOp::Wait { bar, target, try_ }) => {
                 let b = self.bar(bar, ctx)?;
                 let v = self.eval(target.expr(), ctx)?;
                 // A token is the phase it was returned for; the hardware compares its parity.
@@ -907,7 +901,7 @@ impl World {
                     Ok(None)
                 }
             }
-            IOp::ExpectTx { bar, bytes } => {
+            IOp::Mbar(MbarOp::ExpectTx { bar, bytes }) => {
                 let b = self.bar(bar, ctx)?;
                 self.own_barrier(ctx, b, "expect_tx")?;
                 let bytes = self.eval(bytes, ctx)?;
@@ -915,7 +909,7 @@ impl World {
                 self.with_bound(|bd| self.barriers[b].expect_tx(bytes, &mut done, bd))?;
                 Ok(None)
             }
-            IOp::CompleteTx { bar, bytes } => {
+            IOp::Mbar(MbarOp::CompleteTx { bar, bytes }) => {
                 let b = self.bar(bar, ctx)?;
                 self.own_barrier(ctx, b, "complete_tx")?;
                 let bytes = self.eval(bytes, ctx)?;
@@ -923,7 +917,7 @@ impl World {
                 self.with_bound(|bd| self.barriers[b].complete_tx(bytes, &mut done, bd))?;
                 Ok(None)
             }
-            IOp::Copy { buf, bar, bytes, version } => {
+            IOp::Copy(CopyOp::Copy { buf, bar, bytes, version }) => {
                 let d = self.buf(buf, ctx)?;
                 let b = self.bar(bar, ctx)?;
                 let bytes = match bytes {
@@ -956,7 +950,7 @@ impl World {
                 }
                 Ok(None)
             }
-            IOp::Read { buf, expect } => {
+            IOp::Mem(MemOp::Read { buf, expect }) => {
                 let d = self.buf(buf, ctx)?;
                 let want = match expect {
                     Some(e) => Some(self.eval(e, ctx)?),
@@ -976,14 +970,14 @@ impl World {
                 }
                 Ok(Some(got))
             }
-            IOp::Write { buf, version } => {
+            IOp::Mem(MemOp::Write { buf, version }) => {
                 let d = self.buf(buf, ctx)?;
                 let v = self.eval(version, ctx)?;
                 self.buffers[d].set(v);
                 self.writes[d].fetch_add(1, Relaxed);
                 Ok(None)
             }
-            IOp::Init { bar, count } => {
+            IOp::Mbar(MbarOp::Init { bar, count }) => {
                 let b = self.bar(bar, ctx)?;
                 let c = match count {
                     Some(e) => self.eval(e, ctx)?,
@@ -992,32 +986,34 @@ impl World {
                 self.barriers[b].init(c)?;
                 Ok(None)
             }
-            IOp::Inval { bar } => {
+            IOp::Mbar(MbarOp::Inval { bar }) => {
                 let b = self.bar(bar, ctx)?;
                 self.barriers[b].inval()?;
                 Ok(None)
             }
-            IOp::Commit { .. } => unreachable!("rejected by `supported`"),
+            IOp::Warp(WarpOp::Commit { .. }) => unreachable!("rejected by `supported`"),
             // The async proxy (TMA stores, wgmma): asynchronous reads of shared memory and proxy fences
             // change nothing the runtime observes (it judges no races); a negative group count is
             // the model's assertion.
-            IOp::WaitGroup { n, .. } | IOp::WgmmaWait { n } => {
+            IOp::Proxy(ProxyOp::WaitGroup { n, .. }) | IOp::Proxy(ProxyOp::WgmmaWait { n }) => {
                 if self.eval(n, ctx)? < 0 {
                     return Err(Stop::Ub(Ub::new(ViolationKind::Assertion, "a negative group count")));
                 }
                 Ok(None)
             }
-            IOp::StoreAsync { buf } => {
+            IOp::Proxy(ProxyOp::StoreAsync { buf }) => {
                 self.buf(buf, ctx)?;
                 Ok(None)
             }
-            IOp::Wgmma { bufs } => {
+            IOp::Proxy(ProxyOp::Wgmma { bufs }) => {
                 for b in bufs {
                     self.buf(b, ctx)?;
                 }
                 Ok(None)
             }
-            IOp::CommitGroup | IOp::FenceProxyAsync | IOp::FenceMbarrierInit => Ok(None),
+            IOp::Proxy(ProxyOp::CommitGroup) | IOp::Proxy(ProxyOp::FenceProxyAsync) | IOp::Proxy(ProxyOp::FenceMbarrierInit) => Ok(None),
+            // Refused before the run by `supported` (see `implemented`).
+            _ => Err(Stop::Ub(Ub::new(ViolationKind::Assertion, "refused by `supported`"))),
         }
     }
 

@@ -5,7 +5,7 @@
 //! by replaying the shortest trace.
 
 use crate::trace::Replayed;
-use phasecheck_model::program::ir::{IOp, InstrKind};
+use phasecheck_model::program::ir::{IOp, InstrKind, MbarOp, WarpOp};
 use phasecheck_model::rt::state::{State, Status};
 use phasecheck_model::rt::{Action, Model, Obs, WaitCheck};
 
@@ -33,7 +33,7 @@ impl History {
             let is_drop = matches!(
                 p.code_of(t).instrs.get(st.pc as usize).map(|i| &i.kind),
                 Some(InstrKind::Op {
-                    op: IOp::Arrive { drop: true, .. },
+                    op: IOp::Mbar(MbarOp::Arrive { drop: true, .. }),
                     ..
                 })
             );
@@ -65,7 +65,7 @@ fn role_arrives_on(model: &Model, t: usize, bar: usize) -> bool {
         .position(|g| (g.base as usize..(g.base + g.len) as usize).contains(&bar));
     p.code_of(t).instrs.iter().any(|i| match &i.kind {
         InstrKind::Op {
-            op: IOp::Arrive { bar: r, .. } | IOp::Commit { bar: r },
+            op: IOp::Mbar(MbarOp::Arrive { bar: r, .. }) | IOp::Warp(WarpOp::Commit { bar: r }),
             ..
         } => Some(r.group as usize) == group,
         _ => false,

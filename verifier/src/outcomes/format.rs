@@ -2,7 +2,7 @@
 //! (the keys of a report's `observed`), which statements are recorded ([`recorded`]), and the set
 //! of outcomes the model allows with the judging of an observation against it ([`AllowedSet`]).
 
-use phasecheck_model::program::ir::{Code, IOp, Instr, InstrKind};
+use phasecheck_model::program::ir::{Code, IOp, Instr, InstrKind, MbarOp, MemOp};
 use phasecheck_model::rt::Model;
 use phasecheck_model::ViolationKind;
 use std::collections::BTreeSet;
@@ -326,20 +326,23 @@ pub enum Recorded {
 /// `commit`, and anything a completion function does.
 pub fn recorded(code: &Code, instr: &Instr) -> Option<Recorded> {
     match &instr.kind {
-        InstrKind::Op { op: IOp::Read { .. }, .. } => Some(Recorded::Read),
+        InstrKind::Op {
+            op: IOp::Mem(MemOp::Read { .. }),
+            ..
+        } => Some(Recorded::Read),
         // A DSMEM read of a peer CTA's buffer (cluster scope) is a read like any other.
         InstrKind::Op {
             op: IOp::Remote { multicast: false, op, .. },
             ..
-        } if matches!(**op, IOp::Read { .. }) => Some(Recorded::Read),
+        } if matches!(**op, IOp::Mem(MemOp::Read { .. })) => Some(Recorded::Read),
         // A try_wait polled in a `while` loop answers as often as the hardware spins: its
         // answers are not an outcome (the model bounds the loop by revisiting states, not by count).
         InstrKind::Op {
-            op: IOp::Wait { try_: true, .. },
+            op: IOp::Mbar(MbarOp::Wait { try_: true, .. }),
             ..
         } if !code.has_while => Some(Recorded::TryWait),
         InstrKind::Op {
-            op: IOp::Arrive { drop: false, .. },
+            op: IOp::Mbar(MbarOp::Arrive { drop: false, .. }),
             result,
         } => {
             let hidden = result.is_some_and(|r| code.local_names.get(r as usize).is_some_and(|n| n == "$token"));

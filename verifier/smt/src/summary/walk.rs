@@ -22,121 +22,11 @@ pub(super) fn uses_identity(b: &ast::Block) -> bool {
 }
 
 fn visit_exprs(b: &ast::Block, f: &mut dyn FnMut(&ast::Expr)) {
-    fn place(p: &ast::Place, f: &mut dyn FnMut(&ast::Expr)) {
-        if let Some(i) = &p.index {
-            f(i)
-        }
-    }
-    fn op(o: &ast::Op, f: &mut dyn FnMut(&ast::Expr)) {
-        match &o.kind {
-            OpKind::Arrive { bar, n } => {
-                place(bar, f);
-                if let Some(n) = n {
-                    f(n)
-                }
-            }
-            OpKind::ArriveExpectTx { bar, bytes } | OpKind::ExpectTx { bar, bytes } | OpKind::CompleteTx { bar, bytes } => {
-                place(bar, f);
-                f(bytes)
-            }
-            OpKind::Wait { bar, token: e }
-            | OpKind::WaitParity { bar, parity: e }
-            | OpKind::TryWait { bar, token: e }
-            | OpKind::TryWaitParity { bar, parity: e } => {
-                place(bar, f);
-                f(e)
-            }
-            OpKind::ArriveAndWait { bar } | OpKind::ArriveAndDrop { bar } | OpKind::Inval { bar } | OpKind::Commit { bar } => place(bar, f),
-            OpKind::Elect => {}
-            OpKind::CopyAsync { buf, bar, bytes, version } | OpKind::MemcpyAsync { buf, bar, bytes, version } => {
-                place(buf, f);
-                place(bar, f);
-                if let Some(b) = bytes {
-                    f(b)
-                }
-                if let Some(v) = version {
-                    f(v)
-                }
-            }
-            OpKind::Read { buf, expect } => {
-                place(buf, f);
-                if let Some(e) = expect {
-                    f(e)
-                }
-            }
-            OpKind::Write { buf, version } => {
-                place(buf, f);
-                f(version)
-            }
-            OpKind::Init { bar, count } => {
-                place(bar, f);
-                if let Some(c) = count {
-                    f(c)
-                }
-            }
-            // Named barriers.
-            OpKind::BarSync { id, count } | OpKind::BarArrive { id, count } => {
-                f(id);
-                f(count)
-            }
-            OpKind::CpAsync {
-                buf,
-                offset,
-                bytes,
-                version,
-            } => {
-                place(buf, f);
-                for e in [offset, bytes, version].into_iter().flatten() {
-                    f(e)
-                }
-            }
-            OpKind::CpAsyncArrive { bar, .. } => place(bar, f),
-            OpKind::CopyAsyncPart {
-                buf,
-                bar,
-                offset,
-                bytes,
-                version,
-                ..
-            } => {
-                place(buf, f);
-                place(bar, f);
-                f(offset);
-                for e in [bytes, version].into_iter().flatten() {
-                    f(e)
-                }
-            }
-            OpKind::ReadPart {
-                buf,
-                offset,
-                bytes,
-                expect,
-            } => {
-                place(buf, f);
-                f(offset);
-                for e in [bytes, expect].into_iter().flatten() {
-                    f(e)
-                }
-            }
-            // The async proxy.
-            OpKind::CopyStoreAsync { buf } => place(buf, f),
-            OpKind::WgmmaAsync { bufs } => bufs.iter().for_each(|b| place(b, f)),
-            OpKind::WaitGroup { n, .. } | OpKind::WgmmaWait { n } => f(n),
-            OpKind::CommitGroup | OpKind::FenceProxyAsync | OpKind::FenceMbarrierInit => {}
-            OpKind::CpAsyncWait { n: Some(n) } => f(n),
-            OpKind::CpAsyncCommitGroup | OpKind::CpAsyncWait { n: None } => {}
-            OpKind::Remote { target, op: inner } => {
-                f(target.expr());
-                op(inner, f)
-            }
-            OpKind::ClusterArrive | OpKind::ClusterWait | OpKind::ClusterSync => {}
-        }
-    }
     for s in &b.stmts {
         match &s.kind {
             StmtKind::Let { value, .. } | StmtKind::Assign { value, .. } => match value {
                 ast::Value::Expr(e) => f(e),
-                ast::Value::Op(o) => op(o, f),
+                ast::Value::Op(o) => o.each_expr(f),
             },
             StmtKind::For { lo, hi, body, .. } => {
                 f(lo);
@@ -150,7 +40,7 @@ fn visit_exprs(b: &ast::Block, f: &mut dyn FnMut(&ast::Expr)) {
                     visit_exprs(e, f)
                 }
             }
-            StmtKind::Op(o) => op(o, f),
+            StmtKind::Op(o) => o.each_expr(f),
             StmtKind::Assert(e) => f(e),
             _ => {}
         }
@@ -159,7 +49,7 @@ fn visit_exprs(b: &ast::Block, f: &mut dyn FnMut(&ast::Expr)) {
 
 pub(super) fn block_has_barrier_ops(b: &ast::Block) -> bool {
     b.stmts.iter().any(|s| match &s.kind {
-        StmtKind::Op(o) => !matches!(o.kind, OpKind::Read { .. } | OpKind::Write { .. }),
+        StmtKind::Op(o) => o.kind.object() != ast::Object::Memory || matches!(o.kind, OpKind::ReadPart { .. }),
         StmtKind::Let {
             value: ast::Value::Op(_), ..
         }
