@@ -46,6 +46,27 @@ impl Gen<'_> {
                     "  pc_write({d}, (int)(sizeof({d}) / 4), (int){v}); {once}atomicAdd(&s.writes[{flat}], 1);"
                 ));
             }
+            MemOp::WritePart {
+                buf,
+                offset,
+                bytes,
+                version,
+            } => {
+                let (d, chk) = self.place(code, buf, false);
+                if let Some(c) = chk {
+                    self.w(format!("  {c}"));
+                }
+                let (off, n) = (self.expr(code, offset), self.expr(code, bytes));
+                let v = self.expr(code, version);
+                let flat = self.flat_buf(code, buf);
+                let once = if self.lanes { "if (u.lane == 0) " } else { "" };
+                self.w(format!(
+                    "  if ({n} % 4 != 0 || {n} <= 0 || {off} % 4 != 0 || {off} < 0 || {off} + {n} > (i64)sizeof({d})) {{ th.status = PC_UNSUPPORTED; return; }}"
+                ));
+                self.w(format!(
+                    "  pc_write((int*)((char*){d} + {off}), (int)({n} / 4), (int){v}); {once}atomicAdd(&s.writes[{flat}], 1);  // part of the buffer"
+                ));
+            }
             MemOp::ReadPart { buf, offset, bytes, .. } => {
                 let (d, chk) = self.place(code, buf, false);
                 if let Some(c) = chk {

@@ -352,6 +352,14 @@ pub enum OpKind {
         bytes: Option<Expr>,
         expect: Option<Expr>,
     },
+    /// `write(BUF, V, offset = O, bytes = N)`: the thread writes version V into bytes `O .. O + N`
+    /// of BUF (a warp's fragment of a staging tile).
+    WritePart {
+        buf: Place,
+        version: Expr,
+        offset: Expr,
+        bytes: Option<Expr>,
+    },
     // ---- The async proxy: TMA stores, bulk async-groups, wgmma operand reads and
     // proxy fences. See docs/semantics.md, "The async proxy".
     /// `copy_store_async(BUF)`: a TMA store (`cp.async.bulk` shared -> global, bulk_group
@@ -470,6 +478,7 @@ impl OpKind {
             OpKind::CopyAsyncPart { libcu: false, .. } => "copy_async",
             OpKind::CopyAsyncPart { libcu: true, .. } => "memcpy_async",
             OpKind::ReadPart { .. } => "read",
+            OpKind::WritePart { .. } => "write",
             // The async proxy.
             OpKind::CopyStoreAsync { .. } => "copy_store_async",
             OpKind::CommitGroup => "commit_group",
@@ -510,7 +519,7 @@ impl OpKind {
             | OpKind::CpAsyncCommitGroup
             | OpKind::CpAsyncWait { .. }
             | OpKind::CpAsyncArrive { .. } => Object::Copies,
-            OpKind::Read { .. } | OpKind::Write { .. } | OpKind::ReadPart { .. } => Object::Memory,
+            OpKind::Read { .. } | OpKind::Write { .. } | OpKind::ReadPart { .. } | OpKind::WritePart { .. } => Object::Memory,
             OpKind::Commit { .. } | OpKind::Elect => Object::Warp,
             OpKind::BarSync { .. } | OpKind::BarArrive { .. } => Object::NamedBarrier,
             OpKind::CopyStoreAsync { .. }
@@ -751,6 +760,19 @@ impl Op {
                 place(bar, f);
                 f(offset);
                 for e in [bytes, version].into_iter().flatten() {
+                    f(e)
+                }
+            }
+            OpKind::WritePart {
+                buf,
+                version,
+                offset,
+                bytes,
+            } => {
+                place(buf, f);
+                f(version);
+                f(offset);
+                if let Some(e) = bytes {
                     f(e)
                 }
             }

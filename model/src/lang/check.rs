@@ -712,6 +712,17 @@ impl Checker {
                 self.place(buf, false, kw)?;
                 exprs.push(version);
             }
+            OpKind::WritePart {
+                buf,
+                version,
+                offset,
+                bytes,
+            } => {
+                self.place(buf, false, kw)?;
+                exprs.push(version);
+                exprs.push(offset);
+                exprs.extend(bytes);
+            }
             OpKind::Init { bar, count } => {
                 self.place(bar, true, kw)?;
                 exprs.extend(count);

@@ -363,6 +363,17 @@ pub fn op_str(op: &Op) -> String {
             args.push(place(buf));
             args.push(expr(version));
         }
+        OpKind::WritePart {
+            buf,
+            version,
+            offset,
+            bytes,
+        } => {
+            args.push(place(buf));
+            args.push(expr(version));
+            args.push(format!("offset = {}", expr(offset)));
+            named_args(&mut args, &[("bytes", bytes)]);
+        }
         OpKind::Init { bar, count } => {
             args.push(place(bar));
             args.extend(count.iter().map(expr));
@@ -645,6 +656,17 @@ fn so(op: &Op) -> Op {
         OpKind::Write { buf, version } => OpKind::Write {
             buf: sp(buf),
             version: se(version),
+        },
+        OpKind::WritePart {
+            buf,
+            version,
+            offset,
+            bytes,
+        } => OpKind::WritePart {
+            buf: sp(buf),
+            version: se(version),
+            offset: se(offset),
+            bytes: oe(bytes),
         },
         OpKind::Init { bar, count } => OpKind::Init {
             bar: sp(bar),

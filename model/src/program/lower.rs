@@ -621,6 +621,21 @@ impl CodeBuilder<'_> {
                     IOp::Mbar(MbarOp::ExpectTx { bar: r, bytes })
                 }
             }
+            OpKind::WritePart {
+                buf,
+                version,
+                offset,
+                bytes,
+            } => {
+                let b = self.buf(buf)?;
+                let (offset, bytes) = self.byte_range(&b, Some(offset), bytes.as_ref())?;
+                IOp::Mem(MemOp::WritePart {
+                    buf: b,
+                    offset,
+                    bytes,
+                    version: self.expr(version)?,
+                })
+            }
             OpKind::ReadPart {
                 buf,
                 offset,

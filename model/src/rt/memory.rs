@@ -22,6 +22,13 @@ pub enum MemOp {
         buf: Ref,
         version: IExpr,
     },
+    /// A write of version `version` into bytes `offset .. offset + bytes` of BUF.
+    WritePart {
+        buf: Ref,
+        offset: IExpr,
+        bytes: IExpr,
+        version: IExpr,
+    },
 }
 
 impl MemOp {
@@ -32,14 +39,14 @@ impl MemOp {
         match self {
             MemOp::Read { buf, .. } => Touch::objects(None, Some((buf, false)), P::None),
             MemOp::Write { buf, .. } => Touch::objects(None, Some((buf, true)), P::None),
-            MemOp::ReadPart { .. } => Touch::whole(Scope::Unreduced, P::Moves),
+            MemOp::ReadPart { .. } | MemOp::WritePart { .. } => Touch::whole(Scope::Unreduced, P::Moves),
         }
     }
 
     /// The buffer accessed.
     pub fn buf(&self) -> &Ref {
         match self {
-            MemOp::Read { buf, .. } | MemOp::ReadPart { buf, .. } | MemOp::Write { buf, .. } => buf,
+            MemOp::Read { buf, .. } | MemOp::ReadPart { buf, .. } | MemOp::Write { buf, .. } | MemOp::WritePart { buf, .. } => buf,
         }
     }
 
@@ -47,7 +54,7 @@ impl MemOp {
     pub fn writes(&self) -> bool {
         match self {
             MemOp::Read { .. } | MemOp::ReadPart { .. } => false,
-            MemOp::Write { .. } => true,
+            MemOp::Write { .. } | MemOp::WritePart { .. } => true,
         }
     }
 
@@ -68,6 +75,13 @@ impl MemOp {
                 }
             }
             MemOp::Write { version, .. } => f(version),
+            MemOp::WritePart {
+                offset, bytes, version, ..
+            } => {
+                f(offset);
+                f(bytes);
+                f(version)
+            }
         }
     }
 
@@ -75,7 +89,7 @@ impl MemOp {
     pub fn name(&self) -> &'static str {
         match self {
             MemOp::Read { .. } | MemOp::ReadPart { .. } => "read",
-            MemOp::Write { .. } => "write",
+            MemOp::Write { .. } | MemOp::WritePart { .. } => "write",
         }
     }
 }
@@ -118,6 +132,14 @@ pub struct Access {
 }
 
 impl Cell {
+    /// The last write of each byte range (the whole buffer's, or each part's once a partial
+    /// access split it): the writes a reader of the whole buffer is ordered after.
+    pub fn last_writes(&self) -> impl Iterator<Item = &Access> {
+        self.last_write
+            .iter()
+            .chain(self.parts.iter().filter_map(|r| r.last_write.as_ref()))
+    }
+
     /// Every access record of the cell (whole-buffer and per range), for renamings.
     pub fn accesses_mut(&mut self) -> impl Iterator<Item = &mut Access> {
         self.last_write.iter_mut().chain(self.reads.iter_mut()).chain(
@@ -174,6 +196,12 @@ impl Exec<'_> {
                 expect,
             } => self.op_read_part(buf, offset, bytes, expect, locals),
             MemOp::Write { buf, version } => self.op_write(buf, version, locals),
+            MemOp::WritePart {
+                buf,
+                offset,
+                bytes,
+                version,
+            } => self.op_write_part(buf, offset, bytes, version, locals),
         }
     }
 
@@ -216,6 +244,21 @@ impl Exec<'_> {
         let v = self.ev(version, locals)?;
         self.write_cell(true, d, v)?;
         // A generic-proxy write: the async proxy sees it only after a proxy fence.
+        if self.m.tracks_proxy {
+            self.s.proxy.unfenced_write[d] = true;
+        }
+        self.obs.push(Obs::Wrote { buf: d as u16, version: v });
+        Ok(None)
+    }
+
+    /// A write of part of a buffer: races and versions are judged per byte range, as for the
+    /// landing of a partial copy, so warps writing disjoint fragments of one tile do not conflict.
+    fn op_write_part(&mut self, buf: &Ref, offset: &IExpr, bytes: &IExpr, version: &IExpr, locals: Option<&[i64]>) -> R<Option<i64>> {
+        let d = self.resolve_buf(buf, locals)?;
+        let off = self.ev(offset, locals)?;
+        let n = self.ev(bytes, locals)?;
+        let v = self.ev(version, locals)?;
+        self.write_range(d, off, off + n, v)?;
         if self.m.tracks_proxy {
             self.s.proxy.unfenced_write[d] = true;
         }

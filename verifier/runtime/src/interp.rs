@@ -139,10 +139,12 @@ pub fn supported(proto: &Protocol, directed: bool) -> Result<(), Unsupported> {
                         "token checks of barrier-array elements are not in the reference runtime".into(),
                     ))
                 }
-                InstrKind::Op { op, .. } if !implemented(op) => return Err(Unsupported(format!(
+                InstrKind::Op { op, .. } if !implemented(op) => {
+                    return Err(Unsupported(format!(
                     "`{}` is not in the reference runtime (cp.async, its arrive-on and groups, and partial-buffer accesses are not yet)",
                     op.name()
-                ))),
+                )))
+                }
                 _ => {}
             }
         }

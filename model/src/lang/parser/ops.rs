@@ -250,10 +250,31 @@ impl Parser {
                 bar: first,
                 noinc: kw == "cp_async_arrive_noinc",
             },
-            "write" => OpKind::Write {
-                buf: first,
-                version: req(second_expr),
-            },
+            "write" => {
+                let bytes = take_named("bytes");
+                match take_named("offset") {
+                    Some(offset) => OpKind::WritePart {
+                        buf: first,
+                        version: req(second_expr),
+                        offset,
+                        bytes,
+                    },
+                    // `write(BUF, V, bytes = N)` writes the first N bytes.
+                    None if bytes.is_some() => OpKind::WritePart {
+                        buf: first,
+                        version: req(second_expr),
+                        offset: Expr {
+                            kind: ExprKind::Int(0),
+                            span,
+                        },
+                        bytes,
+                    },
+                    None => OpKind::Write {
+                        buf: first,
+                        version: req(second_expr),
+                    },
+                }
+            }
             "init" => OpKind::Init {
                 bar: first,
                 count: second_expr,
@@ -364,8 +385,8 @@ pub(super) fn signature(op: &str) -> Sig {
         "write" => (
             &[Place, Expr],
             2,
-            &["cta"],
-            "`write(BUF, V)`, optionally with `cta = R` (a DSMEM write into CTA R's BUF)",
+            &["offset", "bytes", "cta"],
+            "`write(BUF, V)`, optionally with `offset = O`, `bytes = N` (part of the buffer) and `cta = R` (a DSMEM write into CTA R's BUF)",
         ),
         "init" => (&[Place, Expr], 1, &[], "`init(B)` or `init(B, COUNT)`"),
         "inval" => (&[Place], 1, &[], "`inval(B)`"),
