@@ -16,7 +16,7 @@ use phasecheck_model::rt::{Action, Model, Obs};
 /// Only a `let` or an assignment is a writer to blame; a parity computed from a loop counter
 /// alone is the round's own, so when it names a wrong phase the stage index (the barrier
 /// element the wait picks) is what went wrong, and its writer is blamed instead.
-pub(super) fn parity_writer(model: &Model, source: &str, r: &Replayed, actions: &[Action], i: usize) -> Option<Span> {
+pub(super) fn parity_writer(model: &Model, source: &str, r: &Replayed, actions: &[Action], i: usize) -> Option<(Span, Operand)> {
     let (t, pc) = match r.steps.get(i) {
         Some(step) => match step.action {
             Action::Thread(t) => (t as usize, step.pc),
@@ -28,7 +28,7 @@ pub(super) fn parity_writer(model: &Model, source: &str, r: &Replayed, actions: 
 }
 
 /// `parity_writer` for thread `t` standing at the wait at `pc` before step `i`.
-pub(super) fn wait_writer(model: &Model, source: &str, actions: &[Action], i: usize, t: usize, pc: u32) -> Option<Span> {
+pub(super) fn wait_writer(model: &Model, source: &str, actions: &[Action], i: usize, t: usize, pc: u32) -> Option<(Span, Operand)> {
     let instr = model.proto.code_of(t).instrs.get(pc as usize)?;
     let (target, index) = match &instr.kind {
         InstrKind::Op { op: IOp::Wait { target, bar, .. }, .. } => (target.expr(), bar.index.as_ref()),
@@ -51,8 +51,30 @@ pub(super) fn wait_writer(model: &Model, source: &str, actions: &[Action], i: us
     };
     reads
         .iter()
-        .find_map(|&s| assigned(s))
-        .or_else(|| index.map(locals_read).unwrap_or_default().iter().find_map(|&s| assigned(s)))
+        .find_map(|&s| assigned(s).map(|d| (d, Operand::Parity)))
+        .or_else(|| {
+            index
+                .map(locals_read)
+                .unwrap_or_default()
+                .iter()
+                .find_map(|&s| assigned(s).map(|d| (d, Operand::StageIndex)))
+        })
+}
+
+/// Which operand of a wait a blamed writer produced.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Operand {
+    Parity,
+    StageIndex,
+}
+
+impl Operand {
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            Operand::Parity => "parity",
+            Operand::StageIndex => "stage index",
+        }
+    }
 }
 
 /// The latest step before `i` where a thread raised the tx-count of barrier `bar` (by name, as

@@ -320,8 +320,8 @@ fn divergence(
     // Per thread: its latest wait, when it passed on the phase before the barrier's first and
     // the thread has not written since (step, barrier).
     let mut before_first: BTreeMap<usize, Option<(usize, u16)>> = BTreeMap::new();
-    let produced_by = |def: Option<Span>| match def {
-        Some(d) => format!("; the parity comes from `{}` at line {}", statement_text(source, d), line(d)),
+    let produced_by = |def: Option<(Span, blame::Operand)>| match def {
+        Some((d, what)) => format!("; the {} comes from `{}` at line {}", what.name(), statement_text(source, d), line(d)),
         None => String::new(),
     };
     for (i, s) in r.steps.iter().enumerate() {
@@ -468,7 +468,7 @@ fn divergence(
                                 raised: None,
                                 rule: Rule::WrongParity,
                                 step: i,
-                                span: Some(def.unwrap_or(s.span)),
+                                span: Some(def.map_or(s.span, |d| d.0)),
                                 bar: Some(*bar),
                                 phase: Some(*phase),
                                 mismatch: Some(Mismatch {
@@ -511,7 +511,7 @@ fn divergence(
                             raised: None,
                             rule: Rule::WrongParity,
                             step: w,
-                            span: Some(def.unwrap_or(ws)),
+                            span: Some(def.map_or(ws, |d| d.0)),
                             bar: Some(b),
                             phase: Some(-1),
                             mismatch: Some(Mismatch {
@@ -759,9 +759,14 @@ fn final_state(model: &Model, source: &str, r: &Replayed, actions: &[Action], ki
         }
     }
     let (span, what) = match aliased {
-        Some(d) => (
+        Some((d, operand)) => (
             Some(d),
-            format!("{what}; the parity comes from `{}` at line {}", statement_text(source, d), line_col(source, d.start as usize).0),
+            format!(
+                "{what}; the {} comes from `{}` at line {}",
+                operand.name(),
+                statement_text(source, d),
+                line_col(source, d.start as usize).0
+            ),
         ),
         None => (span, what),
     };
@@ -815,6 +820,8 @@ pub fn root_causes(model: &Model, source: &str, violations: &[Found]) -> (Vec<Ca
     // The statement where the execution first went wrong (for a cause without one, such as a
     // violation of the initial state or an exit under a copy: the kind) -> cause index.
     let mut keys: Vec<(Option<u32>, Option<ViolationKind>)> = Vec::new();
+    // Where the rule of a cause named elsewhere saw it, and that cause.
+    let mut sites: Vec<((Option<u32>, Option<ViolationKind>), usize)> = Vec::new();
     let mut of = Vec::new();
     let replays: Vec<Option<Replayed>> = violations.iter().map(|f| replay(model, &f.actions).ok()).collect();
     let arrivers = arrivers_of(&replays.iter().flatten().cloned().collect::<Vec<_>>());
@@ -849,7 +856,22 @@ pub fn root_causes(model: &Model, source: &str, violations: &[Found]) -> (Vec<Ca
             Some(sp) => (Some(sp.start), None),
             None => (None, Some(f.kind)),
         };
-        let found = keys.iter().position(|x| *x == key);
+        // A cause named at an earlier statement (the writer of a parity, the announcer of
+        // bytes, a release) still stands where the rule saw it: a violation at that site (a
+        // stale wait on the same wait) is the same finding.
+        let site = r.steps.get(d.step).map(|s| (Some(s.span.start), None)).filter(|s| *s != key);
+        let found = keys
+            .iter()
+            .position(|x| *x == key || Some(*x) == site)
+            .or_else(|| sites.iter().find(|(s, _)| Some(*s) == site || *s == key).map(|x| x.1));
+        if let Some(k) = found {
+            // Both names of the finding lead to it from now on.
+            for x in [Some(key), site].into_iter().flatten() {
+                if keys[k] != x && !sites.iter().any(|(s, c)| *s == x && *c == k) {
+                    sites.push((x, k));
+                }
+            }
+        }
         if let Some(k) = found {
             of.push(k);
             causes[k].violations.push(f.kind);
@@ -919,6 +941,9 @@ pub fn root_causes(model: &Model, source: &str, violations: &[Found]) -> (Vec<Ca
                 });
                 keys.push(key);
                 of.push(causes.len() - 1);
+                if let Some(site) = site {
+                    sites.push((site, causes.len() - 1));
+                }
             }
         }
     }
