@@ -9,6 +9,9 @@ use crate::trace::Replayed;
 use crate::tracefile::statement_text;
 use phasecheck_model::lang::ast::Span;
 use phasecheck_model::program::ir::{IOp, InstrKind};
+use phasecheck_model::rt::copies::CopyOp;
+use phasecheck_model::rt::mbarrier::MbarOp;
+use phasecheck_model::rt::proxy::ProxyOp;
 use phasecheck_model::rt::{Action, Model, Obs};
 
 /// The statement that last assigned a local the wait at step `i` computes its parity (or token)
@@ -31,7 +34,7 @@ pub(super) fn parity_writer(model: &Model, source: &str, r: &Replayed, actions: 
 pub(super) fn wait_writer(model: &Model, source: &str, actions: &[Action], i: usize, t: usize, pc: u32) -> Option<(Span, Operand)> {
     let instr = model.proto.code_of(t).instrs.get(pc as usize)?;
     let (target, index) = match &instr.kind {
-        InstrKind::Op { op: IOp::Wait { target, bar, .. }, .. } => (target.expr(), bar.index.as_ref()),
+        InstrKind::Op { op: IOp::Mbar(MbarOp::Wait { target, bar, .. }), .. } => (target.expr(), bar.index.as_ref()),
         _ => return None,
     };
     let reads = locals_read(target);
@@ -105,8 +108,14 @@ pub(super) fn group_wait_before(model: &Model, r: &Replayed, i: usize, t: usize)
             continue;
         }
         match kind_at(j) {
-            Some(InstrKind::Op { op: IOp::WaitGroup { .. } | IOp::WgmmaWait { .. } | IOp::CpAsyncWait { .. }, .. }) => return Some(j),
-            Some(InstrKind::Op { op: IOp::StoreAsync { .. } | IOp::Wgmma { .. } | IOp::CpAsync { .. }, .. }) => return None,
+            Some(InstrKind::Op {
+                op: IOp::Proxy(ProxyOp::WaitGroup { .. } | ProxyOp::WgmmaWait { .. }) | IOp::Copy(CopyOp::CpAsyncWait { .. }),
+                ..
+            }) => return Some(j),
+            Some(InstrKind::Op {
+                op: IOp::Proxy(ProxyOp::StoreAsync { .. } | ProxyOp::Wgmma { .. }) | IOp::Copy(CopyOp::CpAsync { .. }),
+                ..
+            }) => return None,
             _ => {}
         }
     }
@@ -193,8 +202,8 @@ fn async_reads(model: &Model, r: &Replayed, k: usize, bufs: &[u16]) -> bool {
         return false;
     };
     let refs: Vec<u16> = match &instr.kind {
-        InstrKind::Op { op: IOp::Wgmma { bufs }, .. } => bufs.iter().map(|b| b.group).collect(),
-        InstrKind::Op { op: IOp::StoreAsync { buf }, .. } => vec![buf.group],
+        InstrKind::Op { op: IOp::Proxy(ProxyOp::Wgmma { bufs }), .. } => bufs.iter().map(|b| b.group).collect(),
+        InstrKind::Op { op: IOp::Proxy(ProxyOp::StoreAsync { buf }), .. } => vec![buf.group],
         _ => return false,
     };
     // A reference names a buffer group; the race names an element of it.
