@@ -16,31 +16,100 @@ use std::path::{Path, PathBuf};
 
 /// Buggy twins whose first cause names another line than the change, and why (docs/known-debts.md).
 const NOT_YET: &[(&str, &str)] = &[
-    ("specs/field/tilelang_2566_expect_tx_without_arrive.phase", "a deadlock whose missing arrival is the change: named at the wait"),
-    ("specs/hopper/break_skips_release.phase", "a missing arrival after a break: named at the wait that starves"),
-    ("specs/hopper/cluster_release_own_cta_only.phase", "a missing remote arrival: named at the wait that starves"),
-    ("specs/hopper/cluster_remote_arrive_wrong_cta.phase", "an arrival on the wrong CTA: named at the wait that starves"),
-    ("specs/hopper/cp_async_inc_counted.phase", "a count in the declaration: named at the wait that starves"),
-    ("specs/hopper/cp_async_noinc_uncounted.phase", "a count in the declaration: named at the early arrive-on"),
-    ("specs/hopper/mbarrier_init_without_async_fence.phase", "a missing fence: named at the copy that needs it"),
-    ("specs/hopper/spin_wait_missing_arrive.phase", "a missing arrival: named at the spinning wait"),
-    ("specs/hopper/syncwarp_mask_half_warp.phase", "a mask: named at the lane that never reaches the syncwarp"),
-    ("specs/hopper/tma_store_without_proxy_fence.phase", "a missing fence: named at the store that needs it"),
-    ("specs/hopper/token_from_other_stage.phase", "the token's barrier: named at the arrival that made the token"),
-    ("specs/kinds/count_range_init.phase", "a count in the declaration: a violation of the initial state"),
-    ("specs/kinds/deadlock.phase", "the copy's size: named at the arrive_expect_tx that announced the bytes"),
-    ("specs/kinds/lifetime.phase", "a missing wait before exit: a violation of the final state"),
-    ("specs/kinds/over_arrival.phase", "the extra arrival's partner: named at the second arrival"),
+    (
+        "specs/field/tilelang_2566_expect_tx_without_arrive.phase",
+        "a deadlock whose missing arrival is the change: named at the wait",
+    ),
+    (
+        "specs/hopper/break_skips_release.phase",
+        "a missing arrival after a break: named at the wait that starves",
+    ),
+    (
+        "specs/hopper/cluster_release_own_cta_only.phase",
+        "a missing remote arrival: named at the wait that starves",
+    ),
+    (
+        "specs/hopper/cluster_remote_arrive_wrong_cta.phase",
+        "an arrival on the wrong CTA: named at the wait that starves",
+    ),
+    (
+        "specs/hopper/cp_async_inc_counted.phase",
+        "a count in the declaration: named at the wait that starves",
+    ),
+    (
+        "specs/hopper/cp_async_noinc_uncounted.phase",
+        "a count in the declaration: named at the early arrive-on",
+    ),
+    (
+        "specs/hopper/mbarrier_init_without_async_fence.phase",
+        "a missing fence: named at the copy that needs it",
+    ),
+    (
+        "specs/hopper/spin_wait_missing_arrive.phase",
+        "a missing arrival: named at the spinning wait",
+    ),
+    (
+        "specs/hopper/syncwarp_mask_half_warp.phase",
+        "a mask: named at the lane that never reaches the syncwarp",
+    ),
+    (
+        "specs/hopper/tma_store_without_proxy_fence.phase",
+        "a missing fence: named at the store that needs it",
+    ),
+    (
+        "specs/hopper/token_from_other_stage.phase",
+        "the token's barrier: named at the arrival that made the token",
+    ),
+    (
+        "specs/kinds/count_range_init.phase",
+        "a count in the declaration: a violation of the initial state",
+    ),
+    (
+        "specs/kinds/deadlock.phase",
+        "the copy's size: named at the arrive_expect_tx that announced the bytes",
+    ),
+    (
+        "specs/kinds/lifetime.phase",
+        "a missing wait before exit: a violation of the final state",
+    ),
+    (
+        "specs/kinds/over_arrival.phase",
+        "the extra arrival's partner: named at the second arrival",
+    ),
     ("specs/kinds/stale_read.phase", "a version in the producer: named at the read"),
     ("specs/kinds/tx_range.phase", "a param: named at the expect_tx that overflows"),
-    ("specs/soundness/completion_try_wait_on_landing.phase", "the completion body: named at the copy whose landing runs it"),
-    ("specs/soundness/drop_too_early.phase", "a drop in the wrong round: named at the wait that starves"),
-    ("specs/soundness/prove_flip_loop_parity.phase", "a param that flips the parity: named at the assignment it drives"),
-    ("specs/soundness/prove_param_counterexample.phase", "a param: named at the wait that starves"),
-    ("specs/soundness/prove_syncthreads_cycle.phase", "the order of two waits: named at the syncthreads"),
-    ("specs/soundness/roles_share_warp_commit.phase", "the role layout: named at the commit"),
-    ("specs/soundness/trip_count_mismatch.phase", "a trip count: named at the wait that starves"),
-    ("specs/soundness/var_indexed_wait.phase", "the index computation: named at the wait that starves"),
+    (
+        "specs/soundness/completion_try_wait_on_landing.phase",
+        "the completion body: named at the copy whose landing runs it",
+    ),
+    (
+        "specs/soundness/drop_too_early.phase",
+        "a drop in the wrong round: named at the wait that starves",
+    ),
+    (
+        "specs/soundness/prove_flip_loop_parity.phase",
+        "a param that flips the parity: named at the assignment it drives",
+    ),
+    (
+        "specs/soundness/prove_param_counterexample.phase",
+        "a param: named at the wait that starves",
+    ),
+    (
+        "specs/soundness/prove_syncthreads_cycle.phase",
+        "the order of two waits: named at the syncthreads",
+    ),
+    (
+        "specs/soundness/roles_share_warp_commit.phase",
+        "the role layout: named at the commit",
+    ),
+    (
+        "specs/soundness/trip_count_mismatch.phase",
+        "a trip count: named at the wait that starves",
+    ),
+    (
+        "specs/soundness/var_indexed_wait.phase",
+        "the index computation: named at the wait that starves",
+    ),
 ];
 
 /// The code lines of a spec (1-based number, text with spaces squeezed): no comments, blank
@@ -51,10 +120,7 @@ fn code(src: &str, params: bool) -> Vec<(usize, String)> {
         .enumerate()
         .filter_map(|(i, l)| {
             let c = l.split("//").next().unwrap().split_whitespace().collect::<Vec<_>>().join(" ");
-            let skip = c.is_empty()
-                || c.starts_with("protocol ")
-                || c.starts_with("expect ")
-                || (!params && c.starts_with("param "));
+            let skip = c.is_empty() || c.starts_with("protocol ") || c.starts_with("expect ") || (!params && c.starts_with("param "));
             (!skip).then_some((i + 1, c))
         })
         .collect()
@@ -67,7 +133,11 @@ fn changed_lines(bug: &str, fixed: &str, params: bool) -> BTreeSet<usize> {
     let mut lcs = vec![vec![0u32; m + 1]; n + 1];
     for i in (0..n).rev() {
         for j in (0..m).rev() {
-            lcs[i][j] = if a[i].1 == b[j].1 { lcs[i + 1][j + 1] + 1 } else { lcs[i + 1][j].max(lcs[i][j + 1]) };
+            lcs[i][j] = if a[i].1 == b[j].1 {
+                lcs[i + 1][j + 1] + 1
+            } else {
+                lcs[i + 1][j].max(lcs[i][j + 1])
+            };
         }
     }
     let (mut i, mut j) = (0, 0);
@@ -183,7 +253,10 @@ fn first_cause_names_the_changed_statement() {
         let ok = names_change(&spec.source, &changed, first.line);
         let pinned = NOT_YET.iter().any(|(f, _)| *f == rel);
         match (ok, pinned) {
-            (false, false) => wrong.push(format!("{rel}: line {} `{}` not in {changed:?}: {}", first.line, first.statement, first.summary)),
+            (false, false) => wrong.push(format!(
+                "{rel}: line {} `{}` not in {changed:?}: {}",
+                first.line, first.statement, first.summary
+            )),
             (true, true) => fixed_now.push(rel),
             _ => {}
         }
@@ -215,11 +288,17 @@ fn no_count_mismatch_where_the_count_is_right() {
 #[test]
 fn the_line_diff_sees_edits_insertions_and_moves() {
     let fixed = "role r[1] {\n  a()\n  b()\n  c()\n}\n";
-    assert_eq!(changed_lines("role r[1] {\n  a()\n  x()\n  c()\n}\n", fixed, true), BTreeSet::from([3]));
+    assert_eq!(
+        changed_lines("role r[1] {\n  a()\n  x()\n  c()\n}\n", fixed, true),
+        BTreeSet::from([3])
+    );
     // b() deleted: the statements around the gap changed.
     assert_eq!(changed_lines("role r[1] {\n  a()\n  c()\n}\n", fixed, true), BTreeSet::from([2, 3]));
     // c() moved before b(): both, and nothing else.
-    assert_eq!(changed_lines("role r[1] {\n  a()\n  c()\n  b()\n}\n", fixed, true), BTreeSet::from([2, 3, 4]));
+    assert_eq!(
+        changed_lines("role r[1] {\n  a()\n  c()\n  b()\n}\n", fixed, true),
+        BTreeSet::from([2, 3, 4])
+    );
     let src = "role r[1] {\n  if e == 1 {\n    x()\n  }\n  y()\n}\n";
     assert!(names_change(src, &BTreeSet::from([2]), 3));
     assert!(!names_change(src, &BTreeSet::from([2]), 5));

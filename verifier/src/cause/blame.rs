@@ -34,7 +34,10 @@ pub(super) fn parity_writer(model: &Model, source: &str, r: &Replayed, actions: 
 pub(super) fn wait_writer(model: &Model, source: &str, actions: &[Action], i: usize, t: usize, pc: u32) -> Option<(Span, Operand)> {
     let instr = model.proto.code_of(t).instrs.get(pc as usize)?;
     let (target, index) = match &instr.kind {
-        InstrKind::Op { op: IOp::Mbar(MbarOp::Wait { target, bar, .. }), .. } => (target.expr(), bar.index.as_ref()),
+        InstrKind::Op {
+            op: IOp::Mbar(MbarOp::Wait { target, bar, .. }),
+            ..
+        } => (target.expr(), bar.index.as_ref()),
         _ => return None,
     };
     let reads = locals_read(target);
@@ -52,16 +55,13 @@ pub(super) fn wait_writer(model: &Model, source: &str, actions: &[Action], i: us
                 .is_some_and(|(lhs, rhs)| !rhs.starts_with('=') && lhs.trim().chars().all(|c| c.is_ascii_alphanumeric() || c == '_'));
         (assignment && span != instr.span).then_some(span)
     };
-    reads
-        .iter()
-        .find_map(|&s| assigned(s).map(|d| (d, Operand::Parity)))
-        .or_else(|| {
-            index
-                .map(locals_read)
-                .unwrap_or_default()
-                .iter()
-                .find_map(|&s| assigned(s).map(|d| (d, Operand::StageIndex)))
-        })
+    reads.iter().find_map(|&s| assigned(s).map(|d| (d, Operand::Parity))).or_else(|| {
+        index
+            .map(locals_read)
+            .unwrap_or_default()
+            .iter()
+            .find_map(|&s| assigned(s).map(|d| (d, Operand::StageIndex)))
+    })
 }
 
 /// Which operand of a wait a blamed writer produced.
@@ -89,9 +89,9 @@ pub(super) fn tx_announcer(r: &Replayed, i: usize, bar: &str) -> Option<usize> {
         matches!(s.action, Action::Thread(_))
             && s.changes.iter().any(|c| {
                 c.barrier == bar
-                    && c.fields.iter().any(|f| {
-                        f.field == "tx" && matches!((f.before.parse::<i64>(), f.after.parse::<i64>()), (Ok(a), Ok(b)) if b > a)
-                    })
+                    && c.fields
+                        .iter()
+                        .any(|f| f.field == "tx" && matches!((f.before.parse::<i64>(), f.after.parse::<i64>()), (Ok(a), Ok(b)) if b > a))
             })
     })
 }
@@ -202,8 +202,14 @@ fn async_reads(model: &Model, r: &Replayed, k: usize, bufs: &[u16]) -> bool {
         return false;
     };
     let refs: Vec<u16> = match &instr.kind {
-        InstrKind::Op { op: IOp::Proxy(ProxyOp::Wgmma { bufs }), .. } => bufs.iter().map(|b| b.group).collect(),
-        InstrKind::Op { op: IOp::Proxy(ProxyOp::StoreAsync { buf }), .. } => vec![buf.group],
+        InstrKind::Op {
+            op: IOp::Proxy(ProxyOp::Wgmma { bufs }),
+            ..
+        } => bufs.iter().map(|b| b.group).collect(),
+        InstrKind::Op {
+            op: IOp::Proxy(ProxyOp::StoreAsync { buf }),
+            ..
+        } => vec![buf.group],
         _ => return false,
     };
     // A reference names a buffer group; the race names an element of it.

@@ -321,7 +321,12 @@ fn divergence(
     // the thread has not written since (step, barrier).
     let mut before_first: BTreeMap<usize, Option<(usize, u16)>> = BTreeMap::new();
     let produced_by = |def: Option<(Span, blame::Operand)>| match def {
-        Some((d, what)) => format!("; the {} comes from `{}` at line {}", what.name(), statement_text(source, d), line(d)),
+        Some((d, what)) => format!(
+            "; the {} comes from `{}` at line {}",
+            what.name(),
+            statement_text(source, d),
+            line(d)
+        ),
         None => String::new(),
     };
     for (i, s) in r.steps.iter().enumerate() {
@@ -660,7 +665,12 @@ fn race_blame(model: &Model, source: &str, r: &Replayed, i: usize, message: &str
             ),
         )
     };
-    let (bar, phase) = r.steps[j].obs.iter().find_map(bar_of).map(|(b, ph)| (Some(b), Some(ph).filter(|p| *p >= 0))).unwrap_or((None, None));
+    let (bar, phase) = r.steps[j]
+        .obs
+        .iter()
+        .find_map(bar_of)
+        .map(|(b, ph)| (Some(b), Some(ph).filter(|p| *p >= 0)))
+        .unwrap_or((None, None));
     Some(Divergence {
         raised: None,
         rule: Rule::EarlyRelease,
@@ -751,7 +761,9 @@ fn final_state(model: &Model, source: &str, r: &Replayed, actions: &[Action], ki
             if !c.contains("though the program meant") {
                 continue;
             }
-            let Some(t) = (0..last.threads.len()).find(|&t| c.starts_with(&p.thread_label(t))) else { continue };
+            let Some(t) = (0..last.threads.len()).find(|&t| c.starts_with(&p.thread_label(t))) else {
+                continue;
+            };
             if let Some(d) = blame::wait_writer(model, source, actions, actions.len(), t, last.threads[t].pc) {
                 aliased = Some(d);
                 break;

@@ -44,22 +44,22 @@ pub fn writers_before(model: &Model, actions: &[Action], upto: usize) -> Table {
             continue; // a step that leaves the thread where it was (an arrival before a wait)
         }
         let code = p.code_of(t);
-        walk(code, &p.threads[t], &mut table[t], &before.locals, before.pc, Some(before.pc), &after.threads[t]);
+        walk(
+            code,
+            &p.threads[t],
+            &mut table[t],
+            &before.locals,
+            before.pc,
+            Some(before.pc),
+            &after.threads[t],
+        );
     }
     table
 }
 
 /// Re-run the instructions from `pc` (the visible one at `visible`, whose result the model
 /// computed, then the local ones) until the thread stands where `after` does, recording writers.
-fn walk(
-    code: &Code,
-    me: &ThreadInfo,
-    writers: &mut [Option<Span>],
-    start: &[i64],
-    mut pc: u32,
-    visible: Option<u32>,
-    after: &ThreadState,
-) {
+fn walk(code: &Code, me: &ThreadInfo, writers: &mut [Option<Span>], start: &[i64], mut pc: u32, visible: Option<u32>, after: &ThreadState) {
     let mut locals = start.to_vec();
     let mut followed = true;
     let mut first = true;
