@@ -22,6 +22,9 @@
 //! barrier are one finding. Each finding names the barrier's init count, who arrived in the
 //! phase that went wrong, and the two numbers that disagree.
 
+mod blame;
+mod writers;
+
 use crate::search::Found;
 use crate::trace::{replay, Replayed};
 use crate::tracefile::statement_text;
@@ -39,6 +42,9 @@ pub enum Rule {
     CountMismatch,
     WrongParity,
     TxMismatch,
+    /// A buffer released (an arrival on the phase its next writer waits for) while its user
+    /// still read it, or an async read left in flight by a group wait whose N is too large.
+    EarlyRelease,
     /// The first violation raised along the trace is its own root cause.
     FirstViolation,
     /// A violation of the final state (deadlock, a blocked stale wait, exit under a copy).
@@ -51,6 +57,7 @@ impl Rule {
             Rule::CountMismatch => "count mismatch",
             Rule::WrongParity => "wrong parity",
             Rule::TxMismatch => "tx mismatch",
+            Rule::EarlyRelease => "early release",
             Rule::FirstViolation => "first violation",
             Rule::FinalState => "final state",
         }
@@ -101,6 +108,7 @@ fn rank(d: &Divergence, first: Option<ViolationKind>) -> u8 {
         Rule::CountMismatch => 1,
         Rule::WrongParity => 2,
         Rule::TxMismatch => 3,
+        Rule::EarlyRelease => 3,
         Rule::FirstViolation => 4,
         Rule::FinalState => 5,
     }
@@ -146,19 +154,62 @@ fn bar_of(o: &Obs) -> Option<(u16, i64)> {
     }
 }
 
-/// The first divergence of one replayed trace that reaches `kind` with `message`.
-/// Per arrival statement: the threads that arrive there in any of `traces` — every violation
-/// trace of the run, so that a trace cut short before a peer's arrival still knows the peer
-/// arrives there too.
-fn arrivers_of(traces: &[Replayed]) -> BTreeMap<u32, Vec<usize>> {
-    let mut m: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
+/// Which round of the protocol an arrival belongs to: the phase its thread last waited for (the
+/// acquire that let it in: two consumers of one stage arrive after waiting for the same phase,
+/// the two warpgroups of a ping-pong after waiting for different ones), or, for a thread that
+/// has not waited yet, its k-th execution of the statement.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Round {
+    AfterWait(u16, i64),
+    Execution(usize),
+}
+
+/// Per arrival statement, barrier and round: the threads that arrive there in any of `traces`
+/// (every violation trace of the run, so that a trace cut short before a peer's arrival still
+/// knows the peer arrives there too).
+type Arrivers = BTreeMap<(u32, u16, Round), Vec<usize>>;
+
+/// Tracks each thread's latest wait and its executions of each arrival statement.
+#[derive(Default)]
+struct Rounds {
+    last_wait: BTreeMap<usize, (u16, i64)>,
+    executions: BTreeMap<(usize, u32, u16), usize>,
+}
+
+impl Rounds {
+    fn waited(&mut self, t: usize, bar: u16, phase: i64) {
+        self.last_wait.insert(t, (bar, phase));
+    }
+    /// The round of `t`'s arrival at statement `at` on `bar` (counting the execution).
+    fn arrival(&mut self, t: usize, at: u32, bar: u16) -> Round {
+        let k = self.executions.entry((t, at, bar)).or_insert(0);
+        let n = *k;
+        *k += 1;
+        match self.last_wait.get(&t) {
+            Some(&(b, ph)) => Round::AfterWait(b, ph),
+            None => Round::Execution(n),
+        }
+    }
+}
+
+fn arrivers_of(traces: &[Replayed]) -> Arrivers {
+    let mut m: Arrivers = BTreeMap::new();
     for r in traces {
+        let mut rounds = Rounds::default();
         for s in &r.steps {
             if let Action::Thread(t) = s.action {
-                if s.obs.iter().any(|o| matches!(o, Obs::Arrived { .. })) {
-                    let v = m.entry(s.span.start).or_default();
-                    if !v.contains(&(t as usize)) {
-                        v.push(t as usize);
+                let t = t as usize;
+                for o in &s.obs {
+                    match o {
+                        Obs::Arrived { bar, .. } => {
+                            let round = rounds.arrival(t, s.span.start, *bar);
+                            let v = m.entry((s.span.start, *bar, round)).or_default();
+                            if !v.contains(&t) {
+                                v.push(t);
+                            }
+                        }
+                        Obs::Waited { bar, phase } | Obs::TryWait { bar, phase, result: true } => rounds.waited(t, *bar, *phase),
+                        _ => {}
                     }
                 }
             }
@@ -172,22 +223,28 @@ fn divergence(
     model: &Model,
     source: &str,
     r: &Replayed,
-    arrivers: &BTreeMap<u32, Vec<usize>>,
+    actions: &[Action],
+    arrivers: &Arrivers,
     kind: ViolationKind,
     message: &str,
 ) -> Divergence {
     let p = &model.proto;
     let line = |span: Span| line_col(source, span.start as usize).0;
-    // (statement, barrier, k) -> (thread, phase) of the first thread's k-th arrival there.
-    let mut round: BTreeMap<(u32, u16, usize), (usize, i64)> = BTreeMap::new();
-    let mut executions: BTreeMap<(usize, u32, u16), usize> = BTreeMap::new();
-    // How many threads of `t`'s role arrive at statement `at`.
-    let per_round = |at: u32, t: usize| -> i64 {
+    // (statement, barrier, round) -> (thread, phase) of the first thread's arrival there.
+    let mut round: BTreeMap<(u32, u16, Round), (usize, i64)> = BTreeMap::new();
+    let mut rounds = Rounds::default();
+    // How many threads of `t`'s role arrive at statement `at` on `bar` in one round: the
+    // arrivals per phase the protocol's structure implies there.
+    let per_round = |at: u32, bar: u16, rd: Round, t: usize| -> i64 {
         let role = p.threads[t].role;
         arrivers
-            .get(&at)
+            .get(&(at, bar, rd))
             .map(|v| v.iter().filter(|&&u| p.threads[u].role == role).count())
             .unwrap_or(1) as i64
+    };
+    let round_name = |rd: Round| match rd {
+        Round::AfterWait(b, ph) => format!("the round after phase {ph} of {}", p.barriers[b as usize].name),
+        Round::Execution(k) => format!("round {k}"),
     };
     // Per thread and barrier: the latest phase it saw complete, and the step where it did.
     let mut consumed: BTreeMap<(usize, u16), (i64, usize)> = BTreeMap::new();
@@ -260,6 +317,18 @@ fn divergence(
     // completed (step, bytes, that phase). Harmless when they are for its next arrival; the
     // mistake when it then waits on the completed phase as if they were in it.
     let mut late: BTreeMap<(usize, u16), (usize, i64, i64)> = BTreeMap::new();
+    // Per thread: its latest wait, when it passed on the phase before the barrier's first and
+    // the thread has not written since (step, barrier).
+    let mut before_first: BTreeMap<usize, Option<(usize, u16)>> = BTreeMap::new();
+    let produced_by = |def: Option<(Span, blame::Operand)>| match def {
+        Some((d, what)) => format!(
+            "; the {} comes from `{}` at line {}",
+            what.name(),
+            statement_text(source, d),
+            line(d)
+        ),
+        None => String::new(),
+    };
     for (i, s) in r.steps.iter().enumerate() {
         let thread = match s.action {
             Action::Thread(t) => Some(t as usize),
@@ -296,16 +365,14 @@ fn divergence(
                 (Obs::Arrived { bar, phase, .. }, Some(t)) => {
                     arrived_on.insert((t, *bar), *phase);
                     late.remove(&(t, *bar));
-                    let k = executions.entry((t, s.span.start, *bar)).or_insert(0);
-                    let key = (s.span.start, *bar, *k);
-                    *k += 1;
+                    let key = (s.span.start, *bar, rounds.arrival(t, s.span.start, *bar));
                     match round.get(&key) {
                         None => {
                             round.insert(key, (t, *phase));
                         }
                         Some(&(first, ph)) if ph != *phase && p.threads[first].role == p.threads[t].role && first != t => {
                             let role = &p.roles[p.threads[t].role as usize];
-                            let seen = per_round(s.span.start, t).max(2);
+                            let seen = per_round(s.span.start, *bar, key.2, t).max(2);
                             let per_round = if seen >= role.count as i64 {
                                 format!("{} threads of role {} arrive", role.count, role.name)
                             } else {
@@ -326,10 +393,10 @@ fn divergence(
                                     actual: n,
                                 }),
                                 what: format!(
-                                    "{per_round} per round at line {} `{}` on a count-{count} barrier: round {}'s arrivals by {} and {} fall in phases {ph} and {phase} of {}",
+                                    "{per_round} per round at line {} `{}` on a count-{count} barrier: {}'s arrivals by {} and {} fall in phases {ph} and {phase} of {}",
                                     line(s.span),
                                     statement_text(source, s.span),
-                                    key.2,
+                                    round_name(key.2),
                                     p.thread_label(first),
                                     p.thread_label(t),
                                     p.barriers[*bar as usize].name
@@ -338,7 +405,7 @@ fn divergence(
                         }
                         Some(_) => {}
                     }
-                    let n = per_round(s.span.start, t);
+                    let n = per_round(s.span.start, *bar, key.2, t);
                     let count = p.barriers[*bar as usize].count;
                     let completes = s
                         .obs
@@ -359,13 +426,13 @@ fn divergence(
                                 actual: n,
                             }),
                             what: format!(
-                                "{n} threads of role {} arrive per round at line {} `{}` on a count-{count} barrier: phase {phase} of {} completes at {}'s arrival, before the rest of round {} has arrived",
+                                "{n} threads of role {} arrive per round at line {} `{}` on a count-{count} barrier: phase {phase} of {} completes at {}'s arrival, before the rest of {} has arrived",
                                 role.name,
                                 line(s.span),
                                 statement_text(source, s.span),
                                 p.barriers[*bar as usize].name,
                                 p.thread_label(t),
-                                key.2
+                                round_name(key.2)
                             ),
                         };
                     }
@@ -401,11 +468,12 @@ fn divergence(
                     if let Some(&(last, at)) = consumed.get(&(t, *bar)) {
                         if *phase <= last {
                             let meant = last + 1;
+                            let def = blame::parity_writer(model, source, r, actions, i);
                             return Divergence {
                                 raised: None,
                                 rule: Rule::WrongParity,
                                 step: i,
-                                span: Some(s.span),
+                                span: Some(def.map_or(s.span, |d| d.0)),
                                 bar: Some(*bar),
                                 phase: Some(*phase),
                                 mismatch: Some(Mismatch {
@@ -414,14 +482,15 @@ fn divergence(
                                     actual: phase.rem_euclid(2),
                                 }),
                                 what: format!(
-                                    "{}'s wait at line {} `{}` names parity {}, i.e. phase {phase} of {}, which it already waited for at step {}; the next phase, {meant}, has parity {}",
+                                    "{}'s wait at line {} `{}` names parity {}, i.e. phase {phase} of {}, which it already waited for at step {}; the next phase, {meant}, has parity {}{}",
                                     p.thread_label(t),
                                     line(s.span),
                                     statement_text(source, s.span),
                                     phase.rem_euclid(2),
                                     p.barriers[*bar as usize].name,
                                     at + 1,
-                                    meant.rem_euclid(2)
+                                    meant.rem_euclid(2),
+                                    produced_by(def)
                                 ),
                             };
                         }
@@ -429,6 +498,44 @@ fn divergence(
                     let e = consumed.entry((t, *bar)).or_insert((*phase, i));
                     if *phase > e.0 {
                         *e = (*phase, i);
+                    }
+                    rounds.waited(t, *bar, *phase);
+                    before_first.insert(t, (*phase < 0).then_some((i, *bar)));
+                }
+                (Obs::Wrote { .. } | Obs::CopyIssued { .. }, Some(t)) => {
+                    before_first.insert(t, None);
+                }
+                (Obs::Read { .. }, Some(t)) => {
+                    // A wait that passed on the phase before the barrier's first, then a read:
+                    // the parity acquires a fresh slot (right for a producer that then writes),
+                    // not data (a consumer's first wait must name phase 0).
+                    if let Some(&Some((w, b))) = before_first.get(&t) {
+                        let def = blame::parity_writer(model, source, r, actions, w);
+                        let ws = r.steps[w].span;
+                        return Divergence {
+                            raised: None,
+                            rule: Rule::WrongParity,
+                            step: w,
+                            span: Some(def.map_or(ws, |d| d.0)),
+                            bar: Some(b),
+                            phase: Some(-1),
+                            mismatch: Some(Mismatch {
+                                what: "parity meant vs parity named".into(),
+                                expected: 0,
+                                actual: 1,
+                            }),
+                            what: format!(
+                                "{}'s wait at line {} `{}` names parity 1, i.e. phase -1 of {}, the phase before its first, and passes at once; it then reads at line {} `{}` data no phase of {} has brought (its first wait means phase 0, parity 0){}",
+                                p.thread_label(t),
+                                line(ws),
+                                statement_text(source, ws),
+                                p.barriers[b as usize].name,
+                                line(s.span),
+                                statement_text(source, s.span),
+                                p.barriers[b as usize].name,
+                                produced_by(def)
+                            ),
+                        };
                     }
                 }
                 (Obs::PhaseCompleted { bar, phase, .. }, _) => {
@@ -462,11 +569,24 @@ fn divergence(
                             None,
                         ),
                     };
+                    // The statement to blame is the one that announced the phase's bytes.
+                    let (step, span, what) = match blame::tx_announcer(r, i, bar_name) {
+                        Some(j) => (
+                            j,
+                            r.steps[j].span,
+                            format!(
+                                "{what}; the bytes were announced at line {} `{}`",
+                                line(r.steps[j].span),
+                                statement_text(source, r.steps[j].span)
+                            ),
+                        ),
+                        None => (i, s.span, what),
+                    };
                     return Divergence {
                         raised: None,
                         rule: Rule::TxMismatch,
-                        step: i,
-                        span: Some(s.span),
+                        step,
+                        span: Some(span),
                         bar: Some(*bar),
                         phase,
                         mismatch,
@@ -477,6 +597,11 @@ fn divergence(
             }
         }
         if let Some(v) = s.violations.iter().find(|v| v.kind == kind).or(s.violations.first()) {
+            if v.kind == ViolationKind::DataRace {
+                if let Some(d) = race_blame(model, source, r, i, &v.message) {
+                    return d;
+                }
+            }
             return first_violation(i, s, v);
         }
     }
@@ -492,17 +617,82 @@ fn divergence(
             what: format!("{} in the initial state: {}", v.kind, v.message),
         };
     }
-    final_state(model, source, r, kind, message)
+    final_state(model, source, r, actions, kind, message)
+}
+
+/// A data race whose cause is an earlier statement: the group wait that left the actor's own
+/// async read of the buffer in flight, or the arrival that released the buffer while its user
+/// still read it.
+fn race_blame(model: &Model, source: &str, r: &Replayed, i: usize, message: &str) -> Option<Divergence> {
+    let p = &model.proto;
+    let s = &r.steps[i];
+    let Action::Thread(t) = s.action else { return None };
+    let line = |span: Span| line_col(source, span.start as usize).0;
+    let me = p.thread_label(t as usize);
+    // The thread's own async access: a TMA store or wgmma still reading what it writes, or a
+    // cp.async of its own still landing where it reads.
+    let own_async = (message.contains("still reads it") && message.contains(&format!("issued by {me} ")))
+        || message.contains(&format!("(issued by {me})"));
+    let (j, what) = if own_async {
+        let j = blame::group_wait_before(model, r, i, t as usize)?;
+        let w = r.steps[j].span;
+        (
+            j,
+            format!(
+                "{me}'s group wait at line {} `{}` leaves its own async access to the buffer in flight, and its access at line {} `{}` (step {}) races with it: {message}",
+                line(w),
+                statement_text(source, w),
+                line(s.span),
+                statement_text(source, s.span),
+                i + 1
+            ),
+        )
+    } else {
+        let j = blame::early_release(model, r, i)?;
+        let a = &r.steps[j];
+        let Action::Thread(u) = a.action else { return None };
+        (
+            j,
+            format!(
+                "{} releases the buffer at line {} `{}` (step {}) while it still reads it, and the next write comes before the read is over: at line {} `{}` (step {}), {message}",
+                p.thread_label(u as usize),
+                line(a.span),
+                statement_text(source, a.span),
+                j + 1,
+                line(s.span),
+                statement_text(source, s.span),
+                i + 1
+            ),
+        )
+    };
+    let (bar, phase) = r.steps[j]
+        .obs
+        .iter()
+        .find_map(bar_of)
+        .map(|(b, ph)| (Some(b), Some(ph).filter(|p| *p >= 0)))
+        .unwrap_or((None, None));
+    Some(Divergence {
+        raised: None,
+        rule: Rule::EarlyRelease,
+        step: j,
+        span: Some(r.steps[j].span),
+        bar,
+        phase,
+        mismatch: None,
+        what,
+    })
 }
 
 /// A violation of the final state: where the first blocked thread stands, and the model's
 /// explanation cut to that thread (the others are counted, not listed, to keep one line).
-fn final_state(model: &Model, source: &str, r: &Replayed, kind: ViolationKind, message: &str) -> Divergence {
+fn final_state(model: &Model, source: &str, r: &Replayed, actions: &[Action], kind: ViolationKind, message: &str) -> Divergence {
     let p = &model.proto;
     let mut span = None;
     let mut bar = None;
     let mut phase = None;
     let mut mismatch = None;
+    // For a phase whose bytes never add up: the step that announced them.
+    let mut announced: Option<usize> = None;
     if let Some(last) = &r.last {
         let mut en = Vec::new();
         model.actions(last, &mut en);
@@ -538,6 +728,7 @@ fn final_state(model: &Model, source: &str, r: &Replayed, kind: ViolationKind, m
                     actual: st.expected - st.pending,
                 });
             } else if st.tx != 0 && kind == ViolationKind::Deadlock {
+                announced = blame::tx_announcer(r, r.steps.len(), &p.barriers[b].name);
                 mismatch = Some(Mismatch {
                     what: format!("bytes phase {} expects vs bytes landed", st.phase),
                     expected: st.tx.max(0) + landed_in(r, b as u16, st.phase),
@@ -561,6 +752,49 @@ fn final_state(model: &Model, source: &str, r: &Replayed, kind: ViolationKind, m
         // Who each other clause is about: the labels before its verb.
         let others: Vec<&str> = clauses[1..].iter().map(|c| c.split(" wait").next().unwrap_or(c).trim()).collect();
         format!("{head}: {first} (and {more} more: {})", others.join(", "))
+    };
+    // A thread blocked at a wait whose parity now names a later phase than the program meant
+    // (parity aliasing): the parity is wrong, and the statement that produced it is the cause.
+    let mut aliased = None;
+    if let (Some(last), true) = (&r.last, kind == ViolationKind::Deadlock) {
+        for c in &clauses {
+            if !c.contains("though the program meant") {
+                continue;
+            }
+            let Some(t) = (0..last.threads.len()).find(|&t| c.starts_with(&p.thread_label(t))) else {
+                continue;
+            };
+            if let Some(d) = blame::wait_writer(model, source, actions, actions.len(), t, last.threads[t].pc) {
+                aliased = Some(d);
+                break;
+            }
+        }
+    }
+    let (span, what) = match aliased {
+        Some((d, operand)) => (
+            Some(d),
+            format!(
+                "{what}; the {} comes from `{}` at line {}",
+                operand.name(),
+                statement_text(source, d),
+                line_col(source, d.start as usize).0
+            ),
+        ),
+        None => (span, what),
+    };
+    let (span, what) = match announced {
+        Some(j) => {
+            let a = r.steps[j].span;
+            (
+                Some(a),
+                format!(
+                    "{what}; the phase's bytes were announced at line {} `{}`",
+                    line_col(source, a.start as usize).0,
+                    statement_text(source, a)
+                ),
+            )
+        }
+        None => (span, what),
     };
     Divergence {
         raised: None,
@@ -598,6 +832,8 @@ pub fn root_causes(model: &Model, source: &str, violations: &[Found]) -> (Vec<Ca
     // The statement where the execution first went wrong (for a cause without one, such as a
     // violation of the initial state or an exit under a copy: the kind) -> cause index.
     let mut keys: Vec<(Option<u32>, Option<ViolationKind>)> = Vec::new();
+    // Where the rule of a cause named elsewhere saw it, and that cause.
+    let mut sites: Vec<((Option<u32>, Option<ViolationKind>), usize)> = Vec::new();
     let mut of = Vec::new();
     let replays: Vec<Option<Replayed>> = violations.iter().map(|f| replay(model, &f.actions).ok()).collect();
     let arrivers = arrivers_of(&replays.iter().flatten().cloned().collect::<Vec<_>>());
@@ -624,7 +860,7 @@ pub fn root_causes(model: &Model, source: &str, violations: &[Found]) -> (Vec<Ca
             of.push(causes.len() - 1);
             continue;
         };
-        let d = divergence(model, source, &r, &arrivers, f.kind, &f.message);
+        let d = divergence(model, source, &r, &f.actions, &arrivers, f.kind, &f.message);
         // Same instruction, same cause: whatever kind each trace ends in, and whichever rule
         // saw it (a wrong parity that returns early and the same wait blocking on an aliased
         // phase are one mistake).
@@ -632,7 +868,22 @@ pub fn root_causes(model: &Model, source: &str, violations: &[Found]) -> (Vec<Ca
             Some(sp) => (Some(sp.start), None),
             None => (None, Some(f.kind)),
         };
-        let found = keys.iter().position(|x| *x == key);
+        // A cause named at an earlier statement (the writer of a parity, the announcer of
+        // bytes, a release) still stands where the rule saw it: a violation at that site (a
+        // stale wait on the same wait) is the same finding.
+        let site = r.steps.get(d.step).map(|s| (Some(s.span.start), None)).filter(|s| *s != key);
+        let found = keys
+            .iter()
+            .position(|x| *x == key || Some(*x) == site)
+            .or_else(|| sites.iter().find(|(s, _)| Some(*s) == site || *s == key).map(|x| x.1));
+        if let Some(k) = found {
+            // Both names of the finding lead to it from now on.
+            for x in [Some(key), site].into_iter().flatten() {
+                if keys[k] != x && !sites.iter().any(|(s, c)| *s == x && *c == k) {
+                    sites.push((x, k));
+                }
+            }
+        }
         if let Some(k) = found {
             of.push(k);
             causes[k].violations.push(f.kind);
@@ -702,6 +953,9 @@ pub fn root_causes(model: &Model, source: &str, violations: &[Found]) -> (Vec<Ca
                 });
                 keys.push(key);
                 of.push(causes.len() - 1);
+                if let Some(site) = site {
+                    sites.push((site, causes.len() - 1));
+                }
             }
         }
     }
