@@ -9,7 +9,7 @@
 //! assignment is what the explicit search checks on instances, and what `prove` re-checks on
 //! every counterexample before it calls it refuted.
 
-use crate::summary::{Class, GroupInfo, Site, SiteKind, Summary, Unsupported};
+use crate::summary::{Class, GroupInfo, Share, Site, SiteKind, Summary, Unsupported};
 use crate::sym::{count, int, var, Cmp, B, T};
 use phasecheck_model::lang::ast::Span;
 use phasecheck_model::program::ir::MAX_COUNT;
@@ -334,7 +334,32 @@ impl<'a> Encoder<'a> {
                 SiteKind::Arrive { n, .. } => n.clone(),
                 _ => unreachable!(),
             };
+            let share = arr[0].share;
+            if share != Share::All {
+                // the elected lane's arrivals are its own rounds; the other lanes' waits would
+                // name phases by another count
+                if let Some(w) = c.sites.iter().find(|w| {
+                    w.group == g.name && matches!(w.kind, SiteKind::WaitParity { .. } | SiteKind::WaitToken { .. })
+                }) {
+                    return un(
+                        w.span,
+                        format!(
+                            "{} waits on `{}`, on which only some lanes of its warps (an elected block) arrive: prove names phases per thread",
+                            c.label, g.name
+                        ),
+                    );
+                }
+            }
             for a in &arr {
+                if a.share != share {
+                    return un(
+                        a.span,
+                        format!(
+                            "{} arrives on `{}` from all its lanes at one statement and from an elected block at another; prove needs one count per role",
+                            c.label, g.name
+                        ),
+                    );
+                }
                 if let SiteKind::Arrive { n, .. } = &a.kind {
                     if *n != amount {
                         return un(
@@ -351,7 +376,7 @@ impl<'a> Encoder<'a> {
                 }
             }
             let v = self.total_visits(c, &g.name, k)?;
-            got = got.add(T::ite(n.clone().cmp(Cmp::Lt, v.clone()), c.mult.clone().mul(amount), int(0)));
+            got = got.add(T::ite(n.clone().cmp(Cmp::Lt, v.clone()), site_mult(c, arr[0]).mul(amount), int(0)));
             for d in arr.iter().filter(|s| matches!(s.kind, SiteKind::Arrive { drop: true, .. })) {
                 if arr.iter().any(|a| a.pos > d.pos) {
                     return un(d.span, "an arrival after arrive_and_drop on the same barrier");
@@ -359,7 +384,7 @@ impl<'a> Encoder<'a> {
                 let happened = B::and(vec![d.guard.clone(), d.index.clone().eq(k.clone())]);
                 drops = drops.add(T::ite(
                     B::and(vec![happened, v.clone().sub(int(1)).cmp(Cmp::Lt, n.clone())]),
-                    c.mult.clone(),
+                    site_mult(c, d),
                     int(0),
                 ));
             }
@@ -689,12 +714,19 @@ impl<'a> Encoder<'a> {
                 let va_copy = va.clone().eq(next.clone());
                 let mut witness = vec![ea.dom.clone(), ea.idx.clone().eq(k.clone()), va.eq(next.clone())];
                 let mut via = Vec::new();
+                // held back only by a wait of a thread that makes the arrival (an elected
+                // lane does not run the other lanes' block, and they do not run its)
                 for w2 in c2.sites.iter().filter(|x| {
                     (x.seg == a.seg || !single)
                         && x.pos < a.pos
+                        && !disjoint(x.share, a.share)
                         && matches!(x.kind, SiteKind::WaitParity { .. } | SiteKind::WaitToken { .. })
                 }) {
-                    let a1s: Vec<&Site> = c.sites.iter().filter(|x| is_arr(x) && x.group == w2.group).collect();
+                    let a1s: Vec<&Site> = c
+                        .sites
+                        .iter()
+                        .filter(|x| is_arr(x) && x.group == w2.group && !disjoint(x.share, w.share))
+                        .collect();
                     if a1s.is_empty() {
                         continue;
                     }
@@ -770,6 +802,24 @@ impl<'a> Encoder<'a> {
             );
         }
         let Some(c) = with_tx.first().copied() else { return Ok(()) };
+        // bytes are compared per thread: every tx statement and arrival of the role on the
+        // barrier must run on the same lanes (all, or the elected one of each warp)
+        let on_g: Vec<&Site> = c
+            .sites
+            .iter()
+            .filter(|s| is_tx(s) || (s.group == g.name && matches!(s.kind, SiteKind::Arrive { .. })))
+            .collect();
+        let share = on_g[0].share;
+        if let Some(x) = on_g.iter().find(|x| x.share != share) {
+            return un(
+                x.span,
+                format!(
+                    "{} expects, lands or arrives on `{}` from an elected block at one statement and from all its lanes at another: prove compares bytes per thread",
+                    c.label, g.name
+                ),
+            );
+        }
+        let mult = site_mult(c, on_g[0]);
         let max = int(MAX_COUNT);
         let signed = |s: &Site, sub: &BTreeMap<String, T>| match &s.kind {
             SiteKind::Expect { bytes } => (bytes.subst(sub), true),
@@ -847,7 +897,7 @@ impl<'a> Encoder<'a> {
                 }
                 let phase = self.visit(c, a, &ev, &k, &|s| matches!(s.kind, SiteKind::Arrive { .. }))?;
                 let spans: Vec<Span> = xs.iter().map(|x| x.span).collect();
-                self.push_tx(g, c, vec![kd, arrive_here], k, phase, exp, land, spans);
+                self.push_tx(g, &mult, vec![kd, arrive_here], k, phase, exp, land, spans);
             }
             return Ok(());
         }
@@ -927,14 +977,14 @@ impl<'a> Encoder<'a> {
             self.reset();
             for (r, (exp, land, spans)) in rounds {
                 let dom = vec![idx.clone().cmp(Cmp::Ge, int(0))];
-                self.push_tx(g, c, dom, k.clone(), int(r as i64), exp, land, spans);
+                self.push_tx(g, &mult, dom, k.clone(), int(r as i64), exp, land, spans);
             }
         }
         Ok(())
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn push_tx(&mut self, g: &GroupInfo, c: &Class, dom: Vec<B>, k: T, phase: T, exp: T, land: T, spans: Vec<Span>) {
+    fn push_tx(&mut self, g: &GroupInfo, mult: &T, dom: Vec<B>, k: T, phase: T, exp: T, land: T, spans: Vec<Span>) {
         let max = int(MAX_COUNT);
         let show = vec![
             ("element".to_string(), k.clone()),
@@ -954,8 +1004,8 @@ impl<'a> Encoder<'a> {
         });
         let mut f = dom;
         f.push(B::or(vec![
-            c.mult.clone().mul(exp).cmp(Cmp::Gt, max.clone()),
-            c.mult.clone().mul(land).cmp(Cmp::Gt, max),
+            mult.clone().mul(exp).cmp(Cmp::Gt, max.clone()),
+            mult.clone().mul(land).cmp(Cmp::Gt, max),
         ]));
         self.push_q(Query {
             goal: Goal::Violation(Law::TxRange),
@@ -1079,6 +1129,22 @@ impl<'a> Encoder<'a> {
             }
         }
         Ok(())
+    }
+}
+
+/// Sites that no thread runs both of: the elected lane's block and the other lanes'.
+fn disjoint(a: Share, b: Share) -> bool {
+    matches!((a, b), (Share::Elected, Share::Others) | (Share::Others, Share::Elected))
+}
+
+/// How many threads of the class run the site: all, one lane per warp (an elected block), or
+/// the others.
+fn site_mult(c: &Class, s: &Site) -> T {
+    let warps = || c.warps.clone().expect("elected sites exist only in classes of whole warps");
+    match s.share {
+        Share::All => c.mult.clone(),
+        Share::Elected => warps(),
+        Share::Others => c.mult.clone().sub(warps()),
     }
 }
 
