@@ -52,7 +52,8 @@ pub fn repair(spec: &Spec, ranges: &[Range]) -> Result<Vec<Fix>, String> {
     if cx.law == crate::Law::Arrivals {
         let get = |n: &str| cx.details.iter().find(|(l, _)| l == n).map(|(_, v)| *v);
         if let (Some(got), Some(exp)) = (get("arrivals"), get("expected")) {
-            if let Some(b) = spec.ast.barriers().find(|b| b.name.name == cx.group) {
+            let declared = cx.group.split("@cta").next().unwrap_or(&cx.group);
+            if let Some(b) = spec.ast.barriers().find(|b| b.name.name == declared) {
                 if got >= 1 {
                     let old = text(&spec.source, b.count.span).to_string();
                     edits.push(Edit {

@@ -9,7 +9,7 @@
 use crate::sym::{int, var, Cmp, B, T};
 use phasecheck_model::lang::ast::{self, BinOp, ExprKind, OpKind, Span, StmtKind, UnOp};
 use std::collections::{BTreeMap, HashMap};
-use walk::{block_assigns, block_has_barrier_ops, block_returns, block_returns_always, block_syncs_cta, uses_identity};
+use walk::{block_assigns, block_calls, block_has_barrier_ops, block_returns, block_returns_always, block_syncs_cta, uses_identity};
 
 mod walk;
 
@@ -153,6 +153,12 @@ pub struct Builder {
     refute_only: std::cell::RefCell<Option<Unsupported>>,
     /// Named barriers met in the role bodies (`bar N`), each with its one thread count.
     named: std::cell::RefCell<Vec<GroupInfo>>,
+    /// Inline functions, expanded at each call.
+    fns: HashMap<String, ast::FnDecl>,
+    /// CTAs of the cluster (1 without `cluster`).
+    ctas: i64,
+    /// Whether a role uses the cluster barrier.
+    cluster_barrier: std::cell::Cell<bool>,
 }
 
 /// Locals: a term, or the token of an arrival site.
@@ -188,6 +194,15 @@ struct Ctx {
     share_scope: usize,
     /// Sites of `cp_async_arrive_noinc`: arrivals that happen when the thread's copies land.
     async_arrivals: Vec<usize>,
+    /// The loop variables in scope (an inline function gets them by value, not by reference).
+    loop_vars: Vec<String>,
+    /// Depth of inline-function expansion.
+    inlining: usize,
+    /// The CTA of the class (0 without a cluster), and the CTA a remote operation names.
+    cta: i64,
+    target: Option<i64>,
+    /// The thread's last `cluster_arrive`, which its `cluster_wait` waits on.
+    cluster_arrive: Option<usize>,
 }
 
 impl Builder {
@@ -201,15 +216,10 @@ impl Builder {
             vars: program.vars().map(|v| v.name.name.clone()).collect(),
             refute_only: std::cell::RefCell::new(None),
             named: std::cell::RefCell::new(Vec::new()),
+            fns: program.functions().map(|f| (f.name.name.clone(), f.clone())).collect(),
+            ctas: 1,
+            cluster_barrier: std::cell::Cell::new(false),
         };
-        if let Some(e) = program.cluster() {
-            // Even `cluster 1`: the summary has no notion of CTA ranks (`cta`).
-            return Err(Unsupported {
-                span: e.span,
-                why: "cluster scope (`cluster N`: per-CTA copies, remote arrives, multicast copies, the cluster barrier) is modelled only by the explicit search".into(),
-            }
-            .into());
-        }
         let mut symbols = Vec::new();
         for p in program.params() {
             let t = match bind.get(&p.name.name) {
@@ -227,6 +237,15 @@ impl Builder {
             None => 32,
         };
         let mut role_warps: HashMap<String, T> = HashMap::new();
+        // A cluster: every CTA has its own classes and its own copy of every barrier.
+        let ctas = match program.cluster() {
+            Some(e) => b.concrete(e)?,
+            None => 1,
+        };
+        if !(1..=16).contains(&ctas) {
+            return unsupported(program.name.span, format!("a cluster of {ctas} CTAs: prove handles 1 to 16"))?;
+        }
+        b.ctas = ctas;
         for r in program.roles() {
             // A role's size is written in its unit (threads, warps, warpgroups); what counts is
             // its threads (`ROLE.count` counts lanes, and so do the arrivals of a uniform warp).
@@ -287,7 +306,10 @@ impl Builder {
                 span: bar.span,
             });
         }
-        if program.roles().any(|r| block_syncs_cta(&r.body)) {
+        // what a role does through the functions it calls counts as its own
+        let fn_syncs = program.functions().any(|f| block_syncs_cta(&f.body));
+        let fn_identity = program.functions().any(|f| uses_identity(&f.body));
+        if program.roles().any(|r| block_syncs_cta(&r.body) || (fn_syncs && block_calls(&r.body))) {
             let all = T::sum(program.roles().map(|r| b.roles[&r.name.name].clone()));
             b.groups.push(GroupInfo {
                 name: SYNCTHREADS.into(),
@@ -297,6 +319,7 @@ impl Builder {
             });
         }
         let mut classes = Vec::new();
+        for cta in 0..ctas {
         let mut gtid: Option<i64> = Some(0);
         for r in program.roles() {
             if r.unit != ast::RoleUnit::Threads {
@@ -304,7 +327,7 @@ impl Builder {
                 gtid = gtid.map(|g| (g + warp_size - 1) / warp_size * warp_size);
             }
             let count_t = b.roles[&r.name.name].clone();
-            if uses_identity(&r.body) {
+            if uses_identity(&r.body) || (fn_identity && block_calls(&r.body)) {
                 let n = match count_t.as_int() {
                     Some(n) => n,
                     None => return Err(need_concrete_of(&count_t, r.count.span)),
@@ -329,9 +352,9 @@ impl Builder {
                 }
                 let from = classes.len();
                 for tid in 0..n {
-                    let (segs, sites) = b.role_body(r, Some((tid, first + tid, warp_size)), None)?;
+                    let (segs, sites) = b.role_body(r, Some((tid, first + tid, warp_size)), None, cta)?;
                     classes.push(Class {
-                        label: format!("{}#{tid}", r.name.name),
+                        label: format!("{}#{tid}{}", r.name.name, cta_suffix(ctas, cta)),
                         mult: int(1),
                         warps: None,
                         segs,
@@ -341,9 +364,9 @@ impl Builder {
                 aligned_named_barriers(r, &classes[from..], first, warp_size)?;
             } else {
                 let whole = (r.unit != ast::RoleUnit::Threads).then_some(warp_size);
-                let (segs, sites) = b.role_body(r, None, whole)?;
+                let (segs, sites) = b.role_body(r, None, whole, cta)?;
                 classes.push(Class {
-                    label: r.name.name.clone(),
+                    label: format!("{}{}", r.name.name, cta_suffix(ctas, cta)),
                     mult: count_t.clone(),
                     warps: role_warps.get(&r.name.name).cloned(),
                     segs,
@@ -354,6 +377,30 @@ impl Builder {
                 (Some(g), Some(n)) => Some(g + n),
                 _ => None,
             };
+        }
+        }
+        if ctas > 1 {
+            let mut per_cta = Vec::new();
+            for g in &b.groups {
+                for cta in 0..ctas {
+                    per_cta.push(GroupInfo {
+                        name: format!("{}{}", g.name, cta_suffix(ctas, cta)),
+                        ..g.clone()
+                    });
+                }
+            }
+            b.groups = per_cta;
+        }
+        if b.cluster_barrier.get() {
+            // every thread of every CTA (an exited one counts as arrived in the model: a
+            // shortfall here is refuted, and the explicit search then does not confirm it)
+            let all = T::sum(program.roles().map(|r| b.roles[&r.name.name].clone())).mul(int(ctas));
+            b.groups.push(GroupInfo {
+                name: CLUSTER_BARRIER.into(),
+                len: 1,
+                count: all,
+                span: program.name.span,
+            });
         }
         let mut groups = b.groups;
         groups.extend(b.named.into_inner());
@@ -381,6 +428,11 @@ impl Builder {
             share: Share::All,
             share_scope: 0,
             async_arrivals: vec![],
+            loop_vars: vec![],
+            inlining: 0,
+            cta: 0,
+            target: None,
+            cluster_arrive: None,
         };
         self.expr(e, &mut cx)
     }
@@ -393,7 +445,7 @@ impl Builder {
         }
     }
 
-    fn role_body(&self, r: &ast::RoleDecl, me: Option<(i64, i64, i64)>, whole_warps: Option<i64>) -> R<(Vec<Option<Loop>>, Vec<Site>)> {
+    fn role_body(&self, r: &ast::RoleDecl, me: Option<(i64, i64, i64)>, whole_warps: Option<i64>, cta: i64) -> R<(Vec<Option<Loop>>, Vec<Site>)> {
         let mut cx = Ctx {
             me,
             locals: vec![HashMap::new()],
@@ -406,9 +458,16 @@ impl Builder {
             dead: false,
             whole_warps,
             share: Share::All,
+            // (the rank is set below)
             share_scope: 0,
             async_arrivals: vec![],
+            loop_vars: vec![],
+            inlining: 0,
+            cta: 0,
+            target: None,
+            cluster_arrive: None,
         };
+        cx.cta = cta;
         self.block(&r.body, &mut cx)?;
         // A thread's j-th wait on a barrier names a phase by its own count of waits: the waits of
         // one barrier must run on the same lanes (all, or the elected one, or the others).
@@ -541,7 +600,9 @@ impl Builder {
                         (Some(l), Some(h)) if h - l <= UNROLL => {
                             for i in l..h {
                                 cx.locals.push(HashMap::from([(v.name.clone(), Local::Term(int(i)))]));
+                                cx.loop_vars.push(v.name.clone());
                                 self.block(body, cx)?;
+                                cx.loop_vars.pop();
                                 cx.locals.pop();
                                 if cx.dead {
                                     break;
@@ -588,7 +649,9 @@ impl Builder {
                 cx.in_loop = Some(name.clone());
                 cx.locals.push(HashMap::from([(v.name.clone(), Local::Term(var(&name)))]));
                 cx.loop_scope = cx.locals.len();
+                cx.loop_vars.push(v.name.clone());
                 self.block(body, cx)?;
+                cx.loop_vars.pop();
                 cx.locals.pop();
                 cx.in_loop = None;
                 cx.loop_scope = 0;
@@ -662,8 +725,9 @@ impl Builder {
             // The CTA barrier: an arrival and a wait on a barrier of all the CTA's threads, so
             // that the arrivals law counts it and the wait-order law sees the cycles through it.
             StmtKind::SyncThreads => {
-                let a = self.push(cx, s.span, SYNCTHREADS.into(), int(0), SiteKind::Arrive { n: int(1), drop: false });
-                self.push(cx, s.span, SYNCTHREADS.into(), int(0), SiteKind::WaitToken { arrive: a });
+                let g = format!("{SYNCTHREADS}{}", cta_suffix(self.ctas, cx.cta));
+                let a = self.push(cx, s.span, g.clone(), int(0), SiteKind::Arrive { n: int(1), drop: false });
+                self.push(cx, s.span, g, int(0), SiteKind::WaitToken { arrive: a });
             }
             // It adds no arrival and no byte, only blocking. In a class of whole warps every lane
             // runs the same code, so the lanes it waits for reach it unless one of them blocks
@@ -676,7 +740,8 @@ impl Builder {
                     why: "syncwarp waits for the unfinished lanes of the warp; warps are modelled only by the explicit search, so the laws can be refuted here but not proved".into(),
                 });
             }
-            StmtKind::While { .. } | StmtKind::Break => {
+            StmtKind::While { cond, body } => self.while_loop(s.span, cond, body, cx)?,
+            StmtKind::Break => {
                 return unsupported(
                     s.span,
                     "a `while` loop or `break`: its trip count depends on the interleaving; only the explicit search models it",
@@ -691,11 +756,163 @@ impl Builder {
                     _ => return unsupported(s.span, "syncwarp(mask) with a mask other than every lane of a warp of one role is modelled only by the explicit search")?,
                 }
             }
-            StmtKind::Call { .. } => {
-                return unsupported(
-                    s.span,
-                    "a call of an inline function: prove reads the program before expansion; check it with the explicit search",
-                )?
+            StmtKind::Call { name, args } => self.call(s.span, name, args, cx)?,
+        }
+        Ok(())
+    }
+
+    /// A `while` loop, where its trip count does not depend on the interleaving: a spin on
+    /// `try_wait`/`try_wait_parity` (`let ok = 0; while ok == 0 { ok = try_wait_parity(B, P) }`)
+    /// ends exactly when `wait_parity(B, P)` would pass, so it is that wait; a loop whose
+    /// condition is a constant at every test (locals and parameters of known value, as a
+    /// persistent kernel's `while blk < BLOCKS { ...; blk = blk + 1 }`) is run as often as it
+    /// runs, at most `UNROLL` times. Anything else (a shared var, a symbolic bound, `break`)
+    /// depends on the interleaving or on values prove does not enumerate: refused.
+    fn while_loop(&self, span: Span, cond: &ast::Expr, body: &ast::Block, cx: &mut Ctx) -> R<()> {
+        let refuse = || -> R<()> {
+            unsupported(
+                span,
+                "a `while` loop whose condition is not a constant at each test, or that holds a `break`: its trip count depends on the interleaving or on values prove does not enumerate; only the explicit search models it",
+            )?
+        };
+        if let Some(r) = self.spin_wait(cond, body, cx) {
+            return r;
+        }
+        if walk::block_breaks(body) || block_returns(body) {
+            return refuse();
+        }
+        if cx.in_loop.is_some() && block_has_barrier_ops(body) {
+            return unsupported(span, "a nested loop with barrier operations or a return: prove handles one loop level")?;
+        }
+        let mut trips = 0;
+        loop {
+            match self.cond(cond, cx) {
+                Ok(B::Const(false)) => return Ok(()),
+                Ok(B::Const(true)) if trips < UNROLL => {}
+                Ok(B::Const(true)) => {
+                    return unsupported(span, format!("a `while` loop that runs more than {UNROLL} times: prove unrolls at most {UNROLL}"))?
+                }
+                _ => return refuse(),
+            }
+            self.block(body, cx)?;
+            trips += 1;
+        }
+    }
+
+    /// The spin `while X == 0 { X = try_wait_parity(B, P) }` (or `try_wait(B, T)`) on a local
+    /// that is 0 here: the wait it stands for, and X becomes 1. `None` when it is not that shape.
+    fn spin_wait(&self, cond: &ast::Expr, body: &ast::Block, cx: &mut Ctx) -> Option<R<()>> {
+        let x = match &cond.kind {
+            ExprKind::Binary(BinOp::Eq, a, b) => match (&a.kind, &b.kind) {
+                (ExprKind::Name(n), ExprKind::Int(0)) | (ExprKind::Int(0), ExprKind::Name(n)) => n,
+                _ => return None,
+            },
+            ExprKind::Unary(UnOp::Not, a) => match &a.kind {
+                ExprKind::Name(n) => n,
+                _ => return None,
+            },
+            _ => return None,
+        };
+        let [stmt] = body.stmts.as_slice() else { return None };
+        let StmtKind::Assign {
+            name,
+            value: ast::Value::Op(op),
+        } = &stmt.kind
+        else {
+            return None;
+        };
+        if &name.name != x || !matches!(self.lookup(x, cx), Some(Local::Term(T::Int(0)))) {
+            return None;
+        }
+        let scope = cx.locals.iter().rposition(|m| m.contains_key(x))?;
+        if (cx.in_loop.is_some() && scope < cx.loop_scope) || (cx.share != Share::All && scope < cx.share_scope) {
+            return None;
+        }
+        let wait = match &op.kind {
+            OpKind::TryWaitParity { bar, parity } => ast::Op {
+                kind: OpKind::WaitParity {
+                    bar: bar.clone(),
+                    parity: parity.clone(),
+                },
+                span: op.span,
+            },
+            OpKind::TryWait { bar, token } => ast::Op {
+                kind: OpKind::Wait {
+                    bar: bar.clone(),
+                    token: token.clone(),
+                },
+                span: op.span,
+            },
+            _ => return None,
+        };
+        Some(self.op(&wait, cx).map(|_| {
+            set_local(cx, x, Local::Term(int(1)));
+        }))
+    }
+
+    /// A call of an inline function, expanded here as the lowering expands it: a parameter
+    /// bound to a plain `let` local of the caller names that local (copied in, and copied out
+    /// after the body, which sees nothing else of the caller's, so the two agree); any other
+    /// argument is a fresh copy. A caller's local that a symbolic loop carries from one
+    /// iteration to the next (or that lives outside an elected block) stays below the
+    /// iteration's scope, so assigning it in the body is refused as it is in the caller.
+    fn call(&self, span: Span, name: &ast::Ident, args: &[ast::Expr], cx: &mut Ctx) -> R<()> {
+        let Some(f) = self.fns.get(&name.name) else {
+            return unsupported(span, format!("`{}` is not a function", name.name))?;
+        };
+        if f.params.len() != args.len() || cx.inlining >= 64 {
+            return unsupported(span, format!("`{}` cannot be expanded here (wrong arity or recursion)", name.name))?;
+        }
+        let mut outer: HashMap<String, Local> = HashMap::new();
+        let mut carried_here: HashMap<String, Local> = HashMap::new();
+        let mut inner: HashMap<String, Local> = HashMap::new();
+        let mut by_ref: Vec<(String, String)> = Vec::new();
+        for (prm, a) in f.params.iter().zip(args) {
+            let caller = match &a.kind {
+                ExprKind::Name(n) if !cx.loop_vars.contains(n) => cx.locals.iter().rposition(|m| m.contains_key(n)).map(|ix| (n.clone(), ix)),
+                _ => None,
+            };
+            match caller {
+                Some((n, ix)) => {
+                    if by_ref.iter().any(|(_, m)| *m == n) {
+                        return unsupported(span, format!("`{n}` is passed twice to `{}`: two names for one local", name.name))?;
+                    }
+                    let v = cx.locals[ix][&n].clone();
+                    let outside_elected = cx.share != Share::All && ix < cx.share_scope;
+                    let carried = cx.in_loop.is_some() && ix < cx.loop_scope;
+                    if outside_elected {
+                        &mut outer
+                    } else if carried {
+                        &mut carried_here
+                    } else {
+                        &mut inner
+                    }
+                    .insert(prm.name.clone(), v);
+                    by_ref.push((prm.name.clone(), n));
+                }
+                None => {
+                    let v = Local::Term(self.expr(a, cx)?);
+                    inner.insert(prm.name.clone(), v);
+                }
+            }
+        }
+        // scope 0: outside the elected block; 1: carried by the symbolic loop; 2: free to assign
+        let saved = std::mem::replace(&mut cx.locals, vec![outer, carried_here, inner]);
+        let saved_loop_vars = std::mem::take(&mut cx.loop_vars);
+        let (loop_scope, share_scope) = (cx.loop_scope, cx.share_scope);
+        cx.loop_scope = 2;
+        cx.share_scope = 1;
+        cx.inlining += 1;
+        let run = self.block(&f.body, cx);
+        cx.inlining -= 1;
+        let after = std::mem::replace(&mut cx.locals, saved);
+        cx.loop_vars = saved_loop_vars;
+        cx.loop_scope = loop_scope;
+        cx.share_scope = share_scope;
+        run?;
+        for (prm, n) in by_ref {
+            if let Some(v) = after.iter().rev().find_map(|m| m.get(&prm).cloned()) {
+                set_local(cx, &n, v);
             }
         }
         Ok(())
@@ -751,7 +968,8 @@ impl Builder {
         for (blk, share) in [(Some(then), elected), (els, !elected)] {
             let Some(blk) = blk else { continue };
             cx.share = if share { Share::Elected } else { Share::Others };
-            cx.share_scope = cx.locals.len() + 1;
+            // `block` pushes the block's scope at this index
+            cx.share_scope = cx.locals.len();
             self.block(blk, cx)?;
         }
         cx.share = outer;
@@ -782,7 +1000,7 @@ impl Builder {
                 format!("named barrier {id} with count {count}: an id outside 0..=15 or a count that is not a positive multiple of the warp size is undefined behaviour, which only the explicit search reports"),
             )?;
         }
-        let name = format!("{NAMED_PREFIX}{id}");
+        let name = format!("{NAMED_PREFIX}{id}{}", cta_suffix(self.ctas, cx.cta));
         let mut named = self.named.borrow_mut();
         match named.iter().find(|g| g.name == name) {
             Some(g) if g.count != int(count) => {
@@ -837,7 +1055,9 @@ impl Builder {
         };
         for k in 0..n {
             cx.locals.push(HashMap::from([(v.to_string(), Local::Term(l.clone().add(int(k))))]));
+            cx.loop_vars.push(v.to_string());
             self.block(body, cx)?;
+            cx.loop_vars.pop();
             cx.locals.pop();
         }
         Ok(())
@@ -855,7 +1075,9 @@ impl Builder {
         let mut period = None;
         for p in 1..=2 {
             cx.locals.push(HashMap::from([(v.to_string(), Local::Term(j.clone()))]));
+            cx.loop_vars.push(v.to_string());
             let run = self.block(body, cx);
+            cx.loop_vars.pop();
             cx.locals.pop();
             if run.is_err() {
                 break;
@@ -880,7 +1102,17 @@ impl Builder {
             Some(e) => self.expr(e, cx)?,
             None => int(0),
         };
-        Ok((p.name.name.clone(), idx))
+        let cta = cx.target.unwrap_or(cx.cta);
+        Ok((format!("{}{}", p.name.name, cta_suffix(self.ctas, cta)), idx))
+    }
+
+    /// The CTA a remote operation names: a constant rank of the cluster.
+    fn target_cta(&self, e: &ast::Expr, cx: &mut Ctx) -> R<i64> {
+        match self.expr(e, cx)?.as_int() {
+            Some(r) if (0..self.ctas).contains(&r) => Ok(r),
+            Some(r) => unsupported(e.span, format!("CTA {r} is outside the cluster: the explicit search reports it"))?,
+            None => unsupported(e.span, "a remote operation whose CTA is not a constant for each CTA's threads")?,
+        }
     }
 
     fn push(&self, cx: &mut Ctx, span: Span, group: String, index: T, kind: SiteKind) -> usize {
@@ -1057,11 +1289,50 @@ impl Builder {
                     "commit makes one arrival per converged group of lanes; convergence is modelled only by the explicit search",
                 )?
             }
-            OpKind::Remote { .. } | OpKind::ClusterArrive | OpKind::ClusterWait | OpKind::ClusterSync => {
-                return unsupported(
-                    sp,
-                    "cluster-scope operations (remote arrives and reads, multicast copies, the cluster barrier) are modelled only by the explicit search",
-                )?
+            // Remote arrives, expects and accesses count on the target CTA's objects; a multicast
+            // copy lands its bytes on the barrier of every CTA of the mask.
+            OpKind::Remote { target, op: inner } => {
+                let targets = match target {
+                    ast::ClusterTarget::Cta(e) => vec![self.target_cta(e, cx)?],
+                    ast::ClusterTarget::Multicast(e) => {
+                        let m = self.expr(e, cx)?.as_int();
+                        match m {
+                            Some(m) if m > 0 && m < (1 << self.ctas) => (0..self.ctas).filter(|c| (m >> c) & 1 == 1).collect(),
+                            _ => return unsupported(e.span, "a multicast mask that is not a constant naming CTAs of the cluster")?,
+                        }
+                    }
+                };
+                let mut last = None;
+                for t in targets {
+                    cx.target = Some(t);
+                    let r = self.op(inner, cx);
+                    cx.target = None;
+                    last = r?;
+                }
+                last
+            }
+            // The cluster barrier: an arrival (and a wait on it) on one barrier of every thread
+            // of the cluster.
+            OpKind::ClusterArrive | OpKind::ClusterWait | OpKind::ClusterSync => {
+                self.cluster_barrier.set(true);
+                if !matches!(op.kind, OpKind::ClusterWait) {
+                    let a = self.push(cx, sp, CLUSTER_BARRIER.into(), int(0), SiteKind::Arrive { n: int(1), drop: false });
+                    cx.cluster_arrive = Some(a);
+                }
+                if !matches!(op.kind, OpKind::ClusterArrive) {
+                    match cx.cluster_arrive.take() {
+                        Some(a) if cx.sites[a].seg == cx.seg => {
+                            self.push(cx, sp, CLUSTER_BARRIER.into(), int(0), SiteKind::WaitToken { arrive: a });
+                        }
+                        _ => {
+                            return unsupported(
+                                sp,
+                                "a cluster_wait without a cluster_arrive before it in the same loop iteration: prove pairs each wait with its arrive",
+                            )?
+                        }
+                    }
+                }
+                None
             }
             // Anything the summary was not taught is a statement it does not understand: the proof
             // is `unknown` there, never a guess.
@@ -1112,6 +1383,8 @@ impl Builder {
                     t.clone()
                 } else if self.vars.contains(n) {
                     return unsupported(e.span, format!("`{n}` is a shared variable; its value depends on the interleaving"))?;
+                } else if n == "cta" {
+                    int(cx.cta)
                 } else {
                     let (tid, gtid, ws) = match cx.me {
                         Some(m) => m,
@@ -1163,6 +1436,18 @@ impl Builder {
                 }
             }
         })
+    }
+}
+
+/// The barrier that stands for the cluster barrier (`cluster_arrive`/`cluster_wait`).
+pub const CLUSTER_BARRIER: &str = "cluster barrier";
+
+/// How a CTA's copy of an object is named (nothing without a cluster).
+fn cta_suffix(ctas: i64, cta: i64) -> String {
+    if ctas == 1 {
+        String::new()
+    } else {
+        format!("@cta{cta}")
     }
 }
 

@@ -336,6 +336,27 @@ struct Wide {
     /// `empty`'s count: 0 `consumer.count`; 1 the consumers' threads as a literal; 2 the role's
     /// declared size as a literal (a warp of two lanes over-arrives on it).
     empty_count: u8,
+    /// The producer: 0 one thread; 1 a whole warp; 2 a uniform whole warp (with `elect`, its
+    /// elected lane arrives once; without, every lane arrives and expects).
+    producer_warps: u8,
+    /// `full`'s count is `producer.count` (right without `elect` for a warp, wrong with it).
+    full_per_lane: bool,
+    /// A named barrier: 0 none; 1 both roles `bar_sync` at the end of every iteration, count
+    /// all threads; 2 the same with a count one warp too many; 3 the producer `bar_arrive`s
+    /// before its loop, the consumers `bar_sync` after theirs; 4 a cycle: the consumers
+    /// `bar_sync` before their loop, the producer `bar_arrive`s after its loop.
+    named: u8,
+    /// The consumers also hand the stage to wgmma (`wgmma_async` + `wgmma_wait`) and the
+    /// producer fences the async proxy.
+    proxy: bool,
+    /// The consumers' release: 0 `arrive`; 1 a cp.async copy and a plain `cp_async_arrive`
+    /// before the `arrive` (no arrival: right); 2 `cp_async_arrive_noinc` instead of the
+    /// `arrive` (one arrival: right); 3 a plain `cp_async_arrive` instead of it (no arrival:
+    /// deadlock).
+    cp_async: u8,
+    /// 0 one CTA; 1 a cluster of two; 2 a cluster of two whose consumers release the other
+    /// CTA's stage (`arrive(empty[s], cta = ...)`: symmetric, right).
+    cluster: u8,
 }
 
 /// A small deterministic generator (splitmix64), so that a case is named by its seed.
@@ -378,12 +399,22 @@ fn wide(seed: u64) -> Wide {
         warps,
         tiles: r.below(6) == 0,
         empty_count: r.pick(3, 2) as u8,
+        // drawn last, so that the earlier seeds keep their other choices
+        producer_warps: r.pick(3, 3) as u8,
+        full_per_lane: r.below(4) == 0,
+        named: r.pick(5, 6) as u8,
+        proxy: r.below(6) == 0,
+        cp_async: r.pick(4, 6) as u8,
+        cluster: r.pick(3, 12) as u8,
     }
 }
 
 fn render_wide(w: &Wide) -> String {
     let mut s = String::new();
     s.push_str("protocol generated_wide\nwarp_size 2\n");
+    if w.cluster > 0 {
+        s.push_str("cluster 2\n");
+    }
     s.push_str(&format!(
         "param STAGES = {}\nparam ITERS = {}\nparam BYTES = 64\nparam FLIP = {}\n",
         w.stages, w.iters, w.flip
@@ -394,9 +425,18 @@ fn render_wide(w: &Wide) -> String {
         1 => lanes.to_string(),
         _ => w.consumers.to_string(),
     };
+    let full = if w.full_per_lane { "producer.count" } else { "1" };
     s.push_str(&format!(
-        "barrier full[STAGES] count 1\nbarrier empty[STAGES] count {empty}\nbuffer slot[STAGES] bytes BYTES\n"
+        "barrier full[STAGES] count {full}\nbarrier empty[STAGES] count {empty}\nbuffer slot[STAGES] bytes BYTES\nbuffer stage bytes 16\n"
     ));
+    // every thread of the CTA (whole warps of two lanes), for the named barrier
+    let producer_threads = if w.producer_warps == 0 { 1 } else { 2 };
+    let all = {
+        let t = producer_threads + lanes;
+        let t = if w.producer_warps > 0 && w.warps == 0 { 2 + lanes } else { t };
+        (t + 1) / 2 * 2
+    };
+    let named_count = if w.named == 2 { all + 2 } else { all };
     if w.spin == 1 {
         s.push_str("var done = 0\n");
     }
@@ -410,9 +450,19 @@ fn render_wide(w: &Wide) -> String {
         }
     };
     // producer
-    s.push_str("\nrole producer[1] {\n");
+    match w.producer_warps {
+        0 => s.push_str("\nrole producer[1] {\n"),
+        1 => s.push_str("\nrole producer warps 1 {\n"),
+        _ => s.push_str("\nrole producer warps 1 uniform {\n"),
+    }
+    if w.cluster > 0 {
+        s.push_str("  cluster_sync()\n");
+    }
     if sync_at("producer", "before") {
         s.push_str("  syncthreads\n");
+    }
+    if w.named == 3 {
+        s.push_str(&format!("  bar_arrive(1, {named_count})\n"));
     }
     let (open, close, ind) = if w.tiles {
         (
@@ -426,6 +476,9 @@ fn render_wide(w: &Wide) -> String {
     s.push_str(&open);
     s.push_str(&format!("{ind}let s = i % STAGES\n"));
     s.push_str(&format!("{ind}if i >= STAGES {{ wait_parity(empty[s], (i / STAGES + 1) % 2) }}\n"));
+    if w.proxy {
+        s.push_str(&format!("{ind}fence_proxy_async()\n"));
+    }
     if w.elect {
         s.push_str(&format!(
             "{ind}let e = elect()\n{ind}if e == 1 {{\n{ind}  arrive_expect_tx(full[s], BYTES)\n{ind}  copy_async(slot[s], full[s], version = i)\n{ind}}}\n"
@@ -438,7 +491,13 @@ fn render_wide(w: &Wide) -> String {
     if sync_at("producer", "iteration") {
         s.push_str(&format!("{ind}syncthreads\n"));
     }
+    if w.named == 1 || w.named == 2 {
+        s.push_str(&format!("{ind}bar_sync(1, {named_count})\n"));
+    }
     s.push_str(&close);
+    if w.named == 4 {
+        s.push_str(&format!("  bar_arrive(1, {named_count})\n"));
+    }
     if w.spin == 1 {
         s.push_str("  done = 1\n");
     }
@@ -449,8 +508,14 @@ fn render_wide(w: &Wide) -> String {
         1 => s.push_str(&format!("role consumer warps {} {{\n", w.consumers)),
         _ => s.push_str(&format!("role consumer warps {} uniform {{\n", w.consumers)),
     }
+    if w.cluster > 0 {
+        s.push_str("  cluster_sync()\n");
+    }
     if sync_at("consumer", "before") {
         s.push_str("  syncthreads\n");
+    }
+    if w.named == 4 {
+        s.push_str(&format!("  bar_sync(1, {named_count})\n"));
     }
     s.push_str("  for i in 0..ITERS {\n");
     if w.spin == 2 {
@@ -468,11 +533,27 @@ fn render_wide(w: &Wide) -> String {
         1 => s.push_str("    for j in 0..FLIP { p = 1 - p }\n"),
         _ => s.push_str("    for j in 0..FLIP {\n      for k in 0..2 { p = 1 - p }\n    }\n"),
     }
-    s.push_str("    wait_parity(full[s], p)\n    read(slot[s], expect = i)\n    arrive(empty[s])\n");
+    s.push_str("    wait_parity(full[s], p)\n    read(slot[s], expect = i)\n");
+    if w.proxy {
+        s.push_str("    wgmma_async(slot[s])\n    wgmma_wait(0)\n");
+    }
+    let empty_of = if w.cluster == 2 { "empty[s], cta = (cta + 1) % 2" } else { "empty[s]" };
+    match w.cp_async {
+        0 => s.push_str(&format!("    arrive({empty_of})\n")),
+        1 => s.push_str(&format!("    cp_async(stage, version = i)\n    cp_async_arrive({empty_of})\n    arrive({empty_of})\n")),
+        2 => s.push_str(&format!("    cp_async(stage, version = i)\n    cp_async_arrive_noinc({empty_of})\n")),
+        _ => s.push_str(&format!("    cp_async(stage, version = i)\n    cp_async_arrive({empty_of})\n")),
+    }
     if sync_at("consumer", "iteration") {
         s.push_str("    syncthreads\n");
     }
+    if w.named == 1 || w.named == 2 {
+        s.push_str(&format!("    bar_sync(1, {named_count})\n"));
+    }
     s.push_str("  }\n");
+    if w.named == 3 {
+        s.push_str(&format!("  bar_sync(1, {named_count})\n"));
+    }
     if sync_at("consumer", "after") {
         s.push_str("  syncthreads\n");
     }
