@@ -159,18 +159,31 @@ fn syncthreads_blocks_and_counts() {
 }
 
 #[test]
-fn syncwarp_can_refute_but_not_prove() {
-    // it only blocks: left out of the encoding, a proof would not cover it
+fn syncwarp_blocks_and_counts_per_warp() {
+    // a thread of its own class: an arrival and a wait on a barrier of its warp's lanes
     let o = run(&["prove", "specs/guide/leader_arrives_for_warp.phase"]);
-    let t = text(&o);
-    assert_eq!(o.status.code(), Some(3), "{t}");
-    assert!(
-        t.contains("verdict:  unknown: syncwarp") && t.contains("leader_arrives_for_warp.phase:13:3"),
-        "{t}"
-    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = run(&["prove", "specs/hopper/syncwarp_mask_half_warp_fixed.phase"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     // a counting mistake beside it is still refuted, and confirmed by the explicit search
     let o = run(&["prove", "specs/field/cutlass_2404_producer_group_count_32.phase"]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+}
+
+#[test]
+fn manual_init_before_the_first_syncthreads_is_a_declared_barrier() {
+    let o = run(&["prove", "specs/kinds/uninitialized_fixed.phase"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // no syncthreads orders the init before the use: init order is the explicit search's
+    let o = run(&["prove", "specs/kinds/uninitialized.phase"]);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(3), "{t}");
+    assert!(t.contains("manual_init"), "{t}");
+    // copies complete on it, and the init is not fenced for the async proxy
+    let o = run(&["prove", "specs/hopper/mbarrier_init_without_async_fence.phase"]);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    let o = run(&["prove", "specs/hopper/mbarrier_init_without_async_fence_fixed.phase"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
 }
 
 #[test]

@@ -940,14 +940,12 @@ impl<'a> Encoder<'a> {
             for x in c.sites.iter().filter(|s| is_tx(s) && on(s)) {
                 let before: Vec<&&Site> = arr.iter().filter(|a| a.pos < x.pos && on(a)).collect();
                 let mut r = before.len();
-                // the bytes of an `arrive_expect_tx` belong to its own arrival's phase (the
-                // expect and the arrive are one operation); other bytes after an arrival with
-                // no wait between belong to that arrival's phase
-                let with_own_arrival = matches!(x.kind, SiteKind::Expect { .. })
-                    && c.sites.get(x.pos + 1).is_some_and(|a| {
-                        a.span == x.span && a.group == x.group && a.index == x.index && matches!(a.kind, SiteKind::Arrive { .. })
-                    });
-                if r >= 1 && !with_own_arrival {
+                // bytes after an arrival with no wait on the element between belong to that
+                // arrival's phase, an arrive_expect_tx's own bytes too: a thread that arrives
+                // again before its phase completed may arrive into the same phase (its copies
+                // are still in flight), so its two rounds are one, and their bytes must balance
+                // together (specs/soundness/over_arrival_own_tx)
+                if r >= 1 {
                     let last = before[r - 1].pos;
                     let waited = c.sites.iter().any(|w| {
                         w.group == g.name

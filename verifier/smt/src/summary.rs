@@ -157,6 +157,13 @@ pub struct Builder {
     fns: HashMap<String, ast::FnDecl>,
     /// CTAs of the cluster (1 without `cluster`).
     ctas: i64,
+    /// Barriers the program initialises (`manual_init`), and the inits met: element, span.
+    manual: std::collections::HashSet<String>,
+    /// The modelled lanes of each warp (where every role before it has a constant size).
+    warp_lanes: HashMap<i64, Vec<i64>>,
+    inits: std::cell::RefCell<Vec<(String, T, Span)>>,
+    /// An init not followed by a proxy fence before its thread's first `syncthreads`.
+    unfenced_init: std::cell::Cell<Option<Span>>,
     /// Whether a role uses the cluster barrier.
     cluster_barrier: std::cell::Cell<bool>,
 }
@@ -203,6 +210,13 @@ struct Ctx {
     target: Option<i64>,
     /// The thread's last `cluster_arrive`, which its `cluster_wait` waits on.
     cluster_arrive: Option<usize>,
+    /// Whether the thread passed its first `syncthreads`; an init since the last proxy fence;
+    /// the first use of a `manual_init` barrier before the first `syncthreads`.
+    synced: bool,
+    unfenced: Option<Span>,
+    /// The role the class belongs to.
+    role: String,
+    early_use: Option<Span>,
 }
 
 impl Builder {
@@ -219,6 +233,10 @@ impl Builder {
             fns: program.functions().map(|f| (f.name.name.clone(), f.clone())).collect(),
             ctas: 1,
             cluster_barrier: std::cell::Cell::new(false),
+            manual: Default::default(),
+            warp_lanes: HashMap::new(),
+            inits: Default::default(),
+            unfenced_init: Default::default(),
         };
         let mut symbols = Vec::new();
         for p in program.params() {
@@ -278,14 +296,7 @@ impl Builder {
         }
         for bar in program.barriers() {
             if bar.manual_init {
-                return Err(Unsupported {
-                    span: bar.span,
-                    why: format!(
-                        "barrier `{}` is initialised by the program (manual_init): init and inval are modelled only by the explicit search",
-                        bar.name.name
-                    ),
-                }
-                .into());
+                b.manual.insert(bar.name.name.clone());
             }
             if let Some(c) = &bar.completion {
                 return Err(Unsupported {
@@ -317,6 +328,19 @@ impl Builder {
                 count: all,
                 span: program.name.span,
             });
+        }
+        {
+            let mut g = 0i64;
+            for r in program.roles() {
+                if r.unit != ast::RoleUnit::Threads {
+                    g = (g + warp_size - 1) / warp_size * warp_size;
+                }
+                let Some(n) = b.roles[&r.name.name].as_int() else { break };
+                for t in g..g + n {
+                    b.warp_lanes.entry(t / warp_size).or_default().push(t % warp_size);
+                }
+                g += n;
+            }
         }
         let mut classes = Vec::new();
         for cta in 0..ctas {
@@ -379,6 +403,38 @@ impl Builder {
             };
         }
         }
+        // every element of a `manual_init` barrier initialised exactly once; a TMA copy's bytes
+        // need the init fenced for the async proxy
+        for g in b.groups.iter().filter(|g| b.manual.contains(&g.name)) {
+            for cta in 0..ctas {
+                let name = format!("{}{}", g.name, cta_suffix(ctas, cta));
+                let inits: Vec<(T, Span)> = b.inits.borrow().iter().filter(|x| x.0 == name).map(|x| (x.1.clone(), x.2)).collect();
+                let mut seen = vec![0; g.len as usize];
+                for (i, sp) in &inits {
+                    match i.as_int() {
+                        Some(k) if (0..g.len).contains(&k) => seen[k as usize] += 1,
+                        _ => return unsupported(*sp, "an init whose element is not a constant here")?,
+                    }
+                }
+                if seen.iter().any(|n| *n != 1) {
+                    return unsupported(
+                        inits.first().map(|x| x.1).unwrap_or(g.span),
+                        format!("an element of `{}` is not initialised exactly once: use before init and re-init are modelled only by the explicit search", g.name),
+                    )?;
+                }
+            }
+        }
+        if let Some(sp) = b.unfenced_init.get() {
+            let copies = classes.iter().flat_map(|c| &c.sites).any(|x| {
+                matches!(x.kind, SiteKind::Land { .. }) && b.manual.contains(x.group.split("@cta").next().unwrap_or(&x.group))
+            });
+            if copies {
+                return unsupported(
+                    sp,
+                    "an init with no fence_mbarrier_init or fence_proxy_async after it, on a barrier that copies complete on: whether the async proxy sees the init is modelled only by the explicit search",
+                )?;
+            }
+        }
         if ctas > 1 {
             let mut per_cta = Vec::new();
             for g in &b.groups {
@@ -433,6 +489,10 @@ impl Builder {
             cta: 0,
             target: None,
             cluster_arrive: None,
+            synced: false,
+            role: String::new(),
+            unfenced: None,
+            early_use: None,
         };
         self.expr(e, &mut cx)
     }
@@ -466,9 +526,20 @@ impl Builder {
             cta: 0,
             target: None,
             cluster_arrive: None,
+            synced: false,
+            role: String::new(),
+            unfenced: None,
+            early_use: None,
         };
         cx.cta = cta;
+        cx.role = r.name.name.clone();
         self.block(&r.body, &mut cx)?;
+        if let Some(sp) = cx.early_use.or(cx.unfenced.filter(|_| !cx.synced)) {
+            return unsupported(
+                sp,
+                "a `manual_init` barrier used (or initialised) with no `syncthreads` ordering its init before the use: init order is modelled only by the explicit search",
+            )?;
+        }
         // A thread's j-th wait on a barrier names a phase by its own count of waits: the waits of
         // one barrier must run on the same lanes (all, or the elected one, or the others).
         for w in cx.sites.iter().filter(|x| matches!(x.kind, SiteKind::WaitParity { .. } | SiteKind::WaitToken { .. })) {
@@ -725,6 +796,17 @@ impl Builder {
             // The CTA barrier: an arrival and a wait on a barrier of all the CTA's threads, so
             // that the arrivals law counts it and the wait-order law sees the cycles through it.
             StmtKind::SyncThreads => {
+                if !cx.synced {
+                    if !cx.guard.is_empty() || cx.in_loop.is_some() || cx.share != Share::All {
+                        if let Some(sp) = cx.early_use.or(self.inits.borrow().last().map(|x| x.2)).filter(|_| !self.manual.is_empty()) {
+                            return unsupported(sp, "a `manual_init` barrier whose thread's first `syncthreads` is conditional or in a loop: init order is modelled only by the explicit search")?;
+                        }
+                    }
+                    if let Some(sp) = cx.unfenced.take() {
+                        self.unfenced_init.set(Some(sp));
+                    }
+                    cx.synced = true;
+                }
                 let g = format!("{SYNCTHREADS}{}", cta_suffix(self.ctas, cx.cta));
                 let a = self.push(cx, s.span, g.clone(), int(0), SiteKind::Arrive { n: int(1), drop: false });
                 self.push(cx, s.span, g, int(0), SiteKind::WaitToken { arrive: a });
@@ -734,6 +816,10 @@ impl Builder {
             // earlier, on a wait whose arrivals the laws account for: it adds no cycle the
             // wait-order law does not see. Elsewhere left out, and no proof stands on it.
             StmtKind::SyncWarp if cx.whole_warps.is_some() && cx.share == Share::All => {}
+            // A thread of its own class: an arrival and a wait on a barrier of its warp's lanes,
+            // so that the arrivals law counts who reaches it and the wait-order law sees cycles
+            // through it (as for `syncthreads`).
+            StmtKind::SyncWarp if cx.me.is_some() && cx.share == Share::All && self.warp_sync(s.span, None, cx)? => {}
             StmtKind::SyncWarp => {
                 self.refute_only.borrow_mut().get_or_insert(Unsupported {
                     span: s.span,
@@ -753,6 +839,7 @@ impl Builder {
                 let mask = self.expr(m, cx).ok().and_then(|t| t.as_int());
                 match (full, mask) {
                     (Some(f), Some(k)) if cx.share == Share::All && k & f == f => {}
+                    (None, Some(k)) if cx.me.is_some() && cx.share == Share::All && self.warp_sync(s.span, Some(k), cx)? => {}
                     _ => return unsupported(s.span, "syncwarp(mask) with a mask other than every lane of a warp of one role is modelled only by the explicit search")?,
                 }
             }
@@ -792,7 +879,12 @@ impl Builder {
                 Ok(B::Const(true)) => {
                     return unsupported(span, format!("a `while` loop that runs more than {UNROLL} times: prove unrolls at most {UNROLL}"))?
                 }
-                _ => return refuse(),
+                // a ranged parameter in the condition: the caller gives it each value in turn
+                Ok(c) => match cond_vars(&c).into_iter().find(|v| !v.contains('@') && !v.contains('#')) {
+                    Some(v) => return Err(need_concrete_of(&var(&v), cond.span)),
+                    None => return refuse(),
+                },
+                Err(e) => return Err(e),
             }
             self.block(body, cx)?;
             trips += 1;
@@ -916,6 +1008,37 @@ impl Builder {
             }
         }
         Ok(())
+    }
+
+    /// `syncwarp` / `syncwarp(mask)` of a thread that is its own class: an arrival and a wait
+    /// on the barrier of its warp (and mask) whose count is the modelled lanes it names. False
+    /// when the warp's lanes are not known (a role of symbolic size before it).
+    fn warp_sync(&self, span: Span, mask: Option<i64>, cx: &mut Ctx) -> R<bool> {
+        let (_, gtid, ws) = cx.me.expect("a thread of its own class");
+        let Some(lanes) = self.warp_lanes.get(&(gtid / ws)) else { return Ok(false) };
+        let lane = gtid % ws;
+        let named: Vec<i64> = lanes.iter().copied().filter(|l| mask.is_none_or(|m| *l < 63 && (m >> l) & 1 == 1)).collect();
+        if !named.contains(&lane) {
+            return unsupported(span, "a lane runs syncwarp(mask) without its own bit: undefined behaviour, which only the explicit search reports")?;
+        }
+        let name = match mask {
+            None => format!("syncwarp w{}{}", gtid / ws, cta_suffix(self.ctas, cx.cta)),
+            Some(m) => format!("syncwarp w{} {m:#x}{}", gtid / ws, cta_suffix(self.ctas, cx.cta)),
+        };
+        {
+            let mut named_groups = self.named.borrow_mut();
+            if !named_groups.iter().any(|g| g.name == name) {
+                named_groups.push(GroupInfo {
+                    name: name.clone(),
+                    len: 1,
+                    count: int(named.len() as i64),
+                    span,
+                });
+            }
+        }
+        let a = self.push(cx, span, name.clone(), int(0), SiteKind::Arrive { n: int(1), drop: false });
+        self.push(cx, span, name, int(0), SiteKind::WaitToken { arrive: a });
+        Ok(true)
     }
 
     /// `elect()`: a warp-wide wait and a choice of one lane. Exact only where every lane of the
@@ -1117,6 +1240,9 @@ impl Builder {
 
     fn push(&self, cx: &mut Ctx, span: Span, group: String, index: T, kind: SiteKind) -> usize {
         let pos = cx.sites.len();
+        if !cx.synced && self.manual.contains(group.split("@cta").next().unwrap_or(&group)) {
+            cx.early_use.get_or_insert(span);
+        }
         cx.sites.push(Site {
             span,
             share: cx.share,
@@ -1264,10 +1390,35 @@ impl Builder {
             | OpKind::WgmmaAsync { .. }
             | OpKind::WgmmaWait { .. }
             | OpKind::FenceProxyAsync
-            | OpKind::FenceMbarrierInit => None,
-            OpKind::Init { .. } | OpKind::Inval { .. } => {
-                return unsupported(sp, "init and inval are modelled only by the explicit search")?
+            | OpKind::FenceMbarrierInit => {
+                if matches!(op.kind, OpKind::FenceProxyAsync | OpKind::FenceMbarrierInit) {
+                    cx.unfenced = None;
+                }
+                None
             }
+            // An init in the straight-line code before the thread's first `syncthreads`, which
+            // every thread passes before it touches the barrier: the barrier then is what a
+            // declared one is (count and phase 0), and each element must be initialised once.
+            OpKind::Init { bar, count } => {
+                let (g, i) = self.place(bar, cx)?;
+                let declared = self.groups.iter().find(|x| x.name == bar.name.name).map(|x| x.count.clone());
+                let same_count = match count {
+                    None => true,
+                    Some(e) => Some(self.expr(e, cx)?) == declared,
+                };
+                // one thread: an init by several would re-initialise a live barrier
+                let single = cx.me.is_some() || self.roles.get(&cx.role).and_then(|t| t.as_int()) == Some(1);
+                if !single || cx.synced || cx.in_loop.is_some() || !cx.guard.is_empty() || cx.share != Share::All || !same_count {
+                    return unsupported(
+                        sp,
+                        "an init that is not unconditional straight-line code before the thread's first `syncthreads`, or that sets another count than the declaration: init order and re-initialisation are modelled only by the explicit search",
+                    )?;
+                }
+                self.inits.borrow_mut().push((g, i, sp));
+                cx.unfenced = Some(sp);
+                None
+            }
+            OpKind::Inval { .. } => return unsupported(sp, "inval ends a barrier's life: modelled only by the explicit search")?,
             OpKind::Elect => {
                 // its value unused: only the warp-wide wait
                 self.elect(sp, cx)?;
@@ -1514,6 +1665,11 @@ fn set_local(cx: &mut Ctx, name: &str, v: Local) {
     if let Some(scope) = cx.locals.iter_mut().rev().find(|m| m.contains_key(name)) {
         scope.insert(name.to_string(), v);
     }
+}
+
+/// The symbols a condition names.
+fn cond_vars(c: &B) -> Vec<String> {
+    term_vars(&T::ite(c.clone(), int(1), int(0)))
 }
 
 /// The symbols a term names.

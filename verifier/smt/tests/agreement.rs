@@ -304,8 +304,12 @@ fn consumers_of(src: &str) -> i64 {
 // `prove` answer `unknown`, never `proved` wrongly. The generated protocols are the ring buffer
 // with, at random: a parity flipped by a loop that holds no barrier operation (nested or not), a
 // stage index computed by a nested loop (right or wrong), `syncthreads` in both roles or in one
-// (a cycle, a missing partner), a shared var spun on, a local `while`, `elect`, the consumers as
-// whole warps (uniform or not), the producer's loop as tiles x k. `prove` runs over a range of
+// (a cycle, a missing partner), a shared var spun on, a local `while`, `elect` (in a producer of
+// one thread, of a warp, of a uniform warp), the consumers as whole warps (uniform or not), the
+// producer's loop as tiles x k or as a persistent `while`, a named barrier (right, a warp short,
+// a cycle), wgmma and proxy fences, cp.async arrive-ons (plain, `.noinc`, plain where an arrival
+// is needed), a cluster of two (with remote releases), a `try_wait_parity` spin, the producer's
+// issue as an inline function. `prove` runs over a range of
 // FLIP and ITERS; whenever it says proved, the explicit search finds no counting kind at sampled
 // instances of the range; whenever it refutes, the explicit search finds a kind of the law at the
 // instance it reports.
@@ -357,6 +361,12 @@ struct Wide {
     /// 0 one CTA; 1 a cluster of two; 2 a cluster of two whose consumers release the other
     /// CTA's stage (`arrive(empty[s], cta = ...)`: symmetric, right).
     cluster: u8,
+    /// The consumers wait by spinning on `try_wait_parity` instead of `wait_parity`.
+    spin_wait: bool,
+    /// The producer's issue (`arrive_expect_tx` and the copy) is an inline function.
+    inline_fn: bool,
+    /// The producer's loop is `while t < ITERS { ...; t = t + 1 }` (a persistent scheduler).
+    persistent: bool,
 }
 
 /// A small deterministic generator (splitmix64), so that a case is named by its seed.
@@ -406,6 +416,9 @@ fn wide(seed: u64) -> Wide {
         proxy: r.below(6) == 0,
         cp_async: r.pick(4, 6) as u8,
         cluster: r.pick(3, 12) as u8,
+        spin_wait: r.below(6) == 0,
+        inline_fn: r.below(5) == 0,
+        persistent: r.below(6) == 0,
     }
 }
 
@@ -449,6 +462,9 @@ fn render_wide(w: &Wide) -> String {
             _ => false,
         }
     };
+    if w.inline_fn {
+        s.push_str("\nfn produce(stage, round) {\n  arrive_expect_tx(full[stage], BYTES)\n  copy_async(slot[stage], full[stage], version = round)\n}\n");
+    }
     // producer
     match w.producer_warps {
         0 => s.push_str("\nrole producer[1] {\n"),
@@ -464,7 +480,13 @@ fn render_wide(w: &Wide) -> String {
     if w.named == 3 {
         s.push_str(&format!("  bar_arrive(1, {named_count})\n"));
     }
-    let (open, close, ind) = if w.tiles {
+    let (open, close, ind) = if w.persistent {
+        (
+            "  let i = 0\n  while i < ITERS {\n".to_string(),
+            "    i = i + 1\n  }\n".to_string(),
+            "    ",
+        )
+    } else if w.tiles {
         (
             "  for t in 0..ITERS {\n    for k in 0..1 {\n      let i = t + k\n".to_string(),
             "    }\n  }\n".to_string(),
@@ -479,14 +501,16 @@ fn render_wide(w: &Wide) -> String {
     if w.proxy {
         s.push_str(&format!("{ind}fence_proxy_async()\n"));
     }
-    if w.elect {
-        s.push_str(&format!(
-            "{ind}let e = elect()\n{ind}if e == 1 {{\n{ind}  arrive_expect_tx(full[s], BYTES)\n{ind}  copy_async(slot[s], full[s], version = i)\n{ind}}}\n"
-        ));
+    let issue = if w.inline_fn {
+        "produce(s, i)\n".to_string()
     } else {
-        s.push_str(&format!(
-            "{ind}arrive_expect_tx(full[s], BYTES)\n{ind}copy_async(slot[s], full[s], version = i)\n"
-        ));
+        format!("arrive_expect_tx(full[s], BYTES)\n{ind}copy_async(slot[s], full[s], version = i)\n")
+    };
+    if w.elect {
+        let issue = issue.replace(&format!("\n{ind}"), &format!("\n{ind}  "));
+        s.push_str(&format!("{ind}let e = elect()\n{ind}if e == 1 {{\n{ind}  {issue}{ind}}}\n"));
+    } else {
+        s.push_str(&format!("{ind}{issue}"));
     }
     if sync_at("producer", "iteration") {
         s.push_str(&format!("{ind}syncthreads\n"));
@@ -533,7 +557,12 @@ fn render_wide(w: &Wide) -> String {
         1 => s.push_str("    for j in 0..FLIP { p = 1 - p }\n"),
         _ => s.push_str("    for j in 0..FLIP {\n      for k in 0..2 { p = 1 - p }\n    }\n"),
     }
-    s.push_str("    wait_parity(full[s], p)\n    read(slot[s], expect = i)\n");
+    if w.spin_wait {
+        s.push_str("    let ok = 0\n    while ok == 0 { ok = try_wait_parity(full[s], p) }\n");
+    } else {
+        s.push_str("    wait_parity(full[s], p)\n");
+    }
+    s.push_str("    read(slot[s], expect = i)\n");
     if w.proxy {
         s.push_str("    wgmma_async(slot[s])\n    wgmma_wait(0)\n");
     }
