@@ -320,6 +320,13 @@ fn opk(op: &ast::Op, src: &str, out: &mut Vec<Edit>, lit: &mut Lit, prog: &ast::
             lit(bytes, "bytes", out)
         }
         OpKind::CopyAsync { bytes: Some(b), .. } | OpKind::MemcpyAsync { bytes: Some(b), .. } => lit(b, "copy bytes", out),
+        // the CTA a remote operation names, and the operation itself
+        OpKind::Remote { target, op: inner } => {
+            if let ast::ClusterTarget::Cta(e) = target {
+                lit(e, "target CTA", out);
+            }
+            opk(inner, src, out, lit, prog, lv);
+        }
         _ => {}
     }
 }
