@@ -281,12 +281,18 @@ fn opk(op: &ast::Op, src: &str, out: &mut Vec<Edit>, lit: &mut Lit, prog: &ast::
                     (Some(_), Some(l)) => format!("{v} / {l}"),
                     _ => v.to_string(),
                 };
-                for (t, what) in [(format!("({visit}) % 2"), "this round"), (format!("({visit} + 1) % 2"), "the round before")] {
+                for (t, what) in [
+                    (format!("({visit}) % 2"), "this round"),
+                    (format!("({visit} + 1) % 2"), "the round before"),
+                ] {
                     out.push(Edit {
                         span: parity.span,
                         text: t.clone(),
                         size: 1,
-                        what: format!("wait parity: {} -> {t} (the parity of {what}, flipping every visit)", text(src, parity.span)),
+                        what: format!(
+                            "wait parity: {} -> {t} (the parity of {what}, flipping every visit)",
+                            text(src, parity.span)
+                        ),
                     });
                 }
             }

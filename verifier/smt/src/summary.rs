@@ -10,8 +10,12 @@ use crate::sym::{int, var, Cmp, B, T};
 use phasecheck_model::lang::ast::{self, BinOp, ExprKind, OpKind, Span, StmtKind, UnOp};
 use std::collections::{BTreeMap, HashMap};
 use walk::{block_assigns, block_calls, block_has_barrier_ops, block_returns, block_returns_always, block_syncs_cta, uses_identity};
+use warp::aligned_named_barriers;
 
+mod flow;
+mod ops;
 mod walk;
+mod warp;
 
 /// Why a construct is outside the encodable fragment.
 #[derive(Clone, Debug)]
@@ -320,7 +324,10 @@ impl Builder {
         // what a role does through the functions it calls counts as its own
         let fn_syncs = program.functions().any(|f| block_syncs_cta(&f.body));
         let fn_identity = program.functions().any(|f| uses_identity(&f.body));
-        if program.roles().any(|r| block_syncs_cta(&r.body) || (fn_syncs && block_calls(&r.body))) {
+        if program
+            .roles()
+            .any(|r| block_syncs_cta(&r.body) || (fn_syncs && block_calls(&r.body)))
+        {
             let all = T::sum(program.roles().map(|r| b.roles[&r.name.name].clone()));
             b.groups.push(GroupInfo {
                 name: SYNCTHREADS.into(),
@@ -344,71 +351,77 @@ impl Builder {
         }
         let mut classes = Vec::new();
         for cta in 0..ctas {
-        let mut gtid: Option<i64> = Some(0);
-        for r in program.roles() {
-            if r.unit != ast::RoleUnit::Threads {
-                // whole warps start at a warp boundary (the lanes skipped are not modelled)
-                gtid = gtid.map(|g| (g + warp_size - 1) / warp_size * warp_size);
-            }
-            let count_t = b.roles[&r.name.name].clone();
-            if uses_identity(&r.body) || (fn_identity && block_calls(&r.body)) {
-                let n = match count_t.as_int() {
-                    Some(n) => n,
-                    None => return Err(need_concrete_of(&count_t, r.count.span)),
-                };
-                let first = match gtid {
-                    Some(g) => g,
-                    None => {
+            let mut gtid: Option<i64> = Some(0);
+            for r in program.roles() {
+                if r.unit != ast::RoleUnit::Threads {
+                    // whole warps start at a warp boundary (the lanes skipped are not modelled)
+                    gtid = gtid.map(|g| (g + warp_size - 1) / warp_size * warp_size);
+                }
+                let count_t = b.roles[&r.name.name].clone();
+                if uses_identity(&r.body) || (fn_identity && block_calls(&r.body)) {
+                    let n = match count_t.as_int() {
+                        Some(n) => n,
+                        None => return Err(need_concrete_of(&count_t, r.count.span)),
+                    };
+                    let first = match gtid {
+                        Some(g) => g,
+                        None => {
+                            return unsupported(
+                                r.count.span,
+                                "the threads of this role read their identity, and an earlier role's size is symbolic",
+                            )?
+                        }
+                    };
+                    if n > 64 {
                         return unsupported(
                             r.count.span,
-                            "the threads of this role read their identity, and an earlier role's size is symbolic",
-                        )?
+                            format!(
+                                "role `{}` reads its thread identity and has {n} threads; prove handles at most 64 such threads",
+                                r.name.name
+                            ),
+                        )?;
                     }
-                };
-                if n > 64 {
-                    return unsupported(
-                        r.count.span,
-                        format!(
-                            "role `{}` reads its thread identity and has {n} threads; prove handles at most 64 such threads",
-                            r.name.name
-                        ),
-                    )?;
-                }
-                let from = classes.len();
-                for tid in 0..n {
-                    let (segs, sites) = b.role_body(r, Some((tid, first + tid, warp_size)), None, cta)?;
+                    let from = classes.len();
+                    for tid in 0..n {
+                        let (segs, sites) = b.role_body(r, Some((tid, first + tid, warp_size)), None, cta)?;
+                        classes.push(Class {
+                            label: format!("{}#{tid}{}", r.name.name, cta_suffix(ctas, cta)),
+                            mult: int(1),
+                            warps: None,
+                            segs,
+                            sites,
+                        });
+                    }
+                    aligned_named_barriers(r, &classes[from..], first, warp_size)?;
+                } else {
+                    let whole = (r.unit != ast::RoleUnit::Threads).then_some(warp_size);
+                    let (segs, sites) = b.role_body(r, None, whole, cta)?;
                     classes.push(Class {
-                        label: format!("{}#{tid}{}", r.name.name, cta_suffix(ctas, cta)),
-                        mult: int(1),
-                        warps: None,
+                        label: format!("{}{}", r.name.name, cta_suffix(ctas, cta)),
+                        mult: count_t.clone(),
+                        warps: role_warps.get(&r.name.name).cloned(),
                         segs,
                         sites,
                     });
                 }
-                aligned_named_barriers(r, &classes[from..], first, warp_size)?;
-            } else {
-                let whole = (r.unit != ast::RoleUnit::Threads).then_some(warp_size);
-                let (segs, sites) = b.role_body(r, None, whole, cta)?;
-                classes.push(Class {
-                    label: format!("{}{}", r.name.name, cta_suffix(ctas, cta)),
-                    mult: count_t.clone(),
-                    warps: role_warps.get(&r.name.name).cloned(),
-                    segs,
-                    sites,
-                });
+                gtid = match (gtid, count_t.as_int()) {
+                    (Some(g), Some(n)) => Some(g + n),
+                    _ => None,
+                };
             }
-            gtid = match (gtid, count_t.as_int()) {
-                (Some(g), Some(n)) => Some(g + n),
-                _ => None,
-            };
-        }
         }
         // every element of a `manual_init` barrier initialised exactly once; a TMA copy's bytes
         // need the init fenced for the async proxy
         for g in b.groups.iter().filter(|g| b.manual.contains(&g.name)) {
             for cta in 0..ctas {
                 let name = format!("{}{}", g.name, cta_suffix(ctas, cta));
-                let inits: Vec<(T, Span)> = b.inits.borrow().iter().filter(|x| x.0 == name).map(|x| (x.1.clone(), x.2)).collect();
+                let inits: Vec<(T, Span)> = b
+                    .inits
+                    .borrow()
+                    .iter()
+                    .filter(|x| x.0 == name)
+                    .map(|x| (x.1.clone(), x.2))
+                    .collect();
                 let mut seen = vec![0; g.len as usize];
                 for (i, sp) in &inits {
                     match i.as_int() {
@@ -425,9 +438,10 @@ impl Builder {
             }
         }
         if let Some(sp) = b.unfenced_init.get() {
-            let copies = classes.iter().flat_map(|c| &c.sites).any(|x| {
-                matches!(x.kind, SiteKind::Land { .. }) && b.manual.contains(x.group.split("@cta").next().unwrap_or(&x.group))
-            });
+            let copies = classes
+                .iter()
+                .flat_map(|c| &c.sites)
+                .any(|x| matches!(x.kind, SiteKind::Land { .. }) && b.manual.contains(x.group.split("@cta").next().unwrap_or(&x.group)));
             if copies {
                 return unsupported(
                     sp,
@@ -505,7 +519,13 @@ impl Builder {
         }
     }
 
-    fn role_body(&self, r: &ast::RoleDecl, me: Option<(i64, i64, i64)>, whole_warps: Option<i64>, cta: i64) -> R<(Vec<Option<Loop>>, Vec<Site>)> {
+    fn role_body(
+        &self,
+        r: &ast::RoleDecl,
+        me: Option<(i64, i64, i64)>,
+        whole_warps: Option<i64>,
+        cta: i64,
+    ) -> R<(Vec<Option<Loop>>, Vec<Site>)> {
         let mut cx = Ctx {
             me,
             locals: vec![HashMap::new()],
@@ -542,13 +562,20 @@ impl Builder {
         }
         // A thread's j-th wait on a barrier names a phase by its own count of waits: the waits of
         // one barrier must run on the same lanes (all, or the elected one, or the others).
-        for w in cx.sites.iter().filter(|x| matches!(x.kind, SiteKind::WaitParity { .. } | SiteKind::WaitToken { .. })) {
+        for w in cx
+            .sites
+            .iter()
+            .filter(|x| matches!(x.kind, SiteKind::WaitParity { .. } | SiteKind::WaitToken { .. }))
+        {
             if let Some(x) = cx.sites.iter().find(|x| {
                 x.group == w.group && x.share != w.share && matches!(x.kind, SiteKind::WaitParity { .. } | SiteKind::WaitToken { .. })
             }) {
                 return unsupported(
                     x.span,
-                    format!("waits on `{}` from an elected block and from other lanes: the lanes then count their waits differently", w.group),
+                    format!(
+                        "waits on `{}` from an elected block and from other lanes: the lanes then count their waits differently",
+                        w.group
+                    ),
                 )?;
             }
         }
@@ -623,7 +650,10 @@ impl Builder {
                 if cx.share != Share::All && scope.is_some_and(|ix| ix < cx.share_scope) {
                     return unsupported(
                         s.span,
-                        format!("`{}` is assigned inside an elected block: its lanes then hold different values", name.name),
+                        format!(
+                            "`{}` is assigned inside an elected block: its lanes then hold different values",
+                            name.name
+                        ),
                     )?;
                 }
                 if scope.is_some_and(|ix| cx.in_loop.is_none() || ix >= cx.loop_scope) {
@@ -798,7 +828,11 @@ impl Builder {
             StmtKind::SyncThreads => {
                 if !cx.synced {
                     if !cx.guard.is_empty() || cx.in_loop.is_some() || cx.share != Share::All {
-                        if let Some(sp) = cx.early_use.or(self.inits.borrow().last().map(|x| x.2)).filter(|_| !self.manual.is_empty()) {
+                        if let Some(sp) = cx
+                            .early_use
+                            .or(self.inits.borrow().last().map(|x| x.2))
+                            .filter(|_| !self.manual.is_empty())
+                        {
                             return unsupported(sp, "a `manual_init` barrier whose thread's first `syncthreads` is conditional or in a loop: init order is modelled only by the explicit search")?;
                         }
                     }
@@ -840,384 +874,15 @@ impl Builder {
                 match (full, mask) {
                     (Some(f), Some(k)) if cx.share == Share::All && k & f == f => {}
                     (None, Some(k)) if cx.me.is_some() && cx.share == Share::All && self.warp_sync(s.span, Some(k), cx)? => {}
-                    _ => return unsupported(s.span, "syncwarp(mask) with a mask other than every lane of a warp of one role is modelled only by the explicit search")?,
+                    _ => return unsupported(
+                        s.span,
+                        "syncwarp(mask) with a mask other than every lane of a warp of one role is modelled only by the explicit search",
+                    )?,
                 }
             }
             StmtKind::Call { name, args } => self.call(s.span, name, args, cx)?,
         }
         Ok(())
-    }
-
-    /// A `while` loop, where its trip count does not depend on the interleaving: a spin on
-    /// `try_wait`/`try_wait_parity` (`let ok = 0; while ok == 0 { ok = try_wait_parity(B, P) }`)
-    /// ends exactly when `wait_parity(B, P)` would pass, so it is that wait; a loop whose
-    /// condition is a constant at every test (locals and parameters of known value, as a
-    /// persistent kernel's `while blk < BLOCKS { ...; blk = blk + 1 }`) is run as often as it
-    /// runs, at most `UNROLL` times. Anything else (a shared var, a symbolic bound, `break`)
-    /// depends on the interleaving or on values prove does not enumerate: refused.
-    fn while_loop(&self, span: Span, cond: &ast::Expr, body: &ast::Block, cx: &mut Ctx) -> R<()> {
-        let refuse = || -> R<()> {
-            unsupported(
-                span,
-                "a `while` loop whose condition is not a constant at each test, or that holds a `break`: its trip count depends on the interleaving or on values prove does not enumerate; only the explicit search models it",
-            )?
-        };
-        if let Some(r) = self.spin_wait(cond, body, cx) {
-            return r;
-        }
-        if walk::block_breaks(body) || block_returns(body) {
-            return refuse();
-        }
-        if cx.in_loop.is_some() && block_has_barrier_ops(body) {
-            return unsupported(span, "a nested loop with barrier operations or a return: prove handles one loop level")?;
-        }
-        let mut trips = 0;
-        loop {
-            match self.cond(cond, cx) {
-                Ok(B::Const(false)) => return Ok(()),
-                Ok(B::Const(true)) if trips < UNROLL => {}
-                Ok(B::Const(true)) => {
-                    return unsupported(span, format!("a `while` loop that runs more than {UNROLL} times: prove unrolls at most {UNROLL}"))?
-                }
-                // a ranged parameter in the condition: the caller gives it each value in turn
-                Ok(c) => match cond_vars(&c).into_iter().find(|v| !v.contains('@') && !v.contains('#')) {
-                    Some(v) => return Err(need_concrete_of(&var(&v), cond.span)),
-                    None => return refuse(),
-                },
-                Err(e) => return Err(e),
-            }
-            self.block(body, cx)?;
-            trips += 1;
-        }
-    }
-
-    /// The spin `while X == 0 { X = try_wait_parity(B, P) }` (or `try_wait(B, T)`) on a local
-    /// that is 0 here: the wait it stands for, and X becomes 1. `None` when it is not that shape.
-    fn spin_wait(&self, cond: &ast::Expr, body: &ast::Block, cx: &mut Ctx) -> Option<R<()>> {
-        let x = match &cond.kind {
-            ExprKind::Binary(BinOp::Eq, a, b) => match (&a.kind, &b.kind) {
-                (ExprKind::Name(n), ExprKind::Int(0)) | (ExprKind::Int(0), ExprKind::Name(n)) => n,
-                _ => return None,
-            },
-            ExprKind::Unary(UnOp::Not, a) => match &a.kind {
-                ExprKind::Name(n) => n,
-                _ => return None,
-            },
-            _ => return None,
-        };
-        let [stmt] = body.stmts.as_slice() else { return None };
-        let StmtKind::Assign {
-            name,
-            value: ast::Value::Op(op),
-        } = &stmt.kind
-        else {
-            return None;
-        };
-        if &name.name != x || !matches!(self.lookup(x, cx), Some(Local::Term(T::Int(0)))) {
-            return None;
-        }
-        let scope = cx.locals.iter().rposition(|m| m.contains_key(x))?;
-        if (cx.in_loop.is_some() && scope < cx.loop_scope) || (cx.share != Share::All && scope < cx.share_scope) {
-            return None;
-        }
-        let wait = match &op.kind {
-            OpKind::TryWaitParity { bar, parity } => ast::Op {
-                kind: OpKind::WaitParity {
-                    bar: bar.clone(),
-                    parity: parity.clone(),
-                },
-                span: op.span,
-            },
-            OpKind::TryWait { bar, token } => ast::Op {
-                kind: OpKind::Wait {
-                    bar: bar.clone(),
-                    token: token.clone(),
-                },
-                span: op.span,
-            },
-            _ => return None,
-        };
-        Some(self.op(&wait, cx).map(|_| {
-            set_local(cx, x, Local::Term(int(1)));
-        }))
-    }
-
-    /// A call of an inline function, expanded here as the lowering expands it: a parameter
-    /// bound to a plain `let` local of the caller names that local (copied in, and copied out
-    /// after the body, which sees nothing else of the caller's, so the two agree); any other
-    /// argument is a fresh copy. A caller's local that a symbolic loop carries from one
-    /// iteration to the next (or that lives outside an elected block) stays below the
-    /// iteration's scope, so assigning it in the body is refused as it is in the caller.
-    fn call(&self, span: Span, name: &ast::Ident, args: &[ast::Expr], cx: &mut Ctx) -> R<()> {
-        let Some(f) = self.fns.get(&name.name) else {
-            return unsupported(span, format!("`{}` is not a function", name.name))?;
-        };
-        if f.params.len() != args.len() || cx.inlining >= 64 {
-            return unsupported(span, format!("`{}` cannot be expanded here (wrong arity or recursion)", name.name))?;
-        }
-        let mut outer: HashMap<String, Local> = HashMap::new();
-        let mut carried_here: HashMap<String, Local> = HashMap::new();
-        let mut inner: HashMap<String, Local> = HashMap::new();
-        let mut by_ref: Vec<(String, String)> = Vec::new();
-        for (prm, a) in f.params.iter().zip(args) {
-            let caller = match &a.kind {
-                ExprKind::Name(n) if !cx.loop_vars.contains(n) => cx.locals.iter().rposition(|m| m.contains_key(n)).map(|ix| (n.clone(), ix)),
-                _ => None,
-            };
-            match caller {
-                Some((n, ix)) => {
-                    if by_ref.iter().any(|(_, m)| *m == n) {
-                        return unsupported(span, format!("`{n}` is passed twice to `{}`: two names for one local", name.name))?;
-                    }
-                    let v = cx.locals[ix][&n].clone();
-                    let outside_elected = cx.share != Share::All && ix < cx.share_scope;
-                    let carried = cx.in_loop.is_some() && ix < cx.loop_scope;
-                    if outside_elected {
-                        &mut outer
-                    } else if carried {
-                        &mut carried_here
-                    } else {
-                        &mut inner
-                    }
-                    .insert(prm.name.clone(), v);
-                    by_ref.push((prm.name.clone(), n));
-                }
-                None => {
-                    let v = Local::Term(self.expr(a, cx)?);
-                    inner.insert(prm.name.clone(), v);
-                }
-            }
-        }
-        // scope 0: outside the elected block; 1: carried by the symbolic loop; 2: free to assign
-        let saved = std::mem::replace(&mut cx.locals, vec![outer, carried_here, inner]);
-        let saved_loop_vars = std::mem::take(&mut cx.loop_vars);
-        let (loop_scope, share_scope) = (cx.loop_scope, cx.share_scope);
-        cx.loop_scope = 2;
-        cx.share_scope = 1;
-        cx.inlining += 1;
-        let run = self.block(&f.body, cx);
-        cx.inlining -= 1;
-        let after = std::mem::replace(&mut cx.locals, saved);
-        cx.loop_vars = saved_loop_vars;
-        cx.loop_scope = loop_scope;
-        cx.share_scope = share_scope;
-        run?;
-        for (prm, n) in by_ref {
-            if let Some(v) = after.iter().rev().find_map(|m| m.get(&prm).cloned()) {
-                set_local(cx, &n, v);
-            }
-        }
-        Ok(())
-    }
-
-    /// `syncwarp` / `syncwarp(mask)` of a thread that is its own class: an arrival and a wait
-    /// on the barrier of its warp (and mask) whose count is the modelled lanes it names. False
-    /// when the warp's lanes are not known (a role of symbolic size before it).
-    fn warp_sync(&self, span: Span, mask: Option<i64>, cx: &mut Ctx) -> R<bool> {
-        let (_, gtid, ws) = cx.me.expect("a thread of its own class");
-        let Some(lanes) = self.warp_lanes.get(&(gtid / ws)) else { return Ok(false) };
-        let lane = gtid % ws;
-        let named: Vec<i64> = lanes.iter().copied().filter(|l| mask.is_none_or(|m| *l < 63 && (m >> l) & 1 == 1)).collect();
-        if !named.contains(&lane) {
-            return unsupported(span, "a lane runs syncwarp(mask) without its own bit: undefined behaviour, which only the explicit search reports")?;
-        }
-        let name = match mask {
-            None => format!("syncwarp w{}{}", gtid / ws, cta_suffix(self.ctas, cx.cta)),
-            Some(m) => format!("syncwarp w{} {m:#x}{}", gtid / ws, cta_suffix(self.ctas, cx.cta)),
-        };
-        {
-            let mut named_groups = self.named.borrow_mut();
-            if !named_groups.iter().any(|g| g.name == name) {
-                named_groups.push(GroupInfo {
-                    name: name.clone(),
-                    len: 1,
-                    count: int(named.len() as i64),
-                    span,
-                });
-            }
-        }
-        let a = self.push(cx, span, name.clone(), int(0), SiteKind::Arrive { n: int(1), drop: false });
-        self.push(cx, span, name, int(0), SiteKind::WaitToken { arrive: a });
-        Ok(true)
-    }
-
-    /// `elect()`: a warp-wide wait and a choice of one lane. Exact only where every lane of the
-    /// warp runs the class's code (whole warps of one role that read no identity): then its
-    /// lanes reach it together unless one blocks earlier on a wait the laws account for, and the
-    /// elected block runs on one lane per warp, whichever it is.
-    fn elect(&self, span: Span, cx: &Ctx) -> R<()> {
-        if cx.whole_warps.is_none() {
-            return unsupported(
-                span,
-                "elect() in a role sized in threads, or whose lanes read their identity: which lanes of the warp take part (and which one is elected) is modelled only by the explicit search",
-            )?;
-        }
-        if cx.share != Share::All {
-            return unsupported(span, "elect() inside an elected block: only one lane of the warp reaches it")?;
-        }
-        if cx.whole_warps.is_some_and(|ws| ws < 2) {
-            return unsupported(span, "elect() with warp_size 1: prove counts the elected lane against the others")?;
-        }
-        Ok(())
-    }
-
-    /// `Some(true)` for a test that holds in the elected lane (`e == 1`, `e != 0`, `e`),
-    /// `Some(false)` for one that holds in the others (`e == 0`, `e != 1`), on an `elect()` result.
-    fn elect_test(&self, c: &ast::Expr, cx: &Ctx) -> Option<bool> {
-        let is_elect = |e: &ast::Expr| matches!(&e.kind, ExprKind::Name(n) if matches!(self.lookup(n, cx), Some(Local::Elect)));
-        match &c.kind {
-            ExprKind::Name(_) if is_elect(c) => Some(true),
-            ExprKind::Unary(UnOp::Not, a) if is_elect(a) => Some(false),
-            ExprKind::Binary(op @ (BinOp::Eq | BinOp::Ne), a, b) => {
-                let (e, v) = match (&a.kind, &b.kind) {
-                    (_, ExprKind::Int(v)) if is_elect(a) => (true, *v),
-                    (ExprKind::Int(v), _) if is_elect(b) => (true, *v),
-                    _ => (false, 0),
-                };
-                if !e || !(v == 0 || v == 1) {
-                    return None;
-                }
-                Some((v == 1) == (*op == BinOp::Eq))
-            }
-            _ => None,
-        }
-    }
-
-    fn elected_block(&self, span: Span, elected: bool, then: &ast::Block, els: Option<&ast::Block>, cx: &mut Ctx) -> R<()> {
-        if block_returns(then) || els.is_some_and(block_returns) {
-            return unsupported(span, "a `return` inside an elected block: the lanes then end at different points")?;
-        }
-        let (outer, scope) = (cx.share, cx.share_scope);
-        for (blk, share) in [(Some(then), elected), (els, !elected)] {
-            let Some(blk) = blk else { continue };
-            cx.share = if share { Share::Elected } else { Share::Others };
-            // `block` pushes the block's scope at this index
-            cx.share_scope = cx.locals.len();
-            self.block(blk, cx)?;
-        }
-        cx.share = outer;
-        cx.share_scope = scope;
-        Ok(())
-    }
-
-    /// The barrier a `bar_sync`/`bar_arrive` names, registered with its thread count. The id
-    /// and count must be constants and the count a positive multiple of the warp size (else the
-    /// model reports undefined behaviour, outside the laws); one id, one count.
-    fn named_barrier(&self, span: Span, id: &ast::Expr, count: &ast::Expr, cx: &mut Ctx) -> R<String> {
-        let Some(ws) = cx.whole_warps.or(cx.me.map(|m| m.2)) else {
-            return unsupported(
-                span,
-                "a named barrier in a role sized in threads: its warps may hold other roles' lanes, and a warp arrives as warp_size threads; prove counts named barriers in roles of whole warps",
-            )?;
-        };
-        if cx.share != Share::All {
-            return unsupported(span, "a named barrier inside an elected block: the other lanes of the warp do not reach it")?;
-        }
-        let (id, count) = (self.expr(id, cx)?.as_int(), self.expr(count, cx)?.as_int());
-        let (Some(id), Some(count)) = (id, count) else {
-            return unsupported(span, "a named barrier whose id or count is not a constant")?;
-        };
-        if !(0..=15).contains(&id) || count <= 0 || count % ws != 0 {
-            return unsupported(
-                span,
-                format!("named barrier {id} with count {count}: an id outside 0..=15 or a count that is not a positive multiple of the warp size is undefined behaviour, which only the explicit search reports"),
-            )?;
-        }
-        let name = format!("{NAMED_PREFIX}{id}{}", cta_suffix(self.ctas, cx.cta));
-        let mut named = self.named.borrow_mut();
-        match named.iter().find(|g| g.name == name) {
-            Some(g) if g.count != int(count) => {
-                return unsupported(
-                    span,
-                    format!("named barrier {id} is used with different counts: a warp arriving with another count than the use in progress is undefined behaviour"),
-                )?
-            }
-            Some(_) => {}
-            None => named.push(GroupInfo {
-                name: name.clone(),
-                len: 1,
-                count: int(count),
-                span,
-            }),
-        }
-        Ok(name)
-    }
-
-    /// A loop without barrier operations that assigns locals living after it: its effect on
-    /// them, exactly. A constant trip count of at most `UNROLL` runs the body that many times; a
-    /// longer one needs an effect that repeats with period 1 or 2 (`p = 1 - p`); a trip count of
-    /// ranged parameters makes the caller give them each value in turn. Anything else is refused:
-    /// skipping the loop would prove the protocol with the wrong values.
-    #[allow(clippy::too_many_arguments)]
-    fn effect_loop(&self, span: Span, v: &str, lo: &ast::Expr, hi: &ast::Expr, body: &ast::Block, outer: &[String], cx: &mut Ctx) -> R<()> {
-        let l = self.expr(lo, cx)?;
-        let trips = self.expr(hi, cx)?.sub(l.clone());
-        let names = outer.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ");
-        let n = match trips.as_int() {
-            Some(n) => n.max(0),
-            None if term_vars(&trips).iter().any(|x| x.contains('@')) => {
-                return unsupported(
-                    span,
-                    format!("a loop without barrier operations assigns {names}, and its trip count depends on an enclosing loop's variable: prove needs a constant trip count here"),
-                )?
-            }
-            None => return Err(need_concrete_of(&trips, span)),
-        };
-        let n = if n <= UNROLL {
-            n
-        } else {
-            match self.effect_period(v, body, outer, cx)? {
-                Some(p) => n % p,
-                None => {
-                    return unsupported(
-                        span,
-                        format!("a loop without barrier operations assigns {names} over {n} iterations, and its effect does not repeat with period 1 or 2: prove can neither unroll nor summarise it"),
-                    )?
-                }
-            }
-        };
-        for k in 0..n {
-            cx.locals.push(HashMap::from([(v.to_string(), Local::Term(l.clone().add(int(k))))]));
-            cx.loop_vars.push(v.to_string());
-            self.block(body, cx)?;
-            cx.loop_vars.pop();
-            cx.locals.pop();
-        }
-        Ok(())
-    }
-
-    /// 1 or 2 when running the body that many times leaves every assigned local as it was, for
-    /// any value of it and of the loop variable (terms compared after normalisation).
-    fn effect_period(&self, v: &str, body: &ast::Block, outer: &[String], cx: &mut Ctx) -> R<Option<i64>> {
-        let saved: Vec<Option<Local>> = outer.iter().map(|n| self.lookup(n, cx)).collect();
-        let fresh: Vec<T> = outer.iter().map(|n| var(&format!("{n}#effect"))).collect();
-        for (n, t) in outer.iter().zip(&fresh) {
-            set_local(cx, n, Local::Term(t.clone()));
-        }
-        let j = var(&format!("{v}#effect"));
-        let mut period = None;
-        for p in 1..=2 {
-            cx.locals.push(HashMap::from([(v.to_string(), Local::Term(j.clone()))]));
-            cx.loop_vars.push(v.to_string());
-            let run = self.block(body, cx);
-            cx.loop_vars.pop();
-            cx.locals.pop();
-            if run.is_err() {
-                break;
-            }
-            let now: Vec<Option<Local>> = outer.iter().map(|n| self.lookup(n, cx)).collect();
-            let back = now.iter().zip(&fresh).all(|(x, f)| matches!(x, Some(Local::Term(t)) if t == f));
-            if back {
-                period = Some(p);
-                break;
-            }
-        }
-        for (n, old) in outer.iter().zip(saved) {
-            if let Some(old) = old {
-                set_local(cx, n, old);
-            }
-        }
-        Ok(period)
     }
 
     fn place(&self, p: &ast::Place, cx: &mut Ctx) -> R<(String, T)> {
@@ -1263,235 +928,6 @@ impl Builder {
         }
     }
 
-    /// Record the sites of one operation; the arrival site's index when it yields a token.
-    fn op(&self, op: &ast::Op, cx: &mut Ctx) -> R<Option<usize>> {
-        let sp = op.span;
-        Ok(match &op.kind {
-            OpKind::Arrive { bar, n } => {
-                let (g, i) = self.place(bar, cx)?;
-                let n = match n {
-                    Some(e) => self.expr(e, cx)?,
-                    None => int(1),
-                };
-                Some(self.push(cx, sp, g, i, SiteKind::Arrive { n, drop: false }))
-            }
-            OpKind::ArriveExpectTx { bar, bytes } => {
-                let (g, i) = self.place(bar, cx)?;
-                let b = self.expr(bytes, cx)?;
-                self.push(cx, sp, g.clone(), i.clone(), SiteKind::Expect { bytes: b });
-                Some(self.push(cx, sp, g, i, SiteKind::Arrive { n: int(1), drop: false }))
-            }
-            OpKind::Wait { bar, token } => {
-                let (g, i) = self.place(bar, cx)?;
-                let arrive = match &token.kind {
-                    ExprKind::Name(n) => match self.lookup(n, cx) {
-                        Some(Local::Token(a)) => a,
-                        _ => return unsupported(token.span, "a token wait on a value that is not a token of this iteration")?,
-                    },
-                    _ => return unsupported(token.span, "a token wait on a computed value")?,
-                };
-                let a = &cx.sites[arrive];
-                if a.group != g || a.seg != cx.seg {
-                    return unsupported(sp, "a token from another barrier or another loop iteration")?;
-                }
-                self.push(cx, sp, g, i, SiteKind::WaitToken { arrive });
-                None
-            }
-            OpKind::WaitParity { bar, parity } => {
-                let (g, i) = self.place(bar, cx)?;
-                let p = self.expr(parity, cx)?;
-                self.push(cx, sp, g, i, SiteKind::WaitParity { parity: p });
-                None
-            }
-            OpKind::TryWait { .. } | OpKind::TryWaitParity { .. } => {
-                return unsupported(
-                    sp,
-                    "try_wait returns 0 or 1 depending on the interleaving; only the explicit search models it",
-                )?
-            }
-            OpKind::ArriveAndWait { bar } => {
-                let (g, i) = self.place(bar, cx)?;
-                let a = self.push(cx, sp, g.clone(), i.clone(), SiteKind::Arrive { n: int(1), drop: false });
-                self.push(cx, sp, g, i, SiteKind::WaitToken { arrive: a });
-                None
-            }
-            OpKind::ArriveAndDrop { bar } => {
-                if cx.in_loop.is_some() {
-                    return unsupported(sp, "arrive_and_drop inside a loop: prove handles a drop at the top level of a role")?;
-                }
-                let (g, i) = self.place(bar, cx)?;
-                self.push(cx, sp, g, i, SiteKind::Arrive { n: int(1), drop: true });
-                None
-            }
-            OpKind::ExpectTx { bar, bytes } => {
-                let (g, i) = self.place(bar, cx)?;
-                let b = self.expr(bytes, cx)?;
-                self.push(cx, sp, g, i, SiteKind::Expect { bytes: b });
-                None
-            }
-            OpKind::CompleteTx { bar, bytes } => {
-                let (g, i) = self.place(bar, cx)?;
-                let b = self.expr(bytes, cx)?;
-                self.push(cx, sp, g, i, SiteKind::Land { bytes: b });
-                None
-            }
-            OpKind::CopyAsync { buf, bar, bytes, .. } => {
-                let b = self.buffer_bytes(buf, bytes, cx)?;
-                let (g, i) = self.place(bar, cx)?;
-                self.push(cx, sp, g, i, SiteKind::Land { bytes: b });
-                None
-            }
-            OpKind::MemcpyAsync { buf, bar, bytes, .. } => {
-                let b = self.buffer_bytes(buf, bytes, cx)?;
-                let (g, i) = self.place(bar, cx)?;
-                self.push(cx, sp, g.clone(), i.clone(), SiteKind::Land { bytes: b.clone() });
-                self.push(cx, sp, g, i, SiteKind::Expect { bytes: b });
-                None
-            }
-            // The threads' own accesses of shared memory never touch a barrier's counts.
-            k if k.object() == ast::Object::Memory => None,
-            // A part of a buffer: its bytes land on the barrier like a whole copy's.
-            OpKind::CopyAsyncPart {
-                buf, bar, offset, bytes, libcu, ..
-            } => {
-                let b = match bytes {
-                    Some(e) => self.expr(e, cx)?,
-                    None => self.buffer_bytes(buf, &None, cx)?.sub(self.expr(offset, cx)?),
-                };
-                let (g, i) = self.place(bar, cx)?;
-                self.push(cx, sp, g.clone(), i.clone(), SiteKind::Land { bytes: b.clone() });
-                if *libcu {
-                    self.push(cx, sp, g, i, SiteKind::Expect { bytes: b });
-                }
-                None
-            }
-            // cp.async copies land on their own and touch no barrier; a group wait waits only
-            // for the thread's own copies, which land whatever the other threads do.
-            OpKind::CpAsync { .. } | OpKind::CpAsyncCommitGroup | OpKind::CpAsyncWait { .. } => None,
-            // The arrive-on. Without `.noinc` it raises the pending count of the phase it runs in
-            // and lowers it again once the thread's copies land: no arrival of the phase's count
-            // (only a delay until copies that land on their own have landed). With `.noinc` it
-            // is one arrival of that thread.
-            OpKind::CpAsyncArrive { bar, noinc } => {
-                if *noinc {
-                    let (g, i) = self.place(bar, cx)?;
-                    let a = self.push(cx, sp, g, i, SiteKind::Arrive { n: int(1), drop: false });
-                    cx.async_arrivals.push(a);
-                }
-                None
-            }
-            // The async proxy: TMA stores, bulk groups, wgmma and proxy fences touch no
-            // mbarrier count and no tx-count, and their waits wait only for the thread's own
-            // asynchronous reads, which finish whatever the other threads do. Outside the
-            // counting laws (data races, lifetimes: the explicit search).
-            OpKind::CopyStoreAsync { .. }
-            | OpKind::CommitGroup
-            | OpKind::WaitGroup { .. }
-            | OpKind::WgmmaAsync { .. }
-            | OpKind::WgmmaWait { .. }
-            | OpKind::FenceProxyAsync
-            | OpKind::FenceMbarrierInit => {
-                if matches!(op.kind, OpKind::FenceProxyAsync | OpKind::FenceMbarrierInit) {
-                    cx.unfenced = None;
-                }
-                None
-            }
-            // An init in the straight-line code before the thread's first `syncthreads`, which
-            // every thread passes before it touches the barrier: the barrier then is what a
-            // declared one is (count and phase 0), and each element must be initialised once.
-            OpKind::Init { bar, count } => {
-                let (g, i) = self.place(bar, cx)?;
-                let declared = self.groups.iter().find(|x| x.name == bar.name.name).map(|x| x.count.clone());
-                let same_count = match count {
-                    None => true,
-                    Some(e) => Some(self.expr(e, cx)?) == declared,
-                };
-                // one thread: an init by several would re-initialise a live barrier
-                let single = cx.me.is_some() || self.roles.get(&cx.role).and_then(|t| t.as_int()) == Some(1);
-                if !single || cx.synced || cx.in_loop.is_some() || !cx.guard.is_empty() || cx.share != Share::All || !same_count {
-                    return unsupported(
-                        sp,
-                        "an init that is not unconditional straight-line code before the thread's first `syncthreads`, or that sets another count than the declaration: init order and re-initialisation are modelled only by the explicit search",
-                    )?;
-                }
-                self.inits.borrow_mut().push((g, i, sp));
-                cx.unfenced = Some(sp);
-                None
-            }
-            OpKind::Inval { .. } => return unsupported(sp, "inval ends a barrier's life: modelled only by the explicit search")?,
-            OpKind::Elect => {
-                // its value unused: only the warp-wide wait
-                self.elect(sp, cx)?;
-                None
-            }
-            // Named barriers: a barrier of its own per id, counted per lane (a warp arrives as
-            // warp_size threads, and every lane of a warp of one role runs it).
-            OpKind::BarSync { id, count } | OpKind::BarArrive { id, count } => {
-                let g = self.named_barrier(sp, id, count, cx)?;
-                let a = self.push(cx, sp, g.clone(), int(0), SiteKind::Arrive { n: int(1), drop: false });
-                if matches!(op.kind, OpKind::BarSync { .. }) {
-                    self.push(cx, sp, g, int(0), SiteKind::WaitToken { arrive: a });
-                }
-                None
-            }
-            OpKind::Commit { .. } => {
-                return unsupported(
-                    sp,
-                    "commit makes one arrival per converged group of lanes; convergence is modelled only by the explicit search",
-                )?
-            }
-            // Remote arrives, expects and accesses count on the target CTA's objects; a multicast
-            // copy lands its bytes on the barrier of every CTA of the mask.
-            OpKind::Remote { target, op: inner } => {
-                let targets = match target {
-                    ast::ClusterTarget::Cta(e) => vec![self.target_cta(e, cx)?],
-                    ast::ClusterTarget::Multicast(e) => {
-                        let m = self.expr(e, cx)?.as_int();
-                        match m {
-                            Some(m) if m > 0 && m < (1 << self.ctas) => (0..self.ctas).filter(|c| (m >> c) & 1 == 1).collect(),
-                            _ => return unsupported(e.span, "a multicast mask that is not a constant naming CTAs of the cluster")?,
-                        }
-                    }
-                };
-                let mut last = None;
-                for t in targets {
-                    cx.target = Some(t);
-                    let r = self.op(inner, cx);
-                    cx.target = None;
-                    last = r?;
-                }
-                last
-            }
-            // The cluster barrier: an arrival (and a wait on it) on one barrier of every thread
-            // of the cluster.
-            OpKind::ClusterArrive | OpKind::ClusterWait | OpKind::ClusterSync => {
-                self.cluster_barrier.set(true);
-                if !matches!(op.kind, OpKind::ClusterWait) {
-                    let a = self.push(cx, sp, CLUSTER_BARRIER.into(), int(0), SiteKind::Arrive { n: int(1), drop: false });
-                    cx.cluster_arrive = Some(a);
-                }
-                if !matches!(op.kind, OpKind::ClusterArrive) {
-                    match cx.cluster_arrive.take() {
-                        Some(a) if cx.sites[a].seg == cx.seg => {
-                            self.push(cx, sp, CLUSTER_BARRIER.into(), int(0), SiteKind::WaitToken { arrive: a });
-                        }
-                        _ => {
-                            return unsupported(
-                                sp,
-                                "a cluster_wait without a cluster_arrive before it in the same loop iteration: prove pairs each wait with its arrive",
-                            )?
-                        }
-                    }
-                }
-                None
-            }
-            // Anything the summary was not taught is a statement it does not understand: the proof
-            // is `unknown` there, never a guess.
-            #[allow(unreachable_patterns)]
-            other => return unsupported(sp, &format!("`{}` is modelled only by the explicit search", other.keyword()))?,
-        })
-    }
-
     fn cond(&self, e: &ast::Expr, cx: &mut Ctx) -> R<B> {
         Ok(match &e.kind {
             ExprKind::Binary(op, a, b) => match op {
@@ -1523,12 +959,10 @@ impl Builder {
                     match l {
                         Local::Term(t) => t,
                         Local::Token(_) => return unsupported(e.span, "a token used as a number")?,
-                        Local::Elect => {
-                            return unsupported(
-                                e.span,
-                                "an elect() result used other than as the condition of an `if`: prove counts the elected block, not the values",
-                            )?
-                        }
+                        Local::Elect => return unsupported(
+                            e.span,
+                            "an elect() result used other than as the condition of an `if`: prove counts the elected block, not the values",
+                        )?,
                     }
                 } else if let Some(t) = self.params.get(n) {
                     t.clone()
@@ -1605,38 +1039,6 @@ fn cta_suffix(ctas: i64, cta: i64) -> String {
 /// The prefix of the barrier that stands for named barrier N (`bar 1`): not a name a
 /// declaration can have.
 pub const NAMED_PREFIX: &str = "bar ";
-
-/// Named barriers in a role whose threads read their identity: counted per lane only when every
-/// warp of the role is whole and its lanes run the same named-barrier statements with the same
-/// ids, conditions and loops (`bar.sync` is `.aligned`; anything else is undefined behaviour the
-/// explicit search reports).
-fn aligned_named_barriers(r: &ast::RoleDecl, classes: &[Class], first: i64, ws: i64) -> R<()> {
-    let named = |c: &Class| -> Vec<(Span, String, B, usize)> {
-        c.sites
-            .iter()
-            .filter(|x| x.group.starts_with(NAMED_PREFIX))
-            .map(|x| (x.span, x.group.clone(), x.guard.clone(), x.seg))
-            .collect()
-    };
-    let Some(c0) = classes.iter().find(|c| !named(c).is_empty()) else { return Ok(()) };
-    let span = named(c0)[0].0;
-    if r.unit == ast::RoleUnit::Threads || first % ws != 0 {
-        return unsupported(
-            span,
-            "a named barrier in a role sized in threads: its warps may hold other roles' lanes, and a warp arrives as warp_size threads; prove counts named barriers in roles of whole warps",
-        )?;
-    }
-    for w in classes.chunks(ws as usize) {
-        let seq = named(&w[0]);
-        if w.iter().any(|c| named(c) != seq || c.segs.len() != w[0].segs.len()) {
-            return unsupported(
-                span,
-                "the lanes of a warp run different named-barrier statements (or under different conditions): undefined behaviour, which only the explicit search reports",
-            )?;
-        }
-    }
-    Ok(())
-}
 
 /// The error for a term that had to be a number: name the first ranged symbol in it, so that the
 /// caller enumerates that parameter.

@@ -471,7 +471,9 @@ fn render_wide(w: &Wide) -> String {
         }
     };
     if w.inline_fn {
-        s.push_str("\nfn produce(st, round) {\n  arrive_expect_tx(full[st], BYTES)\n  copy_async(slot[st], full[st], version = round)\n}\n");
+        s.push_str(
+            "\nfn produce(st, round) {\n  arrive_expect_tx(full[st], BYTES)\n  copy_async(slot[st], full[st], version = round)\n}\n",
+        );
     }
     // producer
     match w.producer_warps {
@@ -574,11 +576,19 @@ fn render_wide(w: &Wide) -> String {
     if w.proxy {
         s.push_str("    wgmma_async(slot[s])\n    wgmma_wait(0)\n");
     }
-    let empty_of = if w.cluster == 2 { "empty[s], cta = (cta + 1) % 2" } else { "empty[s]" };
+    let empty_of = if w.cluster == 2 {
+        "empty[s], cta = (cta + 1) % 2"
+    } else {
+        "empty[s]"
+    };
     match w.cp_async {
         0 => s.push_str(&format!("    arrive({empty_of})\n")),
-        1 => s.push_str(&format!("    cp_async(stage, version = i)\n    cp_async_arrive({empty_of})\n    arrive({empty_of})\n")),
-        2 => s.push_str(&format!("    cp_async(stage, version = i)\n    cp_async_arrive_noinc({empty_of})\n")),
+        1 => s.push_str(&format!(
+            "    cp_async(stage, version = i)\n    cp_async_arrive({empty_of})\n    arrive({empty_of})\n"
+        )),
+        2 => s.push_str(&format!(
+            "    cp_async(stage, version = i)\n    cp_async_arrive_noinc({empty_of})\n"
+        )),
         _ => s.push_str(&format!("    cp_async(stage, version = i)\n    cp_async_arrive({empty_of})\n")),
     }
     if sync_at("consumer", "iteration") {
@@ -730,14 +740,8 @@ fn run_wide(half: u64) {
     for seed in (half..total).step_by(2) {
         let w = wide(seed);
         let src = render_wide(&w);
-        let lenient = w.persistent
-            || w.cluster > 0
-            || w.named > 0
-            || w.cp_async > 0
-            || w.producer_warps > 0
-            || w.spin_wait
-            || w.inline_fn
-            || w.proxy;
+        let lenient =
+            w.persistent || w.cluster > 0 || w.named > 0 || w.cp_async > 0 || w.producer_warps > 0 || w.spin_wait || w.inline_fn || w.proxy;
         if let Err(why) = sound(&src, &mut tally, lenient) {
             panic!("seed {seed}: {why}\n{w:?}\n--- spec ---\n{src}");
         }
