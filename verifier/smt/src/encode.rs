@@ -9,11 +9,13 @@
 //! assignment is what the explicit search checks on instances, and what `prove` re-checks on
 //! every counterexample before it calls it refuted.
 
-use crate::summary::{Class, GroupInfo, Site, SiteKind, Summary, Unsupported};
+use crate::summary::{Class, GroupInfo, Share, Site, SiteKind, Summary, Unsupported};
 use crate::sym::{count, int, var, Cmp, B, T};
 use phasecheck_model::lang::ast::Span;
 use phasecheck_model::program::ir::MAX_COUNT;
 use std::collections::BTreeMap;
+
+mod tx;
 
 /// The laws, by stable name (CLI, JSON, docs/smt.md).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
@@ -334,7 +336,34 @@ impl<'a> Encoder<'a> {
                 SiteKind::Arrive { n, .. } => n.clone(),
                 _ => unreachable!(),
             };
+            let share = arr[0].share;
+            if share != Share::All {
+                // the elected lane's arrivals are its own rounds; the other lanes' waits would
+                // name phases by another count
+                if let Some(w) = c
+                    .sites
+                    .iter()
+                    .find(|w| w.group == g.name && matches!(w.kind, SiteKind::WaitParity { .. } | SiteKind::WaitToken { .. }))
+                {
+                    return un(
+                        w.span,
+                        format!(
+                            "{} waits on `{}`, on which only some lanes of its warps (an elected block) arrive: prove names phases per thread",
+                            c.label, g.name
+                        ),
+                    );
+                }
+            }
             for a in &arr {
+                if a.share != share {
+                    return un(
+                        a.span,
+                        format!(
+                            "{} arrives on `{}` from all its lanes at one statement and from an elected block at another; prove needs one count per role",
+                            c.label, g.name
+                        ),
+                    );
+                }
                 if let SiteKind::Arrive { n, .. } = &a.kind {
                     if *n != amount {
                         return un(
@@ -351,7 +380,7 @@ impl<'a> Encoder<'a> {
                 }
             }
             let v = self.total_visits(c, &g.name, k)?;
-            got = got.add(T::ite(n.clone().cmp(Cmp::Lt, v.clone()), c.mult.clone().mul(amount), int(0)));
+            got = got.add(T::ite(n.clone().cmp(Cmp::Lt, v.clone()), site_mult(c, arr[0]).mul(amount), int(0)));
             for d in arr.iter().filter(|s| matches!(s.kind, SiteKind::Arrive { drop: true, .. })) {
                 if arr.iter().any(|a| a.pos > d.pos) {
                     return un(d.span, "an arrival after arrive_and_drop on the same barrier");
@@ -359,7 +388,7 @@ impl<'a> Encoder<'a> {
                 let happened = B::and(vec![d.guard.clone(), d.index.clone().eq(k.clone())]);
                 drops = drops.add(T::ite(
                     B::and(vec![happened, v.clone().sub(int(1)).cmp(Cmp::Lt, n.clone())]),
-                    c.mult.clone(),
+                    site_mult(c, d),
                     int(0),
                 ));
             }
@@ -689,12 +718,19 @@ impl<'a> Encoder<'a> {
                 let va_copy = va.clone().eq(next.clone());
                 let mut witness = vec![ea.dom.clone(), ea.idx.clone().eq(k.clone()), va.eq(next.clone())];
                 let mut via = Vec::new();
+                // held back only by a wait of a thread that makes the arrival (an elected
+                // lane does not run the other lanes' block, and they do not run its)
                 for w2 in c2.sites.iter().filter(|x| {
                     (x.seg == a.seg || !single)
                         && x.pos < a.pos
+                        && !disjoint(x.share, a.share)
                         && matches!(x.kind, SiteKind::WaitParity { .. } | SiteKind::WaitToken { .. })
                 }) {
-                    let a1s: Vec<&Site> = c.sites.iter().filter(|x| is_arr(x) && x.group == w2.group).collect();
+                    let a1s: Vec<&Site> = c
+                        .sites
+                        .iter()
+                        .filter(|x| is_arr(x) && x.group == w2.group && !disjoint(x.share, w.share))
+                        .collect();
                     if a1s.is_empty() {
                         continue;
                     }
@@ -754,217 +790,6 @@ impl<'a> Encoder<'a> {
             show: vec![("element".into(), k), ("phase named".into(), n)],
         });
         Ok(())
-    }
-
-    fn tx(&mut self, g: &GroupInfo) -> R<()> {
-        let is_tx = |s: &Site| s.group == g.name && matches!(s.kind, SiteKind::Expect { .. } | SiteKind::Land { .. });
-        let with_tx: Vec<&Class> = self.s.classes.iter().filter(|c| c.sites.iter().any(is_tx)).collect();
-        if with_tx.len() > 1 {
-            let sp = with_tx[1].sites.iter().find(|s| is_tx(s)).unwrap().span;
-            return un(
-                sp,
-                format!(
-                    "bytes of `{}` are expected or landed by more than one role; prove attributes bytes to phases within one role",
-                    g.name
-                ),
-            );
-        }
-        let Some(c) = with_tx.first().copied() else { return Ok(()) };
-        let max = int(MAX_COUNT);
-        let signed = |s: &Site, sub: &BTreeMap<String, T>| match &s.kind {
-            SiteKind::Expect { bytes } => (bytes.subst(sub), true),
-            SiteKind::Land { bytes } => (bytes.subst(sub), false),
-            _ => unreachable!(),
-        };
-        // every single expect within 0..=MAX
-        for x in c.sites.iter().filter(|s| is_tx(s) && matches!(s.kind, SiteKind::Expect { .. })) {
-            self.reset();
-            let ev = self.ev(c, x);
-            let (b, _) = signed(x, &ev.sub);
-            self.push_q(Query {
-                goal: Goal::Violation(Law::TxRange),
-                group: g.name.clone(),
-                what: format!("{} expects a byte count outside 0..=2^20-1 on `{}`", c.label, g.name),
-                formula: B::and(vec![
-                    ev.dom.clone(),
-                    B::or(vec![b.clone().cmp(Cmp::Lt, int(0)), b.clone().cmp(Cmp::Gt, max.clone())]),
-                ]),
-                spans: vec![x.span],
-                show: vec![("bytes".into(), b)],
-            });
-        }
-        let arr = Self::arrivals_of(c, &g.name);
-        let loop_arrivals = arr.iter().any(|a| c.segs[a.seg].is_some());
-        if loop_arrivals {
-            // every tx statement lives in a loop iteration together with exactly one arrival
-            let segs: Vec<usize> = {
-                let mut v: Vec<usize> = c.sites.iter().filter(|s| is_tx(s)).map(|s| s.seg).collect();
-                v.dedup();
-                v
-            };
-            for seg in segs {
-                let xs: Vec<&Site> = c.sites.iter().filter(|s| is_tx(s) && s.seg == seg).collect();
-                let arrs: Vec<&&Site> = arr.iter().filter(|a| a.seg == seg).collect();
-                if c.segs[seg].is_none() || arrs.len() != 1 {
-                    return un(
-                        xs[0].span,
-                        format!(
-                            "bytes of `{}` outside a loop iteration with exactly one arrival on it, while the role arrives in a loop",
-                            g.name
-                        ),
-                    );
-                }
-                let a = *arrs[0];
-                self.reset();
-                let (k, kd) = self.kvar(g);
-                let ev = self.ev_k(c, a, &k);
-                let arrive_here = B::and(vec![ev.dom.clone(), ev.idx.clone().eq(k.clone())]);
-                let mut exp = int(0);
-                let mut land = int(0);
-                for x in &xs {
-                    let here = B::and(vec![x.guard.subst(&ev.sub), x.index.subst(&ev.sub).eq(k.clone())]);
-                    self.push_q(Query {
-                        goal: Goal::Obligation(Unsupported {
-                            span: x.span,
-                            why: format!(
-                                "bytes of `{}` in an iteration where the role does not arrive on the same element",
-                                g.name
-                            ),
-                        }),
-                        group: g.name.clone(),
-                        what: String::new(),
-                        formula: B::and(vec![kd.clone(), ev.dom.clone(), here.clone(), arrive_here.clone().not()]),
-                        spans: vec![x.span],
-                        show: vec![],
-                    });
-                    let (b, is_exp) = signed(x, &ev.sub);
-                    let v = T::ite(here, b, int(0));
-                    if is_exp {
-                        exp = exp.add(v);
-                    } else {
-                        land = land.add(v);
-                    }
-                }
-                let phase = self.visit(c, a, &ev, &k, &|s| matches!(s.kind, SiteKind::Arrive { .. }))?;
-                let spans: Vec<Span> = xs.iter().map(|x| x.span).collect();
-                self.push_tx(g, c, vec![kd, arrive_here], k, phase, exp, land, spans);
-            }
-            return Ok(());
-        }
-        // top level: rounds are separated by the role's arrivals on the element, in program
-        // order; elements are told apart by their (equal or constant) index terms
-        let mut idxs: Vec<T> = Vec::new();
-        for s in c.sites.iter().filter(|s| s.group == g.name) {
-            if !(matches!(s.kind, SiteKind::Arrive { .. }) || is_tx(s)) {
-                continue;
-            }
-            if let Some(l) = &c.segs[s.seg] {
-                if s.index.mentions(&l.var) {
-                    return un(
-                        s.span,
-                        "bytes on an element that changes with the loop variable, with no arrival in the loop",
-                    );
-                }
-            }
-            if matches!(s.kind, SiteKind::Arrive { .. }) && s.guard != B::Const(true) {
-                return un(s.span, "a conditional arrival on a barrier whose bytes are counted by phase");
-            }
-            if !idxs.contains(&s.index) {
-                idxs.push(s.index.clone());
-            }
-        }
-        if idxs.len() > 1 && idxs.iter().any(|i| i.as_int().is_none()) {
-            let sp = c.sites.iter().find(|s| is_tx(s)).unwrap().span;
-            return un(
-                sp,
-                format!(
-                    "arrivals and bytes on elements of `{}` that cannot be told apart outside loops",
-                    g.name
-                ),
-            );
-        }
-        for idx in idxs {
-            let k = idx.clone();
-            let on = |s: &Site| s.index == idx;
-            let mut rounds: BTreeMap<usize, (T, T, Vec<Span>)> = BTreeMap::new();
-            for x in c.sites.iter().filter(|s| is_tx(s) && on(s)) {
-                let before: Vec<&&Site> = arr.iter().filter(|a| a.pos < x.pos && on(a)).collect();
-                let mut r = before.len();
-                if r >= 1 {
-                    let last = before[r - 1].pos;
-                    let waited = c.sites.iter().any(|w| {
-                        w.group == g.name
-                            && on(w)
-                            && w.pos > last
-                            && w.pos < x.pos
-                            && matches!(w.kind, SiteKind::WaitParity { .. } | SiteKind::WaitToken { .. })
-                    });
-                    if !waited {
-                        r -= 1;
-                    }
-                }
-                let amount = match &c.segs[x.seg] {
-                    None => T::ite(x.guard.clone(), signed(x, &BTreeMap::new()).0, int(0)),
-                    Some(l) => {
-                        let (b, _) = signed(x, &BTreeMap::new());
-                        if b.mentions(&l.var) {
-                            return un(
-                                x.span,
-                                "a byte count that changes with the loop variable outside the arrival's iteration",
-                            );
-                        }
-                        self.count_site(c, x, &k, None)?.mul(b)
-                    }
-                };
-                let e = rounds.entry(r).or_insert((int(0), int(0), vec![]));
-                if matches!(x.kind, SiteKind::Expect { .. }) {
-                    e.0 = e.0.clone().add(amount);
-                } else {
-                    e.1 = e.1.clone().add(amount);
-                }
-                e.2.push(x.span);
-            }
-            self.reset();
-            for (r, (exp, land, spans)) in rounds {
-                let dom = vec![idx.clone().cmp(Cmp::Ge, int(0))];
-                self.push_tx(g, c, dom, k.clone(), int(r as i64), exp, land, spans);
-            }
-        }
-        Ok(())
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn push_tx(&mut self, g: &GroupInfo, c: &Class, dom: Vec<B>, k: T, phase: T, exp: T, land: T, spans: Vec<Span>) {
-        let max = int(MAX_COUNT);
-        let show = vec![
-            ("element".to_string(), k.clone()),
-            ("phase".to_string(), phase.clone()),
-            ("bytes expected per thread".to_string(), exp.clone()),
-            ("bytes landed per thread".to_string(), land.clone()),
-        ];
-        let mut f = dom.clone();
-        f.push(exp.clone().cmp(Cmp::Ne, land.clone()));
-        self.push_q(Query {
-            goal: Goal::Violation(Law::TxBalance),
-            group: g.name.clone(),
-            what: format!("a phase of `{}` expects a different number of bytes than land in it", g.name),
-            formula: B::and(f),
-            spans: spans.clone(),
-            show: show.clone(),
-        });
-        let mut f = dom;
-        f.push(B::or(vec![
-            c.mult.clone().mul(exp).cmp(Cmp::Gt, max.clone()),
-            c.mult.clone().mul(land).cmp(Cmp::Gt, max),
-        ]));
-        self.push_q(Query {
-            goal: Goal::Violation(Law::TxRange),
-            group: g.name.clone(),
-            what: format!("a phase of `{}` has more than 2^20-1 bytes outstanding", g.name),
-            formula: B::and(f),
-            spans,
-            show,
-        });
     }
 
     /// `e1` (of site s1) comes strictly before `e2` (of s2) in the class's program order.
@@ -1079,6 +904,22 @@ impl<'a> Encoder<'a> {
             }
         }
         Ok(())
+    }
+}
+
+/// Sites that no thread runs both of: the elected lane's block and the other lanes'.
+fn disjoint(a: Share, b: Share) -> bool {
+    matches!((a, b), (Share::Elected, Share::Others) | (Share::Others, Share::Elected))
+}
+
+/// How many threads of the class run the site: all, one lane per warp (an elected block), or
+/// the others.
+fn site_mult(c: &Class, s: &Site) -> T {
+    let warps = || c.warps.clone().expect("elected sites exist only in classes of whole warps");
+    match s.share {
+        Share::All => c.mult.clone(),
+        Share::Elected => warps(),
+        Share::Others => c.mult.clone().sub(warps()),
     }
 }
 

@@ -190,7 +190,12 @@ fn prove_in(program: &ast::Program, opts: &Options, session: &solver::Session) -
                 Err(BuildError::Unsupported(u)) => match Builder::build(program, &bind, true) {
                     Ok(s) => Ok(s),
                     Err(BuildError::NeedConcrete(n, sp)) => Err(BuildError::NeedConcrete(n, sp)),
-                    Err(BuildError::Unsupported(_)) => Err(BuildError::Unsupported(u)),
+                    Err(BuildError::Unsupported(v)) => {
+                        if std::env::var_os("PHASECHECK_SMT_DUMP").is_some() {
+                            eprintln!("unrolled, the summary also fails: {}", v.why);
+                        }
+                        Err(BuildError::Unsupported(u))
+                    }
                 },
                 Err(e) => Err(e),
             };

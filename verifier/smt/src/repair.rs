@@ -52,7 +52,8 @@ pub fn repair(spec: &Spec, ranges: &[Range]) -> Result<Vec<Fix>, String> {
     if cx.law == crate::Law::Arrivals {
         let get = |n: &str| cx.details.iter().find(|(l, _)| l == n).map(|(_, v)| *v);
         if let (Some(got), Some(exp)) = (get("arrivals"), get("expected")) {
-            if let Some(b) = spec.ast.barriers().find(|b| b.name.name == cx.group) {
+            let declared = cx.group.split("@cta").next().unwrap_or(&cx.group);
+            if let Some(b) = spec.ast.barriers().find(|b| b.name.name == declared) {
                 if got >= 1 {
                     let old = text(&spec.source, b.count.span).to_string();
                     edits.push(Edit {
@@ -202,7 +203,7 @@ fn candidates(spec: &Spec) -> Vec<Edit> {
             ast::Item::Buffer(b) => lit(&b.bytes, &format!("bytes of buffer {}", b.name.name), &mut out),
             ast::Item::Role(r) => {
                 // a role's size is the instance too: shrinking it hides bugs, it fixes none
-                stmts(&r.body, src, &mut out, &mut lit);
+                stmts(&r.body, src, &mut out, &mut lit, &spec.ast, None);
             }
             _ => {}
         }
@@ -212,10 +213,11 @@ fn candidates(spec: &Spec) -> Vec<Edit> {
 
 type Lit<'a> = dyn FnMut(&Expr, &str, &mut Vec<Edit>) + 'a;
 
-fn stmts(b: &ast::Block, src: &str, out: &mut Vec<Edit>, lit: &mut Lit) {
+/// `lv`: the innermost loop variable around the block.
+fn stmts(b: &ast::Block, src: &str, out: &mut Vec<Edit>, lit: &mut Lit, prog: &ast::Program, lv: Option<&str>) {
     for s in &b.stmts {
         match &s.kind {
-            StmtKind::For { hi, body, .. } => {
+            StmtKind::For { var, hi, body, .. } => {
                 let before = out.len();
                 lit(hi, "loop bound", out);
                 // A loop bound changes only to agree with another loop's bound (a consumer that
@@ -237,7 +239,7 @@ fn stmts(b: &ast::Block, src: &str, out: &mut Vec<Edit>, lit: &mut Lit) {
                     })
                     .collect();
                 out.append(&mut kept);
-                stmts(body, src, out, lit);
+                stmts(body, src, out, lit, prog, Some(&var.name));
             }
             StmtKind::If { cond, then, els } => {
                 if let ExprKind::Binary(op, _, r) = &cond.kind {
@@ -245,26 +247,55 @@ fn stmts(b: &ast::Block, src: &str, out: &mut Vec<Edit>, lit: &mut Lit) {
                         lit(r, "condition bound", out);
                     }
                 }
-                stmts(then, src, out, lit);
+                stmts(then, src, out, lit, prog, lv);
                 if let Some(e) = els {
-                    stmts(e, src, out, lit);
+                    stmts(e, src, out, lit, prog, lv);
                 }
             }
-            StmtKind::Op(op) => opk(op, src, out, lit),
+            StmtKind::While { body, .. } => stmts(body, src, out, lit, prog, lv),
+            StmtKind::Op(op) => opk(op, src, out, lit, prog, lv),
             StmtKind::Let {
                 value: ast::Value::Op(op), ..
             }
             | StmtKind::Assign {
                 value: ast::Value::Op(op), ..
-            } => opk(op, src, out, lit),
+            } => opk(op, src, out, lit, prog, lv),
             _ => {}
         }
     }
 }
 
-fn opk(op: &ast::Op, src: &str, out: &mut Vec<Edit>, lit: &mut Lit) {
+fn opk(op: &ast::Op, src: &str, out: &mut Vec<Edit>, lit: &mut Lit, prog: &ast::Program, lv: Option<&str>) {
     match &op.kind {
-        OpKind::WaitParity { parity, .. } => {
+        OpKind::WaitParity { parity, bar } => {
+            // a constant parity inside a loop: the round's parity, the visit number of the
+            // element (`(i / LEN) % 2` for an array of LEN elements visited in turn), or the
+            // other one ("buffers start empty")
+            if let (ExprKind::Int(_), Some(v)) = (&parity.kind, lv) {
+                let len = prog
+                    .barriers()
+                    .find(|b| b.name.name == bar.name.name)
+                    .and_then(|b| b.len.as_ref())
+                    .map(|e| text(src, e.span).to_string());
+                let visit = match (&bar.index, len) {
+                    (Some(_), Some(l)) => format!("{v} / {l}"),
+                    _ => v.to_string(),
+                };
+                for (t, what) in [
+                    (format!("({visit}) % 2"), "this round"),
+                    (format!("({visit} + 1) % 2"), "the round before"),
+                ] {
+                    out.push(Edit {
+                        span: parity.span,
+                        text: t.clone(),
+                        size: 1,
+                        what: format!(
+                            "wait parity: {} -> {t} (the parity of {what}, flipping every visit)",
+                            text(src, parity.span)
+                        ),
+                    });
+                }
+            }
             // one phase later or earlier: the parity flips
             let t = text(src, parity.span).to_string();
             let (span, text) = match &parity.kind {
@@ -295,6 +326,13 @@ fn opk(op: &ast::Op, src: &str, out: &mut Vec<Edit>, lit: &mut Lit) {
             lit(bytes, "bytes", out)
         }
         OpKind::CopyAsync { bytes: Some(b), .. } | OpKind::MemcpyAsync { bytes: Some(b), .. } => lit(b, "copy bytes", out),
+        // the CTA a remote operation names, and the operation itself
+        OpKind::Remote { target, op: inner } => {
+            if let ast::ClusterTarget::Cta(e) = target {
+                lit(e, "target CTA", out);
+            }
+            opk(inner, src, out, lit, prog, lv);
+        }
         _ => {}
     }
 }

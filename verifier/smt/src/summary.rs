@@ -9,9 +9,13 @@
 use crate::sym::{int, var, Cmp, B, T};
 use phasecheck_model::lang::ast::{self, BinOp, ExprKind, OpKind, Span, StmtKind, UnOp};
 use std::collections::{BTreeMap, HashMap};
-use walk::{block_assigns, block_has_barrier_ops, block_returns, block_returns_always, block_syncs_cta, uses_identity};
+use walk::{block_assigns, block_calls, block_has_barrier_ops, block_returns, block_returns_always, block_syncs_cta, uses_identity};
+use warp::aligned_named_barriers;
 
+mod flow;
+mod ops;
 mod walk;
+mod warp;
 
 /// Why a construct is outside the encodable fragment.
 #[derive(Clone, Debug)]
@@ -67,9 +71,20 @@ pub enum SiteKind {
     },
 }
 
+/// Which threads of a class run a site: all of them, or, inside `if e == 1` on an `elect()`
+/// result, one lane per warp (or, in its `else`, the other lanes). Counting does not depend on
+/// which lane is elected, only on how many run the site.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Share {
+    All,
+    Elected,
+    Others,
+}
+
 #[derive(Clone, Debug)]
 pub struct Site {
     pub span: Span,
+    pub share: Share,
     /// Segment of the class body: a maximal run of top-level statements, or one loop.
     pub seg: usize,
     /// Position in program order within the class.
@@ -94,6 +109,9 @@ pub struct Class {
     pub label: String,
     /// How many threads run this code: a role count (possibly symbolic), or 1.
     pub mult: T,
+    /// For a class of whole warps (a `warps`/`warpgroups` role whose code reads no identity):
+    /// how many warps, the threads an elected site runs on.
+    pub warps: Option<T>,
     /// One entry per segment: `Some` for a loop.
     pub segs: Vec<Option<Loop>>,
     pub sites: Vec<Site>,
@@ -137,6 +155,21 @@ pub struct Builder {
     groups: Vec<GroupInfo>,
     vars: Vec<String>,
     refute_only: std::cell::RefCell<Option<Unsupported>>,
+    /// Named barriers met in the role bodies (`bar N`), each with its one thread count.
+    named: std::cell::RefCell<Vec<GroupInfo>>,
+    /// Inline functions, expanded at each call.
+    fns: HashMap<String, ast::FnDecl>,
+    /// CTAs of the cluster (1 without `cluster`).
+    ctas: i64,
+    /// Barriers the program initialises (`manual_init`), and the inits met: element, span.
+    manual: std::collections::HashSet<String>,
+    /// The modelled lanes of each warp (where every role before it has a constant size).
+    warp_lanes: HashMap<i64, Vec<i64>>,
+    inits: std::cell::RefCell<Vec<(String, T, Span)>>,
+    /// An init not followed by a proxy fence before its thread's first `syncthreads`.
+    unfenced_init: std::cell::Cell<Option<Span>>,
+    /// Whether a role uses the cluster barrier.
+    cluster_barrier: std::cell::Cell<bool>,
 }
 
 /// Locals: a term, or the token of an arrival site.
@@ -144,6 +177,8 @@ pub struct Builder {
 enum Local {
     Term(T),
     Token(usize),
+    /// The result of `elect()`: 1 in one lane of the warp, 0 in the others.
+    Elect,
 }
 
 struct Ctx {
@@ -160,6 +195,32 @@ struct Ctx {
     segs: Vec<Option<Loop>>,
     sites: Vec<Site>,
     dead: bool,
+    /// Warp size, when the class is whole warps whose lanes all run the same code (a `warps` or
+    /// `warpgroups` role that reads no identity): then `elect()`, `syncwarp` and named
+    /// barriers have an exact count.
+    whole_warps: Option<i64>,
+    /// The lanes the current statement runs on.
+    share: Share,
+    /// The first scope of `locals` inside the current elected block.
+    share_scope: usize,
+    /// Sites of `cp_async_arrive_noinc`: arrivals that happen when the thread's copies land.
+    async_arrivals: Vec<usize>,
+    /// The loop variables in scope (an inline function gets them by value, not by reference).
+    loop_vars: Vec<String>,
+    /// Depth of inline-function expansion.
+    inlining: usize,
+    /// The CTA of the class (0 without a cluster), and the CTA a remote operation names.
+    cta: i64,
+    target: Option<i64>,
+    /// The thread's last `cluster_arrive`, which its `cluster_wait` waits on.
+    cluster_arrive: Option<usize>,
+    /// Whether the thread passed its first `syncthreads`; an init since the last proxy fence;
+    /// the first use of a `manual_init` barrier before the first `syncthreads`.
+    synced: bool,
+    unfenced: Option<Span>,
+    /// The role the class belongs to.
+    role: String,
+    early_use: Option<Span>,
 }
 
 impl Builder {
@@ -172,15 +233,15 @@ impl Builder {
             groups: Vec::new(),
             vars: program.vars().map(|v| v.name.name.clone()).collect(),
             refute_only: std::cell::RefCell::new(None),
+            named: std::cell::RefCell::new(Vec::new()),
+            fns: program.functions().map(|f| (f.name.name.clone(), f.clone())).collect(),
+            ctas: 1,
+            cluster_barrier: std::cell::Cell::new(false),
+            manual: Default::default(),
+            warp_lanes: HashMap::new(),
+            inits: Default::default(),
+            unfenced_init: Default::default(),
         };
-        if let Some(e) = program.cluster() {
-            // Even `cluster 1`: the summary has no notion of CTA ranks (`cta`).
-            return Err(Unsupported {
-                span: e.span,
-                why: "cluster scope (`cluster N`: per-CTA copies, remote arrives, multicast copies, the cluster barrier) is modelled only by the explicit search".into(),
-            }
-            .into());
-        }
         let mut symbols = Vec::new();
         for p in program.params() {
             let t = match bind.get(&p.name.name) {
@@ -197,6 +258,16 @@ impl Builder {
             Some(e) => b.concrete(e)?,
             None => 32,
         };
+        let mut role_warps: HashMap<String, T> = HashMap::new();
+        // A cluster: every CTA has its own classes and its own copy of every barrier.
+        let ctas = match program.cluster() {
+            Some(e) => b.concrete(e)?,
+            None => 1,
+        };
+        if !(1..=16).contains(&ctas) {
+            return unsupported(program.name.span, format!("a cluster of {ctas} CTAs: prove handles 1 to 16"))?;
+        }
+        b.ctas = ctas;
         for r in program.roles() {
             // A role's size is written in its unit (threads, warps, warpgroups); what counts is
             // its threads (`ROLE.count` counts lanes, and so do the arrivals of a uniform warp).
@@ -209,12 +280,19 @@ impl Builder {
                 }
                 None => b.decl_expr(&r.count)?,
             };
-            let t = match r.unit {
-                ast::RoleUnit::Threads => t,
-                ast::RoleUnit::Warps => t.mul(int(warp_size)),
-                ast::RoleUnit::Warpgroups => t.mul(int(4 * warp_size)),
+            let warps = match r.unit {
+                ast::RoleUnit::Threads => None,
+                ast::RoleUnit::Warps => Some(t.clone()),
+                ast::RoleUnit::Warpgroups => Some(t.clone().mul(int(4))),
+            };
+            let t = match &warps {
+                None => t,
+                Some(w) => w.clone().mul(int(warp_size)),
             };
             b.roles.insert(r.name.name.clone(), t);
+            if let Some(w) = warps {
+                role_warps.insert(r.name.name.clone(), w);
+            }
         }
         for buf in program.buffers() {
             let bytes = b.decl_expr(&buf.bytes)?;
@@ -222,14 +300,7 @@ impl Builder {
         }
         for bar in program.barriers() {
             if bar.manual_init {
-                return Err(Unsupported {
-                    span: bar.span,
-                    why: format!(
-                        "barrier `{}` is initialised by the program (manual_init): init and inval are modelled only by the explicit search",
-                        bar.name.name
-                    ),
-                }
-                .into());
+                b.manual.insert(bar.name.name.clone());
             }
             if let Some(c) = &bar.completion {
                 return Err(Unsupported {
@@ -250,7 +321,13 @@ impl Builder {
                 span: bar.span,
             });
         }
-        if program.roles().any(|r| block_syncs_cta(&r.body)) {
+        // what a role does through the functions it calls counts as its own
+        let fn_syncs = program.functions().any(|f| block_syncs_cta(&f.body));
+        let fn_identity = program.functions().any(|f| uses_identity(&f.body));
+        if program
+            .roles()
+            .any(|r| block_syncs_cta(&r.body) || (fn_syncs && block_calls(&r.body)))
+        {
             let all = T::sum(program.roles().map(|r| b.roles[&r.name.name].clone()));
             b.groups.push(GroupInfo {
                 name: SYNCTHREADS.into(),
@@ -259,62 +336,146 @@ impl Builder {
                 span: program.name.span,
             });
         }
-        let mut classes = Vec::new();
-        let mut gtid: Option<i64> = Some(0);
-        for r in program.roles() {
-            if r.unit != ast::RoleUnit::Threads {
-                // whole warps start at a warp boundary (the lanes skipped are not modelled)
-                gtid = gtid.map(|g| (g + warp_size - 1) / warp_size * warp_size);
+        {
+            let mut g = 0i64;
+            for r in program.roles() {
+                if r.unit != ast::RoleUnit::Threads {
+                    g = (g + warp_size - 1) / warp_size * warp_size;
+                }
+                let Some(n) = b.roles[&r.name.name].as_int() else { break };
+                for t in g..g + n {
+                    b.warp_lanes.entry(t / warp_size).or_default().push(t % warp_size);
+                }
+                g += n;
             }
-            let count_t = b.roles[&r.name.name].clone();
-            if uses_identity(&r.body) {
-                let n = match count_t.as_int() {
-                    Some(n) => n,
-                    None => return Err(need_concrete_of(&count_t, r.count.span)),
-                };
-                let first = match gtid {
-                    Some(g) => g,
-                    None => {
+        }
+        let mut classes = Vec::new();
+        for cta in 0..ctas {
+            let mut gtid: Option<i64> = Some(0);
+            for r in program.roles() {
+                if r.unit != ast::RoleUnit::Threads {
+                    // whole warps start at a warp boundary (the lanes skipped are not modelled)
+                    gtid = gtid.map(|g| (g + warp_size - 1) / warp_size * warp_size);
+                }
+                let count_t = b.roles[&r.name.name].clone();
+                if uses_identity(&r.body) || (fn_identity && block_calls(&r.body)) {
+                    let n = match count_t.as_int() {
+                        Some(n) => n,
+                        None => return Err(need_concrete_of(&count_t, r.count.span)),
+                    };
+                    let first = match gtid {
+                        Some(g) => g,
+                        None => {
+                            return unsupported(
+                                r.count.span,
+                                "the threads of this role read their identity, and an earlier role's size is symbolic",
+                            )?
+                        }
+                    };
+                    if n > 64 {
                         return unsupported(
                             r.count.span,
-                            "the threads of this role read their identity, and an earlier role's size is symbolic",
-                        )?
+                            format!(
+                                "role `{}` reads its thread identity and has {n} threads; prove handles at most 64 such threads",
+                                r.name.name
+                            ),
+                        )?;
                     }
-                };
-                if n > 64 {
-                    return unsupported(
-                        r.count.span,
-                        format!(
-                            "role `{}` reads its thread identity and has {n} threads; prove handles at most 64 such threads",
-                            r.name.name
-                        ),
-                    )?;
-                }
-                for tid in 0..n {
-                    let (segs, sites) = b.role_body(r, Some((tid, first + tid, warp_size)))?;
+                    let from = classes.len();
+                    for tid in 0..n {
+                        let (segs, sites) = b.role_body(r, Some((tid, first + tid, warp_size)), None, cta)?;
+                        classes.push(Class {
+                            label: format!("{}#{tid}{}", r.name.name, cta_suffix(ctas, cta)),
+                            mult: int(1),
+                            warps: None,
+                            segs,
+                            sites,
+                        });
+                    }
+                    aligned_named_barriers(r, &classes[from..], first, warp_size)?;
+                } else {
+                    let whole = (r.unit != ast::RoleUnit::Threads).then_some(warp_size);
+                    let (segs, sites) = b.role_body(r, None, whole, cta)?;
                     classes.push(Class {
-                        label: format!("{}#{tid}", r.name.name),
-                        mult: int(1),
+                        label: format!("{}{}", r.name.name, cta_suffix(ctas, cta)),
+                        mult: count_t.clone(),
+                        warps: role_warps.get(&r.name.name).cloned(),
                         segs,
                         sites,
                     });
                 }
-            } else {
-                let (segs, sites) = b.role_body(r, None)?;
-                classes.push(Class {
-                    label: r.name.name.clone(),
-                    mult: count_t.clone(),
-                    segs,
-                    sites,
-                });
+                gtid = match (gtid, count_t.as_int()) {
+                    (Some(g), Some(n)) => Some(g + n),
+                    _ => None,
+                };
             }
-            gtid = match (gtid, count_t.as_int()) {
-                (Some(g), Some(n)) => Some(g + n),
-                _ => None,
-            };
         }
+        // every element of a `manual_init` barrier initialised exactly once; a TMA copy's bytes
+        // need the init fenced for the async proxy
+        for g in b.groups.iter().filter(|g| b.manual.contains(&g.name)) {
+            for cta in 0..ctas {
+                let name = format!("{}{}", g.name, cta_suffix(ctas, cta));
+                let inits: Vec<(T, Span)> = b
+                    .inits
+                    .borrow()
+                    .iter()
+                    .filter(|x| x.0 == name)
+                    .map(|x| (x.1.clone(), x.2))
+                    .collect();
+                let mut seen = vec![0; g.len as usize];
+                for (i, sp) in &inits {
+                    match i.as_int() {
+                        Some(k) if (0..g.len).contains(&k) => seen[k as usize] += 1,
+                        _ => return unsupported(*sp, "an init whose element is not a constant here")?,
+                    }
+                }
+                if seen.iter().any(|n| *n != 1) {
+                    return unsupported(
+                        inits.first().map(|x| x.1).unwrap_or(g.span),
+                        format!("an element of `{}` is not initialised exactly once: use before init and re-init are modelled only by the explicit search", g.name),
+                    )?;
+                }
+            }
+        }
+        if let Some(sp) = b.unfenced_init.get() {
+            let copies = classes
+                .iter()
+                .flat_map(|c| &c.sites)
+                .any(|x| matches!(x.kind, SiteKind::Land { .. }) && b.manual.contains(x.group.split("@cta").next().unwrap_or(&x.group)));
+            if copies {
+                return unsupported(
+                    sp,
+                    "an init with no fence_mbarrier_init or fence_proxy_async after it, on a barrier that copies complete on: whether the async proxy sees the init is modelled only by the explicit search",
+                )?;
+            }
+        }
+        if ctas > 1 {
+            let mut per_cta = Vec::new();
+            for g in &b.groups {
+                for cta in 0..ctas {
+                    per_cta.push(GroupInfo {
+                        name: format!("{}{}", g.name, cta_suffix(ctas, cta)),
+                        ..g.clone()
+                    });
+                }
+            }
+            b.groups = per_cta;
+        }
+        if b.cluster_barrier.get() {
+            // every thread of every CTA (an exited one counts as arrived in the model: a
+            // shortfall here is refuted, and the explicit search then does not confirm it)
+            let all = T::sum(program.roles().map(|r| b.roles[&r.name.name].clone())).mul(int(ctas));
+            b.groups.push(GroupInfo {
+                name: CLUSTER_BARRIER.into(),
+                len: 1,
+                count: all,
+                span: program.name.span,
+            });
+        }
+        let mut groups = b.groups;
+        groups.extend(b.named.into_inner());
         Ok(Summary {
-            groups: b.groups,
+            groups,
             classes,
             symbols,
             refute_only: b.refute_only.into_inner(),
@@ -333,6 +494,19 @@ impl Builder {
             segs: vec![],
             sites: vec![],
             dead: false,
+            whole_warps: None,
+            share: Share::All,
+            share_scope: 0,
+            async_arrivals: vec![],
+            loop_vars: vec![],
+            inlining: 0,
+            cta: 0,
+            target: None,
+            cluster_arrive: None,
+            synced: false,
+            role: String::new(),
+            unfenced: None,
+            early_use: None,
         };
         self.expr(e, &mut cx)
     }
@@ -345,7 +519,13 @@ impl Builder {
         }
     }
 
-    fn role_body(&self, r: &ast::RoleDecl, me: Option<(i64, i64, i64)>) -> R<(Vec<Option<Loop>>, Vec<Site>)> {
+    fn role_body(
+        &self,
+        r: &ast::RoleDecl,
+        me: Option<(i64, i64, i64)>,
+        whole_warps: Option<i64>,
+        cta: i64,
+    ) -> R<(Vec<Option<Loop>>, Vec<Site>)> {
         let mut cx = Ctx {
             me,
             locals: vec![HashMap::new()],
@@ -356,8 +536,65 @@ impl Builder {
             segs: vec![None],
             sites: vec![],
             dead: false,
+            whole_warps,
+            share: Share::All,
+            // (the rank is set below)
+            share_scope: 0,
+            async_arrivals: vec![],
+            loop_vars: vec![],
+            inlining: 0,
+            cta: 0,
+            target: None,
+            cluster_arrive: None,
+            synced: false,
+            role: String::new(),
+            unfenced: None,
+            early_use: None,
         };
+        cx.cta = cta;
+        cx.role = r.name.name.clone();
         self.block(&r.body, &mut cx)?;
+        if let Some(sp) = cx.early_use.or(cx.unfenced.filter(|_| !cx.synced)) {
+            return unsupported(
+                sp,
+                "a `manual_init` barrier used (or initialised) with no `syncthreads` ordering its init before the use: init order is modelled only by the explicit search",
+            )?;
+        }
+        // A thread's j-th wait on a barrier names a phase by its own count of waits: the waits of
+        // one barrier must run on the same lanes (all, or the elected one, or the others).
+        for w in cx
+            .sites
+            .iter()
+            .filter(|x| matches!(x.kind, SiteKind::WaitParity { .. } | SiteKind::WaitToken { .. }))
+        {
+            if let Some(x) = cx.sites.iter().find(|x| {
+                x.group == w.group && x.share != w.share && matches!(x.kind, SiteKind::WaitParity { .. } | SiteKind::WaitToken { .. })
+            }) {
+                return unsupported(
+                    x.span,
+                    format!(
+                        "waits on `{}` from an elected block and from other lanes: the lanes then count their waits differently",
+                        w.group
+                    ),
+                )?;
+            }
+        }
+        // An arrive-on happens when the copies land, possibly after the thread's later
+        // arrivals: the j-th arrival of the thread is the j-th phase's only if all its
+        // arrivals on that barrier are arrive-ons (then which is j-th does not matter).
+        for &a in &cx.async_arrivals {
+            let g = &cx.sites[a].group;
+            if let Some(x) = cx
+                .sites
+                .iter()
+                .find(|x| &x.group == g && matches!(x.kind, SiteKind::Arrive { .. }) && !cx.async_arrivals.contains(&x.pos))
+            {
+                return unsupported(
+                    x.span,
+                    format!("an arrival on `{g}` by a thread that also arrives on it through cp_async_arrive_noinc, whose arrive-on may come later: the order of its arrivals is modelled only by the explicit search"),
+                )?;
+            }
+        }
         Ok((cx.segs, cx.sites))
     }
 
@@ -381,6 +618,13 @@ impl Builder {
     fn stmt(&self, s: &ast::Stmt, cx: &mut Ctx) -> R<()> {
         match &s.kind {
             StmtKind::Let { name, value } => {
+                if let ast::Value::Op(op) = value {
+                    if matches!(op.kind, OpKind::Elect) {
+                        self.elect(op.span, cx)?;
+                        cx.locals.last_mut().unwrap().insert(name.name.clone(), Local::Elect);
+                        return Ok(());
+                    }
+                }
                 let v = match value {
                     ast::Value::Expr(e) => Local::Term(self.expr(e, cx)?),
                     ast::Value::Op(op) => match self.op(op, cx)? {
@@ -403,6 +647,15 @@ impl Builder {
                     )?;
                 }
                 let scope = cx.locals.iter().rposition(|m| m.contains_key(&name.name));
+                if cx.share != Share::All && scope.is_some_and(|ix| ix < cx.share_scope) {
+                    return unsupported(
+                        s.span,
+                        format!(
+                            "`{}` is assigned inside an elected block: its lanes then hold different values",
+                            name.name
+                        ),
+                    )?;
+                }
                 if scope.is_some_and(|ix| cx.in_loop.is_none() || ix >= cx.loop_scope) {
                     // straight-line code (outside the symbolic loop, or a local of the current
                     // iteration): the new value, where this statement runs
@@ -448,7 +701,9 @@ impl Builder {
                         (Some(l), Some(h)) if h - l <= UNROLL => {
                             for i in l..h {
                                 cx.locals.push(HashMap::from([(v.name.clone(), Local::Term(int(i)))]));
+                                cx.loop_vars.push(v.name.clone());
                                 self.block(body, cx)?;
+                                cx.loop_vars.pop();
                                 cx.locals.pop();
                                 if cx.dead {
                                     break;
@@ -495,7 +750,9 @@ impl Builder {
                 cx.in_loop = Some(name.clone());
                 cx.locals.push(HashMap::from([(v.name.clone(), Local::Term(var(&name)))]));
                 cx.loop_scope = cx.locals.len();
+                cx.loop_vars.push(v.name.clone());
                 self.block(body, cx)?;
+                cx.loop_vars.pop();
                 cx.locals.pop();
                 cx.in_loop = None;
                 cx.loop_scope = 0;
@@ -503,6 +760,9 @@ impl Builder {
                 cx.seg = cx.segs.len() - 1;
             }
             StmtKind::If { cond, then, els } => {
+                if let Some(elected) = self.elect_test(cond, cx) {
+                    return self.elected_block(s.span, elected, then, els.as_ref(), cx);
+                }
                 let c = self.cond(cond, cx)?;
                 // a condition known here (a thread's identity, an unrolled iteration): only one
                 // branch exists, and a `return` in it ends the thread
@@ -566,104 +826,63 @@ impl Builder {
             // The CTA barrier: an arrival and a wait on a barrier of all the CTA's threads, so
             // that the arrivals law counts it and the wait-order law sees the cycles through it.
             StmtKind::SyncThreads => {
-                let a = self.push(cx, s.span, SYNCTHREADS.into(), int(0), SiteKind::Arrive { n: int(1), drop: false });
-                self.push(cx, s.span, SYNCTHREADS.into(), int(0), SiteKind::WaitToken { arrive: a });
+                if !cx.synced {
+                    if !cx.guard.is_empty() || cx.in_loop.is_some() || cx.share != Share::All {
+                        if let Some(sp) = cx
+                            .early_use
+                            .or(self.inits.borrow().last().map(|x| x.2))
+                            .filter(|_| !self.manual.is_empty())
+                        {
+                            return unsupported(sp, "a `manual_init` barrier whose thread's first `syncthreads` is conditional or in a loop: init order is modelled only by the explicit search")?;
+                        }
+                    }
+                    if let Some(sp) = cx.unfenced.take() {
+                        self.unfenced_init.set(Some(sp));
+                    }
+                    cx.synced = true;
+                }
+                let g = format!("{SYNCTHREADS}{}", cta_suffix(self.ctas, cx.cta));
+                let a = self.push(cx, s.span, g.clone(), int(0), SiteKind::Arrive { n: int(1), drop: false });
+                self.push(cx, s.span, g, int(0), SiteKind::WaitToken { arrive: a });
             }
-            // It adds no arrival and no byte, only blocking: left out, but no proof stands on it.
+            // It adds no arrival and no byte, only blocking. In a class of whole warps every lane
+            // runs the same code, so the lanes it waits for reach it unless one of them blocks
+            // earlier, on a wait whose arrivals the laws account for: it adds no cycle the
+            // wait-order law does not see. Elsewhere left out, and no proof stands on it.
+            StmtKind::SyncWarp if cx.whole_warps.is_some() && cx.share == Share::All => {}
+            // A thread of its own class: an arrival and a wait on a barrier of its warp's lanes,
+            // so that the arrivals law counts who reaches it and the wait-order law sees cycles
+            // through it (as for `syncthreads`).
+            StmtKind::SyncWarp if cx.me.is_some() && cx.share == Share::All && self.warp_sync(s.span, None, cx)? => {}
             StmtKind::SyncWarp => {
                 self.refute_only.borrow_mut().get_or_insert(Unsupported {
                     span: s.span,
                     why: "syncwarp waits for the unfinished lanes of the warp; warps are modelled only by the explicit search, so the laws can be refuted here but not proved".into(),
                 });
             }
-            StmtKind::While { .. } | StmtKind::Break => {
+            StmtKind::While { cond, body } => self.while_loop(s.span, cond, body, cx)?,
+            StmtKind::Break => {
                 return unsupported(
                     s.span,
                     "a `while` loop or `break`: its trip count depends on the interleaving; only the explicit search models it",
                 )?
             }
-            StmtKind::SyncWarpMask(_) => return unsupported(s.span, "syncwarp(mask) is modelled only by the explicit search")?,
-            StmtKind::Call { .. } => {
-                return unsupported(
-                    s.span,
-                    "a call of an inline function: prove reads the program before expansion; check it with the explicit search",
-                )?
-            }
-        }
-        Ok(())
-    }
-
-    /// A loop without barrier operations that assigns locals living after it: its effect on
-    /// them, exactly. A constant trip count of at most `UNROLL` runs the body that many times; a
-    /// longer one needs an effect that repeats with period 1 or 2 (`p = 1 - p`); a trip count of
-    /// ranged parameters makes the caller give them each value in turn. Anything else is refused:
-    /// skipping the loop would prove the protocol with the wrong values.
-    #[allow(clippy::too_many_arguments)]
-    fn effect_loop(&self, span: Span, v: &str, lo: &ast::Expr, hi: &ast::Expr, body: &ast::Block, outer: &[String], cx: &mut Ctx) -> R<()> {
-        let l = self.expr(lo, cx)?;
-        let trips = self.expr(hi, cx)?.sub(l.clone());
-        let names = outer.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ");
-        let n = match trips.as_int() {
-            Some(n) => n.max(0),
-            None if term_vars(&trips).iter().any(|x| x.contains('@')) => {
-                return unsupported(
-                    span,
-                    format!("a loop without barrier operations assigns {names}, and its trip count depends on an enclosing loop's variable: prove needs a constant trip count here"),
-                )?
-            }
-            None => return Err(need_concrete_of(&trips, span)),
-        };
-        let n = if n <= UNROLL {
-            n
-        } else {
-            match self.effect_period(v, body, outer, cx)? {
-                Some(p) => n % p,
-                None => {
-                    return unsupported(
-                        span,
-                        format!("a loop without barrier operations assigns {names} over {n} iterations, and its effect does not repeat with period 1 or 2: prove can neither unroll nor summarise it"),
-                    )?
+            // A mask naming every lane of the warp is `syncwarp`, in a class of whole warps.
+            StmtKind::SyncWarpMask(m) => {
+                let full = cx.whole_warps.filter(|ws| *ws < 63).map(|ws| (1i64 << ws) - 1);
+                let mask = self.expr(m, cx).ok().and_then(|t| t.as_int());
+                match (full, mask) {
+                    (Some(f), Some(k)) if cx.share == Share::All && k & f == f => {}
+                    (None, Some(k)) if cx.me.is_some() && cx.share == Share::All && self.warp_sync(s.span, Some(k), cx)? => {}
+                    _ => return unsupported(
+                        s.span,
+                        "syncwarp(mask) with a mask other than every lane of a warp of one role is modelled only by the explicit search",
+                    )?,
                 }
             }
-        };
-        for k in 0..n {
-            cx.locals.push(HashMap::from([(v.to_string(), Local::Term(l.clone().add(int(k))))]));
-            self.block(body, cx)?;
-            cx.locals.pop();
+            StmtKind::Call { name, args } => self.call(s.span, name, args, cx)?,
         }
         Ok(())
-    }
-
-    /// 1 or 2 when running the body that many times leaves every assigned local as it was, for
-    /// any value of it and of the loop variable (terms compared after normalisation).
-    fn effect_period(&self, v: &str, body: &ast::Block, outer: &[String], cx: &mut Ctx) -> R<Option<i64>> {
-        let saved: Vec<Option<Local>> = outer.iter().map(|n| self.lookup(n, cx)).collect();
-        let fresh: Vec<T> = outer.iter().map(|n| var(&format!("{n}#effect"))).collect();
-        for (n, t) in outer.iter().zip(&fresh) {
-            set_local(cx, n, Local::Term(t.clone()));
-        }
-        let j = var(&format!("{v}#effect"));
-        let mut period = None;
-        for p in 1..=2 {
-            cx.locals.push(HashMap::from([(v.to_string(), Local::Term(j.clone()))]));
-            let run = self.block(body, cx);
-            cx.locals.pop();
-            if run.is_err() {
-                break;
-            }
-            let now: Vec<Option<Local>> = outer.iter().map(|n| self.lookup(n, cx)).collect();
-            let back = now.iter().zip(&fresh).all(|(x, f)| matches!(x, Some(Local::Term(t)) if t == f));
-            if back {
-                period = Some(p);
-                break;
-            }
-        }
-        for (n, old) in outer.iter().zip(saved) {
-            if let Some(old) = old {
-                set_local(cx, n, old);
-            }
-        }
-        Ok(period)
     }
 
     fn place(&self, p: &ast::Place, cx: &mut Ctx) -> R<(String, T)> {
@@ -671,13 +890,27 @@ impl Builder {
             Some(e) => self.expr(e, cx)?,
             None => int(0),
         };
-        Ok((p.name.name.clone(), idx))
+        let cta = cx.target.unwrap_or(cx.cta);
+        Ok((format!("{}{}", p.name.name, cta_suffix(self.ctas, cta)), idx))
+    }
+
+    /// The CTA a remote operation names: a constant rank of the cluster.
+    fn target_cta(&self, e: &ast::Expr, cx: &mut Ctx) -> R<i64> {
+        match self.expr(e, cx)?.as_int() {
+            Some(r) if (0..self.ctas).contains(&r) => Ok(r),
+            Some(r) => unsupported(e.span, format!("CTA {r} is outside the cluster: the explicit search reports it"))?,
+            None => unsupported(e.span, "a remote operation whose CTA is not a constant for each CTA's threads")?,
+        }
     }
 
     fn push(&self, cx: &mut Ctx, span: Span, group: String, index: T, kind: SiteKind) -> usize {
         let pos = cx.sites.len();
+        if !cx.synced && self.manual.contains(group.split("@cta").next().unwrap_or(&group)) {
+            cx.early_use.get_or_insert(span);
+        }
         cx.sites.push(Site {
             span,
+            share: cx.share,
             seg: cx.seg,
             pos,
             guard: B::and(cx.guard.clone()),
@@ -693,141 +926,6 @@ impl Builder {
             Some(e) => self.expr(e, cx),
             None => Ok(self.buffers.get(&buf.name.name).cloned().unwrap_or(int(0))),
         }
-    }
-
-    /// Record the sites of one operation; the arrival site's index when it yields a token.
-    fn op(&self, op: &ast::Op, cx: &mut Ctx) -> R<Option<usize>> {
-        let sp = op.span;
-        Ok(match &op.kind {
-            OpKind::Arrive { bar, n } => {
-                let (g, i) = self.place(bar, cx)?;
-                let n = match n {
-                    Some(e) => self.expr(e, cx)?,
-                    None => int(1),
-                };
-                Some(self.push(cx, sp, g, i, SiteKind::Arrive { n, drop: false }))
-            }
-            OpKind::ArriveExpectTx { bar, bytes } => {
-                let (g, i) = self.place(bar, cx)?;
-                let b = self.expr(bytes, cx)?;
-                self.push(cx, sp, g.clone(), i.clone(), SiteKind::Expect { bytes: b });
-                Some(self.push(cx, sp, g, i, SiteKind::Arrive { n: int(1), drop: false }))
-            }
-            OpKind::Wait { bar, token } => {
-                let (g, i) = self.place(bar, cx)?;
-                let arrive = match &token.kind {
-                    ExprKind::Name(n) => match self.lookup(n, cx) {
-                        Some(Local::Token(a)) => a,
-                        _ => return unsupported(token.span, "a token wait on a value that is not a token of this iteration")?,
-                    },
-                    _ => return unsupported(token.span, "a token wait on a computed value")?,
-                };
-                let a = &cx.sites[arrive];
-                if a.group != g || a.seg != cx.seg {
-                    return unsupported(sp, "a token from another barrier or another loop iteration")?;
-                }
-                self.push(cx, sp, g, i, SiteKind::WaitToken { arrive });
-                None
-            }
-            OpKind::WaitParity { bar, parity } => {
-                let (g, i) = self.place(bar, cx)?;
-                let p = self.expr(parity, cx)?;
-                self.push(cx, sp, g, i, SiteKind::WaitParity { parity: p });
-                None
-            }
-            OpKind::TryWait { .. } | OpKind::TryWaitParity { .. } => {
-                return unsupported(
-                    sp,
-                    "try_wait returns 0 or 1 depending on the interleaving; only the explicit search models it",
-                )?
-            }
-            OpKind::ArriveAndWait { bar } => {
-                let (g, i) = self.place(bar, cx)?;
-                let a = self.push(cx, sp, g.clone(), i.clone(), SiteKind::Arrive { n: int(1), drop: false });
-                self.push(cx, sp, g, i, SiteKind::WaitToken { arrive: a });
-                None
-            }
-            OpKind::ArriveAndDrop { bar } => {
-                if cx.in_loop.is_some() {
-                    return unsupported(sp, "arrive_and_drop inside a loop: prove handles a drop at the top level of a role")?;
-                }
-                let (g, i) = self.place(bar, cx)?;
-                self.push(cx, sp, g, i, SiteKind::Arrive { n: int(1), drop: true });
-                None
-            }
-            OpKind::ExpectTx { bar, bytes } => {
-                let (g, i) = self.place(bar, cx)?;
-                let b = self.expr(bytes, cx)?;
-                self.push(cx, sp, g, i, SiteKind::Expect { bytes: b });
-                None
-            }
-            OpKind::CompleteTx { bar, bytes } => {
-                let (g, i) = self.place(bar, cx)?;
-                let b = self.expr(bytes, cx)?;
-                self.push(cx, sp, g, i, SiteKind::Land { bytes: b });
-                None
-            }
-            OpKind::CopyAsync { buf, bar, bytes, .. } => {
-                let b = self.buffer_bytes(buf, bytes, cx)?;
-                let (g, i) = self.place(bar, cx)?;
-                self.push(cx, sp, g, i, SiteKind::Land { bytes: b });
-                None
-            }
-            OpKind::MemcpyAsync { buf, bar, bytes, .. } => {
-                let b = self.buffer_bytes(buf, bytes, cx)?;
-                let (g, i) = self.place(bar, cx)?;
-                self.push(cx, sp, g.clone(), i.clone(), SiteKind::Land { bytes: b.clone() });
-                self.push(cx, sp, g, i, SiteKind::Expect { bytes: b });
-                None
-            }
-            // The threads' own accesses of shared memory never touch a barrier's counts.
-            k if k.object() == ast::Object::Memory && !matches!(k, OpKind::ReadPart { .. }) => None,
-            OpKind::Init { .. } | OpKind::Inval { .. } => {
-                return unsupported(sp, "init and inval are modelled only by the explicit search")?
-            }
-            OpKind::Elect => return unsupported(sp, "elect() is a choice of the hardware; only the explicit search models it")?,
-            // Named barriers.
-            OpKind::BarSync { .. } | OpKind::BarArrive { .. } => {
-                return unsupported(sp, "named barriers are modelled only by the explicit search")?
-            }
-            OpKind::CpAsync { .. }
-            | OpKind::CpAsyncArrive { .. }
-            | OpKind::CpAsyncCommitGroup
-            | OpKind::CpAsyncWait { .. }
-            | OpKind::CopyAsyncPart { .. }
-            | OpKind::ReadPart { .. } => {
-                return unsupported(sp, "cp.async, its groups and partial-buffer copies are modelled only by the explicit search")?
-            }
-            OpKind::Commit { .. } => {
-                return unsupported(
-                    sp,
-                    "commit makes one arrival per converged group of lanes; convergence is modelled only by the explicit search",
-                )?
-            }
-            // The async proxy.
-            OpKind::CopyStoreAsync { .. }
-            | OpKind::CommitGroup
-            | OpKind::WaitGroup { .. }
-            | OpKind::WgmmaAsync { .. }
-            | OpKind::WgmmaWait { .. }
-            | OpKind::FenceProxyAsync
-            | OpKind::FenceMbarrierInit => {
-                return unsupported(
-                    sp,
-                    "asynchronous reads of shared memory and proxy fences are modelled only by the explicit search",
-                )?
-            }
-            OpKind::Remote { .. } | OpKind::ClusterArrive | OpKind::ClusterWait | OpKind::ClusterSync => {
-                return unsupported(
-                    sp,
-                    "cluster-scope operations (remote arrives and reads, multicast copies, the cluster barrier) are modelled only by the explicit search",
-                )?
-            }
-            // Anything the summary was not taught is a statement it does not understand: the proof
-            // is `unknown` there, never a guess.
-            #[allow(unreachable_patterns)]
-            other => return unsupported(sp, &format!("`{}` is modelled only by the explicit search", other.keyword()))?,
-        })
     }
 
     fn cond(&self, e: &ast::Expr, cx: &mut Ctx) -> R<B> {
@@ -861,11 +959,17 @@ impl Builder {
                     match l {
                         Local::Term(t) => t,
                         Local::Token(_) => return unsupported(e.span, "a token used as a number")?,
+                        Local::Elect => return unsupported(
+                            e.span,
+                            "an elect() result used other than as the condition of an `if`: prove counts the elected block, not the values",
+                        )?,
                     }
                 } else if let Some(t) = self.params.get(n) {
                     t.clone()
                 } else if self.vars.contains(n) {
                     return unsupported(e.span, format!("`{n}` is a shared variable; its value depends on the interleaving"))?;
+                } else if n == "cta" {
+                    int(cx.cta)
                 } else {
                     let (tid, gtid, ws) = match cx.me {
                         Some(m) => m,
@@ -920,6 +1024,22 @@ impl Builder {
     }
 }
 
+/// The barrier that stands for the cluster barrier (`cluster_arrive`/`cluster_wait`).
+pub const CLUSTER_BARRIER: &str = "cluster barrier";
+
+/// How a CTA's copy of an object is named (nothing without a cluster).
+fn cta_suffix(ctas: i64, cta: i64) -> String {
+    if ctas == 1 {
+        String::new()
+    } else {
+        format!("@cta{cta}")
+    }
+}
+
+/// The prefix of the barrier that stands for named barrier N (`bar 1`): not a name a
+/// declaration can have.
+pub const NAMED_PREFIX: &str = "bar ";
+
 /// The error for a term that had to be a number: name the first ranged symbol in it, so that the
 /// caller enumerates that parameter.
 fn need_concrete_of(t: &T, span: Span) -> BuildError {
@@ -947,6 +1067,11 @@ fn set_local(cx: &mut Ctx, name: &str, v: Local) {
     if let Some(scope) = cx.locals.iter_mut().rev().find(|m| m.contains_key(name)) {
         scope.insert(name.to_string(), v);
     }
+}
+
+/// The symbols a condition names.
+fn cond_vars(c: &B) -> Vec<String> {
+    term_vars(&T::ite(c.clone(), int(1), int(0)))
 }
 
 /// The symbols a term names.

@@ -6,7 +6,7 @@ use phasecheck_model::lang::ast::{self, ExprKind, OpKind, StmtKind};
 
 fn expr_uses_identity(e: &ast::Expr) -> bool {
     match &e.kind {
-        ExprKind::Name(n) => matches!(n.as_str(), "tid" | "gtid" | "lane" | "warp" | "cta"),
+        ExprKind::Name(n) => matches!(n.as_str(), "tid" | "gtid" | "lane" | "warp"),
         ExprKind::Int(_) | ExprKind::RoleCount(_) => false,
         ExprKind::Unary(_, a) => expr_uses_identity(a),
         ExprKind::Binary(_, a, b) => expr_uses_identity(a) || expr_uses_identity(b),
@@ -14,7 +14,8 @@ fn expr_uses_identity(e: &ast::Expr) -> bool {
 }
 
 /// Whether any expression of the block names `tid`, `gtid`, `lane` or `warp` (then each thread
-/// is its own class). A local that shadows one of those names counts too: conservative.
+/// is its own class; not `cta`: every CTA of a cluster has classes of its own). A local that
+/// shadows one of those names counts too: conservative.
 pub(super) fn uses_identity(b: &ast::Block) -> bool {
     let mut found = false;
     visit_exprs(b, &mut |e| found |= expr_uses_identity(e));
@@ -40,8 +41,13 @@ fn visit_exprs(b: &ast::Block, f: &mut dyn FnMut(&ast::Expr)) {
                     visit_exprs(e, f)
                 }
             }
+            StmtKind::While { cond, body } => {
+                f(cond);
+                visit_exprs(body, f)
+            }
             StmtKind::Op(o) => o.each_expr(f),
-            StmtKind::Assert(e) => f(e),
+            StmtKind::Assert(e) | StmtKind::SyncWarpMask(e) => f(e),
+            StmtKind::Call { args, .. } => args.iter().for_each(|a| f(a)),
             _ => {}
         }
     }
@@ -119,6 +125,25 @@ pub(super) fn block_syncs_cta(b: &ast::Block) -> bool {
         StmtKind::SyncThreads => true,
         StmtKind::For { body, .. } | StmtKind::While { body, .. } => block_syncs_cta(body),
         StmtKind::If { then, els, .. } => block_syncs_cta(then) || els.as_ref().is_some_and(block_syncs_cta),
+        _ => false,
+    })
+}
+
+/// Whether a block calls an inline function anywhere.
+pub(super) fn block_calls(b: &ast::Block) -> bool {
+    b.stmts.iter().any(|s| match &s.kind {
+        StmtKind::Call { .. } => true,
+        StmtKind::For { body, .. } | StmtKind::While { body, .. } => block_calls(body),
+        StmtKind::If { then, els, .. } => block_calls(then) || els.as_ref().is_some_and(block_calls),
+        _ => false,
+    })
+}
+
+/// Whether a block holds a `break` that leaves it (not one inside a nested `for`/`while`).
+pub(super) fn block_breaks(b: &ast::Block) -> bool {
+    b.stmts.iter().any(|s| match &s.kind {
+        StmtKind::Break => true,
+        StmtKind::If { then, els, .. } => block_breaks(then) || els.as_ref().is_some_and(block_breaks),
         _ => false,
     })
 }

@@ -1,0 +1,240 @@
+//! The tx laws: bytes expected against bytes landed per phase, and the tx-count's range. Bytes
+//! are attributed to phases within the one role that expects and lands them.
+
+use super::*;
+
+impl<'a> Encoder<'a> {
+    pub(super) fn tx(&mut self, g: &GroupInfo) -> R<()> {
+        let is_tx = |s: &Site| s.group == g.name && matches!(s.kind, SiteKind::Expect { .. } | SiteKind::Land { .. });
+        let with_tx: Vec<&Class> = self.s.classes.iter().filter(|c| c.sites.iter().any(is_tx)).collect();
+        if with_tx.len() > 1 {
+            let sp = with_tx[1].sites.iter().find(|s| is_tx(s)).unwrap().span;
+            return un(
+                sp,
+                format!(
+                    "bytes of `{}` are expected or landed by more than one role; prove attributes bytes to phases within one role",
+                    g.name
+                ),
+            );
+        }
+        let Some(c) = with_tx.first().copied() else { return Ok(()) };
+        // bytes are compared per thread: every tx statement and arrival of the role on the
+        // barrier must run on the same lanes (all, or the elected one of each warp)
+        let on_g: Vec<&Site> = c
+            .sites
+            .iter()
+            .filter(|s| is_tx(s) || (s.group == g.name && matches!(s.kind, SiteKind::Arrive { .. })))
+            .collect();
+        let share = on_g[0].share;
+        if let Some(x) = on_g.iter().find(|x| x.share != share) {
+            return un(
+                x.span,
+                format!(
+                    "{} expects, lands or arrives on `{}` from an elected block at one statement and from all its lanes at another: prove compares bytes per thread",
+                    c.label, g.name
+                ),
+            );
+        }
+        let mult = site_mult(c, on_g[0]);
+        let max = int(MAX_COUNT);
+        let signed = |s: &Site, sub: &BTreeMap<String, T>| match &s.kind {
+            SiteKind::Expect { bytes } => (bytes.subst(sub), true),
+            SiteKind::Land { bytes } => (bytes.subst(sub), false),
+            _ => unreachable!(),
+        };
+        // every single expect within 0..=MAX
+        for x in c.sites.iter().filter(|s| is_tx(s) && matches!(s.kind, SiteKind::Expect { .. })) {
+            self.reset();
+            let ev = self.ev(c, x);
+            let (b, _) = signed(x, &ev.sub);
+            self.push_q(Query {
+                goal: Goal::Violation(Law::TxRange),
+                group: g.name.clone(),
+                what: format!("{} expects a byte count outside 0..=2^20-1 on `{}`", c.label, g.name),
+                formula: B::and(vec![
+                    ev.dom.clone(),
+                    B::or(vec![b.clone().cmp(Cmp::Lt, int(0)), b.clone().cmp(Cmp::Gt, max.clone())]),
+                ]),
+                spans: vec![x.span],
+                show: vec![("bytes".into(), b)],
+            });
+        }
+        let arr = Self::arrivals_of(c, &g.name);
+        let loop_arrivals = arr.iter().any(|a| c.segs[a.seg].is_some());
+        if loop_arrivals {
+            // every tx statement lives in a loop iteration together with exactly one arrival
+            let segs: Vec<usize> = {
+                let mut v: Vec<usize> = c.sites.iter().filter(|s| is_tx(s)).map(|s| s.seg).collect();
+                v.dedup();
+                v
+            };
+            for seg in segs {
+                let xs: Vec<&Site> = c.sites.iter().filter(|s| is_tx(s) && s.seg == seg).collect();
+                let arrs: Vec<&&Site> = arr.iter().filter(|a| a.seg == seg).collect();
+                if c.segs[seg].is_none() || arrs.len() != 1 {
+                    return un(
+                        xs[0].span,
+                        format!(
+                            "bytes of `{}` outside a loop iteration with exactly one arrival on it, while the role arrives in a loop",
+                            g.name
+                        ),
+                    );
+                }
+                let a = *arrs[0];
+                self.reset();
+                let (k, kd) = self.kvar(g);
+                let ev = self.ev_k(c, a, &k);
+                let arrive_here = B::and(vec![ev.dom.clone(), ev.idx.clone().eq(k.clone())]);
+                let mut exp = int(0);
+                let mut land = int(0);
+                for x in &xs {
+                    let here = B::and(vec![x.guard.subst(&ev.sub), x.index.subst(&ev.sub).eq(k.clone())]);
+                    self.push_q(Query {
+                        goal: Goal::Obligation(Unsupported {
+                            span: x.span,
+                            why: format!(
+                                "bytes of `{}` in an iteration where the role does not arrive on the same element",
+                                g.name
+                            ),
+                        }),
+                        group: g.name.clone(),
+                        what: String::new(),
+                        formula: B::and(vec![kd.clone(), ev.dom.clone(), here.clone(), arrive_here.clone().not()]),
+                        spans: vec![x.span],
+                        show: vec![],
+                    });
+                    let (b, is_exp) = signed(x, &ev.sub);
+                    let v = T::ite(here, b, int(0));
+                    if is_exp {
+                        exp = exp.add(v);
+                    } else {
+                        land = land.add(v);
+                    }
+                }
+                let phase = self.visit(c, a, &ev, &k, &|s| matches!(s.kind, SiteKind::Arrive { .. }))?;
+                let spans: Vec<Span> = xs.iter().map(|x| x.span).collect();
+                self.push_tx(g, &mult, vec![kd, arrive_here], k, phase, exp, land, spans);
+            }
+            return Ok(());
+        }
+        // top level: rounds are separated by the role's arrivals on the element, in program
+        // order; elements are told apart by their (equal or constant) index terms
+        let mut idxs: Vec<T> = Vec::new();
+        for s in c.sites.iter().filter(|s| s.group == g.name) {
+            if !(matches!(s.kind, SiteKind::Arrive { .. }) || is_tx(s)) {
+                continue;
+            }
+            if let Some(l) = &c.segs[s.seg] {
+                if s.index.mentions(&l.var) {
+                    return un(
+                        s.span,
+                        "bytes on an element that changes with the loop variable, with no arrival in the loop",
+                    );
+                }
+            }
+            if matches!(s.kind, SiteKind::Arrive { .. }) && s.guard != B::Const(true) {
+                return un(s.span, "a conditional arrival on a barrier whose bytes are counted by phase");
+            }
+            if !idxs.contains(&s.index) {
+                idxs.push(s.index.clone());
+            }
+        }
+        if idxs.len() > 1 && idxs.iter().any(|i| i.as_int().is_none()) {
+            let sp = c.sites.iter().find(|s| is_tx(s)).unwrap().span;
+            return un(
+                sp,
+                format!(
+                    "arrivals and bytes on elements of `{}` that cannot be told apart outside loops",
+                    g.name
+                ),
+            );
+        }
+        for idx in idxs {
+            let k = idx.clone();
+            let on = |s: &Site| s.index == idx;
+            let mut rounds: BTreeMap<usize, (T, T, Vec<Span>)> = BTreeMap::new();
+            for x in c.sites.iter().filter(|s| is_tx(s) && on(s)) {
+                let before: Vec<&&Site> = arr.iter().filter(|a| a.pos < x.pos && on(a)).collect();
+                let mut r = before.len();
+                // bytes after an arrival with no wait on the element between belong to that
+                // arrival's phase, an arrive_expect_tx's own bytes too: a thread that arrives
+                // again before its phase completed may arrive into the same phase (its copies
+                // are still in flight), so its two rounds are one, and their bytes must balance
+                // together (specs/soundness/over_arrival_own_tx)
+                if r >= 1 {
+                    let last = before[r - 1].pos;
+                    let waited = c.sites.iter().any(|w| {
+                        w.group == g.name
+                            && on(w)
+                            && w.pos > last
+                            && w.pos < x.pos
+                            && matches!(w.kind, SiteKind::WaitParity { .. } | SiteKind::WaitToken { .. })
+                    });
+                    if !waited {
+                        r -= 1;
+                    }
+                }
+                let amount = match &c.segs[x.seg] {
+                    None => T::ite(x.guard.clone(), signed(x, &BTreeMap::new()).0, int(0)),
+                    Some(l) => {
+                        let (b, _) = signed(x, &BTreeMap::new());
+                        if b.mentions(&l.var) {
+                            return un(
+                                x.span,
+                                "a byte count that changes with the loop variable outside the arrival's iteration",
+                            );
+                        }
+                        self.count_site(c, x, &k, None)?.mul(b)
+                    }
+                };
+                let e = rounds.entry(r).or_insert((int(0), int(0), vec![]));
+                if matches!(x.kind, SiteKind::Expect { .. }) {
+                    e.0 = e.0.clone().add(amount);
+                } else {
+                    e.1 = e.1.clone().add(amount);
+                }
+                e.2.push(x.span);
+            }
+            self.reset();
+            for (r, (exp, land, spans)) in rounds {
+                let dom = vec![idx.clone().cmp(Cmp::Ge, int(0))];
+                self.push_tx(g, &mult, dom, k.clone(), int(r as i64), exp, land, spans);
+            }
+        }
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn push_tx(&mut self, g: &GroupInfo, mult: &T, dom: Vec<B>, k: T, phase: T, exp: T, land: T, spans: Vec<Span>) {
+        let max = int(MAX_COUNT);
+        let show = vec![
+            ("element".to_string(), k.clone()),
+            ("phase".to_string(), phase.clone()),
+            ("bytes expected per thread".to_string(), exp.clone()),
+            ("bytes landed per thread".to_string(), land.clone()),
+        ];
+        let mut f = dom.clone();
+        f.push(exp.clone().cmp(Cmp::Ne, land.clone()));
+        self.push_q(Query {
+            goal: Goal::Violation(Law::TxBalance),
+            group: g.name.clone(),
+            what: format!("a phase of `{}` expects a different number of bytes than land in it", g.name),
+            formula: B::and(f),
+            spans: spans.clone(),
+            show: show.clone(),
+        });
+        let mut f = dom;
+        f.push(B::or(vec![
+            mult.clone().mul(exp).cmp(Cmp::Gt, max.clone()),
+            mult.clone().mul(land).cmp(Cmp::Gt, max),
+        ]));
+        self.push_q(Query {
+            goal: Goal::Violation(Law::TxRange),
+            group: g.name.clone(),
+            what: format!("a phase of `{}` has more than 2^20-1 bytes outstanding", g.name),
+            formula: B::and(f),
+            spans,
+            show,
+        });
+    }
+}
