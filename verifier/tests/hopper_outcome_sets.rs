@@ -1,6 +1,7 @@
 //! The outcome sets of Hopper specs: those of the cp.async and partial-copy specs are enumerated
 //! like any other (no panic, complete), and a holding protocol's reads all see what they expect;
-//! a uniform warp arriving past the pending count may fault (the H200 batches its arrivals).
+//! a uniform warp, or lanes of one warp at one arrive, arriving past the pending count may fault
+//! (the H200 batches their arrivals).
 
 use phasecheck_model::rt::Model;
 use phasecheck_model::spec::load as load_spec;
@@ -51,4 +52,34 @@ fn a_uniform_warp_arriving_past_the_pending_count_may_fault() {
     let fixed = allowed_outcomes(&model("specs/hopper/uniform_warp_arrival_count_fixed.phase"), 1_000_000);
     assert!(fixed.is_complete(), "{fixed}");
     assert!(!fixed.fault_allowed(), "{fixed}");
+}
+
+/// Lanes of one warp standing at the same arrive are issued it as one warp instruction: where the
+/// arrivals of a `warps 1` role's two lanes run past a count-1 barrier's pending count, the H200
+/// faulted in every block (2026-12-01), so the set admits a fault; the fixed twin (the barrier
+/// counts both lanes) admits none.
+#[test]
+fn converged_lanes_arriving_past_the_pending_count_may_fault() {
+    let over = allowed_outcomes(&model("specs/soundness/prove_whole_warp_role.phase"), 1_000_000);
+    assert!(over.is_complete(), "{over}");
+    assert!(over.fault_allowed(), "{over}");
+    assert!(
+        over.undefined().any(|u| u.cause == phasecheck_model::ViolationKind::OverArrival),
+        "{over}"
+    );
+    let fixed = allowed_outcomes(&model("specs/soundness/prove_whole_warp_role_fixed.phase"), 1_000_000);
+    assert!(!fixed.fault_allowed(), "{fixed}");
+}
+
+/// A worker that drops to skip a round and then arrives again: its two peers, at one arrive,
+/// arrive together on a phase the drop left one arrival short of them, which the H200 turned into
+/// a launch fault in every block; the double buffer, whose consumers arrive together on a barrier
+/// that counts them all, admits none.
+#[test]
+fn peers_arriving_together_on_a_phase_shortened_by_a_drop_may_fault() {
+    let drop = allowed_outcomes(&model("gpu-conformance/tests/repros/g22_drop_for_temporary_skip.phase"), 1_000_000);
+    assert!(drop.is_complete(), "{drop}");
+    assert!(drop.fault_allowed(), "{drop}");
+    let fine = allowed_outcomes(&model("specs/guide/double_buffer.phase"), 1_000_000);
+    assert!(!fine.fault_allowed(), "{fine}");
 }

@@ -306,7 +306,12 @@ impl Machine {
         // the phase's pending count, the model applies them lane by lane into the next phases
         // (and reports what follows), while the H200 applies them as one batched update and
         // faults (over-arrival, docs/hardware-notes.md): from there the hardware may do anything.
-        let batched_over = own.is_some_and(|(t, _, _)| proto.lanes_at(t, s.threads[t].pc) > 1) && arrivals_span_phases(&obs);
+        // Lanes of one warp standing at the same arrive are issued it together in the same way
+        // (the scheduler runs lanes at one pc as one instruction, converged or re-converged):
+        // where a co-issued lane's arrival lands on another phase, the batched update overflows.
+        let batched_over = own.is_some_and(|(t, _, _)| {
+            (proto.lanes_at(t, s.threads[t].pc) > 1 && arrivals_span_phases(&obs)) || self.co_issued_past_pending(s, &next, t, &obs)
+        });
         let over = batched_over.then(|| Next::Undefined(self.undefined(p, ViolationKind::OverArrival)));
         if out
             .violations
@@ -383,6 +388,55 @@ impl Machine {
         };
         res.extend(over);
         res
+    }
+}
+
+impl Machine {
+    /// `t`'s arrive (its step from `s` to `next`, observing `obs`) and the arrivals of the other
+    /// lanes of its warp and role standing at the same instruction in `s`, applied after it one by
+    /// one: whether one of those lands on another phase of `t`'s barrier. On the H200 they are one
+    /// warp instruction and one batched update, which runs past the phase's pending count and
+    /// faults (the converged lanes of a `warps 1` role on a count-1 barrier; a dropped worker's
+    /// peers arriving together on a phase the drop shortened: docs/hardware-notes.md).
+    fn co_issued_past_pending(&self, s: &State, next: &State, t: usize, obs: &[Obs]) -> bool {
+        let Some((bar, phase)) = obs.iter().find_map(|o| match o {
+            Obs::Arrived { bar, phase, .. } => Some((*bar, *phase)),
+            _ => None,
+        }) else {
+            return false;
+        };
+        let p = &self.model.proto;
+        let me = &p.threads[t];
+        let mut cur = next.clone();
+        for m in 0..s.threads.len() {
+            let o = &s.threads[m];
+            if m == t
+                || p.threads[m].warp != me.warp
+                || p.threads[m].role != me.role
+                || p.threads[m].cta != me.cta
+                || o.status != Status::Running
+                || o.pc != s.threads[t].pc
+                || cur.threads[m].status != Status::Running
+                || cur.threads[m].pc != o.pc
+            {
+                // Not at the instruction, or already part of `t`'s step (a commit's joined lanes).
+                continue;
+            }
+            let out = self.model.step(&cur, Action::Thread(m as u16));
+            let elsewhere = out.event.as_ref().is_some_and(|e| {
+                e.obs
+                    .iter()
+                    .any(|o| matches!(o, Obs::Arrived { bar: b, phase: q, .. } if *b == bar && *q != phase))
+            });
+            if elsewhere {
+                return true;
+            }
+            match out.next {
+                Some(n) => cur = n,
+                None => return false,
+            }
+        }
+        false
     }
 }
 
