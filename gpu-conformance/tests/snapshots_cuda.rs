@@ -115,3 +115,30 @@ fn named_barriers_are_generated_bounded() {
         assert!(!k.body.contains("asm volatile(\"bar"), "no hardware bar.sync/bar.arrive: unbounded");
     }
 }
+
+snap!(lagged_token_ptx, "lagged_token", Backend::Ptx);
+
+/// A token copied into another local (`prev = t`) is still a token: the wait on it is a token
+/// wait, never a parity wait on the state's low bit (which hung every block of the lagged split
+/// arrive/wait on the H200 where no allowed outcome hangs).
+#[test]
+fn a_copied_token_is_waited_on_as_a_token() {
+    for b in [Backend::Ptx, Backend::Libcu] {
+        let body = emit("lagged_token", b);
+        assert!(body.contains("pc_mbar_wait_token"), "{body}");
+        assert!(!body.contains("pc_mbar_wait_parity"), "{body}");
+    }
+}
+
+/// A copy of a version no row of the copy source holds is refused where it is issued
+/// (unsupported), never copied as the out-of-range row's -2 (which read as a wrong version in
+/// every block of a FlashAttention-3 protocol copying version 100 on the H200).
+#[test]
+fn a_copy_version_past_the_source_rows_is_refused() {
+    for b in [Backend::Ptx, Backend::Libcu] {
+        let body = emit("double_buffer", b);
+        assert!(body.contains("if (!pc_version_ok(th, version)) return;"), "{body}");
+    }
+    let prelude = phasecheck_gpu::codegen::prelude_text(Backend::Ptx);
+    assert!(prelude.contains("#define PC_SRC_VERSIONS 256"));
+}

@@ -228,10 +228,11 @@ impl Gen<'_> {
     /// next default version), threads that race on a buffer write it together, and a remote write
     /// bumps the peer CTA's count while the peer's own threads may bump it too.
     pub(super) fn version_stmt(&self, flat: &str, v: &str, explicit: bool) -> String {
+        let ok = "if (!pc_version_ok(th, version)) return;";
         if explicit {
-            format!("i64 version = {v}; atomicAdd(&s.writes[{flat}], 1);")
+            format!("i64 version = {v}; {ok} atomicAdd(&s.writes[{flat}], 1);")
         } else {
-            format!("i64 version = (i64)atomicAdd(&s.writes[{flat}], 1);")
+            format!("i64 version = (i64)atomicAdd(&s.writes[{flat}], 1); {ok}")
         }
     }
 }

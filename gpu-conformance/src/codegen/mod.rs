@@ -327,16 +327,7 @@ impl<'a> Gen<'a> {
             }
         }
         // Locals that hold tokens of hardware arrives (raw mbarrier state).
-        let mut token_slots = std::collections::HashSet::new();
-        for ins in &code.instrs {
-            if let InstrKind::Op {
-                op: IOp::Mbar(MbarOp::Arrive { .. }),
-                result: Some(r),
-            } = &ins.kind
-            {
-                token_slots.insert(*r);
-            }
-        }
+        let token_slots = token_slots_of(code);
         if self.uni {
             // Per elect() result slot: the lane the last election picked (-1: none yet).
             let slots: std::collections::BTreeSet<u16> = code
@@ -474,5 +465,48 @@ impl<'a> Gen<'a> {
             IOp::Warp(warp) => self.warp_op(code, warp),
         }
         Ok(())
+    }
+}
+
+/// Locals that hold tokens of hardware arrives (raw mbarrier state): an arrive's result, and a
+/// local that takes its value from such a local (`prev = t` in a lagged split arrive/wait), when
+/// every other value it takes is a constant. A wait on one of them waits on the token; a copy
+/// read as a number would name a phase by the state's low bit, which is no phase at all.
+fn token_slots_of(code: &Code) -> std::collections::HashSet<u16> {
+    let mut slots = std::collections::HashSet::new();
+    for ins in &code.instrs {
+        if let InstrKind::Op {
+            op: IOp::Mbar(MbarOp::Arrive { .. }),
+            result: Some(r),
+        } = &ins.kind
+        {
+            slots.insert(*r);
+        }
+    }
+    loop {
+        let before = slots.len();
+        let copies: std::collections::BTreeSet<u16> = code
+            .instrs
+            .iter()
+            .filter_map(|ins| match &ins.kind {
+                InstrKind::SetLocal { slot, expr: IExpr::Local(from) } if slots.contains(from) => Some(*slot),
+                _ => None,
+            })
+            .collect();
+        for slot in copies {
+            let only_tokens_or_constants = code.instrs.iter().all(|ins| match &ins.kind {
+                InstrKind::SetLocal { slot: s, expr } if *s == slot => {
+                    matches!(expr, IExpr::Const(_)) || matches!(expr, IExpr::Local(f) if slots.contains(f))
+                }
+                InstrKind::Op { result: Some(r), op } if *r == slot => matches!(op, IOp::Mbar(MbarOp::Arrive { .. })),
+                _ => true,
+            });
+            if only_tokens_or_constants {
+                slots.insert(slot);
+            }
+        }
+        if slots.len() == before {
+            return slots;
+        }
     }
 }

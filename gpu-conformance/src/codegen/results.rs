@@ -27,8 +27,9 @@ pub const CAP: usize = 32;
 pub const HEADER_WORDS: usize = 6;
 pub const THREAD_WORDS: usize = HEADER_WORDS + 3 * CAP;
 /// Versions a copy source holds (0..SRC_VERSIONS); the row after them is stamped -2. The host
-/// writes the source (`child`); the prelude's `pc_src_row` picks a row of it.
-pub const SRC_VERSIONS: usize = 64;
+/// writes the source (`child`); the prelude's `pc_src_row` picks a row of it, and a copy of a
+/// version past them is refused (`pc_version_ok`: unsupported) rather than bringing -2.
+pub const SRC_VERSIONS: usize = 256;
 
 /// Status word of a thread record.
 pub mod status {
@@ -229,5 +230,6 @@ mod tests {
         assert!(thread.contains(&statuses));
         let rows = format!("(version >= 0 && version < {SRC_VERSIONS}) ? (int)version : {SRC_VERSIONS};");
         assert!(include_str!("prelude/memory.cuh").contains(&rows));
+        assert!(include_str!("prelude/memory.cuh").contains(&format!("#define PC_SRC_VERSIONS {SRC_VERSIONS}\n")));
     }
 }

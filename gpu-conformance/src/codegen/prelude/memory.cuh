@@ -9,8 +9,16 @@ __device__ int pc_read(int* buf, int words) {
   for (int i = 1; i < words; i++) if (b[i] != v) return -1;
   return v;
 }
+// The copy source holds rows 0..PC_SRC_VERSIONS-1 (row v stamped v); a copy of any other version
+// is refused where it is issued (`pc_version_ok`), since no row could bring it.
+#define PC_SRC_VERSIONS 256
+__device__ __forceinline__ bool pc_version_ok(PcThread& th, i64 version) {
+  if (version >= 0 && version < PC_SRC_VERSIONS) return true;
+  th.status = PC_UNSUPPORTED;
+  return false;
+}
 __device__ __forceinline__ const int* pc_src_row(PcThread& th, i64 version) {
-  int row = (version >= 0 && version < 64) ? (int)version : 64;
+  int row = (version >= 0 && version < 256) ? (int)version : 256;
   return th.src + (i64)row * th.src_words;
 }
 // Division by 0 and INT64_MIN / -1 are undefined in C++: the model reports them, the kernel

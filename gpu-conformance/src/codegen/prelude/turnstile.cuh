@@ -18,8 +18,11 @@ __device__ bool pc_turn_begin(PcThread& th, volatile int* turn, int nt) {
   while (*turn < want) {
     // The hardware left the trace (a copy landed earlier than the trace has it, and a scheduled
     // step now blocks): the turn never comes. Go on as a free-running execution; it is judged
-    // against every outcome the model allows, and the block no longer counts as forced.
-    if (pc_now() - start > th.timeout_ns) { th.lost = 1; th.turn = -1; return true; }
+    // against every outcome the model allows, and the block no longer counts as forced. The turn
+    // is given up after a quarter of a wait's bound: a thread blocked at a wait for a step of a
+    // thread held here must not time out before the held thread runs free (it would record a
+    // hang that no execution has, with the phase it waited for completed right after).
+    if (pc_now() - start > th.timeout_ns / 4) { th.lost = 1; th.turn = -1; return true; }
   }
   if (th.cluster > 1) pc_fence_cluster();  // the earlier steps, in any CTA, happen before mine
   th.turn = k < cnt ? want : -1;
