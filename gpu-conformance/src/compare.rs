@@ -38,6 +38,10 @@ pub enum Verdict {
     Unchecked,
     #[serde(rename = "OUTSIDE")]
     Outside,
+    /// A replay whose forcing itself produced what no execution has: never agreement, never
+    /// OUTSIDE, counted apart with its reason.
+    #[serde(rename = "not forced")]
+    NotForced,
 }
 
 impl Verdict {
@@ -46,6 +50,7 @@ impl Verdict {
             Verdict::Within => "within",
             Verdict::Unchecked => "unchecked",
             Verdict::Outside => "OUTSIDE",
+            Verdict::NotForced => "not forced",
         }
     }
 }
@@ -59,6 +64,14 @@ pub struct Tally {
     pub vacuous: usize,
     /// Not admitted.
     pub outside: usize,
+    /// Replay blocks not admitted only because the forcing held a thread past a wait's bound
+    /// ([`stopped_by_forcing`]).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub not_forced: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 impl Tally {
@@ -74,12 +87,16 @@ impl Tally {
         self.constrained += o.constrained;
         self.vacuous += o.vacuous;
         self.outside += o.outside;
+        self.not_forced += o.not_forced;
     }
 
-    /// OUTSIDE if any block is outside, unchecked if any was admitted only vacuously, else within.
+    /// OUTSIDE if any block is outside, `not forced` if any block showed only the forcing's own
+    /// hang, unchecked if any was admitted only vacuously, else within.
     pub fn verdict(&self) -> Verdict {
         if self.outside > 0 {
             Verdict::Outside
+        } else if self.not_forced > 0 {
+            Verdict::NotForced
         } else if self.vacuous > 0 {
             Verdict::Unchecked
         } else {
@@ -98,7 +115,9 @@ pub struct Judgement {
 
 fn judgement(tally: Tally, why: BTreeSet<String>) -> Judgement {
     let verdict = tally.verdict();
-    let why = if verdict == Verdict::Unchecked {
+    let why = if verdict == Verdict::NotForced {
+        NOT_FORCED_WHY.to_string()
+    } else if verdict == Verdict::Unchecked {
         why.into_iter().collect::<Vec<_>>().join("; ")
     } else {
         String::new()
@@ -327,6 +346,40 @@ pub struct ReplayInfo {
     pub left_why: String,
 }
 
+/// Why a replay case is `not forced`.
+pub const NOT_FORCED_WHY: &str = "a thread timed out at a wait and recorded a hang that no execution has, where an \
+     allowed outcome has it go on: the turnstile held the thread it waited for past the wait's bound (the \
+     forced order could not be kept, e.g. a copy landed before its turn, and the held thread ran free only \
+     later); the hang is the forcing's, so the case says nothing either way";
+
+/// A replay block that no point of the trace admits, which an allowed outcome explains if the
+/// block's hung threads were only stopped early: every thread is as in that outcome, or hung
+/// having recorded a prefix of what it records there. Forcing holds threads at the turnstile (up
+/// to a quarter of a wait's bound before they give up their turn and run free); a thread waiting
+/// for a held one can time out meanwhile, which no execution does: the timeout rule fires only
+/// once nothing can move. Such a block is `not forced`, never OUTSIDE nor agreement.
+pub fn stopped_by_forcing(allowed: &AllowedSet, o: &Outcome) -> bool {
+    fn prefix<T: PartialEq>(a: &[T], b: &[T]) -> bool {
+        a.len() <= b.len() && b[..a.len()] == *a
+    }
+    if o.fault || o.threads.iter().all(|t| t.finished) {
+        return false;
+    }
+    allowed.iter().any(|a| {
+        a.threads.len() == o.threads.len()
+            && !a.fault
+            && a.completions.len() == o.completions.len()
+            && o.completions.iter().zip(&a.completions).all(|(x, y)| x <= y)
+            && o.threads.iter().zip(&a.threads).all(|(t, u)| {
+                t == u
+                    || (!t.finished
+                        && prefix(&t.reads, &u.reads)
+                        && prefix(&t.try_waits, &u.try_waits)
+                        && prefix(&t.token_parities, &u.token_parities))
+            })
+    })
+}
+
 /// At most this many prefix points are enumerated per case before falling back to step 0.
 const MAX_PREFIX_SETS: usize = 12;
 
@@ -405,6 +458,12 @@ pub fn judge_replay(
                 judged = (j, Some(k));
                 break;
             }
+        }
+        if judged.0 == Judged::Rejected && stopped_by_forcing(allowed, o) {
+            tally.not_forced += n;
+            info.left_judged.not_forced += n;
+            *info.left_at.entry("not forced".into()).or_default() += n;
+            continue;
         }
         tally.add(judged.0, *n);
         info.left_judged.add(judged.0, *n);

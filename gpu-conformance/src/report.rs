@@ -137,6 +137,9 @@ impl Report {
             if n(Verdict::Outside) > 0 {
                 verdict.push(format!("**{} OUTSIDE**", n(Verdict::Outside)));
             }
+            if n(Verdict::NotForced) > 0 {
+                verdict.push(format!("{} not forced", n(Verdict::NotForced)));
+            }
             if n(Verdict::Unchecked) > 0 {
                 verdict.push(format!("{} unchecked", n(Verdict::Unchecked)));
             }
@@ -164,12 +167,14 @@ impl Report {
         let not_judged = cases.iter().filter(|c| c.verdict.is_none()).count();
         let bugs = cases.iter().filter(|c| c.bug_manifested == Some(true)).count();
         let bug_cases = cases.iter().filter(|c| c.bug_manifested.is_some()).count();
+        let emulated = cases.iter().filter(|c| c.note.contains("emulated")).count();
         s.push_str(&format!(
-            "{} cases: {} within the model, {} unchecked (the model allows anything: no evidence), {} OUTSIDE, {not_judged} not judged; bug shown in {bugs}/{bug_cases} buggy cases; {:.1} s wall.\n\n",
+            "{} cases: {} within the model, {} unchecked (the model allows anything: no evidence), {} OUTSIDE, {} not forced (the replay's forcing made the hang it shows: counted apart), {not_judged} not judged; {emulated} cases emulate a rule in software; bug shown in {bugs}/{bug_cases} buggy cases; {:.1} s wall.\n\n",
             cases.len(),
             self.count(Verdict::Within),
             self.count(Verdict::Unchecked),
             self.count(Verdict::Outside),
+            self.count(Verdict::NotForced),
             self.wall_seconds
         ));
         let (mut rep, mut blocks, mut left) = (0, 0, 0);

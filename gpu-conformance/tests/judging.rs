@@ -213,3 +213,29 @@ fn a_replayed_block_must_end_in_the_phases_its_trace_fixes() {
     let (j, _) = judge_stress(&set, &obs, &[End::default()]);
     assert_eq!(j.verdict, Verdict::Within);
 }
+
+/// A replayed block in which a thread hung where an allowed outcome has it go on, everything else
+/// as allowed, is `not forced` (the turnstile held the thread it waited for past the wait's bound:
+/// the H200 showed `t1 HUNG` with the phase it waited for completed in 6 of 32 blocks of
+/// `g25_split_expect_after_copy`'s libcu data-race replay): counted apart, never within. The same
+/// outcome in stress (no forcing) is OUTSIDE, and a replay block that no allowed outcome explains
+/// even so stays OUTSIDE.
+#[test]
+fn a_hang_made_by_the_forcing_is_not_forced_in_replay_and_outside_in_stress() {
+    let m = model("gpu-conformance/tests/repros/g25_split_expect_after_copy.phase");
+    let set = allowed_outcomes(&m, 1_000_000);
+    let rep = check(&m, &CheckOptions::default());
+    let v = rep.violations.iter().find(|v| v.kind.name() == "data-race").expect("the spec races");
+    let fc = forced(&m, &v.actions).unwrap();
+    let held = parse(&m, "t0 done parity=[0] | t1 HUNG");
+    assert!(!set.contains(&held), "no execution hangs t1: {set}");
+    let (j, info) = judge_replay(&m, &v.actions, &fc, &set, &[(held.clone(), 6), (fc.outcome.clone(), 26)], &[], 1_000_000, None);
+    assert_eq!(j.verdict, Verdict::NotForced);
+    assert_eq!((j.tally.not_forced, j.tally.outside, info.left_judged.not_forced), (6, 0, 6));
+    assert!(j.why.contains("turnstile held"), "{}", j.why);
+    assert_eq!(judge_stress(&set, &[(held, 1)], &[]).0.verdict, Verdict::Outside);
+    // A hung thread whose records no allowed outcome starts with: OUTSIDE.
+    let wrong = parse(&m, "t0 done parity=[1] | t1 HUNG");
+    let (j, _) = judge_replay(&m, &v.actions, &fc, &set, &[(wrong, 1)], &[], 1_000_000, None);
+    assert_eq!(j.verdict, Verdict::Outside);
+}
