@@ -94,6 +94,9 @@ pub struct RunArgs {
     /// Plant a defect in the model (tests only: a failing model must not stop the suite).
     #[arg(long, hide = true, value_parser = crate::parse_mutant)]
     pub mutant: Option<phasecheck_model::rt::Mutant>,
+    /// Override a parameter of every spec: NAME=VALUE (repeatable), as for `check`.
+    #[arg(long = "param", value_name = "NAME=VALUE", value_parser = crate::load::parse_override)]
+    pub params: Vec<(String, i64)>,
 }
 
 impl RunArgs {
@@ -124,6 +127,7 @@ impl RunArgs {
             traces: self.traces.is_dir().then(|| self.traces.clone()),
             plan_only: self.plan_only,
             mutant: self.mutant,
+            params: self.params.clone(),
         }
     }
 }

@@ -2,14 +2,13 @@
 //! launches) and starts `phasecheck gpu child JOBS` (hidden); the child runs the jobs from `start`
 //! and reports each on stdout, `done ID` (results in `job-ID.bin`) or `fault ID MESSAGE`. A sticky
 //! CUDA error (CUDA_ERROR_LAUNCH_FAILED) ends the child; the parent records that job's outcome as
-//! `fault` and starts a new child at the next job, so the suite goes on. A job past its wall-clock
-//! budget has its child ended the same way.
+//! `fault` and starts a new child at the next job, so the suite goes on. A spec whose jobs run past
+//! their wall-clock budget has its child ended the same way.
 
 use crate::{codegen, sys};
-use std::collections::BTreeMap;
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// One launch for a child process.
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
@@ -24,6 +23,9 @@ pub struct Job {
     pub timeout_ns: u64,
     pub seed: u32,
     pub max_delay: u32,
+    /// The spec the job belongs to (its index in the run): the kernel budget is per spec.
+    #[serde(default)]
+    pub spec: usize,
 }
 
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
@@ -121,21 +123,35 @@ pub enum JobResult {
     OverBudget(String),
 }
 
-/// Run a job file's jobs in children, restarting after each fault. Returns results by job id.
-/// `budget`: wall-clock seconds one job may take (launch included); past it the child is ended,
-/// that job is [`JobResult::OverBudget`], and a new child goes on with the next job.
-pub fn run_jobs(jf: &mut JobFile, tag: &str, dir: &Path, budget: Duration) -> BTreeMap<usize, JobResult> {
-    let mut results = BTreeMap::new();
+/// What the parent hears while a job file runs.
+pub enum ChildEvent<'a> {
+    /// A job's result came in (its words, its fault, or its budget ran out).
+    Result(&'a Job, JobResult),
+    /// Nothing came in for a while: the job in progress, and how long its spec has run.
+    Waiting(&'a Job, Duration),
+}
+
+/// How often the parent speaks up while a child is silent.
+pub const HEARTBEAT: Duration = Duration::from_secs(5);
+
+/// Run a job file's jobs in children, restarting after each fault; each result goes to `on` as it
+/// comes in, and while nothing comes in `on` hears every [`HEARTBEAT`] which job is running.
+/// `budget`: wall-clock seconds the jobs of one spec may take together (launches included); past
+/// it the child is ended, the spec's remaining jobs are [`JobResult::OverBudget`], and a new child
+/// goes on with the next spec's first job.
+pub fn run_jobs(jf: &mut JobFile, tag: &str, dir: &Path, budget: Duration, on: &mut dyn FnMut(ChildEvent)) {
     let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("phasecheck"));
     let mut start = 0;
     let n = jf.jobs.len();
     let mut restarts = 0;
+    // When the spec of the job in progress began its first job.
+    let mut spec_began: Option<(usize, Instant)> = None;
     while start < n && restarts <= n {
         jf.start = start;
         let path = dir.join(format!("jobs-{tag}.json"));
         if let Err(e) = std::fs::write(&path, serde_json::to_vec(&*jf).unwrap()) {
             for j in &jf.jobs[start..] {
-                results.insert(j.id, JobResult::Fault(format!("cannot write job file: {e}")));
+                on(ChildEvent::Result(j, JobResult::Fault(format!("cannot write job file: {e}"))));
             }
             break;
         }
@@ -149,7 +165,7 @@ pub fn run_jobs(jf: &mut JobFile, tag: &str, dir: &Path, budget: Duration) -> BT
             Ok(c) => c,
             Err(e) => {
                 for j in &jf.jobs[start..] {
-                    results.insert(j.id, JobResult::Fault(format!("cannot start child: {e}")));
+                    on(ChildEvent::Result(j, JobResult::Fault(format!("cannot start child: {e}"))));
                 }
                 break;
             }
@@ -168,16 +184,31 @@ pub fn run_jobs(jf: &mut JobFile, tag: &str, dir: &Path, budget: Duration) -> BT
         let mut faulted = false;
         let mut over = false;
         loop {
-            let line = match rx.recv_timeout(budget) {
+            let Some(job) = jf.jobs.get(next) else { break };
+            let began = match spec_began {
+                Some((sp, t)) if sp == job.spec => t,
+                _ => {
+                    let t = Instant::now();
+                    spec_began = Some((job.spec, t));
+                    t
+                }
+            };
+            let left = budget.saturating_sub(began.elapsed());
+            let line = match rx.recv_timeout(left.min(HEARTBEAT)) {
                 Ok(l) => l,
                 Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) if began.elapsed() < budget => {
+                    on(ChildEvent::Waiting(job, began.elapsed()));
+                    continue;
+                }
                 Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-                    // This child's current job ran past its budget: end this child only.
+                    // The spec's jobs ran past their budget: end this child, skip the spec's rest.
                     let _ = child.kill();
-                    if let Some(j) = jf.jobs.get(next) {
-                        results.insert(j.id, JobResult::OverBudget(format!("kernel {:.0} s", budget.as_secs_f64())));
+                    let spec = job.spec;
+                    while let Some(j) = jf.jobs.get(next).filter(|j| j.spec == spec) {
+                        on(ChildEvent::Result(j, JobResult::OverBudget(format!("kernels {:.0} s", budget.as_secs_f64()))));
+                        next += 1;
                     }
-                    next += 1;
                     over = true;
                     break;
                 }
@@ -194,11 +225,11 @@ pub fn run_jobs(jf: &mut JobFile, tag: &str, dir: &Path, budget: Duration) -> BT
                         Err(e) => JobResult::Fault(format!("results lost: {e}")),
                     };
                     let _ = std::fs::remove_file(&f);
-                    results.insert(id, r);
+                    on(ChildEvent::Result(&jf.jobs[idx], r));
                     next = idx + 1;
                 }
                 "fault" => {
-                    results.insert(id, JobResult::Fault(it.next().unwrap_or("").to_string()));
+                    on(ChildEvent::Result(&jf.jobs[idx], JobResult::Fault(it.next().unwrap_or("").to_string())));
                     next = idx + 1;
                     faulted = true;
                 }
@@ -210,11 +241,10 @@ pub fn run_jobs(jf: &mut JobFile, tag: &str, dir: &Path, budget: Duration) -> BT
         if next == start && !faulted && !over {
             // The child died before reporting anything: blame the job it was on.
             let why = format!("child process ended ({:?}) during this launch", st.map(|s| s.code()));
-            results.insert(jf.jobs[start].id, JobResult::Fault(why));
+            on(ChildEvent::Result(&jf.jobs[start], JobResult::Fault(why)));
             next = start + 1;
         }
         start = next;
         restarts += 1;
     }
-    results
 }

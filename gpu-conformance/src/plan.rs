@@ -63,6 +63,8 @@ pub struct Settings {
     pub plan_only: bool,
     /// A planted model defect (tests: a model that fails must not stop the suite).
     pub mutant: Option<Mutant>,
+    /// Parameter overrides (`--param NAME=VALUE`), applied to every spec as `check` applies them.
+    pub params: Vec<(String, i64)>,
 }
 
 impl Default for Settings {
@@ -79,6 +81,7 @@ impl Default for Settings {
             traces: Some(PathBuf::from("counterexamples")),
             plan_only: false,
             mutant: None,
+            params: Vec::new(),
         }
     }
 }

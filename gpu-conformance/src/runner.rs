@@ -17,7 +17,7 @@
 //! fault share one child, each spec that may fault (over-arrival, lifetime, tx-range, count-range,
 //! uninitialized) gets its own.
 
-use crate::child::{run_jobs, Job, JobFile, JobResult};
+use crate::child::{run_jobs, ChildEvent, Job, JobFile, JobResult};
 use crate::codegen::{has_commit, Backend, Kernel};
 use crate::compare::{as_forced, judge_replay, judge_stress, outcome_of, Flags, Verdict};
 use crate::plan::{plan_spec, progress_line, Settings, SpecPlan, TraceIndex};
@@ -45,7 +45,7 @@ pub fn run(a: &Settings) -> u8 {
     let mut loaded = Vec::new();
     let mut bad = false;
     for f in &files {
-        match load_spec(f, &[]) {
+        match load_spec(f, &a.params) {
             Ok(s) => loaded.push(s),
             Err(e) => {
                 eprint!("{e}");
@@ -73,10 +73,11 @@ pub fn run(a: &Settings) -> u8 {
         index.len()
     );
     let date = today();
+    // Never the committed results folder by default: a run lands there only when named.
     let out = a
         .out
         .clone()
-        .unwrap_or_else(|| PathBuf::from(format!("gpu-conformance/results/{date}-h200.json")));
+        .unwrap_or_else(|| PathBuf::from(format!("phasecheck-gpu-{date}.json")));
     let modes = modes(a.replay, a.stress);
     let mut cases: Vec<Case> = Vec::new();
     // Specs that cannot run: one row per case, saying why.
@@ -197,40 +198,70 @@ fn skip_case(s: &SpecPlan, b: Backend, mode: &str, why: String) -> Case {
 }
 
 /// 2-4: compile one module per backend, run the jobs in children, judge.
-fn run_on_gpu(a: &Settings, specs: &mut [SpecPlan], cases: &mut Vec<Case>, save: &mut dyn FnMut(&[SpecPlan], &[Case])) {
+fn run_on_gpu(
+    a: &Settings,
+    specs: &mut [SpecPlan],
+    cases: &mut Vec<Case>,
+    save: &mut (dyn FnMut(&[SpecPlan], &[Case]) + Send),
+) {
     let work = std::env::temp_dir().join(format!("phasecheck-gpu-{}", std::process::id()));
     let _ = std::fs::create_dir_all(&work);
     let timeout_ns = a.timeout_ms * 1_000_000;
     let replay_blocks = a.runs.clamp(1, 32);
     let modes = modes(a.replay, a.stress);
-    // Both backends' modules compile at once (NVRTC compiles separate programs concurrently).
-    let mut compiled: BTreeMap<Backend, (Result<String, String>, usize, f64)> = std::thread::scope(|scope| {
-        let handles: Vec<_> = a
-            .backends
-            .iter()
-            .map(|&b| {
-                let ok: Vec<Kernel> = specs
+    // The ready specs' kernels in chunks, one NVRTC module per chunk and backend, all compiled at
+    // once (NVRTC compiles separate programs concurrently; one module of every kernel took 37 s
+    // on one core of the H200 host while the others idled).
+    let ready: Vec<usize> = (0..specs.len()).filter(|&i| specs[i].ready()).collect();
+    let cores = std::thread::available_parallelism().map(|c| c.get()).unwrap_or(1);
+    let chunks = (cores / a.backends.len().max(1)).clamp(1, 8).min(ready.len().max(1));
+    let mut chunk_of = vec![0usize; specs.len()];
+    for (j, &si) in ready.iter().enumerate() {
+        chunk_of[si] = j * chunks / ready.len().max(1);
+    }
+    type Compiled = BTreeMap<(Backend, usize), (Result<String, String>, usize, f64)>;
+    let tc = Instant::now();
+    let mut compiled: Compiled = std::thread::scope(|scope| {
+        let mut handles = Vec::new();
+        for &b in &a.backends {
+            for c in 0..chunks {
+                let ok: Vec<Kernel> = ready
                     .iter()
-                    .filter(|s| s.ready())
-                    .flat_map(|s| s.kernels[&b].as_ref().ok().into_iter().chain(s.hw_commit_kernels.get(&b)).cloned())
+                    .filter(|&&si| chunk_of[si] == c)
+                    .flat_map(|&si| {
+                        let s = &specs[si];
+                        s.kernels[&b].as_ref().ok().into_iter().chain(s.hw_commit_kernels.get(&b)).cloned()
+                    })
                     .collect();
-                scope.spawn(move || {
-                    let tc = Instant::now();
-                    let ptx = nvrtc::compile_module(&ok, &format!("phasecheck_{}.cu", b.name()));
-                    (b, (ptx, ok.len(), tc.elapsed().as_secs_f64()))
-                })
-            })
-            .collect();
+                handles.push(scope.spawn(move || {
+                    let t = Instant::now();
+                    let ptx = nvrtc::compile_module(&ok, &format!("phasecheck_{}_{c}.cu", b.name()));
+                    ((b, c), (ptx, ok.len(), t.elapsed().as_secs_f64()))
+                }));
+            }
+        }
         handles
             .into_iter()
             .map(|h| h.join().expect("an NVRTC compile thread panicked"))
             .collect()
     });
     for &b in &a.backends {
-        let (ptx, count, secs) = compiled.remove(&b).expect("every backend was compiled");
-        eprintln!("gpu run: {count} kernels compiled for {} in {secs:.1} s", b.name());
-        // Jobs: group 0 = specs that cannot fault; one group per spec that may.
-        let mut groups: BTreeMap<usize, Vec<Job>> = BTreeMap::new();
+        let mine: Vec<&(Result<String, String>, usize, f64)> = (0..chunks).map(|c| &compiled[&(b, c)]).collect();
+        eprintln!(
+            "gpu run: {} kernels compiled for {} in {chunks} modules, {:.1} s (longest module {:.1} s)",
+            mine.iter().map(|m| m.1).sum::<usize>(),
+            b.name(),
+            tc.elapsed().as_secs_f64(),
+            mine.iter().map(|m| m.2).fold(0.0, f64::max)
+        );
+    }
+    for &b in &a.backends {
+        let ptx_of: BTreeMap<usize, Result<String, String>> =
+            (0..chunks).map(|c| (c, compiled.remove(&(b, c)).expect("every chunk was compiled").0)).collect();
+        // Cases by spec, in the specs' order once the backend is done.
+        let mut by_spec: BTreeMap<usize, Vec<Case>> = BTreeMap::new();
+        // Jobs by (module, group).
+        let mut groups: BTreeMap<(usize, usize), Vec<Job>> = BTreeMap::new();
         let mut meta: BTreeMap<usize, (usize, &'static str, Option<usize>)> = BTreeMap::new(); // job -> (spec, mode, trace)
         let mut id = 0;
         for (si, s) in specs.iter().enumerate().filter(|(_, s)| s.ready()) {
@@ -238,19 +269,23 @@ fn run_on_gpu(a: &Settings, specs: &mut [SpecPlan], cases: &mut Vec<Case>, save:
                 Ok(k) => k,
                 Err(e) => {
                     for m in &modes {
-                        cases.push(skip_case(s, b, m, format!("not expressible: {e}")));
+                        by_spec.entry(si).or_default().push(skip_case(s, b, m, format!("not expressible: {e}")));
                     }
                     continue;
                 }
             };
-            if let Err(log) = &ptx {
+            if let Err(log) = &ptx_of[&chunk_of[si]] {
                 for m in &modes {
                     let first: Vec<&str> = log.lines().take(3).collect();
-                    cases.push(skip_case(s, b, m, format!("NVRTC compile failed: {}", first.join(" "))));
+                    by_spec
+                        .entry(si)
+                        .or_default()
+                        .push(skip_case(s, b, m, format!("NVRTC compile failed: {}", first.join(" "))));
                 }
                 continue;
             }
-            let group = if s.may_fault { si + 1 } else { 0 };
+            // Per module: one group for the specs that cannot fault, one per spec that may.
+            let group = (chunk_of[si], if s.may_fault { si + 1 } else { 0 });
             let mk = |id: usize, grid: u32, sched: Vec<i32>, seed: u32, max_delay: u32, k: &Kernel| Job {
                 id,
                 symbol: k.symbol.clone(),
@@ -263,6 +298,7 @@ fn run_on_gpu(a: &Settings, specs: &mut [SpecPlan], cases: &mut Vec<Case>, save:
                 timeout_ns,
                 seed,
                 max_delay,
+                spec: si,
             };
             if a.stress {
                 groups
@@ -291,40 +327,90 @@ fn run_on_gpu(a: &Settings, specs: &mut [SpecPlan], cases: &mut Vec<Case>, save:
                 }
             }
         }
-        let Ok(ptx) = ptx else { continue };
-        let mut results = BTreeMap::new();
         let budget = Duration::from_secs_f64(a.budget.kernel_seconds);
-        for (g, jobs) in groups {
-            let mut jf = JobFile {
-                ptx: ptx.clone(),
-                results_dir: work.clone(),
-                jobs,
-                start: 0,
-            };
-            results.extend(run_jobs(&mut jf, &format!("{}-{g}", b.name()), &work, budget));
-        }
-        // Judge, one case per core at a time (a replay that left its trace enumerates what the
-        // model allows from where it left, which can take seconds); cases keep the jobs' order.
-        let jobs: Vec<(usize, (usize, &'static str, Option<usize>))> = meta.into_iter().collect();
         let specs_ro: &[SpecPlan] = specs;
-        cases.extend(par_map(jobs.len(), |j| {
-            let (jid, (si, mode, trace)) = jobs[j];
-            let s = &specs_ro[si];
-            let k = s.kernels[&b].as_ref().unwrap();
-            let res = results.get(&jid).cloned().unwrap_or(JobResult::Fault("no result".into()));
-            let blocks = if mode.starts_with("stress") { a.runs.max(1) } else { replay_blocks } as usize;
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| judge_case(s, k, b, mode, trace, res, blocks, a)))
-                .unwrap_or_else(|p| skip_case(s, b, mode, format!("model error: judging: {}", crate::plan::panic_text(&*p))))
-        }));
-        for s in specs.iter().filter(|s| s.ready()) {
-            let mine: Vec<&Case> = cases.iter().filter(|c| c.spec == s.display && c.backend == b.name()).collect();
-            let v: Vec<String> = mine
-                .iter()
-                .map(|c| format!("{} {}", c.mode, c.verdict.map(|v| v.name()).unwrap_or("-")))
-                .collect();
-            eprintln!("gpu run: {} {}: {}", b.name(), s.display, v.join(", "));
-        }
-        save(specs, cases);
+        let progress = Progress::new(b, &meta);
+        // Judging runs beside the kernels: a spec whose jobs are all in is judged by a worker
+        // (a replay that left its trace enumerates what the model allows from where it left,
+        // which can take seconds) while the child runs the next spec's launches.
+        let done_specs = std::sync::Mutex::new(by_spec);
+        let (tx, rx) = std::sync::mpsc::channel::<(usize, Vec<(usize, JobResult)>)>();
+        let rx = std::sync::Mutex::new(rx);
+        let earlier: &[Case] = cases;
+        let last_save = std::sync::Mutex::new(Instant::now());
+        let save = std::sync::Mutex::new(&mut *save);
+        std::thread::scope(|scope| {
+            let workers = std::thread::available_parallelism().map(|c| c.get()).unwrap_or(1).clamp(1, 8);
+            for _ in 0..workers {
+                scope.spawn(|| loop {
+                    let Ok((si, results)) = rx.lock().unwrap().recv() else { break };
+                    let s = &specs_ro[si];
+                    let k = s.kernels[&b].as_ref().unwrap();
+                    let mine: Vec<Case> = results
+                        .into_iter()
+                        .map(|(jid, res)| {
+                            let (_, mode, trace) = meta[&jid];
+                            let blocks = if mode.starts_with("stress") { a.runs.max(1) } else { replay_blocks } as usize;
+                            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| judge_case(s, k, b, mode, trace, res, blocks, a)))
+                                .unwrap_or_else(|p| {
+                                    skip_case(s, b, mode, format!("model error: judging: {}", crate::plan::panic_text(&*p)))
+                                })
+                        })
+                        .collect();
+                    eprintln!("{}", progress.spec_line(s, &mine));
+                    let mut done = done_specs.lock().unwrap();
+                    done.entry(si).or_default().extend(mine);
+                    // The report stays current (a killed run leaves what it finished), written
+                    // at most every two seconds.
+                    let mut last = last_save.lock().unwrap();
+                    if last.elapsed() >= Duration::from_secs(2) {
+                        let snapshot: Vec<Case> = earlier.iter().cloned().chain(done.values().flatten().cloned()).collect();
+                        drop(done);
+                        (save.lock().unwrap())(specs_ro, &snapshot);
+                        *last = Instant::now();
+                    }
+                });
+            }
+            let mut pending: BTreeMap<usize, Vec<(usize, JobResult)>> = BTreeMap::new();
+            let mut left: BTreeMap<usize, usize> = BTreeMap::new();
+            for &(si, _, _) in meta.values() {
+                *left.entry(si).or_default() += 1;
+            }
+            for ((c, g), jobs) in std::mem::take(&mut groups) {
+                let Ok(ptx) = &ptx_of[&c] else { continue };
+                let mut jf = JobFile {
+                    ptx: ptx.clone(),
+                    results_dir: work.clone(),
+                    jobs,
+                    start: 0,
+                };
+                run_jobs(&mut jf, &format!("{}-{c}-{g}", b.name()), &work, budget, &mut |ev| match ev {
+                    ChildEvent::Result(job, res) => {
+                        progress.job_done();
+                        pending.entry(job.spec).or_default().push((job.id, res));
+                        let n = left.get_mut(&job.spec).expect("every job's spec is counted");
+                        *n -= 1;
+                        if *n == 0 {
+                            let _ = tx.send((job.spec, pending.remove(&job.spec).unwrap_or_default()));
+                        }
+                    }
+                    ChildEvent::Waiting(job, spent) => eprintln!("{}", progress.waiting_line(&specs_ro[job.spec], spent)),
+                });
+            }
+            // Jobs that never reported (a child that could not be started): judged as faults.
+            for (si, mut got) in std::mem::take(&mut pending) {
+                for (&jid, &(s2, _, _)) in &meta {
+                    if s2 == si && !got.iter().any(|(j, _)| *j == jid) {
+                        got.push((jid, JobResult::Fault("no result".into())));
+                    }
+                }
+                let _ = tx.send((si, got));
+            }
+            drop(tx);
+        });
+        let done = done_specs.into_inner().unwrap();
+        cases.extend(done.into_values().flatten());
+        (save.into_inner().unwrap())(specs, cases);
     }
     for s in specs.iter_mut().filter(|s| s.ready()) {
         s.status = "ran".into();
@@ -379,6 +465,9 @@ fn judge_case(s: &SpecPlan, k: &Kernel, b: Backend, mode: &str, trace: Option<us
     }
     if has_commit(&s.model.proto) && mode != "stress-hw-commit" {
         note.push_str("commit emulated (the model's convergence rule); ");
+    }
+    for what in software_barriers(&s.model.proto) {
+        note.push_str(&format!("{what} emulated (a bounded software barrier); "));
     }
     let proto = &s.model.proto;
     let uniform: Vec<&str> = proto.roles.iter().filter(|r| r.uniform).map(|r| r.name.as_str()).collect();
@@ -473,4 +562,78 @@ fn write_report(out: &std::path::Path, device: &str, driver: &str, t0: Instant, 
         eprintln!("error: cannot write {}: {e}", out.display());
     }
     report
+}
+
+/// The kernel stage's progress lines: one per spec as it is judged, and one while a child is
+/// silent (at most every [`crate::child::HEARTBEAT`]), each with the stage, the spec, the jobs
+/// done of the backend and the time since the stage began.
+struct Progress {
+    backend: Backend,
+    jobs: usize,
+    done: std::sync::atomic::AtomicUsize,
+    specs_done: std::sync::atomic::AtomicUsize,
+    specs: usize,
+    began: Instant,
+}
+
+impl Progress {
+    fn new(backend: Backend, meta: &BTreeMap<usize, (usize, &'static str, Option<usize>)>) -> Progress {
+        let specs: std::collections::BTreeSet<usize> = meta.values().map(|m| m.0).collect();
+        Progress {
+            backend,
+            jobs: meta.len(),
+            done: 0.into(),
+            specs_done: 0.into(),
+            specs: specs.len(),
+            began: Instant::now(),
+        }
+    }
+
+    fn job_done(&self) {
+        self.done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn head(&self) -> String {
+        format!(
+            "gpu run: kernels {} [{}/{} jobs, {:.1} s]",
+            self.backend.name(),
+            self.done.load(std::sync::atomic::Ordering::Relaxed),
+            self.jobs,
+            self.began.elapsed().as_secs_f64()
+        )
+    }
+
+    /// A spec judged: its cases' verdicts.
+    fn spec_line(&self, s: &SpecPlan, mine: &[Case]) -> String {
+        let n = self.specs_done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        let v: Vec<String> = mine
+            .iter()
+            .map(|c| format!("{} {}", c.mode, c.verdict.map(|v| v.name()).unwrap_or(if c.why.is_empty() { "-" } else { &c.why })))
+            .collect();
+        format!("{} spec {n}/{} {}: {}", self.head(), self.specs, s.display, v.join(", "))
+    }
+
+    /// A child silent for a while: the spec whose launch is in progress.
+    fn waiting_line(&self, s: &SpecPlan, spent: Duration) -> String {
+        format!("{} running {} ({:.1} s on it so far)", self.head(), s.display, spent.as_secs_f64())
+    }
+}
+
+/// The execution barriers a spec uses that its kernels run in software (bounded, so that a hang
+/// is recorded rather than a kernel that never returns): the case says so (`emulated`), since the
+/// H200 then checks the model against the generator's copy of the rule, not the hardware's.
+fn software_barriers(p: &phasecheck_model::program::ir::Protocol) -> Vec<&'static str> {
+    use phasecheck_model::program::ir::InstrKind;
+    let any = |f: &dyn Fn(&InstrKind) -> bool| p.roles.iter().any(|r| r.code.instrs.iter().any(|i| f(&i.kind)));
+    let mut v = Vec::new();
+    if any(&|k| matches!(k, InstrKind::SyncThreads)) {
+        v.push("syncthreads");
+    }
+    if any(&|k| matches!(k, InstrKind::NamedBar { .. })) {
+        v.push("named barriers");
+    }
+    if any(&|k| matches!(k, InstrKind::ClusterArrive { .. } | InstrKind::ClusterWait { .. })) {
+        v.push("cluster barrier");
+    }
+    v
 }
