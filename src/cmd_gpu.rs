@@ -80,7 +80,7 @@ pub struct RunArgs {
     /// Budget of the trace search per spec: states.
     #[arg(long)]
     pub check_states: Option<usize>,
-    /// Budget of one kernel job (launch, child process included): seconds.
+    /// Budget of one spec's kernel jobs together (launches, child processes included): seconds.
     #[arg(long, default_value_t = 60.0)]
     pub kernel_seconds: f64,
     /// Folder of committed counterexample trace files: replay uses the file for a (spec, kind)

@@ -27,7 +27,7 @@ pub struct Budget {
     /// Trace search (the verifier): seconds and states.
     pub check_seconds: f64,
     pub check_states: Option<usize>,
-    /// Kernel run: wall-clock seconds per launch job, launch and child included.
+    /// Kernel run: wall-clock seconds for one spec's launch jobs together, children included.
     pub kernel_seconds: f64,
 }
 
