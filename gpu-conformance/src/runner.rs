@@ -339,11 +339,16 @@ fn run_on_gpu(
         let earlier: &[Case] = cases;
         let last_save = std::sync::Mutex::new(Instant::now());
         let save = std::sync::Mutex::new(&mut *save);
+        // Specs being judged (since when), specs handed to the judges, specs judged.
+        let judging: std::sync::Mutex<BTreeMap<usize, Instant>> = std::sync::Mutex::new(BTreeMap::new());
+        let judged = std::sync::atomic::AtomicUsize::new(0);
+        let mut sent = 0usize;
         std::thread::scope(|scope| {
             let workers = std::thread::available_parallelism().map(|c| c.get()).unwrap_or(1).clamp(1, 8);
             for _ in 0..workers {
                 scope.spawn(|| loop {
                     let Ok((si, results)) = rx.lock().unwrap().recv() else { break };
+                    judging.lock().unwrap().insert(si, Instant::now());
                     let s = &specs_ro[si];
                     let k = s.kernels[&b].as_ref().unwrap();
                     let mine: Vec<Case> = results
@@ -360,6 +365,8 @@ fn run_on_gpu(
                     eprintln!("{}", progress.spec_line(s, &mine));
                     let mut done = done_specs.lock().unwrap();
                     done.entry(si).or_default().extend(mine);
+                    judging.lock().unwrap().remove(&si);
+                    judged.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     // The report stays current (a killed run leaves what it finished), written
                     // at most every two seconds.
                     let mut last = last_save.lock().unwrap();
@@ -391,6 +398,7 @@ fn run_on_gpu(
                         let n = left.get_mut(&job.spec).expect("every job's spec is counted");
                         *n -= 1;
                         if *n == 0 {
+                            sent += 1;
                             let _ = tx.send((job.spec, pending.remove(&job.spec).unwrap_or_default()));
                         }
                     }
@@ -404,9 +412,25 @@ fn run_on_gpu(
                         got.push((jid, JobResult::Fault("no result".into())));
                     }
                 }
+                sent += 1;
                 let _ = tx.send((si, got));
             }
             drop(tx);
+            // The kernels are done; the last specs may still be judged: say which, as often.
+            let mut spoke = Instant::now();
+            while judged.load(std::sync::atomic::Ordering::Relaxed) < sent {
+                std::thread::sleep(Duration::from_millis(100));
+                if spoke.elapsed() >= crate::child::HEARTBEAT {
+                    let now: Vec<(String, f64)> = judging
+                        .lock()
+                        .unwrap()
+                        .iter()
+                        .map(|(&si, t)| (specs_ro[si].display.clone(), t.elapsed().as_secs_f64()))
+                        .collect();
+                    eprintln!("{}", progress.judging_line(&now));
+                    spoke = Instant::now();
+                }
+            }
         });
         let done = done_specs.into_inner().unwrap();
         cases.extend(done.into_values().flatten());
@@ -611,6 +635,12 @@ impl Progress {
             .map(|c| format!("{} {}", c.mode, c.verdict.map(|v| v.name()).unwrap_or(if c.why.is_empty() { "-" } else { &c.why })))
             .collect();
         format!("{} spec {n}/{} {}: {}", self.head(), self.specs, s.display, v.join(", "))
+    }
+
+    /// Every kernel has run; these specs are still being judged (for so many seconds).
+    fn judging_line(&self, specs: &[(String, f64)]) -> String {
+        let v: Vec<String> = specs.iter().map(|(s, t)| format!("{s} ({t:.1} s)")).collect();
+        format!("{} judging {}", self.head(), v.join(", "))
     }
 
     /// A child silent for a while: the spec whose launch is in progress.
