@@ -206,7 +206,10 @@ pub fn run_jobs(jf: &mut JobFile, tag: &str, dir: &Path, budget: Duration, on: &
                     let _ = child.kill();
                     let spec = job.spec;
                     while let Some(j) = jf.jobs.get(next).filter(|j| j.spec == spec) {
-                        on(ChildEvent::Result(j, JobResult::OverBudget(format!("kernels {:.0} s", budget.as_secs_f64()))));
+                        on(ChildEvent::Result(
+                            j,
+                            JobResult::OverBudget(format!("kernels {:.0} s", budget.as_secs_f64())),
+                        ));
                         next += 1;
                     }
                     over = true;
@@ -229,7 +232,10 @@ pub fn run_jobs(jf: &mut JobFile, tag: &str, dir: &Path, budget: Duration, on: &
                     next = idx + 1;
                 }
                 "fault" => {
-                    on(ChildEvent::Result(&jf.jobs[idx], JobResult::Fault(it.next().unwrap_or("").to_string())));
+                    on(ChildEvent::Result(
+                        &jf.jobs[idx],
+                        JobResult::Fault(it.next().unwrap_or("").to_string()),
+                    ));
                     next = idx + 1;
                     faulted = true;
                 }

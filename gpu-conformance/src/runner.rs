@@ -198,12 +198,7 @@ fn skip_case(s: &SpecPlan, b: Backend, mode: &str, why: String) -> Case {
 }
 
 /// 2-4: compile one module per backend, run the jobs in children, judge.
-fn run_on_gpu(
-    a: &Settings,
-    specs: &mut [SpecPlan],
-    cases: &mut Vec<Case>,
-    save: &mut (dyn FnMut(&[SpecPlan], &[Case]) + Send),
-) {
+fn run_on_gpu(a: &Settings, specs: &mut [SpecPlan], cases: &mut Vec<Case>, save: &mut (dyn FnMut(&[SpecPlan], &[Case]) + Send)) {
     let work = std::env::temp_dir().join(format!("phasecheck-gpu-{}", std::process::id()));
     let _ = std::fs::create_dir_all(&work);
     let timeout_ns = a.timeout_ms * 1_000_000;
@@ -221,7 +216,25 @@ fn run_on_gpu(
     }
     type Compiled = BTreeMap<(Backend, usize), (Result<String, String>, usize, f64)>;
     let tc = Instant::now();
+    let modules_left = std::sync::atomic::AtomicUsize::new(a.backends.len() * chunks);
+    let compiling = &modules_left;
     let mut compiled: Compiled = std::thread::scope(|scope| {
+        // NVRTC gives no word while it works: say every few seconds how many modules are left.
+        scope.spawn(move || {
+            let mut spoke = Instant::now();
+            while compiling.load(std::sync::atomic::Ordering::Relaxed) > 0 {
+                std::thread::sleep(Duration::from_millis(100));
+                if spoke.elapsed() >= crate::child::HEARTBEAT {
+                    eprintln!(
+                        "gpu run: compiling, {} of {} modules left, {:.1} s",
+                        compiling.load(std::sync::atomic::Ordering::Relaxed),
+                        a.backends.len() * chunks,
+                        tc.elapsed().as_secs_f64()
+                    );
+                    spoke = Instant::now();
+                }
+            }
+        });
         let mut handles = Vec::new();
         for &b in &a.backends {
             for c in 0..chunks {
@@ -235,6 +248,14 @@ fn run_on_gpu(
                     .collect();
                 handles.push(scope.spawn(move || {
                     let t = Instant::now();
+                    // Counted down even if the compile panics, so that the ticker always ends.
+                    struct Done<'a>(&'a std::sync::atomic::AtomicUsize);
+                    impl Drop for Done<'_> {
+                        fn drop(&mut self) {
+                            self.0.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+                        }
+                    }
+                    let _done = Done(compiling);
                     let ptx = nvrtc::compile_module(&ok, &format!("phasecheck_{}_{c}.cu", b.name()));
                     ((b, c), (ptx, ok.len(), t.elapsed().as_secs_f64()))
                 }));
@@ -256,8 +277,9 @@ fn run_on_gpu(
         );
     }
     for &b in &a.backends {
-        let ptx_of: BTreeMap<usize, Result<String, String>> =
-            (0..chunks).map(|c| (c, compiled.remove(&(b, c)).expect("every chunk was compiled").0)).collect();
+        let ptx_of: BTreeMap<usize, Result<String, String>> = (0..chunks)
+            .map(|c| (c, compiled.remove(&(b, c)).expect("every chunk was compiled").0))
+            .collect();
         // Cases by spec, in the specs' order once the backend is done.
         let mut by_spec: BTreeMap<usize, Vec<Case>> = BTreeMap::new();
         // Jobs by (module, group).
@@ -269,7 +291,10 @@ fn run_on_gpu(
                 Ok(k) => k,
                 Err(e) => {
                     for m in &modes {
-                        by_spec.entry(si).or_default().push(skip_case(s, b, m, format!("not expressible: {e}")));
+                        by_spec
+                            .entry(si)
+                            .or_default()
+                            .push(skip_case(s, b, m, format!("not expressible: {e}")));
                     }
                     continue;
                 }
@@ -343,38 +368,50 @@ fn run_on_gpu(
         let judging: std::sync::Mutex<BTreeMap<usize, Instant>> = std::sync::Mutex::new(BTreeMap::new());
         let judged = std::sync::atomic::AtomicUsize::new(0);
         let mut sent = 0usize;
+        let workers = std::thread::available_parallelism().map(|c| c.get()).unwrap_or(1).clamp(1, 8);
+        let working = std::sync::atomic::AtomicUsize::new(workers);
+        let alive = &working;
         std::thread::scope(|scope| {
-            let workers = std::thread::available_parallelism().map(|c| c.get()).unwrap_or(1).clamp(1, 8);
             for _ in 0..workers {
-                scope.spawn(|| loop {
-                    let Ok((si, results)) = rx.lock().unwrap().recv() else { break };
-                    judging.lock().unwrap().insert(si, Instant::now());
-                    let s = &specs_ro[si];
-                    let k = s.kernels[&b].as_ref().unwrap();
-                    let mine: Vec<Case> = results
-                        .into_iter()
-                        .map(|(jid, res)| {
-                            let (_, mode, trace) = meta[&jid];
-                            let blocks = if mode.starts_with("stress") { a.runs.max(1) } else { replay_blocks } as usize;
-                            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| judge_case(s, k, b, mode, trace, res, blocks, a)))
-                                .unwrap_or_else(|p| {
-                                    skip_case(s, b, mode, format!("model error: judging: {}", crate::plan::panic_text(&*p)))
-                                })
-                        })
-                        .collect();
-                    eprintln!("{}", progress.spec_line(s, &mine));
-                    let mut done = done_specs.lock().unwrap();
-                    done.entry(si).or_default().extend(mine);
-                    judging.lock().unwrap().remove(&si);
-                    judged.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    // The report stays current (a killed run leaves what it finished), written
-                    // at most every two seconds.
-                    let mut last = last_save.lock().unwrap();
-                    if last.elapsed() >= Duration::from_secs(2) {
-                        let snapshot: Vec<Case> = earlier.iter().cloned().chain(done.values().flatten().cloned()).collect();
-                        drop(done);
-                        (save.lock().unwrap())(specs_ro, &snapshot);
-                        *last = Instant::now();
+                scope.spawn(|| {
+                    // Counted down however the worker ends, so that the wait below ends too.
+                    struct Gone<'a>(&'a std::sync::atomic::AtomicUsize);
+                    impl Drop for Gone<'_> {
+                        fn drop(&mut self) {
+                            self.0.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+                        }
+                    }
+                    let _gone = Gone(alive);
+                    loop {
+                        let Ok((si, results)) = rx.lock().unwrap().recv() else { break };
+                        judging.lock().unwrap().insert(si, Instant::now());
+                        let s = &specs_ro[si];
+                        let k = s.kernels[&b].as_ref().unwrap();
+                        let mine: Vec<Case> = results
+                            .into_iter()
+                            .map(|(jid, res)| {
+                                let (_, mode, trace) = meta[&jid];
+                                let blocks = if mode.starts_with("stress") { a.runs.max(1) } else { replay_blocks } as usize;
+                                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| judge_case(s, k, b, mode, trace, res, blocks, a)))
+                                    .unwrap_or_else(|p| {
+                                        skip_case(s, b, mode, format!("model error: judging: {}", crate::plan::panic_text(&*p)))
+                                    })
+                            })
+                            .collect();
+                        eprintln!("{}", progress.spec_line(s, &mine));
+                        let mut done = done_specs.lock().unwrap();
+                        done.entry(si).or_default().extend(mine);
+                        judging.lock().unwrap().remove(&si);
+                        judged.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        // The report stays current (a killed run leaves what it finished), written
+                        // at most every two seconds.
+                        let mut last = last_save.lock().unwrap();
+                        if last.elapsed() >= Duration::from_secs(2) {
+                            let snapshot: Vec<Case> = earlier.iter().cloned().chain(done.values().flatten().cloned()).collect();
+                            drop(done);
+                            (save.lock().unwrap())(specs_ro, &snapshot);
+                            *last = Instant::now();
+                        }
                     }
                 });
             }
@@ -418,7 +455,7 @@ fn run_on_gpu(
             drop(tx);
             // The kernels are done; the last specs may still be judged: say which, as often.
             let mut spoke = Instant::now();
-            while judged.load(std::sync::atomic::Ordering::Relaxed) < sent {
+            while judged.load(std::sync::atomic::Ordering::Relaxed) < sent && alive.load(std::sync::atomic::Ordering::Relaxed) > 0 {
                 std::thread::sleep(Duration::from_millis(100));
                 if spoke.elapsed() >= crate::child::HEARTBEAT {
                     let now: Vec<(String, f64)> = judging
@@ -632,7 +669,13 @@ impl Progress {
         let n = self.specs_done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
         let v: Vec<String> = mine
             .iter()
-            .map(|c| format!("{} {}", c.mode, c.verdict.map(|v| v.name()).unwrap_or(if c.why.is_empty() { "-" } else { &c.why })))
+            .map(|c| {
+                format!(
+                    "{} {}",
+                    c.mode,
+                    c.verdict.map(|v| v.name()).unwrap_or(if c.why.is_empty() { "-" } else { &c.why })
+                )
+            })
             .collect();
         format!("{} spec {n}/{} {}: {}", self.head(), self.specs, s.display, v.join(", "))
     }

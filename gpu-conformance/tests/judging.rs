@@ -225,11 +225,24 @@ fn a_hang_made_by_the_forcing_is_not_forced_in_replay_and_outside_in_stress() {
     let m = model("gpu-conformance/tests/repros/g25_split_expect_after_copy.phase");
     let set = allowed_outcomes(&m, 1_000_000);
     let rep = check(&m, &CheckOptions::default());
-    let v = rep.violations.iter().find(|v| v.kind.name() == "data-race").expect("the spec races");
+    let v = rep
+        .violations
+        .iter()
+        .find(|v| v.kind.name() == "data-race")
+        .expect("the spec races");
     let fc = forced(&m, &v.actions).unwrap();
     let held = parse(&m, "t0 done parity=[0] | t1 HUNG");
     assert!(!set.contains(&held), "no execution hangs t1: {set}");
-    let (j, info) = judge_replay(&m, &v.actions, &fc, &set, &[(held.clone(), 6), (fc.outcome.clone(), 26)], &[], 1_000_000, None);
+    let (j, info) = judge_replay(
+        &m,
+        &v.actions,
+        &fc,
+        &set,
+        &[(held.clone(), 6), (fc.outcome.clone(), 26)],
+        &[],
+        1_000_000,
+        None,
+    );
     assert_eq!(j.verdict, Verdict::NotForced);
     assert_eq!((j.tally.not_forced, j.tally.outside, info.left_judged.not_forced), (6, 0, 6));
     assert!(j.why.contains("turnstile held"), "{}", j.why);

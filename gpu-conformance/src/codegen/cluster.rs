@@ -122,7 +122,9 @@ impl Gen<'_> {
             let (b, chk1) = self.place(code, bar, true);
             let (d, chk2) = self.place(code, buf, false);
             self.w(format!("  {{ i64 mask = {t};"));
-            self.w(format!("    if (!pc_version_ok(th, {version})) return;  // no row of the copy source holds it"));
+            self.w(format!(
+                "    if (!pc_version_ok(th, {version})) return;  // no row of the copy source holds it"
+            ));
             self.w(format!(
                 "    if (mask < 1 || mask >= {}) {{ th.status = PC_ASSERT; return; }}  // a CTA outside the cluster: undefined",
                 1u32 << nc

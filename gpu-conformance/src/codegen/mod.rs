@@ -489,7 +489,10 @@ fn token_slots_of(code: &Code) -> std::collections::HashSet<u16> {
             .instrs
             .iter()
             .filter_map(|ins| match &ins.kind {
-                InstrKind::SetLocal { slot, expr: IExpr::Local(from) } if slots.contains(from) => Some(*slot),
+                InstrKind::SetLocal {
+                    slot,
+                    expr: IExpr::Local(from),
+                } if slots.contains(from) => Some(*slot),
                 _ => None,
             })
             .collect();
