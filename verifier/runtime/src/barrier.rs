@@ -179,6 +179,8 @@ pub struct Audit {
     pub started_with: Vec<i64>,
     /// Per phase: arrivals counted (the `n` of each arrive on it).
     pub arrivals: Vec<i64>,
+    /// Per phase: pending arrivals added during it (`cp_async_arrive` without `.noinc`).
+    pub raised: Vec<i64>,
     /// Per phase: how many times the completion step ran for it.
     pub completion_runs: Vec<u32>,
     /// Phases completed so far (logged before the phase change is published).
@@ -204,6 +206,7 @@ impl Audit {
         for p in 0..self.completed as usize {
             let started = self.started_with.get(p).copied().unwrap_or(-1);
             let arrived = self.arrivals.get(p).copied().unwrap_or(0);
+            let started = started + self.raised.get(p).copied().unwrap_or(0);
             if arrived != started {
                 out.push(format!("{name} phase {p} completed with {arrived} arrival(s), expected {started}"));
             }
@@ -473,6 +476,27 @@ impl Barrier {
             self.complete(new, on_complete)?;
         }
         Ok(old.phase)
+    }
+
+    /// `cp_async_arrive` without `.noinc`: the pending count of the current phase goes up by one
+    /// now, for the arrive-on that fires once the thread's cp.async copies have landed. Never
+    /// completes a phase; publishes nothing.
+    pub fn raise_pending(&self, bound: &Bound) -> Result<(), WaitError> {
+        self.live("cp_async_arrive")?;
+        let (old, _) = self.update(false, bound, |old| {
+            if old.pending + 1 > MAX_COUNT {
+                return Err(Ub::new(
+                    ViolationKind::CountRange,
+                    format!("cp_async_arrive raises the pending count of {} past {MAX_COUNT}", self.name),
+                ));
+            }
+            Ok(Fields {
+                pending: old.pending + 1,
+                ..old
+            })
+        })?;
+        self.log(|a| *Audit::phase_mut(&mut a.raised, old.phase) += 1);
+        Ok(())
     }
 
     /// `expect_tx(bytes)`: raises the tx-count of the current phase. It completes the phase when

@@ -9,7 +9,9 @@
 
 pub mod barrier;
 pub mod cpu;
+mod engines;
 pub mod interp;
+pub mod sched;
 pub mod sync;
 
 pub use barrier::{Barrier, Fault, Ub};
