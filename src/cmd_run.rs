@@ -24,8 +24,8 @@ pub struct RunArgs {
     /// Seed of the first run's random pauses (run i uses seed + i).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Stop after this many seconds: half for the model's enumeration (past it the comparison is
-    /// partial), the rest for the runs.
+    /// Stop after this many seconds: four fifths for the model's enumeration (past it the
+    /// comparison is partial), the rest for the runs.
     #[arg(long, value_name = "S")]
     pub max_seconds: Option<f64>,
     /// End the process (verdict incomplete, exit 3) when it holds this many MiB. Default: half of

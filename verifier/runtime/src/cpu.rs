@@ -166,18 +166,18 @@ pub fn run_cpu(proto: &Protocol, runs: usize, seed: u64) -> Result<CpuReport, Un
     run_cpu_within(proto, runs, seed, None)
 }
 
-/// [`run_cpu`] within `seconds`: the model's enumeration gets half of them (past it the set is
-/// incomplete and the comparison partial), the runs what is left.
+/// [`run_cpu`] within `seconds`: the model's enumeration gets four fifths of them (past it the set
+/// is incomplete and the comparison partial), the runs what is left.
 pub fn run_cpu_within(proto: &Protocol, runs: usize, seed: u64, seconds: Option<f64>) -> Result<CpuReport, Unsupported> {
     crate::interp::supported(proto, false)?;
     let start = Instant::now();
     let bound = |share: f64| seconds.map(|s| start + Duration::from_secs_f64((s * share).max(0.0)));
-    let allowed = allowed_outcomes_within(&Model::new(proto.clone()), OUTCOME_LIMIT, bound(0.5));
+    let allowed = allowed_outcomes_within(&Model::new(proto.clone()), OUTCOME_LIMIT, bound(0.8));
     let opts = Options {
         seed,
         ..Options::default()
     };
-    let histogram = histogram(proto, runs, &opts, bound(0.95))?;
+    let histogram = histogram(proto, runs, &opts, bound(0.97))?;
     Ok(CpuReport {
         histogram,
         allowed,

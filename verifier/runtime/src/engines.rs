@@ -242,7 +242,8 @@ impl World {
         let t = self.cp_issuer(ctx, "cp_async_arrive")?;
         self.barriers[b].live(if noinc { "cp_async_arrive_noinc" } else { "cp_async_arrive" })?;
         let mut q = lock(&self.cp[t]);
-        if !q.entries.iter().any(|e| matches!(e, CpEntry::Copy { .. })) {
+        let early = self.opts.fault == crate::barrier::Fault::ArriveOnBeforeCopies;
+        if early || !q.entries.iter().any(|e| matches!(e, CpEntry::Copy { .. })) {
             drop(q);
             // Nothing to track: the arrive-on happens at once (without `.noinc` the increment
             // and the arrival cancel out).

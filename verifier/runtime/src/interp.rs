@@ -405,7 +405,7 @@ impl World {
             completion_runs: proto.barriers.iter().map(|_| std::sync::atomic::AtomicU64::new(0)).collect(),
             stale_reads: std::sync::Mutex::new(vec![]),
             diverged: std::sync::Mutex::new(vec![]),
-            gate: crate::sched::uses_gate(&proto).then(|| Gate::new(&proto)),
+            gate: crate::sched::uses_gate(&proto).then(|| Gate::new(&proto, opts.fault)),
             cp: if uses_cp {
                 proto.threads.iter().map(|_| Mutex::new(CpQueue::default())).collect()
             } else {
@@ -552,7 +552,11 @@ impl World {
         if self.alive.fetch_sub(1, SeqCst) == 1 {
             self.exit_seq.store(self.seq.fetch_add(1, SeqCst), SeqCst);
         }
-        self.stepped();
+        // A thread that timed out changes nothing the others wait for (the model's timeouts of a
+        // quiet CTA fire together): only a finished thread's exit is progress.
+        if out.finished {
+            self.stepped();
+        }
         out
     }
 
@@ -595,7 +599,7 @@ impl World {
     }
 
     /// Stand at an execution barrier until the gate releases the thread.
-    fn at_gate(&self, ctx: &Ctx, at: At, exec: bool) -> Result<Option<usize>, Stop> {
+    fn at_gate(&self, ctx: &Ctx, at: At, exec: bool) -> Result<Option<(usize, i64)>, Stop> {
         let (Some(t), Some(g)) = (ctx.t, self.gate.as_ref()) else {
             return Err(Stop::Ub(Ub::new(
                 ViolationKind::CompletionMisuse,
@@ -1122,9 +1126,9 @@ impl World {
                     return Err(Stop::Ub(Ub::new(ViolationKind::CompletionMisuse, "a completion function commits")));
                 }
                 // The converged lanes issue it as one instruction: one of them makes the arrival.
-                if let Some(lead_bar) = self.at_gate(ctx, At::Commit { pc, bar: b }, false)? {
+                if let Some((lead_bar, n)) = self.at_gate(ctx, At::Commit { pc, bar: b }, false)? {
                     let mut done = self.completion(lead_bar);
-                    let r = self.with_bound(|bd| self.barriers[lead_bar].arrive(1, None, false, &mut done, bd));
+                    let r = self.with_bound(|bd| self.barriers[lead_bar].arrive(n, None, false, &mut done, bd));
                     if let (Some(g), Some(t)) = (&self.gate, ctx.t) {
                         g.committed(t);
                     }

@@ -37,8 +37,8 @@ pub enum At {
     ClusterWait { mark: i64 },
     /// At a `commit` to barrier `bar` (a flattened index), instruction `pc`.
     Commit { pc: u32, bar: usize },
-    /// Issues the commit of its converged group: one arrival on `bar`.
-    CommitLead { bar: usize },
+    /// Issues the commit of its converged group: `lanes` converged (one arrival on `bar`).
+    CommitLead { bar: usize, lanes: usize },
     /// Converged with a lane issuing the commit: goes on once that arrival is made.
     CommitJoined,
 }
@@ -75,6 +75,7 @@ struct State {
 
 /// The gate: one per run of a protocol that uses any execution barrier.
 pub struct Gate {
+    fault: crate::barrier::Fault,
     state: Mutex<State>,
     cv: Condvar,
     warp: Vec<usize>,
@@ -115,7 +116,7 @@ fn ub(m: String) -> Ub {
 }
 
 impl Gate {
-    pub fn new(p: &Protocol) -> Gate {
+    pub fn new(p: &Protocol, fault: crate::barrier::Fault) -> Gate {
         let n = p.threads.len();
         let nwarps = p.threads.iter().map(|t| t.warp as usize + 1).max().unwrap_or(0);
         let mut warps = vec![Vec::new(); nwarps];
@@ -139,6 +140,7 @@ impl Gate {
             .collect();
         let ctas = p.cluster.max(1) as usize;
         Gate {
+            fault,
             state: Mutex::new(State {
                 at: vec![At::Running; n],
                 elected: vec![false; n],
@@ -163,9 +165,10 @@ impl Gate {
     }
 
     /// Thread `t` stands at `at`; returns once the gate released it (`Ok(true)` for a lane that
-    /// leads a commit: it makes the group's arrival and then calls [`Gate::committed`]). `bound`
+    /// leads a commit: the barrier and the arrivals it makes for the group, then it calls
+    /// [`Gate::committed`]). `bound`
     /// decides when a thread that is never released gives up.
-    pub fn enter(&self, t: usize, at: At, bound: &Bound) -> Result<Option<usize>, WaitError> {
+    pub fn enter(&self, t: usize, at: At, bound: &Bound) -> Result<Option<(usize, i64)>, WaitError> {
         let mut g = lock(&self.state);
         g.at[t] = at;
         self.settle(&mut g);
@@ -184,7 +187,9 @@ impl Gate {
             g = crate::interp::cv_wait(&self.cv, g);
         }
         Ok(match g.at[t] {
-            At::CommitLead { bar } => Some(bar),
+            // The group's arrivals: one (a planted bug makes one per lane).
+            At::CommitLead { bar, lanes } if self.fault == crate::barrier::Fault::CommitPerLane => Some((bar, lanes as i64)),
+            At::CommitLead { bar, .. } => Some((bar, 1)),
             _ => None,
         })
     }
@@ -328,7 +333,7 @@ impl Gate {
                 return true;
             }
             nb.count = count;
-            nb.arrived += ws;
+            nb.arrived += if self.fault == crate::barrier::Fault::NamedCountsOneThread { 1 } else { ws };
             let complete = nb.arrived >= count;
             for &t in &lanes {
                 g.at[t] = if sync { At::NamedWait { id: id as usize } } else { At::Running };
@@ -407,7 +412,11 @@ impl Gate {
             let lead = group[0];
             for &m in &group {
                 g.commit_seq[m] += 1;
-                g.at[m] = if m == lead { At::CommitLead { bar } } else { At::CommitJoined };
+                g.at[m] = if m == lead {
+                    At::CommitLead { bar, lanes: group.len() }
+                } else {
+                    At::CommitJoined
+                };
             }
             return true;
         }
