@@ -405,7 +405,7 @@ impl World {
             completion_runs: proto.barriers.iter().map(|_| std::sync::atomic::AtomicU64::new(0)).collect(),
             stale_reads: std::sync::Mutex::new(vec![]),
             diverged: std::sync::Mutex::new(vec![]),
-            gate: crate::sched::uses_gate(&proto).then(|| Gate::new(&proto, opts.fault)),
+            gate: crate::sched::uses_gate(&proto).then(|| Gate::new(&proto, opts.fault, opts.seed)),
             cp: if uses_cp {
                 proto.threads.iter().map(|_| Mutex::new(CpQueue::default())).collect()
             } else {

@@ -71,11 +71,15 @@ struct State {
     cluster_done: i64,
     /// Undefined behaviour a release found (operands that differ between a warp's lanes...).
     ub: Option<Ub>,
+    /// Elections held so far.
+    elections: u64,
 }
 
 /// The gate: one per run of a protocol that uses any execution barrier.
 pub struct Gate {
     fault: crate::barrier::Fault,
+    /// Varies which lane an election picks from run to run (any lane is one the model allows).
+    seed: u64,
     state: Mutex<State>,
     cv: Condvar,
     warp: Vec<usize>,
@@ -116,7 +120,7 @@ fn ub(m: String) -> Ub {
 }
 
 impl Gate {
-    pub fn new(p: &Protocol, fault: crate::barrier::Fault) -> Gate {
+    pub fn new(p: &Protocol, fault: crate::barrier::Fault, seed: u64) -> Gate {
         let n = p.threads.len();
         let nwarps = p.threads.iter().map(|t| t.warp as usize + 1).max().unwrap_or(0);
         let mut warps = vec![Vec::new(); nwarps];
@@ -141,6 +145,7 @@ impl Gate {
         let ctas = p.cluster.max(1) as usize;
         Gate {
             fault,
+            seed,
             state: Mutex::new(State {
                 at: vec![At::Running; n],
                 elected: vec![false; n],
@@ -151,6 +156,7 @@ impl Gate {
                 cluster_arrived: 0,
                 cluster_done: 0,
                 ub: None,
+                elections: 0,
             }),
             cv: Condvar::new(),
             warp: p.threads.iter().map(|t| t.warp as usize).collect(),
@@ -374,9 +380,12 @@ impl Gate {
             if !ready {
                 continue;
             }
-            // The election: the lowest lane (any lane is a choice the model allows).
+            // The election: any lane is a choice the model allows; the seed varies it.
+            g.elections += 1;
+            let pick = (self.seed ^ g.elections.wrapping_mul(0x9e37_79b9_7f4a_7c15)).wrapping_mul(0xbf58_476d_1ce4_e5b9) >> 33;
+            let chosen = pick as usize % group.len();
             for (i, &m) in group.iter().enumerate() {
-                g.elected[m] = elect && i == 0;
+                g.elected[m] = elect && i == chosen;
                 g.path[m].clear();
                 g.commit_seq[m] = 0;
                 g.at[m] = At::Running;

@@ -4,7 +4,7 @@
 use phasecheck_runtime::cpu::run_cpu;
 use std::path::Path;
 
-const SPECS: [&str; 8] = [
+const SPECS: [&str; 18] = [
     "double_buffer",
     "parity_ring",
     "drop_on_exit",
@@ -13,6 +13,16 @@ const SPECS: [&str; 8] = [
     "tx_transient_negative",
     "try_wait_polling",
     "token_wait",
+    "arrive_twice",
+    "completion_race",
+    "named_barrier",
+    "cluster_remote_arrive",
+    "elect_commit",
+    "cp_async_arrive",
+    "partial_copies",
+    "async_proxy",
+    "syncwarp_mask",
+    "complete_tx_race",
 ];
 
 #[test]
