@@ -104,11 +104,13 @@ pub enum Fault {
     NamedCountsOneThread,
     /// A `cp_async_arrive` fires its arrive-on at once instead of after the thread's copies land.
     ArriveOnBeforeCopies,
+    /// `wait_group` returns without waiting for the async proxy's read: the proxy reads later.
+    ProxyRetiresEarly,
 }
 
 impl Fault {
     /// Every planted bug (every variant but `None`), for the mutation table.
-    pub const PLANTED: [Fault; 12] = [
+    pub const PLANTED: [Fault; 13] = [
         Fault::FlipBeforeCompletion,
         Fault::RelaxedArrive,
         Fault::NoCompletingGuard,
@@ -121,6 +123,7 @@ impl Fault {
         Fault::CommitPerLane,
         Fault::NamedCountsOneThread,
         Fault::ArriveOnBeforeCopies,
+        Fault::ProxyRetiresEarly,
     ];
 }
 

@@ -129,6 +129,12 @@ pub(crate) fn uses_cp_async(p: &Protocol) -> bool {
     uses
 }
 
+pub(crate) fn uses_proxy_reads(p: &Protocol) -> bool {
+    let mut uses = false;
+    each_op(p, &mut |op| uses |= matches!(op, IOp::StoreAsync { .. } | IOp::Wgmma { .. }));
+    uses
+}
+
 /// One thread's cp.async copies and arrive-ons, in issue order.
 #[derive(Default)]
 pub(crate) struct CpQueue {
@@ -330,7 +336,7 @@ impl World {
     }
 
     /// The random delay before a free-running copy lands.
-    fn copy_delay(&self, ctx: &mut Ctx) -> Duration {
+    pub(crate) fn copy_delay(&self, ctx: &mut Ctx) -> Duration {
         if cfg!(loom) || self.opts.max_delay.is_zero() {
             Duration::ZERO
         } else {
@@ -339,7 +345,7 @@ impl World {
     }
 
     /// Run `f` on a helper thread (a copy engine) after `delay`.
-    fn spawn_helper(&self, delay: Duration, f: impl FnOnce(&World) + Send + 'static) {
+    pub(crate) fn spawn_helper(&self, delay: Duration, f: impl FnOnce(&World) + Send + 'static) {
         let _unused = (); {
         // The helper needs the world for as long as it runs; the world outlives every thread
         // because `run` joins them all before returning, but loom and std want 'static closures,

@@ -24,6 +24,7 @@
 
 use crate::barrier::{Barrier, Bound, Fault, Ub, WaitError};
 use crate::engines::{next_rand, CpQueue, RangeMap};
+use crate::proxy::ProxyQueue;
 use crate::sched::{At, Gate};
 use crate::sync::{spin_hint, thread, Arc, Condvar, Mutex, Slot};
 use phasecheck_model::program::ir::{Code, EvalError, IExpr, IOp, InstrKind, Protocol, Ref, ThreadInfo, WaitTarget, MAX_COUNT};
@@ -202,6 +203,12 @@ pub fn run(proto: &Protocol, opts: &Options) -> Result<RunResult, Unsupported> {
             "every thread exited with an async copy still in flight",
         ));
     }
+    if world.proxy_pending.load(SeqCst) > 0 {
+        world.fail(Ub::new(
+            ViolationKind::Lifetime,
+            "every thread exited while the async proxy still reads shared memory",
+        ));
+    }
     world.abort.store(true, SeqCst);
     let outs: Vec<ThreadOutcome> = joined.into_iter().map(|r| r.expect("protocol thread panicked")).collect();
     assert!(copies_ok, "copy thread panicked");
@@ -328,6 +335,9 @@ pub(crate) struct World {
     pub(crate) gate: Option<Gate>,
     /// Per thread, its cp.async copies and arrive-ons in issue order (empty without cp.async).
     pub(crate) cp: Vec<Mutex<CpQueue>>,
+    /// Per thread, its async-proxy reads in flight, and how many there are in all.
+    pub(crate) proxy: Vec<Mutex<ProxyQueue>>,
+    pub(crate) proxy_pending: std::sync::atomic::AtomicUsize,
     /// Threads blocked at an execution barrier (they never time out; see `blocking`).
     pub(crate) blocked_exec: std::sync::atomic::AtomicUsize,
     pub(crate) copy_threads: std::sync::Mutex<Vec<thread::JoinHandle<()>>>,
@@ -377,6 +387,7 @@ impl World {
         }
         let ranged = crate::engines::ranged_buffers(&proto);
         let uses_cp = crate::engines::uses_cp_async(&proto);
+        let proxy: Vec<()> = if crate::engines::uses_proxy_reads(&proto) { vec![(); proto.threads.len()] } else { Vec::new() };
         let ctas = proto.cluster.max(1) as usize;
         Ok(World {
             buffers: proto.buffers.iter().map(|_| Slot::new(0)).collect(),
@@ -411,6 +422,8 @@ impl World {
             } else {
                 Vec::new()
             },
+            proxy: proxy.iter().map(|_| Mutex::new(ProxyQueue::default())).collect(),
+            proxy_pending: std::sync::atomic::AtomicUsize::new(0),
             blocked_exec: std::sync::atomic::AtomicUsize::new(0),
             copy_threads: std::sync::Mutex::new(vec![]),
             turn: Mutex::new((0, vec![])),
@@ -439,78 +452,6 @@ impl World {
             Schedule::Directed(a) => Some(a),
             Schedule::Free => None,
         }
-    }
-
-    /// A fresh bound for one operation that does not block a thread for long (the COMPLETING
-    /// spin): cancellation and the hard deadline only.
-    pub(crate) fn with_bound<R>(&self, f: impl FnOnce(&Bound) -> R) -> R {
-        let cancelled = || self.cancelled();
-        let deadline = if cfg!(loom) {
-            None
-        } else {
-            Some(Instant::now() + self.opts.wait_timeout)
-        };
-        f(&Bound {
-            deadline,
-            cancelled: &cancelled,
-        })
-    }
-
-    /// A bound for a blocking wait of a protocol thread. It also gives up once the CTA has been
-    /// quiet for `Options::quiet`, following the model's timeout rule (gpu-conformance's
-    /// outcome module): a thread blocked at a barrier wait times out (hangs) when every unfinished
-    /// thread is blocked and no copy is in flight; a thread at `syncthreads`/`syncwarp` never
-    /// times out (the hardware's execution barriers have no timeout), it gives up only when
-    /// nothing is left that could release it: every unfinished thread is at an execution barrier.
-    pub(crate) fn blocking<R>(&self, exec: bool, f: impl FnOnce(&Bound) -> Result<R, WaitError>) -> Result<R, WaitError> {
-        if cfg!(loom) || self.directed().is_some() {
-            return self.with_bound(f);
-        }
-        self.blocked.fetch_add(1, SeqCst);
-        if exec {
-            self.blocked_exec.fetch_add(1, SeqCst);
-        }
-        let last = std::cell::Cell::new((u64::MAX, Instant::now()));
-        let hung = std::cell::Cell::new(false);
-        let give_up = || {
-            if self.cancelled() {
-                return true;
-            }
-            let alive = self.alive.load(SeqCst);
-            let quiet = if exec {
-                self.blocked_exec.load(SeqCst) >= alive
-            } else {
-                self.blocked.load(SeqCst) + self.spinning.load(SeqCst) >= alive
-            } && self.inflight.load(SeqCst) == 0;
-            let p = self.progress.load(SeqCst);
-            let (seen, since) = last.get();
-            if !quiet || p != seen {
-                last.set((p, Instant::now()));
-                return false;
-            }
-            if since.elapsed() >= self.opts.quiet {
-                hung.set(true);
-                return true;
-            }
-            false
-        };
-        let deadline = Some(Instant::now() + self.opts.wait_timeout);
-        let r = f(&Bound {
-            deadline,
-            cancelled: &give_up,
-        });
-        self.blocked.fetch_sub(1, SeqCst);
-        if exec {
-            self.blocked_exec.fetch_sub(1, SeqCst);
-        }
-        match r {
-            Err(WaitError::Cancelled) if hung.get() => Err(WaitError::TimedOut),
-            r => r,
-        }
-    }
-
-    pub(crate) fn stepped(&self) {
-        self.progress.fetch_add(1, Relaxed);
     }
 
     pub(crate) fn note(&self, list: &std::sync::Mutex<Vec<String>>, s: String) {
@@ -558,44 +499,6 @@ impl World {
             self.stepped();
         }
         out
-    }
-
-    /// A visible step that changed nothing (a failed poll, a read of a var): a thread that takes
-    /// only such steps spins, and once every unfinished thread is blocked or spinning, nothing is
-    /// in flight and nothing has changed for `Options::quiet`, it hangs, as the model's timeout
-    /// rule lets a thread spinning in a loop nothing can end time out.
-    fn idle_step(&self, ctx: &mut Ctx) -> Result<(), Stop> {
-        if cfg!(loom) || self.directed().is_some() {
-            return Ok(());
-        }
-        let p = self.progress.load(SeqCst);
-        match ctx.idle_since {
-            None => {
-                self.spinning.fetch_add(1, SeqCst);
-                ctx.idle_since = Some((p, Instant::now()));
-            }
-            Some((seen, since)) => {
-                let quiet = self.blocked.load(SeqCst) + self.spinning.load(SeqCst) >= self.alive.load(SeqCst)
-                    && self.inflight.load(SeqCst) == 0;
-                if !quiet || seen != p {
-                    ctx.idle_since = Some((p, Instant::now()));
-                } else if since.elapsed() >= self.opts.quiet {
-                    return Err(Stop::Hung);
-                }
-            }
-        }
-        if self.opts.wait_timeout.is_zero() {
-            return Err(Stop::Hung);
-        }
-        Ok(())
-    }
-
-    /// A visible step that changed something: the thread is no longer spinning.
-    fn busy_step(&self, ctx: &mut Ctx) {
-        if ctx.idle_since.take().is_some() {
-            self.spinning.fetch_sub(1, SeqCst);
-        }
-        self.stepped();
     }
 
     /// Stand at an execution barrier until the gate releases the thread.
@@ -1136,26 +1039,33 @@ impl World {
                 }
                 Ok(None)
             }
-            // The async proxy (TMA stores, wgmma): asynchronous reads of shared memory and proxy fences
-            // change nothing the runtime observes (it judges no races); a negative group count is
-            // the model's assertion.
+            // The async proxy (proxy.rs); a negative group count is the model's assertion.
             IOp::WaitGroup { n, .. } | IOp::WgmmaWait { n } => {
-                if self.eval(n, ctx)? < 0 {
+                let keep = self.eval(n, ctx)?;
+                if keep < 0 {
                     return Err(Stop::Ub(Ub::new(ViolationKind::Assertion, "a negative group count")));
                 }
+                self.proxy_retire(ctx, matches!(op, IOp::WgmmaWait { .. }), keep)?;
                 Ok(None)
             }
             IOp::StoreAsync { buf } => {
-                self.buf(buf, ctx)?;
+                let d = self.buf(buf, ctx)?;
+                self.proxy_read_issue(ctx, d, false)?;
                 Ok(None)
             }
             IOp::Wgmma { bufs } => {
-                for b in bufs {
-                    self.buf(b, ctx)?;
+                let ds = bufs.iter().map(|b| self.buf(b, ctx)).collect::<Result<Vec<_>, _>>()?;
+                self.proxy_age(ctx, true)?;
+                for d in ds {
+                    self.proxy_read_issue(ctx, d, true)?;
                 }
                 Ok(None)
             }
-            IOp::CommitGroup | IOp::FenceProxyAsync | IOp::FenceMbarrierInit => Ok(None),
+            IOp::CommitGroup => {
+                self.proxy_age(ctx, false)?;
+                Ok(None)
+            }
+            IOp::FenceProxyAsync | IOp::FenceMbarrierInit => Ok(None),
         }
     }
 }

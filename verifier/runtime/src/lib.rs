@@ -11,6 +11,8 @@ pub mod barrier;
 pub mod cpu;
 mod engines;
 pub mod interp;
+mod proxy;
+mod quiet;
 pub mod sched;
 pub mod sync;
 

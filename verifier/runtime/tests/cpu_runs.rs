@@ -38,3 +38,25 @@ fn every_outcome_on_os_threads_is_one_the_model_allows() {
         assert_eq!(rep.histogram.runs, 40);
     }
 }
+
+#[test]
+fn a_tma_store_whose_read_is_never_retired_is_lifetime_on_the_runtime_as_in_the_model() {
+    // The proxy still reads the tile when the thread exits: shared memory released under it.
+    let spec = phasecheck_model::api::SpecBuilder::new("unretired_store")
+        .buffer("tile bytes 16")
+        .role("w", 1, "write(tile, 1)\nfence_proxy_async()\ncopy_store_async(tile)\ncommit_group()")
+        .build()
+        .unwrap();
+    let rep = run_cpu(&spec.proto, 20, 3).unwrap();
+    let text = rep.render(&spec.proto);
+    assert_eq!(rep.histogram.undefined.get("lifetime"), Some(&20), "{text}");
+    assert!(rep.outside().is_empty(), "{text}");
+    // Retired by its wait, the same store is defined.
+    let fixed = phasecheck_model::api::SpecBuilder::new("retired_store")
+        .buffer("tile bytes 16")
+        .role("w", 1, "write(tile, 1)\nfence_proxy_async()\ncopy_store_async(tile)\ncommit_group()\nwait_group_read(0)")
+        .build()
+        .unwrap();
+    let rep = run_cpu(&fixed.proto, 20, 3).unwrap();
+    assert!(rep.histogram.undefined.is_empty(), "{}", rep.render(&fixed.proto));
+}

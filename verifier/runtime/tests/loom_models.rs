@@ -199,7 +199,7 @@ fn loom_complete_tx_race() {
 
 /// The planted bugs of the mutation table, each with the model that should catch it and what
 /// it breaks.
-const MUTANTS: [(Fault, &str, &str); 12] = [
+const MUTANTS: [(Fault, &str, &str); 13] = [
     (Fault::FlipBeforeCompletion, "completion_rotate", "the phase advances before the completion function runs"),
     (Fault::RelaxedArrive, "split_arrive_wait", "arrivals are relaxed, not release"),
     (Fault::NoCompletingGuard, "arrive_twice", "arrivals do not wait out the completion step"),
@@ -212,6 +212,7 @@ const MUTANTS: [(Fault, &str, &str); 12] = [
     (Fault::CommitPerLane, "elect_commit", "commit arrives once per converged lane"),
     (Fault::NamedCountsOneThread, "named_barrier", "a warp counts one thread at a named barrier"),
     (Fault::ArriveOnBeforeCopies, "cp_async_arrive", "a cp.async arrive-on fires before its copies land"),
+    (Fault::ProxyRetiresEarly, "async_proxy", "wait_group returns before the async proxy's read"),
 ];
 
 /// Loom and the model on `name` with `fault` planted; panics (the test fails) when any check
