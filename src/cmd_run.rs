@@ -41,7 +41,11 @@ pub struct RunArgs {
 fn overrun(b: phasecheck_verifier::Bound) {
     use std::io::Write as _;
     let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "verdict: incomplete (bound {} reached; the process stopped there)", b.describe());
+    let _ = writeln!(
+        out,
+        "verdict: incomplete (bound {} reached; the process stopped there)",
+        b.describe()
+    );
     let _ = out.flush();
     std::process::exit(3);
 }

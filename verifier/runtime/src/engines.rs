@@ -144,8 +144,17 @@ pub(crate) struct CpQueue {
 
 enum CpEntry {
     /// `age`: 0 while not in a committed group, then 1 for the newest group, 2 the one before...
-    Copy { id: u64, buf: usize, lo: i64, hi: i64, version: i64, age: u16 },
-    ArriveOn { bar: usize },
+    Copy {
+        id: u64,
+        buf: usize,
+        lo: i64,
+        hi: i64,
+        version: i64,
+        age: u16,
+    },
+    ArriveOn {
+        bar: usize,
+    },
 }
 
 impl World {
@@ -210,7 +219,10 @@ impl World {
     fn cp_issuer(&self, ctx: &Ctx, what: &str) -> Result<usize, Ub> {
         match ctx.t.filter(|_| ctx.completing.is_none()) {
             Some(t) => Ok(t),
-            None => Err(Ub::new(ViolationKind::CompletionMisuse, format!("a {what} in a completion function"))),
+            None => Err(Ub::new(
+                ViolationKind::CompletionMisuse,
+                format!("a {what} in a completion function"),
+            )),
         }
     }
 
@@ -308,18 +320,32 @@ impl World {
         };
         if self.proto.cluster > 1 && self.cta_alive[self.proto.cta_of_buffer(buf)].load(SeqCst) == 0 {
             self.inflight.fetch_sub(1, SeqCst);
-            return Err(Ub::new(ViolationKind::Lifetime, "a cp.async copy lands in a CTA whose threads have all exited"));
+            return Err(Ub::new(
+                ViolationKind::Lifetime,
+                "a cp.async copy lands in a CTA whose threads have all exited",
+            ));
         }
         self.buf_set_range(buf, lo, hi, version);
         self.landed_seqs.lock().unwrap_or_else(|p| p.into_inner()).push(seq);
         self.inflight.fetch_sub(1, SeqCst);
         self.stepped();
         loop {
-            let first_copy = q.entries.iter().position(|e| matches!(e, CpEntry::Copy { .. })).unwrap_or(usize::MAX);
-            let Some(k) = q.entries.iter().position(|e| matches!(e, CpEntry::ArriveOn { .. })).filter(|k| *k < first_copy) else {
+            let first_copy = q
+                .entries
+                .iter()
+                .position(|e| matches!(e, CpEntry::Copy { .. }))
+                .unwrap_or(usize::MAX);
+            let Some(k) = q
+                .entries
+                .iter()
+                .position(|e| matches!(e, CpEntry::ArriveOn { .. }))
+                .filter(|k| *k < first_copy)
+            else {
                 break;
             };
-            let CpEntry::ArriveOn { bar } = q.entries.remove(k) else { unreachable!("found as an arrive-on") };
+            let CpEntry::ArriveOn { bar } = q.entries.remove(k) else {
+                unreachable!("found as an arrive-on")
+            };
             let mut done = self.completion(bar);
             match self.with_bound(|bd| self.barriers[bar].arrive(1, None, false, &mut done, bd)) {
                 Ok(_) => self.stepped(),
@@ -346,22 +372,23 @@ impl World {
 
     /// Run `f` on a helper thread (a copy engine) after `delay`.
     pub(crate) fn spawn_helper(&self, delay: Duration, f: impl FnOnce(&World) + Send + 'static) {
-        let _unused = (); {
-        // The helper needs the world for as long as it runs; the world outlives every thread
-        // because `run` joins them all before returning, but loom and std want 'static closures,
-        // so it goes through a raw pointer wrapped to be sent.
-        let me = SendPtr(self as *const World);
-        let h = thread::spawn(move || {
-            let me = me;
-            // SAFETY: `run` joins every copy thread (the `copy_threads` list) before the World is
-            // dropped, so the pointer stays valid for this thread's whole life.
-            let w: &World = unsafe { &*me.0 };
-            if !delay.is_zero() {
-                std::thread::sleep(delay);
-            }
-            f(w);
-        });
-        self.copy_threads.lock().unwrap_or_else(|p| p.into_inner()).push(h);
+        let _unused = ();
+        {
+            // The helper needs the world for as long as it runs; the world outlives every thread
+            // because `run` joins them all before returning, but loom and std want 'static closures,
+            // so it goes through a raw pointer wrapped to be sent.
+            let me = SendPtr(self as *const World);
+            let h = thread::spawn(move || {
+                let me = me;
+                // SAFETY: `run` joins every copy thread (the `copy_threads` list) before the World is
+                // dropped, so the pointer stays valid for this thread's whole life.
+                let w: &World = unsafe { &*me.0 };
+                if !delay.is_zero() {
+                    std::thread::sleep(delay);
+                }
+                f(w);
+            });
+            self.copy_threads.lock().unwrap_or_else(|p| p.into_inner()).push(h);
         }
     }
 

@@ -387,7 +387,11 @@ impl World {
         }
         let ranged = crate::engines::ranged_buffers(&proto);
         let uses_cp = crate::engines::uses_cp_async(&proto);
-        let proxy: Vec<()> = if crate::engines::uses_proxy_reads(&proto) { vec![(); proto.threads.len()] } else { Vec::new() };
+        let proxy: Vec<()> = if crate::engines::uses_proxy_reads(&proto) {
+            vec![(); proto.threads.len()]
+        } else {
+            Vec::new()
+        };
         let ctas = proto.cluster.max(1) as usize;
         Ok(World {
             buffers: proto.buffers.iter().map(|_| Slot::new(0)).collect(),
@@ -524,7 +528,11 @@ impl World {
             fuel -= 1;
             if fuel == 0 {
                 break Err(Stop::Ub(Ub::new(
-                    if turns { ViolationKind::Deadlock } else { ViolationKind::CompletionMisuse },
+                    if turns {
+                        ViolationKind::Deadlock
+                    } else {
+                        ViolationKind::CompletionMisuse
+                    },
                     "a loop does not finish",
                 )));
             }
@@ -617,7 +625,14 @@ impl World {
                             format!("syncwarp({m:#x}) is executed by lane {lane}, which is not in the mask"),
                         )));
                     }
-                    if let Err(e) = self.at_gate(ctx, At::Warp { elect: false, mask: Some(m) }, true) {
+                    if let Err(e) = self.at_gate(
+                        ctx,
+                        At::Warp {
+                            elect: false,
+                            mask: Some(m),
+                        },
+                        true,
+                    ) {
                         break Err(e);
                     }
                 }
@@ -625,7 +640,9 @@ impl World {
                     if let Err(e) = self.at_gate(ctx, At::Warp { elect: true, mask: None }, true) {
                         break Err(e);
                     }
-                    let (Some(g), Some(t)) = (&self.gate, ctx.t) else { unreachable!("at_gate checked both") };
+                    let (Some(g), Some(t)) = (&self.gate, ctx.t) else {
+                        unreachable!("at_gate checked both")
+                    };
                     ctx.locals[*slot as usize] = g.elected(t) as i64;
                 }
                 InstrKind::NamedBar { id, count, sync } => {
@@ -635,11 +652,15 @@ impl World {
                     }
                 }
                 InstrKind::ClusterArrive { .. } => {
-                    let (Some(g), Some(t)) = (&self.gate, ctx.t) else { unreachable!("cluster barriers are in role code") };
+                    let (Some(g), Some(t)) = (&self.gate, ctx.t) else {
+                        unreachable!("cluster barriers are in role code")
+                    };
                     g.cluster_arrive(t)?;
                 }
                 InstrKind::ClusterWait { .. } => {
-                    let (Some(g), Some(t)) = (&self.gate, ctx.t) else { unreachable!("cluster barriers are in role code") };
+                    let (Some(g), Some(t)) = (&self.gate, ctx.t) else {
+                        unreachable!("cluster barriers are in role code")
+                    };
                     let mark = g.cluster_mark(t)?;
                     if let Err(e) = self.at_gate(ctx, At::ClusterWait { mark }, true) {
                         break Err(e);

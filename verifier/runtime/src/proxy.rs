@@ -34,12 +34,9 @@ struct ProxyRead {
 
 impl World {
     fn proxy_issuer(&self, ctx: &Ctx) -> Result<usize, Ub> {
-        ctx.t.filter(|_| ctx.completing.is_none()).ok_or_else(|| {
-            Ub::new(
-                ViolationKind::CompletionMisuse,
-                "an async-proxy operation in a completion function",
-            )
-        })
+        ctx.t
+            .filter(|_| ctx.completing.is_none())
+            .ok_or_else(|| Ub::new(ViolationKind::CompletionMisuse, "an async-proxy operation in a completion function"))
     }
 
     /// `copy_store_async(buf)` (`wgmma == false`) or one operand of `wgmma_async`: the proxy

@@ -98,8 +98,8 @@ impl World {
                 ctx.idle_since = Some((p, Instant::now()));
             }
             Some((seen, since)) => {
-                let quiet = self.blocked.load(SeqCst) + self.spinning.load(SeqCst) >= self.alive.load(SeqCst)
-                    && self.inflight.load(SeqCst) == 0;
+                let quiet =
+                    self.blocked.load(SeqCst) + self.spinning.load(SeqCst) >= self.alive.load(SeqCst) && self.inflight.load(SeqCst) == 0;
                 if !quiet || seen != p {
                     ctx.idle_since = Some((p, Instant::now()));
                 } else if since.elapsed() >= self.opts.quiet {

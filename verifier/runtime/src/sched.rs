@@ -28,17 +28,34 @@ pub enum At {
     Done,
     SyncThreads,
     /// `syncwarp` (mask `None`: the whole warp) or `elect()`.
-    Warp { elect: bool, mask: Option<i64> },
+    Warp {
+        elect: bool,
+        mask: Option<i64>,
+    },
     /// At a `bar_sync`/`bar_arrive` whose warp has not arrived yet.
-    Named { id: i64, count: i64, sync: bool },
+    Named {
+        id: i64,
+        count: i64,
+        sync: bool,
+    },
     /// Its warp arrived at a `bar_sync`: waiting for the barrier to complete.
-    NamedWait { id: usize },
+    NamedWait {
+        id: usize,
+    },
     /// `cluster_wait` on the phase of this mark.
-    ClusterWait { mark: i64 },
+    ClusterWait {
+        mark: i64,
+    },
     /// At a `commit` to barrier `bar` (a flattened index), instruction `pc`.
-    Commit { pc: u32, bar: usize },
+    Commit {
+        pc: u32,
+        bar: usize,
+    },
     /// Issues the commit of its converged group: `lanes` converged (one arrival on `bar`).
-    CommitLead { bar: usize, lanes: usize },
+    CommitLead {
+        bar: usize,
+        lanes: usize,
+    },
     /// Converged with a lane issuing the commit: goes on once that arrival is made.
     CommitJoined,
 }
@@ -267,7 +284,13 @@ impl Gate {
 
     /// Release every group that can go, until nothing moves.
     fn settle(&self, g: &mut State) {
-        while g.ub.is_none() && (self.settle_syncthreads(g) || self.settle_cluster(g) || self.settle_named(g) || self.settle_warp(g) || self.settle_commit(g)) {}
+        while g.ub.is_none()
+            && (self.settle_syncthreads(g)
+                || self.settle_cluster(g)
+                || self.settle_named(g)
+                || self.settle_warp(g)
+                || self.settle_commit(g))
+        {}
     }
 
     fn settle_syncthreads(&self, g: &mut State) -> bool {
@@ -339,7 +362,11 @@ impl Gate {
                 return true;
             }
             nb.count = count;
-            nb.arrived += if self.fault == crate::barrier::Fault::NamedCountsOneThread { 1 } else { ws };
+            nb.arrived += if self.fault == crate::barrier::Fault::NamedCountsOneThread {
+                1
+            } else {
+                ws
+            };
             let complete = nb.arrived >= count;
             for &t in &lanes {
                 g.at[t] = if sync { At::NamedWait { id: id as usize } } else { At::Running };
@@ -374,9 +401,9 @@ impl Gate {
         for t in 0..g.at.len() {
             let At::Warp { elect, .. } = g.at[t] else { continue };
             let group = self.participants(g, t);
-            let ready = group.iter().all(|&m| {
-                matches!(g.at[m], At::Warp { elect: e, .. } if e == elect) && (m == t || self.participants(g, m) == group)
-            });
+            let ready = group
+                .iter()
+                .all(|&m| matches!(g.at[m], At::Warp { elect: e, .. } if e == elect) && (m == t || self.participants(g, m) == group));
             if !ready {
                 continue;
             }

@@ -44,7 +44,11 @@ fn a_tma_store_whose_read_is_never_retired_is_lifetime_on_the_runtime_as_in_the_
     // The proxy still reads the tile when the thread exits: shared memory released under it.
     let spec = phasecheck_model::api::SpecBuilder::new("unretired_store")
         .buffer("tile bytes 16")
-        .role("w", 1, "write(tile, 1)\nfence_proxy_async()\ncopy_store_async(tile)\ncommit_group()")
+        .role(
+            "w",
+            1,
+            "write(tile, 1)\nfence_proxy_async()\ncopy_store_async(tile)\ncommit_group()",
+        )
         .build()
         .unwrap();
     let rep = run_cpu(&spec.proto, 20, 3).unwrap();
@@ -54,7 +58,11 @@ fn a_tma_store_whose_read_is_never_retired_is_lifetime_on_the_runtime_as_in_the_
     // Retired by its wait, the same store is defined.
     let fixed = phasecheck_model::api::SpecBuilder::new("retired_store")
         .buffer("tile bytes 16")
-        .role("w", 1, "write(tile, 1)\nfence_proxy_async()\ncopy_store_async(tile)\ncommit_group()\nwait_group_read(0)")
+        .role(
+            "w",
+            1,
+            "write(tile, 1)\nfence_proxy_async()\ncopy_store_async(tile)\ncommit_group()\nwait_group_read(0)",
+        )
         .build()
         .unwrap();
     let rep = run_cpu(&fixed.proto, 20, 3).unwrap();

@@ -29,7 +29,14 @@ fn the_short_circuit_guard_gives_the_models_outcome_on_the_runtime() {
     assert!(allowed.is_complete());
     assert!(!allowed.summary().contains("undefined"), "the model finds no fault: {allowed}");
     for seed in 0..20 {
-        let r = run(&spec.proto, &Options { seed, ..Options::default() }).unwrap();
+        let r = run(
+            &spec.proto,
+            &Options {
+                seed,
+                ..Options::default()
+            },
+        )
+        .unwrap();
         assert!(r.ub.is_none(), "the runtime faulted: {:?}", r.ub);
         assert!(allowed.contains(&r.outcome), "outcome {} outside {allowed}", r.outcome);
         assert_eq!(r.outcome.threads[0].reads, vec![3]);

@@ -200,19 +200,47 @@ fn loom_complete_tx_race() {
 /// The planted bugs of the mutation table, each with the model that should catch it and what
 /// it breaks.
 const MUTANTS: [(Fault, &str, &str); 13] = [
-    (Fault::FlipBeforeCompletion, "completion_rotate", "the phase advances before the completion function runs"),
+    (
+        Fault::FlipBeforeCompletion,
+        "completion_rotate",
+        "the phase advances before the completion function runs",
+    ),
     (Fault::RelaxedArrive, "split_arrive_wait", "arrivals are relaxed, not release"),
-    (Fault::NoCompletingGuard, "arrive_twice", "arrivals do not wait out the completion step"),
+    (
+        Fault::NoCompletingGuard,
+        "arrive_twice",
+        "arrivals do not wait out the completion step",
+    ),
     (Fault::RelaxedAdvance, "completion_rotate", "the phase change is a relaxed store"),
     (Fault::RelaxedWait, "split_arrive_wait", "waits test the phase with a relaxed load"),
     (Fault::TryWaitNeverSucceeds, "try_wait_polling", "try_wait never succeeds"),
-    (Fault::LostWakeup, "parity_ring", "the phase change notifies without the waiters' mutex"),
-    (Fault::DropIgnored, "drop_on_exit", "arrive_and_drop does not lower later phases' count"),
+    (
+        Fault::LostWakeup,
+        "parity_ring",
+        "the phase change notifies without the waiters' mutex",
+    ),
+    (
+        Fault::DropIgnored,
+        "drop_on_exit",
+        "arrive_and_drop does not lower later phases' count",
+    ),
     (Fault::CompletionSkipped, "completion_rotate", "the completion function is skipped"),
     (Fault::CommitPerLane, "elect_commit", "commit arrives once per converged lane"),
-    (Fault::NamedCountsOneThread, "named_barrier", "a warp counts one thread at a named barrier"),
-    (Fault::ArriveOnBeforeCopies, "cp_async_arrive", "a cp.async arrive-on fires before its copies land"),
-    (Fault::ProxyRetiresEarly, "async_proxy", "wait_group returns before the async proxy's read"),
+    (
+        Fault::NamedCountsOneThread,
+        "named_barrier",
+        "a warp counts one thread at a named barrier",
+    ),
+    (
+        Fault::ArriveOnBeforeCopies,
+        "cp_async_arrive",
+        "a cp.async arrive-on fires before its copies land",
+    ),
+    (
+        Fault::ProxyRetiresEarly,
+        "async_proxy",
+        "wait_group returns before the async proxy's read",
+    ),
 ];
 
 /// Loom and the model on `name` with `fault` planted; panics (the test fails) when any check
@@ -232,7 +260,9 @@ fn model_equals_loom_with(name: &str, fault: Fault, preemptions: usize) {
 /// (a bug that deadlocks loom, or aborts, then fails that child only).
 #[test]
 fn loom_mutant_probe() {
-    let Ok(which) = std::env::var("PHASECHECK_LOOM_MUTANT") else { return };
+    let Ok(which) = std::env::var("PHASECHECK_LOOM_MUTANT") else {
+        return;
+    };
     let (fault, name, _) = MUTANTS[which.parse::<usize>().expect("an index")];
     model_equals_loom_with(name, fault, 2);
 }
@@ -289,5 +319,8 @@ fn loom_mutation_table_every_planted_bug_is_caught() {
         std::fs::write(&path, doc.replace(current, &table)).expect("write docs/runtime.md");
         return;
     }
-    assert_eq!(current, table, "docs/runtime.md's mutation table is stale (PHASECHECK_BLESS=1 rewrites it)");
+    assert_eq!(
+        current, table,
+        "docs/runtime.md's mutation table is stale (PHASECHECK_BLESS=1 rewrites it)"
+    );
 }
