@@ -14,7 +14,7 @@
 use crate::barrier::Ub;
 use crate::interp::{cv_wait, Copy, Ctx, Stop, World};
 use crate::sync::{lock, thread};
-use phasecheck_model::program::ir::{IOp, InstrKind, Protocol};
+use phasecheck_model::program::ir::{CopyOp, IOp, InstrKind, MemOp, Protocol, ProxyOp};
 use phasecheck_model::rt::Action;
 use phasecheck_model::ViolationKind;
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
@@ -108,7 +108,8 @@ pub(crate) fn ranged_buffers(p: &Protocol) -> Vec<bool> {
     let per = p.buffer_groups.len() / p.cluster.max(1) as usize;
     let mut groups = vec![false; per.max(1)];
     each_op(p, &mut |op| {
-        if let IOp::CopyPart { buf, .. } | IOp::ReadPart { buf, .. } | IOp::CpAsync { buf, .. } = op {
+        if let IOp::Copy(CopyOp::CopyPart { buf, .. }) | IOp::Mem(MemOp::ReadPart { buf, .. }) | IOp::Copy(CopyOp::CpAsync { buf, .. }) = op
+        {
             groups[buf.group as usize % per.max(1)] = true;
         }
     });
@@ -125,13 +126,17 @@ pub(crate) fn ranged_buffers(p: &Protocol) -> Vec<bool> {
 
 pub(crate) fn uses_cp_async(p: &Protocol) -> bool {
     let mut uses = false;
-    each_op(p, &mut |op| uses |= matches!(op, IOp::CpAsync { .. } | IOp::CpAsyncArrive { .. }));
+    each_op(p, &mut |op| {
+        uses |= matches!(op, IOp::Copy(CopyOp::CpAsync { .. }) | IOp::Copy(CopyOp::CpAsyncArrive { .. }))
+    });
     uses
 }
 
 pub(crate) fn uses_proxy_reads(p: &Protocol) -> bool {
     let mut uses = false;
-    each_op(p, &mut |op| uses |= matches!(op, IOp::StoreAsync { .. } | IOp::Wgmma { .. }));
+    each_op(p, &mut |op| {
+        uses |= matches!(op, IOp::Proxy(ProxyOp::StoreAsync { .. }) | IOp::Proxy(ProxyOp::Wgmma { .. }))
+    });
     uses
 }
 

@@ -27,7 +27,9 @@ use crate::engines::{next_rand, CpQueue, RangeMap};
 use crate::proxy::ProxyQueue;
 use crate::sched::{At, Gate};
 use crate::sync::{spin_hint, thread, Arc, Condvar, Mutex, Slot};
-use phasecheck_model::program::ir::{Code, EvalError, IExpr, IOp, InstrKind, Protocol, Ref, ThreadInfo, WaitTarget, MAX_COUNT};
+use phasecheck_model::program::ir::{
+    Code, CopyOp, EvalError, IExpr, IOp, InstrKind, MbarOp, MemOp, Protocol, ProxyOp, Ref, ThreadInfo, WaitTarget, WarpOp, MAX_COUNT,
+};
 use phasecheck_model::rt::Action;
 use phasecheck_model::ViolationKind;
 use phasecheck_verifier::outcomes::{recorded, Outcome, Recorded, ThreadOutcome};
@@ -122,12 +124,12 @@ pub fn supported(proto: &Protocol, directed: bool) -> Result<(), Unsupported> {
         for i in &code.instrs {
             if let InstrKind::Op {
                 op:
-                    IOp::CpAsync { .. }
-                    | IOp::CpAsyncArrive { .. }
-                    | IOp::CpAsyncCommitGroup
-                    | IOp::CpAsyncWait { .. }
-                    | IOp::CopyPart { .. }
-                    | IOp::ReadPart { .. }
+                    IOp::Copy(CopyOp::CpAsync { .. })
+                    | IOp::Copy(CopyOp::CpAsyncArrive { .. })
+                    | IOp::Copy(CopyOp::CpAsyncCommitGroup)
+                    | IOp::Copy(CopyOp::CpAsyncWait { .. })
+                    | IOp::Copy(CopyOp::CopyPart { .. })
+                    | IOp::Mem(MemOp::ReadPart { .. })
                     | IOp::Remote { .. },
                 ..
             } = &i.kind
@@ -180,7 +182,8 @@ pub fn run(proto: &Protocol, opts: &Options) -> Result<RunResult, Unsupported> {
             })
             .collect();
         if n > 0 {
-            joined.push(Ok(world.thread_main(0)));
+            // A panic here must not skip the joins below: copy helpers hold a pointer to the world.
+            joined.push(std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| world.thread_main(0))));
         }
         joined.extend(handles.into_iter().map(|h| h.join()));
     }
@@ -203,7 +206,7 @@ pub fn run(proto: &Protocol, opts: &Options) -> Result<RunResult, Unsupported> {
             "every thread exited with an async copy still in flight",
         ));
     }
-    if world.proxy_pending.load(SeqCst) > 0 {
+    if !directed && world.proxy_pending.load(SeqCst) > 0 {
         world.fail(Ub::new(
             ViolationKind::Lifetime,
             "every thread exited while the async proxy still reads shared memory",
@@ -362,21 +365,14 @@ pub(crate) struct Ctx<'a> {
     pub(crate) idle_since: Option<(u64, Instant)>,
 }
 
-/// Whether each lane of a uniform agent makes the operation's contribution on its own (the
-/// model's rule, model/src/rt/uniform_agent.rs).
+/// Whether each lane of a uniform agent makes the operation's contribution on its own: the
+/// model's per-object rule (model/src/rt/uniform_agent.rs).
 fn per_lane(op: &IOp) -> bool {
-    matches!(
-        op,
-        IOp::Arrive { .. }
-            | IOp::ExpectTx { .. }
-            | IOp::CompleteTx { .. }
-            | IOp::Copy { .. }
-            | IOp::CopyPart { .. }
-            | IOp::Init { .. }
-            | IOp::Inval { .. }
-            | IOp::CpAsync { .. }
-            | IOp::CpAsyncArrive { .. }
-    )
+    match op {
+        IOp::Mbar(op) => op.per_lane(),
+        IOp::Copy(op) => op.per_lane(),
+        _ => false,
+    }
 }
 
 impl World {
@@ -687,7 +683,7 @@ impl World {
                             if let (Some(slot), Some(v)) = (result, v) {
                                 ctx.locals[*slot as usize] = v;
                             }
-                            idle = matches!(op, IOp::Wait { try_: true, .. }) && v == Some(0);
+                            idle = matches!(op, IOp::Mbar(MbarOp::Wait { try_: true, .. })) && v == Some(0);
                         }
                         Err(e) => break Err(e),
                     }
@@ -814,12 +810,12 @@ impl World {
     /// One operation of the instruction at `pc`.
     pub(crate) fn op(&self, op: &IOp, ctx: &mut Ctx, rec: Option<Recorded>, pc: u32) -> Result<Option<i64>, Stop> {
         match op {
-            IOp::CpAsync {
+            IOp::Copy(CopyOp::CpAsync {
                 buf,
                 offset,
                 bytes,
                 version,
-            } => {
+            }) => {
                 let d = self.buf(buf, ctx)?;
                 let (off, n) = (self.eval(offset, ctx)?, self.eval(bytes, ctx)?);
                 let version = match version {
@@ -829,16 +825,16 @@ impl World {
                 self.cp_async(ctx, d, off, n, version)?;
                 Ok(None)
             }
-            IOp::CpAsyncArrive { bar, noinc } => {
+            IOp::Copy(CopyOp::CpAsyncArrive { bar, noinc }) => {
                 let b = self.bar(bar, ctx)?;
                 self.cp_async_arrive(ctx, b, *noinc)?;
                 Ok(None)
             }
-            IOp::CpAsyncCommitGroup => {
+            IOp::Copy(CopyOp::CpAsyncCommitGroup) => {
                 self.cp_async_commit(ctx)?;
                 Ok(None)
             }
-            IOp::CpAsyncWait { n } => {
+            IOp::Copy(CopyOp::CpAsyncWait { n }) => {
                 let keep = match n {
                     None => {
                         self.cp_async_commit(ctx)?;
@@ -858,13 +854,13 @@ impl World {
                 self.cp_async_wait(ctx, keep)?;
                 Ok(None)
             }
-            IOp::CopyPart {
+            IOp::Copy(CopyOp::CopyPart {
                 buf,
                 bar,
                 offset,
                 bytes,
                 version,
-            } => {
+            }) => {
                 let d = self.buf(buf, ctx)?;
                 let b = self.bar(bar, ctx)?;
                 let (off, n) = (self.eval(offset, ctx)?, self.eval(bytes, ctx)?);
@@ -883,12 +879,12 @@ impl World {
                 self.issue_copy(ctx, d, b, n, version, Some((off, off + n)));
                 Ok(None)
             }
-            IOp::ReadPart {
+            IOp::Mem(MemOp::ReadPart {
                 buf,
                 offset,
                 bytes,
                 expect,
-            } => {
+            }) => {
                 let d = self.buf(buf, ctx)?;
                 let (off, n) = (self.eval(offset, ctx)?, self.eval(bytes, ctx)?);
                 let want = match expect {
@@ -935,7 +931,7 @@ impl World {
                 }
                 Ok(last)
             }
-            IOp::Arrive { bar, n, drop, expect_tx } => {
+            IOp::Mbar(MbarOp::Arrive { bar, n, drop, expect_tx }) => {
                 let b = self.bar(bar, ctx)?;
                 self.own_barrier(ctx, b, "arrive")?;
                 let n = self.eval(n, ctx)?;
@@ -952,7 +948,7 @@ impl World {
                 }
                 Ok(Some(token as i64))
             }
-            IOp::Wait { bar, target, try_ } => {
+            IOp::Mbar(MbarOp::Wait { bar, target, try_ }) => {
                 let b = self.bar(bar, ctx)?;
                 let v = self.eval(target.expr(), ctx)?;
                 // A token is the phase it was returned for; the hardware compares its parity.
@@ -975,7 +971,7 @@ impl World {
                     Ok(None)
                 }
             }
-            IOp::ExpectTx { bar, bytes } => {
+            IOp::Mbar(MbarOp::ExpectTx { bar, bytes }) => {
                 let b = self.bar(bar, ctx)?;
                 self.own_barrier(ctx, b, "expect_tx")?;
                 let bytes = self.eval(bytes, ctx)?;
@@ -983,7 +979,7 @@ impl World {
                 self.with_bound(|bd| self.barriers[b].expect_tx(bytes, &mut done, bd))?;
                 Ok(None)
             }
-            IOp::CompleteTx { bar, bytes } => {
+            IOp::Mbar(MbarOp::CompleteTx { bar, bytes }) => {
                 let b = self.bar(bar, ctx)?;
                 self.own_barrier(ctx, b, "complete_tx")?;
                 let bytes = self.eval(bytes, ctx)?;
@@ -991,7 +987,7 @@ impl World {
                 self.with_bound(|bd| self.barriers[b].complete_tx(bytes, &mut done, bd))?;
                 Ok(None)
             }
-            IOp::Copy { buf, bar, bytes, version } => {
+            IOp::Copy(CopyOp::Copy { buf, bar, bytes, version }) => {
                 let d = self.buf(buf, ctx)?;
                 let b = self.bar(bar, ctx)?;
                 let bytes = match bytes {
@@ -1012,7 +1008,7 @@ impl World {
                 self.issue_copy(ctx, d, b, bytes, version, None);
                 Ok(None)
             }
-            IOp::Read { buf, expect } => {
+            IOp::Mem(MemOp::Read { buf, expect }) => {
                 let d = self.buf(buf, ctx)?;
                 let want = match expect {
                     Some(e) => Some(self.eval(e, ctx)?),
@@ -1022,14 +1018,14 @@ impl World {
                 self.observe_read(ctx, d, got, want, rec);
                 Ok(Some(got))
             }
-            IOp::Write { buf, version } => {
+            IOp::Mem(MemOp::Write { buf, version }) => {
                 let d = self.buf(buf, ctx)?;
                 let v = self.eval(version, ctx)?;
                 self.buf_set(d, v);
                 self.writes[d].fetch_add(1, Relaxed);
                 Ok(None)
             }
-            IOp::Init { bar, count } => {
+            IOp::Mbar(MbarOp::Init { bar, count }) => {
                 let b = self.bar(bar, ctx)?;
                 let c = match count {
                     Some(e) => self.eval(e, ctx)?,
@@ -1038,12 +1034,12 @@ impl World {
                 self.barriers[b].init(c)?;
                 Ok(None)
             }
-            IOp::Inval { bar } => {
+            IOp::Mbar(MbarOp::Inval { bar }) => {
                 let b = self.bar(bar, ctx)?;
                 self.barriers[b].inval()?;
                 Ok(None)
             }
-            IOp::Commit { bar } => {
+            IOp::Warp(WarpOp::Commit { bar }) => {
                 let b = self.bar(bar, ctx)?;
                 self.barriers[b].live("commit")?;
                 if ctx.completing.is_some() {
@@ -1061,20 +1057,20 @@ impl World {
                 Ok(None)
             }
             // The async proxy (proxy.rs); a negative group count is the model's assertion.
-            IOp::WaitGroup { n, .. } | IOp::WgmmaWait { n } => {
+            IOp::Proxy(ProxyOp::WaitGroup { n, .. }) | IOp::Proxy(ProxyOp::WgmmaWait { n }) => {
                 let keep = self.eval(n, ctx)?;
                 if keep < 0 {
                     return Err(Stop::Ub(Ub::new(ViolationKind::Assertion, "a negative group count")));
                 }
-                self.proxy_retire(ctx, matches!(op, IOp::WgmmaWait { .. }), keep)?;
+                self.proxy_retire(ctx, matches!(op, IOp::Proxy(ProxyOp::WgmmaWait { .. })), keep)?;
                 Ok(None)
             }
-            IOp::StoreAsync { buf } => {
+            IOp::Proxy(ProxyOp::StoreAsync { buf }) => {
                 let d = self.buf(buf, ctx)?;
                 self.proxy_read_issue(ctx, d, false)?;
                 Ok(None)
             }
-            IOp::Wgmma { bufs } => {
+            IOp::Proxy(ProxyOp::Wgmma { bufs }) => {
                 let ds = bufs.iter().map(|b| self.buf(b, ctx)).collect::<Result<Vec<_>, _>>()?;
                 self.proxy_age(ctx, true)?;
                 for d in ds {
@@ -1082,11 +1078,11 @@ impl World {
                 }
                 Ok(None)
             }
-            IOp::CommitGroup => {
+            IOp::Proxy(ProxyOp::CommitGroup) => {
                 self.proxy_age(ctx, false)?;
                 Ok(None)
             }
-            IOp::FenceProxyAsync | IOp::FenceMbarrierInit => Ok(None),
+            IOp::Proxy(ProxyOp::FenceProxyAsync) | IOp::Proxy(ProxyOp::FenceMbarrierInit) => Ok(None),
         }
     }
 }

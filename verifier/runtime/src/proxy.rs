@@ -66,6 +66,10 @@ impl World {
     /// kind age by one group.
     pub(crate) fn proxy_age(&self, ctx: &mut Ctx, wgmma: bool) -> Result<(), Ub> {
         let t = self.proxy_issuer(ctx)?;
+        if self.proxy.is_empty() {
+            // The protocol issues no async-proxy read: nothing to age.
+            return Ok(());
+        }
         for r in lock(&self.proxy[t]).reads.iter_mut().filter(|r| r.wgmma == wgmma) {
             r.age = r.age.saturating_add(1);
         }
@@ -76,6 +80,10 @@ impl World {
     /// `keep` newest ends; the proxy reads now any it has not read yet.
     pub(crate) fn proxy_retire(&self, ctx: &mut Ctx, wgmma: bool, keep: i64) -> Result<(), Ub> {
         let t = self.proxy_issuer(ctx)?;
+        if self.proxy.is_empty() {
+            // The protocol issues no async-proxy read: nothing to retire.
+            return Ok(());
+        }
         let mut q = lock(&self.proxy[t]);
         let early = self.opts.fault == Fault::ProxyRetiresEarly;
         let mut i = 0;

@@ -15,7 +15,7 @@
 
 use crate::barrier::{Bound, Ub, WaitError};
 use crate::sync::{lock, Condvar, Mutex};
-use phasecheck_model::program::ir::{IOp, InstrKind, Protocol};
+use phasecheck_model::program::ir::{IOp, InstrKind, Protocol, WarpOp};
 use phasecheck_model::ViolationKind;
 
 /// Hardware named barriers per CTA.
@@ -124,7 +124,7 @@ pub fn uses_gate(p: &Protocol) -> bool {
                     | InstrKind::ClusterArrive { .. }
                     | InstrKind::ClusterWait { .. }
                     | InstrKind::Op {
-                        op: IOp::Commit { .. },
+                        op: IOp::Warp(WarpOp::Commit { .. }),
                         ..
                     }
             )
@@ -152,7 +152,7 @@ impl Gate {
                     matches!(
                         i.kind,
                         InstrKind::Op {
-                            op: IOp::Commit { .. },
+                            op: IOp::Warp(WarpOp::Commit { .. }),
                             ..
                         }
                     )
