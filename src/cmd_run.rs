@@ -3,8 +3,9 @@
 //! the model allows, in the GPU report's outcome format.
 //!
 //! Exit status: 0 every outcome is allowed, 1 some outcome is outside the model (a disagreement
-//! between runtime and model) or a barrier law was broken, 2 bad input or a protocol the runtime
-//! cannot run (`commit`).
+//! between runtime and model) or a barrier law was broken, 2 bad input, 3 the comparison is
+//! partial (the model's enumeration or the runs stopped at `--max-seconds`, or `--max-memory`
+//! ended the process) with some outcome not in the part of the model enumerated.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -23,12 +24,38 @@ pub struct RunArgs {
     /// Seed of the first run's random pauses (run i uses seed + i).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Stop after this many seconds: four fifths for the model's enumeration (past it the
+    /// comparison is partial), the rest for the runs.
+    #[arg(long, value_name = "S")]
+    pub max_seconds: Option<f64>,
+    /// End the process (verdict incomplete, exit 3) when it holds this many MiB. Default: half of
+    /// the memory available at start.
+    #[arg(long, value_name = "MIB")]
+    pub max_memory: Option<usize>,
     /// Override a parameter: NAME=VALUE (repeatable).
     #[arg(long = "param", value_name = "NAME=VALUE", value_parser = crate::load::parse_override)]
     pub params: Vec<(String, i64)>,
 }
 
+/// The memory bound passed: nothing was judged.
+fn overrun(b: phasecheck_verifier::Bound) {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(
+        out,
+        "verdict: incomplete (bound {} reached; the process stopped there)",
+        b.describe()
+    );
+    let _ = out.flush();
+    std::process::exit(3);
+}
+
 pub fn run(a: RunArgs) -> ExitCode {
+    let memory = match a.max_memory {
+        Some(m) => m.saturating_mul(1 << 20),
+        None => phasecheck_verifier::bounds::default_memory_bytes().0,
+    };
+    phasecheck_verifier::bounds::watchdog(memory, overrun);
     let spec = match crate::load::load_all(std::slice::from_ref(&a.path), &a.params) {
         Ok(mut s) if s.len() == 1 => s.remove(0),
         Ok(_) => {
@@ -45,11 +72,18 @@ pub fn run(a: RunArgs) -> ExitCode {
     if !params.is_empty() {
         sayln!("params:  {}", params.join(" "));
     }
-    match phasecheck_runtime::cpu::run_cpu(&spec.proto, a.runs, a.seed) {
+    match phasecheck_runtime::cpu::run_cpu_within(&spec.proto, a.runs, a.seed, a.max_seconds) {
         Ok(rep) => {
             say!("{}", rep.render(&spec.proto));
             let bad = !rep.outside().is_empty() || !rep.histogram.broken.is_empty();
-            ExitCode::from(if bad { 1 } else { 0 })
+            let partial = rep.partial() && !rep.unmatched().is_empty();
+            ExitCode::from(if bad {
+                1
+            } else if partial {
+                3
+            } else {
+                0
+            })
         }
         Err(e) => {
             noteln!("error: {}: the reference runtime cannot run this protocol: {e}", spec.display);

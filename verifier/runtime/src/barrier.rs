@@ -82,6 +82,49 @@ pub enum Fault {
     /// Arrivals that do not complete the phase are relaxed instead of release: what the arriving
     /// thread wrote before arriving is not published to the waiters.
     RelaxedArrive,
+    /// Operations do not wait out the completion step: an arrival may change the word while the
+    /// phase's last arrival is still running its completion step.
+    NoCompletingGuard,
+    /// The store that advances the phase is relaxed instead of release.
+    RelaxedAdvance,
+    /// Waits and `try_wait` test the phase with a relaxed load instead of an acquire.
+    RelaxedWait,
+    /// `try_wait` never reports a completed phase.
+    TryWaitNeverSucceeds,
+    /// The phase change notifies sleeping waiters without taking their mutex (a wake-up can fall
+    /// between a waiter's test and its sleep).
+    LostWakeup,
+    /// `arrive_and_drop` arrives but does not lower the count of later phases.
+    DropIgnored,
+    /// The completion step advances the phase without running the completion function.
+    CompletionSkipped,
+    /// A warp-batched `commit` makes one arrival per converged lane instead of one per group.
+    CommitPerLane,
+    /// A warp's arrival at a named barrier counts one thread instead of `warp_size`.
+    NamedCountsOneThread,
+    /// A `cp_async_arrive` fires its arrive-on at once instead of after the thread's copies land.
+    ArriveOnBeforeCopies,
+    /// `wait_group` returns without waiting for the async proxy's read: the proxy reads later.
+    ProxyRetiresEarly,
+}
+
+impl Fault {
+    /// Every planted bug (every variant but `None`), for the mutation table.
+    pub const PLANTED: [Fault; 13] = [
+        Fault::FlipBeforeCompletion,
+        Fault::RelaxedArrive,
+        Fault::NoCompletingGuard,
+        Fault::RelaxedAdvance,
+        Fault::RelaxedWait,
+        Fault::TryWaitNeverSucceeds,
+        Fault::LostWakeup,
+        Fault::DropIgnored,
+        Fault::CompletionSkipped,
+        Fault::CommitPerLane,
+        Fault::NamedCountsOneThread,
+        Fault::ArriveOnBeforeCopies,
+        Fault::ProxyRetiresEarly,
+    ];
 }
 
 /// Undefined behaviour detected by the runtime, named with the model's violation kind.
@@ -179,6 +222,8 @@ pub struct Audit {
     pub started_with: Vec<i64>,
     /// Per phase: arrivals counted (the `n` of each arrive on it).
     pub arrivals: Vec<i64>,
+    /// Per phase: pending arrivals added during it (`cp_async_arrive` without `.noinc`).
+    pub raised: Vec<i64>,
     /// Per phase: how many times the completion step ran for it.
     pub completion_runs: Vec<u32>,
     /// Phases completed so far (logged before the phase change is published).
@@ -204,6 +249,7 @@ impl Audit {
         for p in 0..self.completed as usize {
             let started = self.started_with.get(p).copied().unwrap_or(-1);
             let arrived = self.arrivals.get(p).copied().unwrap_or(0);
+            let started = started + self.raised.get(p).copied().unwrap_or(0);
             if arrived != started {
                 out.push(format!("{name} phase {p} completed with {arrived} arrival(s), expected {started}"));
             }
@@ -371,7 +417,7 @@ impl Barrier {
         let mut cur = self.word.load(Relaxed);
         loop {
             let old = Fields::unpack(cur);
-            if old.completing {
+            if old.completing && self.fault != Fault::NoCompletingGuard {
                 if self.abandoned.load(Relaxed) {
                     return Err(WaitError::Ub(Ub::new(
                         ViolationKind::CompletionMisuse,
@@ -446,7 +492,9 @@ impl Barrier {
                 )
                 .into());
             }
-            self.expected.fetch_sub(n as u32, Relaxed);
+            if self.fault != Fault::DropIgnored {
+                self.expected.fetch_sub(n as u32, Relaxed);
+            }
         }
         let publish = self.fault != Fault::RelaxedArrive;
         // The faulty variant does not publish; the phase change still releases what the
@@ -473,6 +521,27 @@ impl Barrier {
             self.complete(new, on_complete)?;
         }
         Ok(old.phase)
+    }
+
+    /// `cp_async_arrive` without `.noinc`: the pending count of the current phase goes up by one
+    /// now, for the arrive-on that fires once the thread's cp.async copies have landed. Never
+    /// completes a phase; publishes nothing.
+    pub fn raise_pending(&self, bound: &Bound) -> Result<(), WaitError> {
+        self.live("cp_async_arrive")?;
+        let (old, _) = self.update(false, bound, |old| {
+            if old.pending + 1 > MAX_COUNT {
+                return Err(Ub::new(
+                    ViolationKind::CountRange,
+                    format!("cp_async_arrive raises the pending count of {} past {MAX_COUNT}", self.name),
+                ));
+            }
+            Ok(Fields {
+                pending: old.pending + 1,
+                ..old
+            })
+        })?;
+        self.log(|a| *Audit::phase_mut(&mut a.raised, old.phase) += 1);
+        Ok(())
     }
 
     /// `expect_tx(bytes)`: raises the tx-count of the current phase. It completes the phase when
@@ -533,7 +602,12 @@ impl Barrier {
             self.advance(at);
             return on_complete(at.phase).map(|()| self.log(|a| *Audit::phase_mut(&mut a.completion_runs, at.phase) += 1));
         }
-        if let Err(u) = on_complete(at.phase) {
+        let ran = if self.fault == Fault::CompletionSkipped {
+            Ok(())
+        } else {
+            on_complete(at.phase)
+        };
+        if let Err(u) = ran {
             self.abandoned.store(true, Relaxed);
             return Err(u);
         }
@@ -559,7 +633,12 @@ impl Barrier {
             phase: at.phase + 1,
             completing: false,
         };
-        self.word.store(next.pack(), Release);
+        let order = if self.fault == Fault::RelaxedAdvance { Relaxed } else { Release };
+        self.word.store(next.pack(), order);
+        if self.fault == Fault::LostWakeup {
+            self.wake.notify_all();
+            return;
+        }
         let mut g = lock(&self.sleep);
         *g += 1;
         self.wake.notify_all();
@@ -569,13 +648,17 @@ impl Barrier {
     /// Is the phase of parity `p` that a wait names complete? (The hardware test: the current
     /// phase's parity differs from `p`.) An acquire; returns the phase seen when complete.
     fn test(&self, p: u64) -> Option<u64> {
-        let f = Fields::unpack(self.word.load(Acquire));
+        let order = if self.fault == Fault::RelaxedWait { Relaxed } else { Acquire };
+        let f = Fields::unpack(self.word.load(order));
         (f.phase % 2 != p % 2).then_some(f.phase)
     }
 
     /// `try_wait_parity(p)` / `try_wait(token)`: never blocks.
     pub fn try_wait_parity(&self, p: u64) -> Result<bool, Ub> {
         self.live("try_wait")?;
+        if self.fault == Fault::TryWaitNeverSucceeds {
+            return Ok(false);
+        }
         Ok(self.test(p).inspect(|&seen| self.check_returned(p, seen)).is_some())
     }
 

@@ -13,14 +13,22 @@
 //!   be compared with what the model says the trace observes.
 //!
 //! The interpreter does not know the model's rules: it only executes instructions against the
-//! barrier runtime. What it must share with the model is what a program means (expression
-//! evaluation, the default copy version, which statements are recorded in an outcome).
+//! barrier runtime, the execution barriers of [`crate::sched`] and the copy engines of
+//! [`crate::engines`]. What it shares with the model is what a program means: expressions are
+//! evaluated by the model's own evaluator (`IExpr::eval`, short-circuit and faults included), and
+//! the default copy version and which statements are recorded in an outcome are the model's.
+//!
+//! A uniform role runs as one thread per agent, as the model runs it: each of its steps does
+//! what the warp's lanes would do one after the other (`Protocol::lanes_at`: every arrival, tx
+//! update, copy and init once per lane, what the lanes share once).
 
 use crate::barrier::{Barrier, Bound, Fault, Ub, WaitError};
-use crate::sync::{lock, spin_hint, thread, Arc, Condvar, Mutex, Slot};
-use phasecheck_model::program::eval::{apply_binary, apply_unary};
+use crate::engines::{next_rand, CpQueue, RangeMap};
+use crate::proxy::ProxyQueue;
+use crate::sched::{At, Gate};
+use crate::sync::{spin_hint, thread, Arc, Condvar, Mutex, Slot};
 use phasecheck_model::program::ir::{
-    Code, CopyOp, IExpr, IOp, InstrKind, MbarOp, MemOp, Protocol, ProxyOp, Ref, ThreadInfo, WaitTarget, WarpOp, MAX_COUNT,
+    Code, CopyOp, EvalError, IExpr, IOp, InstrKind, MbarOp, MemOp, Protocol, ProxyOp, Ref, ThreadInfo, WaitTarget, WarpOp, MAX_COUNT,
 };
 use phasecheck_model::rt::Action;
 use phasecheck_model::ViolationKind;
@@ -94,70 +102,43 @@ pub struct RunResult {
     pub diverged: Vec<String>,
 }
 
-/// Can the runtime run this protocol? `commit` needs warp convergence, which OS threads do not
-/// have; directed runs also leave out `syncthreads`/`syncwarp` (a model step there is not one
-/// thread's step).
+/// Can the runtime run this protocol? Free runs take every statement of the language. Directed
+/// runs follow a model trace one thread step at a time, which the execution barriers (a model
+/// step there releases a group), uniform roles, cp.async, partial copies and cluster scope do not
+/// map onto: those are refused there.
 pub fn supported(proto: &Protocol, directed: bool) -> Result<(), Unsupported> {
-    if let Some(r) = proto.roles.iter().find(|r| r.uniform) {
-        // One model thread stands for a warp's lanes there; this runtime runs one OS thread
-        // per model thread and would make one arrival where the lanes make warp_size.
-        return Err(Unsupported(format!(
-            "role {} is uniform (one thread per warp), which the reference runtime does not run",
-            r.name
-        )));
+    if !directed {
+        return Ok(());
+    }
+    let refuse = |what: &str| Err(Unsupported(format!("directed runs do not follow {what}")));
+    if proto.roles.iter().any(|r| r.uniform) {
+        return refuse("uniform roles");
     }
     if proto.cluster > 1 {
-        return Err(Unsupported("cluster scope (`cluster N`) is not in the reference runtime".into()));
+        return refuse("cluster scope");
     }
-    let codes = proto.roles.iter().map(|r| &r.code).chain(proto.completions.iter());
-    for code in codes {
+    if crate::sched::uses_gate(proto) {
+        return refuse("execution barriers (syncthreads, syncwarp, elect, named barriers, commit)");
+    }
+    for code in proto.roles.iter().map(|r| &r.code).chain(proto.completions.iter()) {
         for i in &code.instrs {
-            match &i.kind {
-                InstrKind::Op {
-                    op: IOp::Warp(WarpOp::Commit { .. }),
-                    ..
-                } => return Err(Unsupported("commit (warp-batched arrival) needs warp convergence".into())),
-                InstrKind::SyncThreads | InstrKind::SyncWarp if directed => {
-                    return Err(Unsupported("directed runs do not follow syncthreads/syncwarp".into()))
-                }
-                InstrKind::SyncWarpMask { .. } | InstrKind::Elect { .. } => {
-                    return Err(Unsupported("syncwarp(mask) and elect() are not in the reference runtime".into()))
-                }
-                // Named barriers (`bar_sync` / `bar_arrive`).
-                InstrKind::NamedBar { .. } => return Err(Unsupported("named barriers are not in the reference runtime".into())),
-                InstrKind::ClusterArrive { .. }
-                | InstrKind::ClusterWait { .. }
-                | InstrKind::Op {
-                    op: IOp::Remote { .. }, ..
-                } => {
-                    return Err(Unsupported(
-                        "cluster scope (the cluster barrier, remote and multicast operations) is not in the reference runtime".into(),
-                    ))
-                }
-                InstrKind::TokenCheck { .. } => {
-                    return Err(Unsupported(
-                        "token checks of barrier-array elements are not in the reference runtime".into(),
-                    ))
-                }
-                InstrKind::Op { op, .. } if !implemented(op) => {
-                    return Err(Unsupported(format!(
-                    "`{}` is not in the reference runtime (cp.async, its arrive-on and groups, and partial-buffer accesses are not yet)",
-                    op.name()
-                )))
-                }
-                _ => {}
+            if let InstrKind::Op {
+                op:
+                    IOp::Copy(CopyOp::CpAsync { .. })
+                    | IOp::Copy(CopyOp::CpAsyncArrive { .. })
+                    | IOp::Copy(CopyOp::CpAsyncCommitGroup)
+                    | IOp::Copy(CopyOp::CpAsyncWait { .. })
+                    | IOp::Copy(CopyOp::CopyPart { .. })
+                    | IOp::Mem(MemOp::ReadPart { .. } | MemOp::WritePart { .. })
+                    | IOp::Remote { .. },
+                ..
+            } = &i.kind
+            {
+                return refuse("cp.async or partial-buffer copies");
             }
         }
     }
     Ok(())
-}
-
-/// The operations this runtime implements; `supported` refuses a protocol with any other, by name.
-fn implemented(op: &IOp) -> bool {
-    matches!(
-        op,
-        IOp::Mbar(_) | IOp::Copy(CopyOp::Copy { .. }) | IOp::Mem(MemOp::Read { .. } | MemOp::Write { .. }) | IOp::Warp(_) | IOp::Proxy(_)
-    )
 }
 
 /// Run the protocol once.
@@ -201,7 +182,8 @@ pub fn run(proto: &Protocol, opts: &Options) -> Result<RunResult, Unsupported> {
             })
             .collect();
         if n > 0 {
-            joined.push(Ok(world.thread_main(0)));
+            // A panic here must not skip the joins below: copy helpers hold a pointer to the world.
+            joined.push(std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| world.thread_main(0))));
         }
         joined.extend(handles.into_iter().map(|h| h.join()));
     }
@@ -222,6 +204,12 @@ pub fn run(proto: &Protocol, opts: &Options) -> Result<RunResult, Unsupported> {
         world.fail(Ub::new(
             ViolationKind::Lifetime,
             "every thread exited with an async copy still in flight",
+        ));
+    }
+    if !directed && world.proxy_pending.load(SeqCst) > 0 {
+        world.fail(Ub::new(
+            ViolationKind::Lifetime,
+            "every thread exited while the async proxy still reads shared memory",
         ));
     }
     world.abort.store(true, SeqCst);
@@ -255,61 +243,16 @@ pub fn run(proto: &Protocol, opts: &Options) -> Result<RunResult, Unsupported> {
 /// An async copy issued and not yet landed (directed runs keep them in issue order, as the
 /// model's `State::copies`).
 #[derive(Clone, Debug)]
-struct Copy {
-    buf: usize,
-    bar: usize,
-    remaining: i64,
-    version: i64,
+pub(crate) struct Copy {
+    pub(crate) buf: usize,
+    pub(crate) bar: usize,
+    pub(crate) remaining: i64,
+    pub(crate) version: i64,
+    /// Bytes `lo .. hi` of the buffer, for a copy into part of it.
+    pub(crate) range: Option<(i64, i64)>,
 }
 
-/// `syncthreads` / `syncwarp`: waits for every unfinished participant.
-struct ExecBarrier {
-    /// (arrived, live participants, generation)
-    state: Mutex<(usize, usize, u64)>,
-    cv: Condvar,
-}
-
-impl ExecBarrier {
-    fn new(live: usize) -> ExecBarrier {
-        ExecBarrier {
-            state: Mutex::new((0, live, 0)),
-            cv: Condvar::new(),
-        }
-    }
-
-    fn arrive_and_wait(&self, bound: &Bound) -> Result<(), WaitError> {
-        let mut g = lock(&self.state);
-        g.0 += 1;
-        if g.0 == g.1 {
-            g.0 = 0;
-            g.2 += 1;
-            self.cv.notify_all();
-            return Ok(());
-        }
-        let gen = g.2;
-        while g.2 == gen {
-            if let Err(e) = bound_check(bound) {
-                g.0 -= 1;
-                return Err(e);
-            }
-            g = cv_wait(&self.cv, g);
-        }
-        Ok(())
-    }
-
-    /// A participant exited: it no longer holds the others back.
-    fn leave(&self) {
-        let mut g = lock(&self.state);
-        g.1 -= 1;
-        if g.0 > 0 && g.0 == g.1 {
-            g.0 = 0;
-            g.2 += 1;
-            self.cv.notify_all();
-        }
-    }
-}
-
-fn bound_check(b: &Bound) -> Result<(), WaitError> {
+pub(crate) fn bound_check(b: &Bound) -> Result<(), WaitError> {
     if (b.cancelled)() {
         return Err(WaitError::Cancelled);
     }
@@ -319,7 +262,7 @@ fn bound_check(b: &Bound) -> Result<(), WaitError> {
     Ok(())
 }
 
-fn cv_wait<'a, T>(cv: &Condvar, g: crate::sync::MutexGuardOf<'a, T>) -> crate::sync::MutexGuardOf<'a, T> {
+pub(crate) fn cv_wait<'a, T>(cv: &Condvar, g: crate::sync::MutexGuardOf<'a, T>) -> crate::sync::MutexGuardOf<'a, T> {
     #[cfg(loom)]
     return cv.wait(g).unwrap_or_else(|e| e.into_inner());
     #[cfg(not(loom))]
@@ -330,7 +273,7 @@ fn cv_wait<'a, T>(cv: &Condvar, g: crate::sync::MutexGuardOf<'a, T>) -> crate::s
 }
 
 /// Why a thread's interpretation stopped early.
-enum Stop {
+pub(crate) enum Stop {
     Ub(Ub),
     Hung,
     Cancelled,
@@ -352,56 +295,84 @@ impl From<WaitError> for Stop {
     }
 }
 
-struct World {
-    proto: Protocol,
-    opts: Options,
-    barriers: Vec<Barrier>,
-    buffers: Vec<Slot>,
+pub(crate) struct World {
+    pub(crate) proto: Protocol,
+    pub(crate) opts: Options,
+    pub(crate) barriers: Vec<Barrier>,
+    pub(crate) buffers: Vec<Slot>,
+    /// Buffers that partial copies, partial reads or cp.async touch: their versions per byte
+    /// range (`None`: one version for the whole buffer, in `buffers`).
+    pub(crate) ranges: Vec<Option<RangeMap>>,
     /// Writes and copy issues per buffer: the default version of the next copy (bookkeeping, as
     /// `inflight`).
-    writes: Vec<std::sync::atomic::AtomicI64>,
-    vars: Vec<Slot>,
+    pub(crate) writes: Vec<std::sync::atomic::AtomicI64>,
+    pub(crate) vars: Vec<Slot>,
     /// Copies issued and not landed. This and the other plain `std` atomics and mutexes of the
     /// world are bookkeeping outside the protocol's memory: under loom they are not modelled
     /// (loom runs one thread at a time, so they read as sequentially consistent), which keeps
     /// them from multiplying the interleavings loom explores.
-    inflight: std::sync::atomic::AtomicUsize,
-    /// Unfinished protocol threads, threads blocked in a wait, and a counter of every step taken
-    /// (the quiescence test of `Options::quiet`). Bookkeeping outside the modelled memory.
-    alive: std::sync::atomic::AtomicUsize,
-    blocked: std::sync::atomic::AtomicUsize,
-    progress: std::sync::atomic::AtomicU64,
+    pub(crate) inflight: std::sync::atomic::AtomicUsize,
+    /// Unfinished protocol threads, threads blocked in a wait, threads spinning in a loop that
+    /// changes nothing, and a counter of every step that changed something (the quiescence test
+    /// of `Options::quiet`). Bookkeeping outside the modelled memory.
+    pub(crate) alive: std::sync::atomic::AtomicUsize,
+    pub(crate) blocked: std::sync::atomic::AtomicUsize,
+    pub(crate) spinning: std::sync::atomic::AtomicUsize,
+    pub(crate) progress: std::sync::atomic::AtomicU64,
+    /// Unfinished threads per CTA (cluster scope: a CTA whose threads all exited has released
+    /// its shared memory).
+    pub(crate) cta_alive: Vec<std::sync::atomic::AtomicUsize>,
     /// Lifetime bookkeeping: a global sequence, the number the last exiting thread took, the
     /// numbers copies took just before their last bytes landed, and copies never landed.
-    seq: std::sync::atomic::AtomicU64,
-    exit_seq: std::sync::atomic::AtomicU64,
-    landed_seqs: std::sync::Mutex<Vec<u64>>,
-    unlanded: std::sync::atomic::AtomicUsize,
-    abort: std::sync::atomic::AtomicBool,
-    ub: std::sync::Mutex<Option<Ub>>,
-    completion_runs: Vec<std::sync::atomic::AtomicU64>,
-    stale_reads: std::sync::Mutex<Vec<String>>,
-    diverged: std::sync::Mutex<Vec<String>>,
-    /// `syncthreads` / `syncwarp` (absent when the protocol has none: their bookkeeping at thread
+    pub(crate) seq: std::sync::atomic::AtomicU64,
+    pub(crate) exit_seq: std::sync::atomic::AtomicU64,
+    pub(crate) landed_seqs: std::sync::Mutex<Vec<u64>>,
+    pub(crate) unlanded: std::sync::atomic::AtomicUsize,
+    pub(crate) abort: std::sync::atomic::AtomicBool,
+    pub(crate) ub: std::sync::Mutex<Option<Ub>>,
+    pub(crate) completion_runs: Vec<std::sync::atomic::AtomicU64>,
+    pub(crate) stale_reads: std::sync::Mutex<Vec<String>>,
+    pub(crate) diverged: std::sync::Mutex<Vec<String>>,
+    /// The execution barriers (absent when the protocol has none: their bookkeeping at thread
     /// exit would only add interleavings).
-    cta: Option<ExecBarrier>,
-    warps: Vec<ExecBarrier>,
+    pub(crate) gate: Option<Gate>,
+    /// Per thread, its cp.async copies and arrive-ons in issue order (empty without cp.async).
+    pub(crate) cp: Vec<Mutex<CpQueue>>,
+    /// Per thread, its async-proxy reads in flight, and how many there are in all.
+    pub(crate) proxy: Vec<Mutex<ProxyQueue>>,
+    pub(crate) proxy_pending: std::sync::atomic::AtomicUsize,
     /// Threads blocked at an execution barrier (they never time out; see `blocking`).
-    blocked_exec: std::sync::atomic::AtomicUsize,
-    copy_threads: std::sync::Mutex<Vec<thread::JoinHandle<()>>>,
+    pub(crate) blocked_exec: std::sync::atomic::AtomicUsize,
+    pub(crate) copy_threads: std::sync::Mutex<Vec<thread::JoinHandle<()>>>,
     /// Directed runs: index of the action whose turn it is, and the copies in flight.
-    turn: Mutex<(usize, Vec<Copy>)>,
-    turn_cv: Condvar,
+    pub(crate) turn: Mutex<(usize, Vec<Copy>)>,
+    pub(crate) turn_cv: Condvar,
 }
 
 /// Evaluation context: a protocol thread or a completion function.
-struct Ctx<'a> {
-    me: Option<ThreadInfo>,
-    locals: Vec<i64>,
+pub(crate) struct Ctx<'a> {
+    /// The protocol thread's index in `Protocol::threads` (None in a completion function).
+    pub(crate) t: Option<usize>,
+    pub(crate) me: Option<ThreadInfo>,
+    pub(crate) locals: Vec<i64>,
     /// The barrier whose completion function this is.
-    completing: Option<usize>,
-    out: Option<&'a mut ThreadOutcome>,
-    rng: u64,
+    pub(crate) completing: Option<usize>,
+    pub(crate) out: Option<&'a mut ThreadOutcome>,
+    pub(crate) rng: u64,
+    /// Cluster scope: while a remote operation runs, the CTA whose objects it names.
+    pub(crate) remote: Option<usize>,
+    /// Spinning: since when (progress counter, time) the thread's steps changed nothing.
+    pub(crate) idle_since: Option<(u64, Instant)>,
+}
+
+/// Whether each lane of a uniform agent makes the operation's contribution on its own: the
+/// model's per-object rule (model/src/rt/uniform_agent.rs).
+fn per_lane(op: &IOp) -> bool {
+    match op {
+        IOp::Mbar(op) => op.per_lane(),
+        IOp::Copy(op) => op.per_lane(),
+        _ => false,
+    }
 }
 
 impl World {
@@ -410,28 +381,32 @@ impl World {
         for b in &proto.barriers {
             barriers.push(Barrier::new(b.name.clone(), (!b.manual_init).then_some(b.count), opts.fault)?);
         }
-        let nwarps = proto.threads.iter().map(|t| t.warp as usize + 1).max().unwrap_or(0);
-        let uses_sync = proto.roles.iter().any(|r| {
-            r.code
-                .instrs
-                .iter()
-                .any(|i| matches!(i.kind, InstrKind::SyncThreads | InstrKind::SyncWarp))
-        });
-        let warps = if uses_sync {
-            (0..nwarps)
-                .map(|w| ExecBarrier::new(proto.threads.iter().filter(|t| t.warp as usize == w).count()))
-                .collect()
+        let ranged = crate::engines::ranged_buffers(&proto);
+        let uses_cp = crate::engines::uses_cp_async(&proto);
+        let proxy: Vec<()> = if crate::engines::uses_proxy_reads(&proto) {
+            vec![(); proto.threads.len()]
         } else {
             Vec::new()
         };
+        let ctas = proto.cluster.max(1) as usize;
         Ok(World {
             buffers: proto.buffers.iter().map(|_| Slot::new(0)).collect(),
+            ranges: proto
+                .buffers
+                .iter()
+                .zip(&ranged)
+                .map(|(b, r)| r.then(|| RangeMap::new(b.bytes)))
+                .collect(),
             writes: proto.buffers.iter().map(|_| std::sync::atomic::AtomicI64::new(0)).collect(),
             vars: proto.vars.iter().map(|v| Slot::new(v.init)).collect(),
             inflight: std::sync::atomic::AtomicUsize::new(0),
             alive: std::sync::atomic::AtomicUsize::new(proto.threads.len()),
             blocked: std::sync::atomic::AtomicUsize::new(0),
+            spinning: std::sync::atomic::AtomicUsize::new(0),
             progress: std::sync::atomic::AtomicU64::new(0),
+            cta_alive: (0..ctas)
+                .map(|c| std::sync::atomic::AtomicUsize::new(proto.threads.iter().filter(|t| t.cta as usize == c).count()))
+                .collect(),
             seq: std::sync::atomic::AtomicU64::new(0),
             exit_seq: std::sync::atomic::AtomicU64::new(u64::MAX),
             landed_seqs: std::sync::Mutex::new(vec![]),
@@ -441,9 +416,15 @@ impl World {
             completion_runs: proto.barriers.iter().map(|_| std::sync::atomic::AtomicU64::new(0)).collect(),
             stale_reads: std::sync::Mutex::new(vec![]),
             diverged: std::sync::Mutex::new(vec![]),
-            cta: uses_sync.then(|| ExecBarrier::new(proto.threads.len())),
+            gate: crate::sched::uses_gate(&proto).then(|| Gate::new(&proto, opts.fault, opts.seed)),
+            cp: if uses_cp {
+                proto.threads.iter().map(|_| Mutex::new(CpQueue::default())).collect()
+            } else {
+                Vec::new()
+            },
+            proxy: proxy.iter().map(|_| Mutex::new(ProxyQueue::default())).collect(),
+            proxy_pending: std::sync::atomic::AtomicUsize::new(0),
             blocked_exec: std::sync::atomic::AtomicUsize::new(0),
-            warps,
             copy_threads: std::sync::Mutex::new(vec![]),
             turn: Mutex::new((0, vec![])),
             turn_cv: Condvar::new(),
@@ -453,7 +434,7 @@ impl World {
         })
     }
 
-    fn fail(&self, u: Ub) {
+    pub(crate) fn fail(&self, u: Ub) {
         let mut g = self.ub.lock().unwrap_or_else(|p| p.into_inner());
         if g.is_none() {
             *g = Some(u);
@@ -462,173 +443,19 @@ impl World {
         self.abort.store(true, SeqCst);
     }
 
-    fn cancelled(&self) -> bool {
+    pub(crate) fn cancelled(&self) -> bool {
         self.abort.load(Relaxed)
     }
 
-    fn directed(&self) -> Option<&[Action]> {
+    pub(crate) fn directed(&self) -> Option<&[Action]> {
         match &self.opts.schedule {
             Schedule::Directed(a) => Some(a),
             Schedule::Free => None,
         }
     }
 
-    /// A fresh bound for one operation that does not block a thread for long (the COMPLETING
-    /// spin): cancellation and the hard deadline only.
-    fn with_bound<R>(&self, f: impl FnOnce(&Bound) -> R) -> R {
-        let cancelled = || self.cancelled();
-        let deadline = if cfg!(loom) {
-            None
-        } else {
-            Some(Instant::now() + self.opts.wait_timeout)
-        };
-        f(&Bound {
-            deadline,
-            cancelled: &cancelled,
-        })
-    }
-
-    /// A bound for a blocking wait of a protocol thread. It also gives up once the CTA has been
-    /// quiet for `Options::quiet`, following the model's timeout rule (gpu-conformance's
-    /// outcome module): a thread blocked at a barrier wait times out (hangs) when every unfinished
-    /// thread is blocked and no copy is in flight; a thread at `syncthreads`/`syncwarp` never
-    /// times out (the hardware's execution barriers have no timeout), it gives up only when
-    /// nothing is left that could release it: every unfinished thread is at an execution barrier.
-    fn blocking<R>(&self, exec: bool, f: impl FnOnce(&Bound) -> Result<R, WaitError>) -> Result<R, WaitError> {
-        if cfg!(loom) || self.directed().is_some() {
-            return self.with_bound(f);
-        }
-        self.blocked.fetch_add(1, SeqCst);
-        if exec {
-            self.blocked_exec.fetch_add(1, SeqCst);
-        }
-        let last = std::cell::Cell::new((u64::MAX, Instant::now()));
-        let hung = std::cell::Cell::new(false);
-        let give_up = || {
-            if self.cancelled() {
-                return true;
-            }
-            let alive = self.alive.load(SeqCst);
-            let quiet = if exec {
-                self.blocked_exec.load(SeqCst) >= alive
-            } else {
-                self.blocked.load(SeqCst) >= alive
-            } && self.inflight.load(SeqCst) == 0;
-            let p = self.progress.load(SeqCst);
-            let (seen, since) = last.get();
-            if !quiet || p != seen {
-                last.set((p, Instant::now()));
-                return false;
-            }
-            if since.elapsed() >= self.opts.quiet {
-                hung.set(true);
-                return true;
-            }
-            false
-        };
-        let deadline = Some(Instant::now() + self.opts.wait_timeout);
-        let r = f(&Bound {
-            deadline,
-            cancelled: &give_up,
-        });
-        self.blocked.fetch_sub(1, SeqCst);
-        if exec {
-            self.blocked_exec.fetch_sub(1, SeqCst);
-        }
-        match r {
-            Err(WaitError::Cancelled) if hung.get() => Err(WaitError::TimedOut),
-            r => r,
-        }
-    }
-
-    fn stepped(&self) {
-        self.progress.fetch_add(1, Relaxed);
-    }
-
-    fn note(&self, list: &std::sync::Mutex<Vec<String>>, s: String) {
+    pub(crate) fn note(&self, list: &std::sync::Mutex<Vec<String>>, s: String) {
         list.lock().unwrap_or_else(|p| p.into_inner()).push(s);
-    }
-
-    // ---- directed runs --------------------------------------------------------------------
-
-    /// Wait for `Thread(t)`'s turn; false when the schedule ended (or was abandoned) first.
-    fn take_turn(&self, t: usize) -> bool {
-        let Some(actions) = self.directed() else { return true };
-        let deadline = Instant::now() + self.opts.wait_timeout;
-        let mut g = lock(&self.turn);
-        loop {
-            if g.0 >= actions.len() || self.cancelled() {
-                return false;
-            }
-            if actions[g.0] == Action::Thread(t as u16) {
-                return true;
-            }
-            if Instant::now() >= deadline {
-                self.note(&self.diverged, format!("thread {t} never got its turn (stuck at action {})", g.0));
-                return false;
-            }
-            g = cv_wait(&self.turn_cv, g);
-        }
-    }
-
-    fn pass_turn(&self) {
-        if self.directed().is_none() {
-            return;
-        }
-        let mut g = lock(&self.turn);
-        g.0 += 1;
-        self.turn_cv.notify_all();
-    }
-
-    /// The director: performs the landings of a directed schedule on their turns.
-    fn direct(&self) {
-        let actions = self.directed().expect("directed").to_vec();
-        let deadline = Instant::now() + self.opts.wait_timeout;
-        loop {
-            let g = lock(&self.turn);
-            if g.0 >= actions.len() || self.cancelled() {
-                break;
-            }
-            let (i, part) = match actions[g.0] {
-                Action::Land(i) => (i as usize, false),
-                Action::LandPart(i) => (i as usize, true),
-                Action::Thread(_) => {
-                    if Instant::now() >= deadline {
-                        let at = g.0;
-                        drop(g);
-                        self.note(&self.diverged, format!("action {at} ({:?}) did not finish", actions[at]));
-                        self.abort.store(true, SeqCst);
-                        break;
-                    }
-                    drop(cv_wait(&self.turn_cv, g));
-                    continue;
-                }
-            };
-            let Some(c) = g.1.get(i).cloned() else {
-                let at = g.0;
-                drop(g);
-                self.note(&self.diverged, format!("action {at}: no copy {i} in flight"));
-                self.abort.store(true, SeqCst);
-                break;
-            };
-            drop(g);
-            let landed = self.land_some(&c, if part { Landing::Part } else { Landing::All });
-            let mut g = lock(&self.turn);
-            match landed {
-                Ok(bytes) if bytes < c.remaining => g.1[i].remaining -= bytes,
-                Ok(_) => {
-                    g.1.remove(i);
-                }
-                Err(Stop::Ub(u)) => self.fail(u),
-                Err(_) => {}
-            }
-            g.0 += 1;
-            self.turn_cv.notify_all();
-        }
-        // Release threads still waiting for a turn.
-        let mut g = lock(&self.turn);
-        g.0 = g.0.max(actions.len());
-        self.turn_cv.notify_all();
     }
 
     // ---- threads ---------------------------------------------------------------------------
@@ -638,34 +465,57 @@ impl World {
         let code = self.proto.code_of(t);
         let mut out = ThreadOutcome::default();
         let mut ctx = Ctx {
+            t: Some(t),
             me: Some(me),
             locals: vec![0; code.local_names.len()],
             completing: None,
             out: Some(&mut out),
             rng: self.opts.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (t as u64 + 1).wrapping_mul(0xbf58_476d_1ce4_e5b9),
+            remote: None,
+            idle_since: None,
         };
         let r = self.exec(code, &mut ctx, true);
+        if ctx.idle_since.is_some() {
+            self.spinning.fetch_sub(1, SeqCst);
+        }
         drop(ctx);
         match r {
             Ok(()) => out.finished = true,
             Err(Stop::Ub(u)) => self.fail(u),
             Err(Stop::Hung) | Err(Stop::Cancelled) => {}
         }
-        if let Some(cta) = &self.cta {
-            cta.leave();
-            self.warps[me.warp as usize].leave();
+        if let Some(g) = &self.gate {
+            if let Some(u) = g.exit(t) {
+                self.fail(u);
+            }
         }
+        self.cta_alive[me.cta as usize].fetch_sub(1, SeqCst);
         if self.alive.fetch_sub(1, SeqCst) == 1 {
             self.exit_seq.store(self.seq.fetch_add(1, SeqCst), SeqCst);
         }
-        self.stepped();
+        // A thread that timed out changes nothing the others wait for (the model's timeouts of a
+        // quiet CTA fire together): only a finished thread's exit is progress.
+        if out.finished {
+            self.stepped();
+        }
         out
+    }
+
+    /// Stand at an execution barrier until the gate releases the thread.
+    fn at_gate(&self, ctx: &Ctx, at: At, exec: bool) -> Result<Option<(usize, i64)>, Stop> {
+        let (Some(t), Some(g)) = (ctx.t, self.gate.as_ref()) else {
+            return Err(Stop::Ub(Ub::new(
+                ViolationKind::CompletionMisuse,
+                "a completion function blocks at an execution barrier",
+            )));
+        };
+        Ok(self.blocking(exec, |b| g.enter(t, at, b))?)
     }
 
     /// Interpret `code` from its first instruction. `turns`: a protocol thread (takes turns in
     /// directed runs, pauses at random in free runs); false for completion functions, which run
     /// inside the completing step.
-    fn exec(&self, code: &Code, ctx: &mut Ctx, turns: bool) -> Result<(), Stop> {
+    pub(crate) fn exec(&self, code: &Code, ctx: &mut Ctx, turns: bool) -> Result<(), Stop> {
         let mut pc = 0usize;
         let mut have_turn = false;
         let mut fuel: u64 = 10_000_000;
@@ -674,17 +524,22 @@ impl World {
             fuel -= 1;
             if fuel == 0 {
                 break Err(Stop::Ub(Ub::new(
-                    ViolationKind::CompletionMisuse,
-                    "a completion function does not finish",
+                    if turns {
+                        ViolationKind::Deadlock
+                    } else {
+                        ViolationKind::CompletionMisuse
+                    },
+                    "a loop does not finish",
                 )));
             }
-            if turns && instr.visible {
+            let visible = turns && instr.visible;
+            if visible {
                 if have_turn {
                     self.pass_turn();
                     have_turn = false;
                 }
                 if self.directed().is_some() {
-                    if !self.take_turn(ctx.me.map(|m| m.gtid as usize).unwrap_or(0)) {
+                    if !self.take_turn(ctx.t.unwrap_or(0)) {
                         break Err(Stop::Cancelled);
                     }
                     have_turn = true;
@@ -694,10 +549,14 @@ impl World {
                 if self.cancelled() {
                     break Err(Stop::Cancelled);
                 }
-                self.stepped();
             }
+            // Whether this visible step changed anything (see `idle_step`).
+            let mut idle = false;
             match &instr.kind {
-                InstrKind::SetLocal { slot, expr } => ctx.locals[*slot as usize] = self.eval(expr, ctx)?,
+                InstrKind::SetLocal { slot, expr } => {
+                    ctx.locals[*slot as usize] = self.eval(expr, ctx)?;
+                    idle = true;
+                }
                 InstrKind::SetVar { var, expr } => {
                     let v = self.eval(expr, ctx)?;
                     self.vars[*var as usize].set(v);
@@ -707,50 +566,136 @@ impl World {
                     continue;
                 }
                 InstrKind::Branch { cond, else_to } => {
-                    if self.eval(cond, ctx)? == 0 {
+                    let taken = self.eval(cond, ctx)? != 0;
+                    if let (Some(g), Some(t)) = (&self.gate, ctx.t) {
+                        g.branch(t, pc as u32, taken);
+                    }
+                    if visible {
+                        if let Err(e) = self.idle_step(ctx) {
+                            break Err(e);
+                        }
+                    }
+                    if !taken {
                         pc = *else_to as usize;
                         continue;
                     }
+                    pc += 1;
+                    continue;
                 }
                 InstrKind::Assert(e) => {
                     if self.eval(e, ctx)? == 0 {
                         break Err(Stop::Ub(Ub::new(ViolationKind::Assertion, "assertion failed")));
                     }
+                    idle = true;
                 }
                 InstrKind::Return => break Ok(()),
                 InstrKind::Work => spin_hint(),
-                InstrKind::SyncWarpMask { .. }
-                | InstrKind::Elect { .. }
-                | InstrKind::NamedBar { .. }
-                | InstrKind::TokenCheck { .. }
-                | InstrKind::ClusterArrive { .. }
-                | InstrKind::ClusterWait { .. } => break Err(Stop::Ub(Ub::new(ViolationKind::Assertion, "refused by `supported`"))),
-                InstrKind::SyncWarp | InstrKind::SyncThreads => {
-                    let Some(me) = ctx.me else {
+                InstrKind::TokenCheck { origin, index, group } => {
+                    let from = ctx.locals[*origin as usize];
+                    let at = self.eval(index, ctx)?;
+                    if from != 0 && from != at + 1 {
+                        let name = &self.proto.barrier_groups[*group as usize].name;
                         break Err(Stop::Ub(Ub::new(
-                            ViolationKind::CompletionMisuse,
-                            "a completion function blocks at an execution barrier",
+                            ViolationKind::Assertion,
+                            format!("a wait on {name}[{at}] with a token of {name}[{}]", from - 1),
                         )));
+                    }
+                    idle = true;
+                }
+                InstrKind::SyncThreads => {
+                    if let Err(e) = self.at_gate(ctx, At::SyncThreads, true) {
+                        break Err(e);
+                    }
+                }
+                InstrKind::SyncWarp => {
+                    if let Err(e) = self.at_gate(ctx, At::Warp { elect: false, mask: None }, true) {
+                        break Err(e);
+                    }
+                }
+                InstrKind::SyncWarpMask { mask } => {
+                    let m = self.eval(mask, ctx)?;
+                    let lane = ctx.me.map_or(0, |me| me.lane);
+                    if lane >= 64 || (m >> lane) & 1 == 0 {
+                        break Err(Stop::Ub(Ub::new(
+                            ViolationKind::Assertion,
+                            format!("syncwarp({m:#x}) is executed by lane {lane}, which is not in the mask"),
+                        )));
+                    }
+                    if let Err(e) = self.at_gate(
+                        ctx,
+                        At::Warp {
+                            elect: false,
+                            mask: Some(m),
+                        },
+                        true,
+                    ) {
+                        break Err(e);
+                    }
+                }
+                InstrKind::Elect { slot } => {
+                    if let Err(e) = self.at_gate(ctx, At::Warp { elect: true, mask: None }, true) {
+                        break Err(e);
+                    }
+                    let (Some(g), Some(t)) = (&self.gate, ctx.t) else {
+                        unreachable!("at_gate checked both")
                     };
-                    let eb = if matches!(instr.kind, InstrKind::SyncThreads) {
-                        self.cta.as_ref().expect("created when the protocol syncs")
-                    } else {
-                        &self.warps[me.warp as usize]
+                    ctx.locals[*slot as usize] = g.elected(t) as i64;
+                }
+                InstrKind::NamedBar { id, count, sync } => {
+                    let (id, count) = (self.eval(id, ctx)?, self.eval(count, ctx)?);
+                    if let Err(e) = self.at_gate(ctx, At::Named { id, count, sync: *sync }, true) {
+                        break Err(e);
+                    }
+                }
+                InstrKind::ClusterArrive { .. } => {
+                    let (Some(g), Some(t)) = (&self.gate, ctx.t) else {
+                        unreachable!("cluster barriers are in role code")
                     };
-                    if let Err(e) = self.blocking(true, |b| eb.arrive_and_wait(b)) {
-                        break Err(e.into());
+                    g.cluster_arrive(t)?;
+                }
+                InstrKind::ClusterWait { .. } => {
+                    let (Some(g), Some(t)) = (&self.gate, ctx.t) else {
+                        unreachable!("cluster barriers are in role code")
+                    };
+                    let mark = g.cluster_mark(t)?;
+                    if let Err(e) = self.at_gate(ctx, At::ClusterWait { mark }, true) {
+                        break Err(e);
                     }
                 }
                 InstrKind::Op { op, result } => {
                     let rec = recorded(code, instr);
-                    match self.op(op, ctx, rec) {
+                    let lanes = match (turns, ctx.t) {
+                        (true, Some(t)) if per_lane(op) => self.proto.lanes_at(t, pc as u32),
+                        _ => 1,
+                    };
+                    let mut r = self.op(op, ctx, rec, pc as u32);
+                    for _ in 1..lanes {
+                        if r.is_err() {
+                            break;
+                        }
+                        // The other lanes of a uniform agent: their tokens are not the outcome's.
+                        if let Err(e) = self.op(op, ctx, None, pc as u32) {
+                            r = Err(e);
+                        }
+                    }
+                    match r {
                         Ok(v) => {
                             if let (Some(slot), Some(v)) = (result, v) {
                                 ctx.locals[*slot as usize] = v;
                             }
+                            idle = matches!(op, IOp::Mbar(MbarOp::Wait { try_: true, .. })) && v == Some(0);
                         }
                         Err(e) => break Err(e),
                     }
+                }
+            }
+            if visible {
+                if idle {
+                    if let Err(e) = self.idle_step(ctx) {
+                        break Err(e);
+                    }
+                } else {
+                    self.busy_step(ctx);
                 }
             }
             pc += 1;
@@ -762,7 +707,7 @@ impl World {
     }
 
     /// A random pause before a visible step of a free run, so that runs differ.
-    fn pause(&self, ctx: &mut Ctx) {
+    pub(crate) fn pause(&self, ctx: &mut Ctx) {
         if cfg!(loom) || self.opts.max_delay.is_zero() {
             return;
         }
@@ -779,28 +724,26 @@ impl World {
         }
     }
 
-    fn eval(&self, e: &IExpr, ctx: &Ctx) -> Result<i64, Ub> {
-        let who = || ctx.me.expect("identity expressions are only lowered in role bodies");
-        Ok(match e {
-            IExpr::Const(v) => *v,
-            IExpr::Local(i) => ctx.locals[*i as usize],
-            IExpr::Var(v) => self.vars[*v as usize].get(),
-            IExpr::Tid => who().tid as i64,
-            IExpr::Gtid => who().gtid as i64,
-            IExpr::Lane => who().lane as i64,
-            IExpr::Warp => who().warp as i64,
-            IExpr::Unary(op, a) => {
-                apply_unary(*op, self.eval(a, ctx)?).ok_or_else(|| Ub::new(ViolationKind::Assertion, "arithmetic overflow"))?
-            }
-            IExpr::Binary(op, a, b) => {
-                let (a, b) = (self.eval(a, ctx)?, self.eval(b, ctx)?);
-                apply_binary(*op, a, b).map_err(|m| Ub::new(ViolationKind::Assertion, m))?
-            }
-        })
+    /// The model's evaluator (`IExpr::eval`: `&&`/`||` short-circuit, checked arithmetic) over
+    /// the thread's locals and identity and the shared vars; a fault is the model's `assertion`.
+    pub(crate) fn eval(&self, e: &IExpr, ctx: &Ctx) -> Result<i64, Ub> {
+        e.eval(&ctx.locals, ctx.me.as_ref(), &mut |v| Ok(self.vars[v as usize].get()))
+            .map_err(|err| match err {
+                EvalError::Fault(m) => Ub::new(ViolationKind::Assertion, m),
+                EvalError::NoVar => Ub::new(ViolationKind::Assertion, "a shared var that cannot be read here"),
+            })
     }
 
-    fn index(&self, r: &Ref, groups: &[phasecheck_model::program::ir::Group], ctx: &Ctx) -> Result<usize, Ub> {
-        let g = &groups[r.group as usize];
+    /// The flat index a reference names; during a remote operation, in the target CTA's copy of
+    /// the group (the tables are CTA-major, model/src/program/ir.rs).
+    pub(crate) fn index(&self, r: &Ref, groups: &[phasecheck_model::program::ir::Group], ctx: &Ctx) -> Result<usize, Ub> {
+        let g = match ctx.remote {
+            None => &groups[r.group as usize],
+            Some(cta) => {
+                let per = groups.len() / self.proto.cluster.max(1) as usize;
+                &groups[cta * per + r.group as usize % per]
+            }
+        };
         let i = match &r.index {
             None => 0,
             Some(e) => self.eval(e, ctx)?,
@@ -814,28 +757,31 @@ impl World {
         Ok(g.base as usize + i as usize)
     }
 
-    fn bar(&self, r: &Ref, ctx: &Ctx) -> Result<usize, Ub> {
+    pub(crate) fn bar(&self, r: &Ref, ctx: &Ctx) -> Result<usize, Ub> {
         self.index(r, &self.proto.barrier_groups, ctx)
     }
 
-    fn buf(&self, r: &Ref, ctx: &Ctx) -> Result<usize, Ub> {
+    pub(crate) fn buf(&self, r: &Ref, ctx: &Ctx) -> Result<usize, Ub> {
         self.index(r, &self.proto.buffer_groups, ctx)
     }
 
     /// The completion step of barrier `b`: its completion function, if any, interpreted in the
     /// completing thread.
-    fn completion(&self, b: usize) -> impl FnMut(u64) -> Result<(), Ub> + '_ {
+    pub(crate) fn completion(&self, b: usize) -> impl FnMut(u64) -> Result<(), Ub> + '_ {
         move |_phase| {
             let Some(ci) = self.proto.barriers[b].completion else {
                 return Ok(());
             };
             let code = &self.proto.completions[ci as usize];
             let mut ctx = Ctx {
+                t: None,
                 me: None,
                 locals: vec![0; code.local_names.len()],
                 completing: Some(b),
                 out: None,
                 rng: 0,
+                remote: None,
+                idle_since: None,
             };
             match self.exec(code, &mut ctx, false) {
                 Ok(()) => {
@@ -848,7 +794,7 @@ impl World {
         }
     }
 
-    fn own_barrier(&self, ctx: &Ctx, b: usize, what: &str) -> Result<(), Ub> {
+    pub(crate) fn own_barrier(&self, ctx: &Ctx, b: usize, what: &str) -> Result<(), Ub> {
         if ctx.completing == Some(b) {
             return Err(Ub::new(
                 ViolationKind::CompletionMisuse,
@@ -861,8 +807,130 @@ impl World {
         Ok(())
     }
 
-    fn op(&self, op: &IOp, ctx: &mut Ctx, rec: Option<Recorded>) -> Result<Option<i64>, Stop> {
+    /// One operation of the instruction at `pc`.
+    pub(crate) fn op(&self, op: &IOp, ctx: &mut Ctx, rec: Option<Recorded>, pc: u32) -> Result<Option<i64>, Stop> {
         match op {
+            IOp::Copy(CopyOp::CpAsync {
+                buf,
+                offset,
+                bytes,
+                version,
+            }) => {
+                let d = self.buf(buf, ctx)?;
+                let (off, n) = (self.eval(offset, ctx)?, self.eval(bytes, ctx)?);
+                let version = match version {
+                    Some(e) => self.eval(e, ctx)?,
+                    None => self.writes[d].load(Relaxed),
+                };
+                self.cp_async(ctx, d, off, n, version)?;
+                Ok(None)
+            }
+            IOp::Copy(CopyOp::CpAsyncArrive { bar, noinc }) => {
+                let b = self.bar(bar, ctx)?;
+                self.cp_async_arrive(ctx, b, *noinc)?;
+                Ok(None)
+            }
+            IOp::Copy(CopyOp::CpAsyncCommitGroup) => {
+                self.cp_async_commit(ctx)?;
+                Ok(None)
+            }
+            IOp::Copy(CopyOp::CpAsyncWait { n }) => {
+                let keep = match n {
+                    None => {
+                        self.cp_async_commit(ctx)?;
+                        0
+                    }
+                    Some(e) => {
+                        let k = self.eval(e, ctx)?;
+                        if !(0..=7).contains(&k) {
+                            return Err(Stop::Ub(Ub::new(
+                                ViolationKind::Assertion,
+                                format!("cp_async_wait_group({k}): PTX takes 0 to 7 groups"),
+                            )));
+                        }
+                        k
+                    }
+                };
+                self.cp_async_wait(ctx, keep)?;
+                Ok(None)
+            }
+            IOp::Copy(CopyOp::CopyPart {
+                buf,
+                bar,
+                offset,
+                bytes,
+                version,
+            }) => {
+                let d = self.buf(buf, ctx)?;
+                let b = self.bar(bar, ctx)?;
+                let (off, n) = (self.eval(offset, ctx)?, self.eval(bytes, ctx)?);
+                let version = match version {
+                    Some(e) => self.eval(e, ctx)?,
+                    None => self.writes[d].load(Relaxed),
+                };
+                self.barriers[b].live("copy_async")?;
+                if !(0..=MAX_COUNT).contains(&n) {
+                    return Err(Stop::Ub(Ub::new(
+                        ViolationKind::TxRange,
+                        format!("the byte count of the copy into {} is {n}", self.proto.buffers[d].name),
+                    )));
+                }
+                self.range_ok(d, off, off + n)?;
+                self.issue_copy(ctx, d, b, n, version, Some((off, off + n)));
+                Ok(None)
+            }
+            IOp::Mem(MemOp::ReadPart {
+                buf,
+                offset,
+                bytes,
+                expect,
+            }) => {
+                let d = self.buf(buf, ctx)?;
+                let (off, n) = (self.eval(offset, ctx)?, self.eval(bytes, ctx)?);
+                let want = match expect {
+                    Some(e) => Some(self.eval(e, ctx)?),
+                    None => None,
+                };
+                self.range_ok(d, off, off + n)?;
+                let got = self.buf_get_range(d, off, off + n);
+                self.observe_read(ctx, d, got, want, rec);
+                Ok(Some(got))
+            }
+            IOp::Remote { target, multicast, op } => {
+                let value = self.eval(target, ctx)?;
+                let n = self.proto.cluster.max(1) as i64;
+                let ctas: Vec<usize> = if *multicast {
+                    if !(1..(1 << n)).contains(&value) {
+                        return Err(Stop::Ub(Ub::new(
+                            ViolationKind::Assertion,
+                            format!("multicast mask {value:#x} names no CTA or one outside the cluster"),
+                        )));
+                    }
+                    (0..n as usize).filter(|c| (value >> c) & 1 != 0).collect()
+                } else {
+                    if !(0..n).contains(&value) {
+                        return Err(Stop::Ub(Ub::new(
+                            ViolationKind::Assertion,
+                            format!("CTA rank {value} is outside the cluster of {n}"),
+                        )));
+                    }
+                    vec![value as usize]
+                };
+                let mut last = None;
+                for cta in ctas {
+                    if self.cta_alive[cta].load(SeqCst) == 0 {
+                        return Err(Stop::Ub(Ub::new(
+                            ViolationKind::Lifetime,
+                            format!("a remote operation on CTA {cta}, whose threads have all exited"),
+                        )));
+                    }
+                    ctx.remote = Some(cta);
+                    let r = self.op(op, ctx, rec, pc);
+                    ctx.remote = None;
+                    last = r?;
+                }
+                Ok(last)
+            }
             IOp::Mbar(MbarOp::Arrive { bar, n, drop, expect_tx }) => {
                 let b = self.bar(bar, ctx)?;
                 self.own_barrier(ctx, b, "arrive")?;
@@ -937,19 +1005,7 @@ impl World {
                         format!("the byte count of the copy into {} is {bytes}", self.proto.buffers[d].name),
                     )));
                 }
-                self.writes[d].fetch_add(1, Relaxed);
-                self.inflight.fetch_add(1, SeqCst);
-                let c = Copy {
-                    buf: d,
-                    bar: b,
-                    remaining: bytes,
-                    version,
-                };
-                if self.directed().is_some() {
-                    lock(&self.turn).1.push(c);
-                } else {
-                    self.spawn_copy(c, ctx);
-                }
+                self.issue_copy(ctx, d, b, bytes, version, None);
                 Ok(None)
             }
             IOp::Mem(MemOp::Read { buf, expect }) => {
@@ -958,24 +1014,28 @@ impl World {
                     Some(e) => Some(self.eval(e, ctx)?),
                     None => None,
                 };
-                let got = self.buffers[d].get();
-                if let Some(w) = want.filter(|w| *w != got) {
-                    self.note(
-                        &self.stale_reads,
-                        format!("a read of {} saw version {got}, the protocol means {w}", self.proto.buffers[d].name),
-                    );
-                }
-                if let Some(o) = ctx.out.as_deref_mut() {
-                    if rec == Some(Recorded::Read) {
-                        o.reads.push(got);
-                    }
-                }
+                let got = self.buf_get(d);
+                self.observe_read(ctx, d, got, want, rec);
                 Ok(Some(got))
             }
             IOp::Mem(MemOp::Write { buf, version }) => {
                 let d = self.buf(buf, ctx)?;
                 let v = self.eval(version, ctx)?;
-                self.buffers[d].set(v);
+                self.buf_set(d, v);
+                self.writes[d].fetch_add(1, Relaxed);
+                Ok(None)
+            }
+            IOp::Mem(MemOp::WritePart {
+                buf,
+                offset,
+                bytes,
+                version,
+            }) => {
+                let d = self.buf(buf, ctx)?;
+                let (off, n) = (self.eval(offset, ctx)?, self.eval(bytes, ctx)?);
+                let v = self.eval(version, ctx)?;
+                self.range_ok(d, off, off + n)?;
+                self.buf_set_range(d, off, off + n, v);
                 self.writes[d].fetch_add(1, Relaxed);
                 Ok(None)
             }
@@ -993,112 +1053,67 @@ impl World {
                 self.barriers[b].inval()?;
                 Ok(None)
             }
-            IOp::Warp(WarpOp::Commit { .. }) => unreachable!("rejected by `supported`"),
-            // The async proxy (TMA stores, wgmma): asynchronous reads of shared memory and proxy fences
-            // change nothing the runtime observes (it judges no races); a negative group count is
-            // the model's assertion.
+            IOp::Warp(WarpOp::Commit { bar }) => {
+                let b = self.bar(bar, ctx)?;
+                self.barriers[b].live("commit")?;
+                if ctx.completing.is_some() {
+                    return Err(Stop::Ub(Ub::new(ViolationKind::CompletionMisuse, "a completion function commits")));
+                }
+                // The converged lanes issue it as one instruction: one of them makes the arrival.
+                if let Some((lead_bar, n)) = self.at_gate(ctx, At::Commit { pc, bar: b }, false)? {
+                    let mut done = self.completion(lead_bar);
+                    let r = self.with_bound(|bd| self.barriers[lead_bar].arrive(n, None, false, &mut done, bd));
+                    if let (Some(g), Some(t)) = (&self.gate, ctx.t) {
+                        g.committed(t);
+                    }
+                    r?;
+                }
+                Ok(None)
+            }
+            // The async proxy (proxy.rs); a negative group count is the model's assertion.
             IOp::Proxy(ProxyOp::WaitGroup { n, .. }) | IOp::Proxy(ProxyOp::WgmmaWait { n }) => {
-                if self.eval(n, ctx)? < 0 {
+                let keep = self.eval(n, ctx)?;
+                if keep < 0 {
                     return Err(Stop::Ub(Ub::new(ViolationKind::Assertion, "a negative group count")));
                 }
+                self.proxy_retire(ctx, matches!(op, IOp::Proxy(ProxyOp::WgmmaWait { .. })), keep)?;
                 Ok(None)
             }
             IOp::Proxy(ProxyOp::StoreAsync { buf }) => {
-                self.buf(buf, ctx)?;
+                let d = self.buf(buf, ctx)?;
+                self.proxy_read_issue(ctx, d, false)?;
                 Ok(None)
             }
             IOp::Proxy(ProxyOp::Wgmma { bufs }) => {
-                for b in bufs {
-                    self.buf(b, ctx)?;
+                let ds = bufs.iter().map(|b| self.buf(b, ctx)).collect::<Result<Vec<_>, _>>()?;
+                self.proxy_age(ctx, true)?;
+                for d in ds {
+                    self.proxy_read_issue(ctx, d, true)?;
                 }
                 Ok(None)
             }
-            IOp::Proxy(ProxyOp::CommitGroup) | IOp::Proxy(ProxyOp::FenceProxyAsync) | IOp::Proxy(ProxyOp::FenceMbarrierInit) => Ok(None),
-            // Refused before the run by `supported` (see `implemented`).
-            _ => Err(Stop::Ub(Ub::new(ViolationKind::Assertion, "refused by `supported`"))),
-        }
-    }
-
-    fn spawn_copy(&self, c: Copy, ctx: &mut Ctx) {
-        let delay = if cfg!(loom) || self.opts.max_delay.is_zero() {
-            Duration::ZERO
-        } else {
-            Duration::from_nanos(next_rand(&mut ctx.rng) % (self.opts.max_delay.as_nanos() as u64 + 1))
-        };
-        // The helper needs the world for as long as it runs; the world outlives every thread
-        // because `run` joins them all before returning, but loom and std want 'static closures,
-        // so it goes through a raw pointer wrapped to be sent.
-        let me = SendPtr(self as *const World);
-        let h = thread::spawn(move || {
-            let me = me;
-            // SAFETY: `run` joins every copy thread (the `copy_threads` list) before the World is
-            // dropped, so the pointer stays valid for this thread's whole life.
-            let w: &World = unsafe { &*me.0 };
-            if !delay.is_zero() {
-                std::thread::sleep(delay);
+            IOp::Proxy(ProxyOp::CommitGroup) => {
+                self.proxy_age(ctx, false)?;
+                Ok(None)
             }
-            w.land_copy(c);
-        });
-        self.copy_threads.lock().unwrap_or_else(|p| p.into_inner()).push(h);
-    }
-
-    /// A free-running copy lands: the data first, then its bytes on the barrier (a release).
-    fn land_copy(&self, mut c: Copy) {
-        // `loop` rather than `while`: a zero-byte copy still lands (its data, a complete_tx(0)).
-        loop {
-            let seq = self.seq.fetch_add(1, SeqCst);
-            match self.land_some(&c, Landing::Auto) {
-                Ok(n) if n < c.remaining => c.remaining -= n,
-                Ok(_) => {
-                    self.landed_seqs.lock().unwrap_or_else(|p| p.into_inner()).push(seq);
-                    return;
-                }
-                Err(Stop::Ub(u)) => {
-                    self.unlanded.fetch_add(1, SeqCst);
-                    self.fail(u);
-                    return;
-                }
-                Err(_) => {
-                    self.unlanded.fetch_add(1, SeqCst);
-                    return;
-                }
-            }
+            IOp::Proxy(ProxyOp::FenceProxyAsync) | IOp::Proxy(ProxyOp::FenceMbarrierInit) => Ok(None),
         }
-    }
-
-    fn land_some(&self, c: &Copy, how: Landing) -> Result<i64, Stop> {
-        self.buffers[c.buf].set(c.version);
-        let mut done = self.completion(c.bar);
-        let bar = &self.barriers[c.bar];
-        let n = self.with_bound(|bd| match how {
-            Landing::Auto => bar.land(c.remaining, false, &mut done, bd),
-            Landing::All => bar.complete_tx(c.remaining, &mut done, bd).map(|()| c.remaining),
-            Landing::Part => bar.land(c.remaining, true, &mut done, bd),
-        })?;
-        if n == c.remaining {
-            self.inflight.fetch_sub(1, SeqCst);
-        }
-        self.stepped();
-        Ok(n)
     }
 }
 
-#[derive(Clone, Copy)]
-enum Landing {
-    Auto,
-    All,
-    Part,
-}
-
-struct SendPtr(*const World);
-// SAFETY: World is Sync (atomics, mutexes, slots); the pointer is only dereferenced while the
-// World is alive (see `spawn_copy`).
-unsafe impl Send for SendPtr {}
-
-fn next_rand(s: &mut u64) -> u64 {
-    // xorshift64*: enough to vary schedules; not for anything else.
-    *s ^= *s >> 12;
-    *s ^= *s << 25;
-    *s ^= *s >> 27;
-    s.wrapping_mul(0x2545_f491_4f6c_dd1d)
+impl World {
+    /// A read's observation: a stale version is noted, a recorded read joins the outcome.
+    fn observe_read(&self, ctx: &mut Ctx, d: usize, got: i64, want: Option<i64>, rec: Option<Recorded>) {
+        if let Some(w) = want.filter(|w| *w != got) {
+            self.note(
+                &self.stale_reads,
+                format!("a read of {} saw version {got}, the protocol means {w}", self.proto.buffers[d].name),
+            );
+        }
+        if let Some(o) = ctx.out.as_deref_mut() {
+            if rec == Some(Recorded::Read) {
+                o.reads.push(got);
+            }
+        }
+    }
 }

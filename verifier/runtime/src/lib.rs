@@ -9,7 +9,11 @@
 
 pub mod barrier;
 pub mod cpu;
+mod engines;
 pub mod interp;
+mod proxy;
+mod quiet;
+pub mod sched;
 pub mod sync;
 
 pub use barrier::{Barrier, Fault, Ub};
