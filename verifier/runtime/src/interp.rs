@@ -808,6 +808,23 @@ impl World {
     }
 
     /// One operation of the instruction at `pc`.
+    /// What a TMA-style copy checks before it is issued (its barrier alive, its byte count within
+    /// the tx range), and its version (the buffer's next write unless named).
+    fn copy_checks(&self, d: usize, b: usize, bytes: i64, version: &Option<IExpr>, ctx: &mut Ctx) -> Result<i64, Stop> {
+        let version = match version {
+            Some(e) => self.eval(e, ctx)?,
+            None => self.writes[d].load(Relaxed),
+        };
+        self.barriers[b].live("copy_async")?;
+        if !(0..=MAX_COUNT).contains(&bytes) {
+            return Err(Stop::Ub(Ub::new(
+                ViolationKind::TxRange,
+                format!("the byte count of the copy into {} is {bytes}", self.proto.buffers[d].name),
+            )));
+        }
+        Ok(version)
+    }
+
     pub(crate) fn op(&self, op: &IOp, ctx: &mut Ctx, rec: Option<Recorded>, pc: u32) -> Result<Option<i64>, Stop> {
         match op {
             IOp::Copy(CopyOp::CpAsync {
@@ -864,17 +881,7 @@ impl World {
                 let d = self.buf(buf, ctx)?;
                 let b = self.bar(bar, ctx)?;
                 let (off, n) = (self.eval(offset, ctx)?, self.eval(bytes, ctx)?);
-                let version = match version {
-                    Some(e) => self.eval(e, ctx)?,
-                    None => self.writes[d].load(Relaxed),
-                };
-                self.barriers[b].live("copy_async")?;
-                if !(0..=MAX_COUNT).contains(&n) {
-                    return Err(Stop::Ub(Ub::new(
-                        ViolationKind::TxRange,
-                        format!("the byte count of the copy into {} is {n}", self.proto.buffers[d].name),
-                    )));
-                }
+                let version = self.copy_checks(d, b, n, version, ctx)?;
                 self.range_ok(d, off, off + n)?;
                 self.issue_copy(ctx, d, b, n, version, Some((off, off + n)));
                 Ok(None)
@@ -994,17 +1001,7 @@ impl World {
                     Some(e) => self.eval(e, ctx)?,
                     None => self.proto.buffers[d].bytes,
                 };
-                let version = match version {
-                    Some(e) => self.eval(e, ctx)?,
-                    None => self.writes[d].load(Relaxed),
-                };
-                self.barriers[b].live("copy_async")?;
-                if !(0..=MAX_COUNT).contains(&bytes) {
-                    return Err(Stop::Ub(Ub::new(
-                        ViolationKind::TxRange,
-                        format!("the byte count of the copy into {} is {bytes}", self.proto.buffers[d].name),
-                    )));
-                }
+                let version = self.copy_checks(d, b, bytes, version, ctx)?;
                 self.issue_copy(ctx, d, b, bytes, version, None);
                 Ok(None)
             }
