@@ -27,9 +27,7 @@ use crate::engines::{next_rand, CpQueue, RangeMap};
 use crate::proxy::ProxyQueue;
 use crate::sched::{At, Gate};
 use crate::sync::{spin_hint, thread, Arc, Condvar, Mutex, Slot};
-use phasecheck_model::program::ir::{
-    Code, CopyOp, EvalError, IExpr, IOp, InstrKind, MbarOp, MemOp, Protocol, ProxyOp, Ref, ThreadInfo, WaitTarget, WarpOp, MAX_COUNT,
-};
+use phasecheck_model::program::ir::{Code, EvalError, IExpr, IOp, InstrKind, MbarOp, Protocol, Ref, ThreadInfo};
 use phasecheck_model::rt::Action;
 use phasecheck_model::ViolationKind;
 use phasecheck_verifier::outcomes::{recorded, Outcome, Recorded, ThreadOutcome};
@@ -122,18 +120,15 @@ pub fn supported(proto: &Protocol, directed: bool) -> Result<(), Unsupported> {
     }
     for code in proto.roles.iter().map(|r| &r.code).chain(proto.completions.iter()) {
         for i in &code.instrs {
-            if let InstrKind::Op {
-                op:
-                    IOp::Copy(CopyOp::CpAsync { .. })
-                    | IOp::Copy(CopyOp::CpAsyncArrive { .. })
-                    | IOp::Copy(CopyOp::CpAsyncCommitGroup)
-                    | IOp::Copy(CopyOp::CpAsyncWait { .. })
-                    | IOp::Copy(CopyOp::CopyPart { .. })
-                    | IOp::Mem(MemOp::ReadPart { .. } | MemOp::WritePart { .. })
-                    | IOp::Remote { .. },
-                ..
-            } = &i.kind
-            {
+            let ranged = match &i.kind {
+                InstrKind::Op { op: IOp::Copy(op), .. } => !crate::op::copy_directed(op),
+                InstrKind::Op { op: IOp::Mem(op), .. } => !crate::op::mem_directed(op),
+                InstrKind::Op {
+                    op: IOp::Remote { .. }, ..
+                } => true,
+                _ => false,
+            };
+            if ranged {
                 return refuse("cp.async or partial-buffer copies");
             }
         }
@@ -502,7 +497,7 @@ impl World {
     }
 
     /// Stand at an execution barrier until the gate releases the thread.
-    fn at_gate(&self, ctx: &Ctx, at: At, exec: bool) -> Result<Option<(usize, i64)>, Stop> {
+    pub(crate) fn at_gate(&self, ctx: &Ctx, at: At, exec: bool) -> Result<Option<(usize, i64)>, Stop> {
         let (Some(t), Some(g)) = (ctx.t, self.gate.as_ref()) else {
             return Err(Stop::Ub(Ub::new(
                 ViolationKind::CompletionMisuse,
@@ -808,101 +803,15 @@ impl World {
     }
 
     /// One operation of the instruction at `pc`.
-    /// What a TMA-style copy checks before it is issued (its barrier alive, its byte count within
-    /// the tx range), and its version (the buffer's next write unless named).
-    fn copy_checks(&self, d: usize, b: usize, bytes: i64, version: &Option<IExpr>, ctx: &mut Ctx) -> Result<i64, Stop> {
-        let version = match version {
-            Some(e) => self.eval(e, ctx)?,
-            None => self.writes[d].load(Relaxed),
-        };
-        self.barriers[b].live("copy_async")?;
-        if !(0..=MAX_COUNT).contains(&bytes) {
-            return Err(Stop::Ub(Ub::new(
-                ViolationKind::TxRange,
-                format!("the byte count of the copy into {} is {bytes}", self.proto.buffers[d].name),
-            )));
-        }
-        Ok(version)
-    }
-
+    /// One operation of the instruction at `pc`: each object's statements run in its module of
+    /// `op/` (as the model's in model/src/rt/<object>.rs); a remote one runs on the CTA it names.
     pub(crate) fn op(&self, op: &IOp, ctx: &mut Ctx, rec: Option<Recorded>, pc: u32) -> Result<Option<i64>, Stop> {
         match op {
-            IOp::Copy(CopyOp::CpAsync {
-                buf,
-                offset,
-                bytes,
-                version,
-            }) => {
-                let d = self.buf(buf, ctx)?;
-                let (off, n) = (self.eval(offset, ctx)?, self.eval(bytes, ctx)?);
-                let version = match version {
-                    Some(e) => self.eval(e, ctx)?,
-                    None => self.writes[d].load(Relaxed),
-                };
-                self.cp_async(ctx, d, off, n, version)?;
-                Ok(None)
-            }
-            IOp::Copy(CopyOp::CpAsyncArrive { bar, noinc }) => {
-                let b = self.bar(bar, ctx)?;
-                self.cp_async_arrive(ctx, b, *noinc)?;
-                Ok(None)
-            }
-            IOp::Copy(CopyOp::CpAsyncCommitGroup) => {
-                self.cp_async_commit(ctx)?;
-                Ok(None)
-            }
-            IOp::Copy(CopyOp::CpAsyncWait { n }) => {
-                let keep = match n {
-                    None => {
-                        self.cp_async_commit(ctx)?;
-                        0
-                    }
-                    Some(e) => {
-                        let k = self.eval(e, ctx)?;
-                        if !(0..=7).contains(&k) {
-                            return Err(Stop::Ub(Ub::new(
-                                ViolationKind::Assertion,
-                                format!("cp_async_wait_group({k}): PTX takes 0 to 7 groups"),
-                            )));
-                        }
-                        k
-                    }
-                };
-                self.cp_async_wait(ctx, keep)?;
-                Ok(None)
-            }
-            IOp::Copy(CopyOp::CopyPart {
-                buf,
-                bar,
-                offset,
-                bytes,
-                version,
-            }) => {
-                let d = self.buf(buf, ctx)?;
-                let b = self.bar(bar, ctx)?;
-                let (off, n) = (self.eval(offset, ctx)?, self.eval(bytes, ctx)?);
-                let version = self.copy_checks(d, b, n, version, ctx)?;
-                self.range_ok(d, off, off + n)?;
-                self.issue_copy(ctx, d, b, n, version, Some((off, off + n)));
-                Ok(None)
-            }
-            IOp::Mem(MemOp::ReadPart {
-                buf,
-                offset,
-                bytes,
-                expect,
-            }) => {
-                let d = self.buf(buf, ctx)?;
-                let (off, n) = (self.eval(offset, ctx)?, self.eval(bytes, ctx)?);
-                let want = match expect {
-                    Some(e) => Some(self.eval(e, ctx)?),
-                    None => None,
-                };
-                self.range_ok(d, off, off + n)?;
-                let got = self.buf_get_range(d, off, off + n);
-                self.observe_read(ctx, d, got, want, rec);
-                Ok(Some(got))
-            }
+            IOp::Mbar(op) => self.mbar_op(op, ctx, rec),
+            IOp::Copy(op) => self.copy_op(op, ctx),
+            IOp::Mem(op) => self.mem_op(op, ctx, rec),
+            IOp::Warp(op) => self.warp_op(op, ctx, pc),
+            IOp::Proxy(op) => self.proxy_op(op, ctx),
             IOp::Remote { target, multicast, op } => {
                 let value = self.eval(target, ctx)?;
                 let n = self.proto.cluster.max(1) as i64;
@@ -937,179 +846,6 @@ impl World {
                     last = r?;
                 }
                 Ok(last)
-            }
-            IOp::Mbar(MbarOp::Arrive { bar, n, drop, expect_tx }) => {
-                let b = self.bar(bar, ctx)?;
-                self.own_barrier(ctx, b, "arrive")?;
-                let n = self.eval(n, ctx)?;
-                let tx = match expect_tx {
-                    Some(e) => Some(self.eval(e, ctx)?),
-                    None => None,
-                };
-                let mut done = self.completion(b);
-                let token = self.with_bound(|bd| self.barriers[b].arrive(n, tx, *drop, &mut done, bd))?;
-                if rec == Some(Recorded::Token) {
-                    if let Some(o) = ctx.out.as_deref_mut() {
-                        o.token_parities.push((token % 2) as u8);
-                    }
-                }
-                Ok(Some(token as i64))
-            }
-            IOp::Mbar(MbarOp::Wait { bar, target, try_ }) => {
-                let b = self.bar(bar, ctx)?;
-                let v = self.eval(target.expr(), ctx)?;
-                // A token is the phase it was returned for; the hardware compares its parity.
-                let parity = match target {
-                    WaitTarget::Token(_) | WaitTarget::Parity(_) => v.rem_euclid(2) as u64,
-                };
-                if *try_ {
-                    let r = self.barriers[b].try_wait_parity(parity)?;
-                    if rec == Some(Recorded::TryWait) {
-                        if let Some(o) = ctx.out.as_deref_mut() {
-                            o.try_waits.push(r);
-                        }
-                    }
-                    Ok(Some(r as i64))
-                } else {
-                    if ctx.completing.is_some() {
-                        return Err(Stop::Ub(Ub::new(ViolationKind::CompletionMisuse, "a completion function waits")));
-                    }
-                    self.blocking(false, |bd| self.barriers[b].wait_parity(parity, bd))?;
-                    Ok(None)
-                }
-            }
-            IOp::Mbar(MbarOp::ExpectTx { bar, bytes }) => {
-                let b = self.bar(bar, ctx)?;
-                self.own_barrier(ctx, b, "expect_tx")?;
-                let bytes = self.eval(bytes, ctx)?;
-                let mut done = self.completion(b);
-                self.with_bound(|bd| self.barriers[b].expect_tx(bytes, &mut done, bd))?;
-                Ok(None)
-            }
-            IOp::Mbar(MbarOp::CompleteTx { bar, bytes }) => {
-                let b = self.bar(bar, ctx)?;
-                self.own_barrier(ctx, b, "complete_tx")?;
-                let bytes = self.eval(bytes, ctx)?;
-                let mut done = self.completion(b);
-                self.with_bound(|bd| self.barriers[b].complete_tx(bytes, &mut done, bd))?;
-                Ok(None)
-            }
-            IOp::Copy(CopyOp::Copy { buf, bar, bytes, version }) => {
-                let d = self.buf(buf, ctx)?;
-                let b = self.bar(bar, ctx)?;
-                let bytes = match bytes {
-                    Some(e) => self.eval(e, ctx)?,
-                    None => self.proto.buffers[d].bytes,
-                };
-                let version = self.copy_checks(d, b, bytes, version, ctx)?;
-                self.issue_copy(ctx, d, b, bytes, version, None);
-                Ok(None)
-            }
-            IOp::Mem(MemOp::Read { buf, expect }) => {
-                let d = self.buf(buf, ctx)?;
-                let want = match expect {
-                    Some(e) => Some(self.eval(e, ctx)?),
-                    None => None,
-                };
-                let got = self.buf_get(d);
-                self.observe_read(ctx, d, got, want, rec);
-                Ok(Some(got))
-            }
-            IOp::Mem(MemOp::Write { buf, version }) => {
-                let d = self.buf(buf, ctx)?;
-                let v = self.eval(version, ctx)?;
-                self.buf_set(d, v);
-                self.writes[d].fetch_add(1, Relaxed);
-                Ok(None)
-            }
-            IOp::Mem(MemOp::WritePart {
-                buf,
-                offset,
-                bytes,
-                version,
-            }) => {
-                let d = self.buf(buf, ctx)?;
-                let (off, n) = (self.eval(offset, ctx)?, self.eval(bytes, ctx)?);
-                let v = self.eval(version, ctx)?;
-                self.range_ok(d, off, off + n)?;
-                self.buf_set_range(d, off, off + n, v);
-                self.writes[d].fetch_add(1, Relaxed);
-                Ok(None)
-            }
-            IOp::Mbar(MbarOp::Init { bar, count }) => {
-                let b = self.bar(bar, ctx)?;
-                let c = match count {
-                    Some(e) => self.eval(e, ctx)?,
-                    None => self.proto.barriers[b].count,
-                };
-                self.barriers[b].init(c)?;
-                Ok(None)
-            }
-            IOp::Mbar(MbarOp::Inval { bar }) => {
-                let b = self.bar(bar, ctx)?;
-                self.barriers[b].inval()?;
-                Ok(None)
-            }
-            IOp::Warp(WarpOp::Commit { bar }) => {
-                let b = self.bar(bar, ctx)?;
-                self.barriers[b].live("commit")?;
-                if ctx.completing.is_some() {
-                    return Err(Stop::Ub(Ub::new(ViolationKind::CompletionMisuse, "a completion function commits")));
-                }
-                // The converged lanes issue it as one instruction: one of them makes the arrival.
-                if let Some((lead_bar, n)) = self.at_gate(ctx, At::Commit { pc, bar: b }, false)? {
-                    let mut done = self.completion(lead_bar);
-                    let r = self.with_bound(|bd| self.barriers[lead_bar].arrive(n, None, false, &mut done, bd));
-                    if let (Some(g), Some(t)) = (&self.gate, ctx.t) {
-                        g.committed(t);
-                    }
-                    r?;
-                }
-                Ok(None)
-            }
-            // The async proxy (proxy.rs); a negative group count is the model's assertion.
-            IOp::Proxy(ProxyOp::WaitGroup { n, .. }) | IOp::Proxy(ProxyOp::WgmmaWait { n }) => {
-                let keep = self.eval(n, ctx)?;
-                if keep < 0 {
-                    return Err(Stop::Ub(Ub::new(ViolationKind::Assertion, "a negative group count")));
-                }
-                self.proxy_retire(ctx, matches!(op, IOp::Proxy(ProxyOp::WgmmaWait { .. })), keep)?;
-                Ok(None)
-            }
-            IOp::Proxy(ProxyOp::StoreAsync { buf }) => {
-                let d = self.buf(buf, ctx)?;
-                self.proxy_read_issue(ctx, d, false)?;
-                Ok(None)
-            }
-            IOp::Proxy(ProxyOp::Wgmma { bufs }) => {
-                let ds = bufs.iter().map(|b| self.buf(b, ctx)).collect::<Result<Vec<_>, _>>()?;
-                self.proxy_age(ctx, true)?;
-                for d in ds {
-                    self.proxy_read_issue(ctx, d, true)?;
-                }
-                Ok(None)
-            }
-            IOp::Proxy(ProxyOp::CommitGroup) => {
-                self.proxy_age(ctx, false)?;
-                Ok(None)
-            }
-            IOp::Proxy(ProxyOp::FenceProxyAsync) | IOp::Proxy(ProxyOp::FenceMbarrierInit) => Ok(None),
-        }
-    }
-}
-
-impl World {
-    /// A read's observation: a stale version is noted, a recorded read joins the outcome.
-    fn observe_read(&self, ctx: &mut Ctx, d: usize, got: i64, want: Option<i64>, rec: Option<Recorded>) {
-        if let Some(w) = want.filter(|w| *w != got) {
-            self.note(
-                &self.stale_reads,
-                format!("a read of {} saw version {got}, the protocol means {w}", self.proto.buffers[d].name),
-            );
-        }
-        if let Some(o) = ctx.out.as_deref_mut() {
-            if rec == Some(Recorded::Read) {
-                o.reads.push(got);
             }
         }
     }

@@ -11,6 +11,7 @@ pub mod barrier;
 pub mod cpu;
 mod engines;
 pub mod interp;
+mod op;
 mod proxy;
 mod quiet;
 pub mod sched;
