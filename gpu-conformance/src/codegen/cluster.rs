@@ -56,8 +56,17 @@ impl Gen<'_> {
                             return bad("a multicast copy without `version =`: the default version is each target CTA's own write count");
                         }
                         (IOp::Copy(CopyOp::Copy { .. }) | IOp::Copy(CopyOp::CopyPart { .. }), true) => {}
-                        (IOp::Mbar(MbarOp::Arrive { .. }) | IOp::Mem(MemOp::Read { .. }) | IOp::Mem(MemOp::Write { .. }) | IOp::Mem(MemOp::ReadPart { .. }), false) => {}
-                        _ => return bad("this remote operation has no sm_90 form in the generated kernel (remote: arrive, arrive_expect_tx, read, write; multicast: copy_async)"),
+                        (IOp::Copy(CopyOp::Copy { version: None, .. }) | IOp::Copy(CopyOp::CopyPart { version: None, .. }), false) => {
+                            return bad("a copy into a peer CTA without `version =`: the default version is the target CTA's own write count");
+                        }
+                        (IOp::Mbar(MbarOp::Arrive { .. })
+                        | IOp::Mem(MemOp::Read { .. })
+                        | IOp::Mem(MemOp::Write { .. })
+                        | IOp::Mem(MemOp::ReadPart { .. })
+                        | IOp::Copy(CopyOp::Copy { .. })
+                        | IOp::Copy(CopyOp::CopyPart { .. })
+                        | IOp::Copy(CopyOp::StAsync { .. }), false) => {}
+                        _ => return bad("this remote operation has no sm_90 form in the generated kernel (remote: arrive, arrive_expect_tx, read, write, copy_async, st_async; multicast: copy_async)"),
                     }
             }
         }
@@ -91,6 +100,34 @@ impl Gen<'_> {
         } else {
             "&s.cbar"
         }
+    }
+
+    /// A bulk copy into a peer CTA (`copy_async(BUF, B, cta = R)`): `cp.async.bulk.shared::cluster`
+    /// aimed at the peer's buffer and barrier (`mapa` of the local offsets), inside `remote_op`'s
+    /// block where `peer` is the rank.
+    fn peer_copy(&mut self, code: &Code, buf: &Ref, bar: &Ref, offset: &IExpr, bytes: Option<&IExpr>, version: &Option<IExpr>) {
+        let (b, chk1) = self.place(code, bar, true);
+        let (d, chk2) = self.place(code, buf, false);
+        for c in [chk1, chk2].into_iter().flatten() {
+            self.w(format!("    {c}"));
+        }
+        let off = self.expr(code, offset);
+        let n = bytes
+            .map(|e| self.expr(code, e))
+            .unwrap_or_else(|| format!("(i64)sizeof({d}) - {off}"));
+        let v = self.expr(code, version.as_ref().expect("cluster_expressible asks peer copies for a version"));
+        let flat = self.flat_buf(code, buf);
+        self.w(format!(
+            "    if ({n} % 16 != 0 || {n} <= 0 || {off} % 16 != 0 || {off} < 0 || {off} + {n} > (i64)sizeof({d})) {{ th.status = PC_UNSUPPORTED; return; }}"
+        ));
+        self.w(format!(
+            "    {{ i64 version = {v}; if (!pc_version_ok(th, version)) return; atomicAdd(&((Shared*)pc_mapa((const void*)&s, (int)peer))->writes[{flat}], 1);"
+        ));
+        self.w(format!(
+            "    pc_bulk_copy_peer((int*)((char*){d} + {off}), (const int*)((const char*)pc_src_row(th, version) + {off}), (int){n}, {}, (int)peer);  // lands in the peer CTA, complete_tx({n}) on its barrier",
+            self.native(&b)
+        ));
+        self.w("    }");
     }
 
     /// Cluster scope: an operation on a peer CTA's objects (`cta = R`), or a copy multicast into
@@ -175,6 +212,24 @@ impl Gen<'_> {
                     }
                 }
             }
+            IOp::Copy(CopyOp::StAsync {
+                buf,
+                bar,
+                offset,
+                bytes,
+                version,
+            }) => self.st_async(code, buf, bar, offset, bytes, version, Some("peer")),
+            IOp::Copy(CopyOp::Copy { buf, bar, bytes, version }) => {
+                let whole = IExpr::Const(0);
+                self.peer_copy(code, buf, bar, &whole, bytes.as_ref(), version);
+            }
+            IOp::Copy(CopyOp::CopyPart {
+                buf,
+                bar,
+                offset,
+                bytes,
+                version,
+            }) => self.peer_copy(code, buf, bar, offset, Some(bytes), version),
             _ => {
                 self.w("    Shared& peer_s = *(Shared*)pc_mapa((const void*)&s, (int)peer);  // the peer's shared memory (DSMEM)");
                 self.w("    { Shared& s = peer_s;");

@@ -42,6 +42,10 @@ impl Gen<'_> {
             IOp::Copy(CopyOp::CpAsyncWait { n: Some(n) }) if !matches!(n, IExpr::Const(0..=7)) => {
                 Some("cp.async.wait_group takes its group count as an immediate, 0 to 7".into())
             }
+            IOp::Copy(CopyOp::StAsync { bar, .. }) if self.is_software(bar) => Some(on_software.into()),
+            IOp::Copy(CopyOp::StAsync {
+                bytes: IExpr::Const(n), ..
+            }) if ![4, 8, 16].contains(n) => Some(format!("an st.async of {n} bytes: st.async stores 4, 8 or 16 bytes")),
             IOp::Copy(CopyOp::CopyPart { bar, offset, bytes, .. }) => {
                 if self.is_software(bar) {
                     return Some(on_software.into());
@@ -136,6 +140,13 @@ impl Gen<'_> {
                     "  pc_cp_async_arrive({native}, {noinc});  // arrive-on once this thread's prior cp.async copies land"
                 ));
             }
+            CopyOp::StAsync {
+                buf,
+                bar,
+                offset,
+                bytes,
+                version,
+            } => self.st_async(code, buf, bar, offset, bytes, version, None),
             CopyOp::CopyPart {
                 buf,
                 bar,
@@ -167,6 +178,45 @@ impl Gen<'_> {
                 self.w("  }");
             }
         }
+    }
+
+    /// `st_async`: the version's stamp loaded into registers and stored with `st.async`, completing
+    /// its bytes on the barrier; `peer` is the C++ of the target CTA's rank for `cta = R` (the
+    /// buffer and barrier are then the peer's, reached through `mapa`), `None` for the own CTA.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn st_async(
+        &mut self,
+        code: &Code,
+        buf: &Ref,
+        bar: &Ref,
+        offset: &IExpr,
+        bytes: &IExpr,
+        version: &IExpr,
+        peer: Option<&str>,
+    ) {
+        let (b, chk1) = self.place(code, bar, true);
+        let (d, chk2) = self.place(code, buf, false);
+        for c in [chk1, chk2].into_iter().flatten() {
+            self.w(format!("  {c}"));
+        }
+        let (off, n, flat, v) = self.part_of(code, buf, offset, bytes, Some(version));
+        self.w(format!(
+            "  if (({n} != 4 && {n} != 8 && {n} != 16) || {off} < 0 || {off} % {n} != 0 || {off} + {n} > (i64)sizeof({d})) {{ th.status = PC_UNSUPPORTED; return; }}"
+        ));
+        let (count, rank, what) = match peer {
+            None => (format!("atomicAdd(&s.writes[{flat}], 1);"), "-1".to_string(), ""),
+            Some(r) => (
+                format!("atomicAdd(&((Shared*)pc_mapa((const void*)&s, (int){r}))->writes[{flat}], 1);"),
+                format!("(int){r}"),
+                " of the peer CTA",
+            ),
+        };
+        self.w(format!("  {{ i64 version = {v}; if (!pc_version_ok(th, version)) return; {count}"));
+        self.w(format!(
+            "  pc_st_async((int*)((char*){d} + {off}), (const int*)((const char*)pc_src_row(th, version) + {off}), (int){n}, {}, {rank});  // st.async: complete_tx({n}) on the barrier{what} when it lands",
+            self.native(&b)
+        ));
+        self.w("  }");
     }
 
     pub(super) fn memcpy_async(&mut self, code: &Code, copy: &IOp, _expect: &Instr, step: bool) {

@@ -345,6 +345,17 @@ pub enum OpKind {
         version: Option<Expr>,
         libcu: bool,
     },
+    /// `st_async(BUF, B, offset = O, bytes = N, version = V)`: PTX `st.async` with
+    /// `.mbarrier::complete_tx::bytes`: an asynchronous store of N (4, 8 or 16) bytes from the
+    /// thread's registers into bytes `O .. O + N` of BUF that completes N bytes on B (with
+    /// `cta = R`, CTA R's BUF and B: the DSMEM hand-off of a cluster pipeline).
+    StAsync {
+        buf: Place,
+        bar: Place,
+        offset: Expr,
+        bytes: Expr,
+        version: Expr,
+    },
     /// `read(BUF, offset = O, bytes = N, expect = V)`: a read of bytes `O .. O + N` of BUF.
     ReadPart {
         buf: Place,
@@ -477,6 +488,7 @@ impl OpKind {
             OpKind::CpAsyncArrive { noinc: true, .. } => "cp_async_arrive_noinc",
             OpKind::CopyAsyncPart { libcu: false, .. } => "copy_async",
             OpKind::CopyAsyncPart { libcu: true, .. } => "memcpy_async",
+            OpKind::StAsync { .. } => "st_async",
             OpKind::ReadPart { .. } => "read",
             OpKind::WritePart { .. } => "write",
             // The async proxy.
@@ -515,6 +527,7 @@ impl OpKind {
             OpKind::CopyAsync { .. }
             | OpKind::MemcpyAsync { .. }
             | OpKind::CopyAsyncPart { .. }
+            | OpKind::StAsync { .. }
             | OpKind::CpAsync { .. }
             | OpKind::CpAsyncCommitGroup
             | OpKind::CpAsyncWait { .. }
@@ -762,6 +775,19 @@ impl Op {
                 for e in [bytes, version].into_iter().flatten() {
                     f(e)
                 }
+            }
+            OpKind::StAsync {
+                buf,
+                bar,
+                offset,
+                bytes,
+                version,
+            } => {
+                place(buf, f);
+                place(bar, f);
+                f(offset);
+                f(bytes);
+                f(version)
             }
             OpKind::WritePart {
                 buf,

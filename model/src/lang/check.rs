@@ -790,6 +790,17 @@ impl Checker {
                 exprs.extend(bytes);
                 exprs.extend(version);
             }
+            OpKind::StAsync {
+                buf,
+                bar,
+                offset,
+                bytes,
+                version,
+            } => {
+                self.place(buf, false, kw)?;
+                self.place(bar, true, kw)?;
+                exprs.extend([offset, bytes, version]);
+            }
             OpKind::ReadPart {
                 buf,
                 offset,

@@ -44,6 +44,7 @@ pub const OPS: &[&str] = &[
     "cp_async_commit_group",
     "cp_async_wait_group",
     "cp_async_wait_all",
+    "st_async",
     // The async proxy.
     "copy_store_async",
     "commit_group",

@@ -407,6 +407,19 @@ pub fn op_str(op: &Op) -> String {
             args.push(format!("offset = {}", expr(offset)));
             named_args(&mut args, &[("bytes", bytes), ("version", version)]);
         }
+        OpKind::StAsync {
+            buf,
+            bar,
+            offset,
+            bytes,
+            version,
+        } => {
+            args.push(place(buf));
+            args.push(place(bar));
+            args.push(format!("offset = {}", expr(offset)));
+            args.push(format!("bytes = {}", expr(bytes)));
+            args.push(format!("version = {}", expr(version)));
+        }
         OpKind::ReadPart {
             buf,
             offset,
@@ -712,6 +725,19 @@ fn so(op: &Op) -> Op {
             bytes: oe(bytes),
             version: oe(version),
             libcu: *libcu,
+        },
+        OpKind::StAsync {
+            buf,
+            bar,
+            offset,
+            bytes,
+            version,
+        } => OpKind::StAsync {
+            buf: sp(buf),
+            bar: sp(bar),
+            offset: se(offset),
+            bytes: se(bytes),
+            version: se(version),
         },
         OpKind::ReadPart {
             buf,

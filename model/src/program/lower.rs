@@ -165,7 +165,6 @@ pub fn lower(program: &ast::Program, overrides: &[(String, i64)]) -> Result<Prot
         vars: &vars,
         buffers: &buffers,
         fns: program.functions().map(|f| (f.name.name.clone(), f)).collect(),
-        cluster,
     };
 
     // The layout of one CTA: each role's first thread in it. Every CTA of a cluster has the
@@ -557,13 +556,6 @@ impl CodeBuilder<'_> {
             OpKind::Elect => unreachable!("handled above"),
             // Named barriers.
             OpKind::BarSync { id, count } | OpKind::BarArrive { id, count } => {
-                if self.env.cluster > 1 {
-                    return Err(Diagnostic::new(
-                        "E115",
-                        span,
-                        format!("`{}` in a cluster of {} CTAs: named barriers are per CTA and the model keeps them only without `cluster` (use mbarriers, or model one CTA)", op.kind.keyword(), self.env.cluster),
-                    ));
-                }
                 let kind = InstrKind::NamedBar {
                     id: self.expr(id)?,
                     count: self.expr(count)?,
@@ -621,6 +613,19 @@ impl CodeBuilder<'_> {
                     IOp::Mbar(MbarOp::ExpectTx { bar: r, bytes })
                 }
             }
+            OpKind::StAsync {
+                buf,
+                bar,
+                offset,
+                bytes,
+                version,
+            } => IOp::Copy(CopyOp::StAsync {
+                buf: self.buf(buf)?,
+                bar: self.bar(bar)?,
+                offset: self.expr(offset)?,
+                bytes: self.expr(bytes)?,
+                version: self.expr(version)?,
+            }),
             OpKind::WritePart {
                 buf,
                 version,

@@ -35,6 +35,18 @@ pub enum CopyOp {
     /// `cp.async.mbarrier.arrive(.noinc)`: an arrival on `bar` once every cp.async copy this
     /// thread issued before has landed; without `noinc` the pending count is raised by one now.
     CpAsyncArrive { bar: Ref, noinc: bool },
+    /// `st_async(BUF, B, offset, bytes, version)`: PTX `st.async.shared::cluster.mbarrier::
+    /// complete_tx::bytes`: the thread's registers (4, 8 or 16 bytes, holding `version`) stored
+    /// asynchronously into bytes `offset .. offset + bytes` of BUF, completing `bytes` on `bar`.
+    /// Unlike a copy it runs in the generic proxy (PTX: "st.async is performed in the generic
+    /// proxy"), so a barrier initialised by a thread needs no proxy fence for it.
+    StAsync {
+        buf: Ref,
+        bar: Ref,
+        offset: IExpr,
+        bytes: IExpr,
+        version: IExpr,
+    },
     /// `cp.async.commit_group`: this thread's cp.async copies not yet in a group become its
     /// newest group.
     CpAsyncCommitGroup,
@@ -48,7 +60,11 @@ impl CopyOp {
     /// cp.async groups are the warp's.
     pub fn per_lane(&self) -> bool {
         match self {
-            CopyOp::Copy { .. } | CopyOp::CopyPart { .. } | CopyOp::CpAsync { .. } | CopyOp::CpAsyncArrive { .. } => true,
+            CopyOp::Copy { .. }
+            | CopyOp::CopyPart { .. }
+            | CopyOp::StAsync { .. }
+            | CopyOp::CpAsync { .. }
+            | CopyOp::CpAsyncArrive { .. } => true,
             CopyOp::CpAsyncCommitGroup | CopyOp::CpAsyncWait { .. } => false,
         }
     }
@@ -63,6 +79,7 @@ impl CopyOp {
                 ..Touch::objects(Some((bar, true)), Some((buf, true)), P::None)
             },
             CopyOp::CopyPart { .. }
+            | CopyOp::StAsync { .. }
             | CopyOp::CpAsync { .. }
             | CopyOp::CpAsyncArrive { .. }
             | CopyOp::CpAsyncCommitGroup
@@ -95,6 +112,19 @@ impl CopyOp {
                     f(e)
                 }
             }
+            CopyOp::StAsync {
+                buf,
+                bar,
+                offset,
+                bytes,
+                version,
+            } => {
+                buf.exprs(f);
+                bar.exprs(f);
+                f(offset);
+                f(bytes);
+                f(version)
+            }
             CopyOp::CpAsync {
                 buf,
                 offset,
@@ -118,6 +148,7 @@ impl CopyOp {
     pub fn name(&self) -> &'static str {
         match self {
             CopyOp::Copy { .. } | CopyOp::CopyPart { .. } => "copy_async",
+            CopyOp::StAsync { .. } => "st_async",
             CopyOp::CpAsync { .. } => "cp_async",
             CopyOp::CpAsyncArrive { .. } => "cp_async_arrive",
             CopyOp::CpAsyncCommitGroup => "cp_async_commit_group",
@@ -236,7 +267,14 @@ impl Exec<'_> {
                 offset,
                 bytes,
                 version,
-            } => self.op_copy_part(buf, bar, offset, bytes, version, locals),
+            } => self.op_copy_part("copy_async", buf, bar, offset, bytes, version, locals),
+            CopyOp::StAsync {
+                buf,
+                bar,
+                offset,
+                bytes,
+                version,
+            } => self.op_st_async(buf, bar, offset, bytes, version, locals),
             CopyOp::CpAsync {
                 buf,
                 offset,
@@ -307,8 +345,9 @@ impl Exec<'_> {
         Ok(None)
     }
 
-    pub(super) fn op_copy_part(
+    fn op_copy_part(
         &mut self,
+        what: &str,
         buf: &Ref,
         bar: &Ref,
         offset: &IExpr,
@@ -324,7 +363,7 @@ impl Exec<'_> {
             Some(e) => self.ev(e, locals)?,
             None => self.s.buffers[d].writes as i64,
         };
-        self.live_barrier(b, "copy_async")?;
+        self.live_barrier(b, what)?;
         self.check_range(
             K::TxRange,
             n,
@@ -333,6 +372,32 @@ impl Exec<'_> {
         )?;
         self.issue_range_copy(d, b as u16, n, version, off, CopyKind::Tma)?;
         Ok(None)
+    }
+
+    /// `st_async`: a store of the thread's registers that lands like a partial copy (its own
+    /// event, complete_tx on the barrier), after the checks PTX puts on its operands.
+    fn op_st_async(
+        &mut self,
+        buf: &Ref,
+        bar: &Ref,
+        offset: &IExpr,
+        bytes: &IExpr,
+        version: &IExpr,
+        locals: Option<&[i64]>,
+    ) -> R<Option<i64>> {
+        let off = self.ev(offset, locals)?;
+        let n = self.ev(bytes, locals)?;
+        if ![4, 8, 16].contains(&n) || off % n != 0 {
+            self.fail(
+                K::Assertion,
+                format!(
+                    "{}: st_async of {n} bytes at offset {off}: st.async stores 4, 8 or 16 bytes (b32, b64/v2.b32, v4.b32) at an address aligned to its size (undefined behaviour otherwise)",
+                    self.label()
+                ),
+            );
+            return Err(());
+        }
+        self.op_copy_part("st_async", buf, bar, offset, bytes, &Some(version.clone()), locals)
     }
 
     pub(super) fn op_cp_async(

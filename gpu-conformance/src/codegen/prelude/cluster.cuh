@@ -26,6 +26,11 @@ __device__ __forceinline__ void pc_mbar_arrive_remote(u64* bar, int rank, int n,
 __device__ __forceinline__ void pc_mbar_arrive_expect_tx_remote(u64* bar, int rank, int tx) {
   asm volatile("mbarrier.arrive.expect_tx.release.cluster.shared::cluster.b64 _, [%0], %1;" :: "r"(pc_mapa_smem(bar, rank)), "r"(tx + pc_zero()) : "memory");
 }
+// A bulk copy that lands in CTA `rank`'s buffer at the same offset, completing tx on its `bar`.
+__device__ __forceinline__ void pc_bulk_copy_peer(int* dst, const int* src, int bytes, u64* bar, int rank) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+               :: "r"(pc_mapa_smem(dst, rank)), "l"(src), "r"(bytes), "r"(pc_mapa_smem(bar, rank)) : "memory");
+}
 // A bulk copy that lands at the same offset in every CTA of `mask`, completing tx on each one's `bar`.
 __device__ __forceinline__ void pc_bulk_copy_multicast(int* dst, const int* src, int bytes, u64* bar, int mask) {
   asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1], %2, [%3], %4;"

@@ -217,6 +217,29 @@ impl Parser {
                     }
                 }
             }
+            "st_async" => {
+                let bar = second_place.expect("a required argument was counted above");
+                let bytes = take_named("bytes");
+                let version = take_named("version");
+                let (Some(bytes), Some(version)) = (bytes, version) else {
+                    return Err(err(
+                        "E007",
+                        span,
+                        "`st_async` stores a thread's registers, so it names their size and value: it is written `st_async(BUF, B, bytes = N, version = V)` (N is 4, 8 or 16), optionally with `offset = O` and `cta = R`".to_string(),
+                    ));
+                };
+                let offset = take_named("offset").unwrap_or(Expr {
+                    kind: ExprKind::Int(0),
+                    span,
+                });
+                OpKind::StAsync {
+                    buf: first,
+                    bar,
+                    offset,
+                    bytes,
+                    version,
+                }
+            }
             "read" => {
                 let expect = take_named("expect");
                 let bytes = take_named("bytes");
@@ -367,14 +390,20 @@ pub(super) fn signature(op: &str) -> Sig {
         "copy_async" => (
             &[Place, Place],
             2,
-            &["bytes", "version", "offset", "multicast"],
-            "`copy_async(BUF, B)`, optionally followed by `bytes = N`, `version = V`, `offset = O` and `multicast = MASK`",
+            &["bytes", "version", "offset", "multicast", "cta"],
+            "`copy_async(BUF, B)`, optionally followed by `bytes = N`, `version = V`, `offset = O` and `multicast = MASK` or `cta = R`",
         ),
         "memcpy_async" => (
             &[Place, Place],
             2,
             &["bytes", "version", "offset"],
             "`memcpy_async(BUF, B)`, optionally followed by `bytes = N`, `version = V` and `offset = O`",
+        ),
+        "st_async" => (
+            &[Place, Place],
+            2,
+            &["offset", "bytes", "version", "cta"],
+            "`st_async(BUF, B, bytes = N, version = V)`, optionally with `offset = O` and `cta = R` (into CTA R's BUF, completing on CTA R's B)",
         ),
         "read" => (
             &[Place],
