@@ -108,13 +108,21 @@ fn cluster_one_is_the_protocol_without_a_cluster_line() {
 }
 
 #[test]
+fn each_cta_of_a_cluster_has_its_own_named_barriers() {
+    // Two warps per CTA: a count of 2 is met in each CTA; a count of 4 would be met only if the
+    // four warps of the cluster shared the barrier, which they do not (PTX: sixteen per CTA).
+    let (c, out) = check("per_cta", "protocol p\nexpect holds\ncluster 2\nwarp_size 1\nrole w[2] { bar_sync(1, 2) }\n");
+    assert_eq!(c, 0, "{out}");
+    let (c, out) = check("across", "protocol p\nexpect deadlock\ncluster 2\nwarp_size 1\nrole w[2] { bar_sync(1, 4) }\n");
+    assert_eq!(c, 1, "{out}");
+    assert!(out.contains("deadlock"), "{out}");
+}
+
+#[test]
 fn the_front_end_rejects_bad_clusters_with_their_codes() {
     let (c, out) = check("too_big", "protocol p\ncluster 9\nrole w[1] { work }\n");
     assert_eq!(c, 2, "{out}");
     assert!(out.contains("error[E114]: cluster is 9"), "{out}");
-    let (c, out) = check("named", "protocol p\ncluster 2\nwarp_size 1\nrole w[1] { bar_sync(1, 1) }\n");
-    assert_eq!(c, 2, "{out}");
-    assert!(out.contains("error[E115]"), "{out}");
     let (c, out) = check(
         "uniform",
         "protocol p\ncluster 2\nwarp_size 2\nbarrier b count 2\nrole c warps 1 uniform { arrive_and_wait(b) }\n",

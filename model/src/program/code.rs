@@ -32,8 +32,6 @@ pub(super) struct Env<'a> {
     pub(super) buffer_groups: &'a [Group],
     pub(super) vars: &'a [VarInfo],
     pub(super) buffers: &'a [BufferInfo],
-    /// CTAs in the cluster. The tables above are one CTA's (CTA 0's, as declared).
-    pub(super) cluster: u32,
 }
 
 /// Cluster scope: the CTA whose copy of a role or completion is being lowered. Its code names its

@@ -1,5 +1,6 @@
-//! Named barriers (`bar_sync`/`bar_arrive`, PTX `bar.sync`/`bar.arrive`): sixteen per CTA,
-//! counted in whole warps. docs/model.md, "Named barriers, cp.async and byte ranges", says why
+//! Named barriers (`bar_sync`/`bar_arrive`, PTX `bar.sync`/`bar.arrive`): sixteen per CTA (in a
+//! cluster each CTA has its own sixteen, which order only that CTA's warps), counted in whole
+//! warps. docs/model.md, "Named barriers, cp.async and byte ranges", says why
 //! each rule is the one chosen; cp.async lives in copies.rs, byte ranges in memory.rs.
 
 use super::*;
@@ -26,15 +27,17 @@ pub(super) fn initial_named(p: &Protocol, agents: usize) -> Box<[NamedBarState]>
     (0..named_len(p)).map(|_| idle_named(agents, p.barriers.len())).collect()
 }
 
-/// Entries of `State::named`: the sixteen named barriers when the protocol uses any, then the
-/// cluster barrier's two when it uses that (rt/cluster.rs).
+/// Entries of `State::named`: sixteen named barriers per CTA when the protocol uses any (CTA c's
+/// barrier i at `c * 16 + i`: each CTA of a cluster has its own), then the cluster barrier's two
+/// when it uses that (rt/cluster.rs).
 pub fn named_len(p: &Protocol) -> usize {
     let uses = p
         .roles
         .iter()
         .any(|r| r.code.instrs.iter().any(|i| matches!(i.kind, InstrKind::NamedBar { .. })));
     let cluster = p.roles.iter().any(|r| r.code.cluster_slot.is_some());
-    (if uses { NAMED_BARRIERS } else { 0 }) + if cluster { 2 } else { 0 }
+    let ctas = p.cluster.max(1) as usize;
+    (if uses { NAMED_BARRIERS * ctas } else { 0 }) + if cluster { 2 } else { 0 }
 }
 
 pub(super) fn idle_named(agents: usize, barriers: usize) -> NamedBarState {
@@ -110,7 +113,10 @@ impl Exec<'_> {
                 );
                 return true;
             }
-            let nb = &self.s.named[id as usize];
+            // The warp's CTA's barrier `id` (a warp never spans two CTAs).
+            let cta = self.p().threads[lanes[0]].cta as usize;
+            let slot = cta * NAMED_BARRIERS + id as usize;
+            let nb = &self.s.named[slot];
             if nb.count != 0 && nb.count != count {
                 let had = nb.count;
                 self.fail(
@@ -125,12 +131,12 @@ impl Exec<'_> {
             for &t in &lanes {
                 let c = self.s.threads[t].clock.clone();
                 let k = self.s.threads[t].known.clone();
-                let nb = &mut self.s.named[id as usize];
+                let nb = &mut self.s.named[slot];
                 join_into(&mut nb.clock, &c);
                 join_known(&mut nb.known, &k);
                 self.s.threads[t].clock[t] += 1;
             }
-            let nb = &mut self.s.named[id as usize];
+            let nb = &mut self.s.named[slot];
             nb.count = count;
             nb.arrived += ws;
             let arrived = nb.arrived;
@@ -150,10 +156,13 @@ impl Exec<'_> {
             }
             if arrived >= count {
                 let idle = idle_named(self.p().agent_count(), self.p().barriers.len());
-                let nb = std::mem::replace(&mut self.s.named[id as usize], idle);
+                let nb = std::mem::replace(&mut self.s.named[slot], idle);
                 self.obs.push(Obs::NamedCompleted { id: id as u16 });
                 for t in 0..self.s.threads.len() {
-                    if self.s.threads[t].status == Status::AtNamedWait && self.m.named_bar_at(&self.s, t).map(|x| x.0) == Some(id) {
+                    if self.s.threads[t].status == Status::AtNamedWait
+                        && self.p().threads[t].cta as usize == cta
+                        && self.m.named_bar_at(&self.s, t).map(|x| x.0) == Some(id)
+                    {
                         let th = &mut self.s.threads[t];
                         join_into(&mut th.clock, &nb.clock);
                         join_known(&mut th.known, &nb.known);
