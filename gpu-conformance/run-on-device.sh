@@ -22,18 +22,21 @@ if [ ! -x "$BIN" ]; then
 fi
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv || true; } > "$OUT/device.txt" 2>&1
 
-# 1. The suite: the library and the protocols the H200 once judged OUTSIDE (tests/repros), both
-#    backends, both modes, one process tree (children per faulting spec). The log gets a progress
+# 1. The suite: the library, the protocols the H200 once judged OUTSIDE (tests/repros), the
+#    real tile sizes in dynamic shared memory (tests/realtile) and the real-shape protocols
+#    (benches/realshape), both backends, both modes, one process tree
+#    (children per faulting spec; a launch on the hardware's barriers that does not return is
+#    ended by the host). The log gets a progress
 #    line per spec and backend as it is judged, and one at least every 5 s while a kernel runs;
 #    the report is rewritten as specs finish, so a run cut short keeps what it did.
-timeout 420 "$BIN" gpu run specs gpu-conformance/tests/repros --backend both --mode both --outcome-seconds 60 --out "$REPORT" 2>&1 | tee "$OUT/gpu-run.log" | grep --line-buffered -E "specs planned|kernels compiled|OUTSIDE|not forced|cases:" ; rc=${PIPESTATUS[0]}
+timeout 420 "$BIN" gpu run specs gpu-conformance/tests/repros gpu-conformance/tests/realtile benches/realshape --backend both --mode both --outcome-seconds 60 --out "$REPORT" 2>&1 | tee "$OUT/gpu-run.log" | grep --line-buffered -E "specs planned|kernels compiled|OUTSIDE|not forced|cases:" ; rc=${PIPESTATUS[0]}
 echo "gpu run exit status: $rc" >> "$OUT/gpu-run.log"
 
 # 2. If the combined run produced no report (crash, timeout), run each backend on its own so that
 #    at least part of the results survives.
 if [ ! -s "$REPORT" ] || [ "$rc" -eq 124 ]; then
   for b in ptx libcu; do
-    timeout 120 "$BIN" gpu run specs gpu-conformance/tests/repros --backend "$b" --mode both --runs 1024 \
+    timeout 120 "$BIN" gpu run specs gpu-conformance/tests/repros gpu-conformance/tests/realtile benches/realshape --backend "$b" --mode both --runs 1024 \
       --out "$OUT/$DATE-h200-$b.json" > "$OUT/gpu-run-$b.log" 2>&1 || echo "backend $b: exit $?" >> "$OUT/gpu-run-$b.log"
   done
 fi

@@ -26,6 +26,11 @@ pub struct Job {
     /// The spec the job belongs to (its index in the run): the kernel budget is per spec.
     #[serde(default)]
     pub spec: usize,
+    /// A launch on the hardware's own barriers cannot be bounded from inside: past this many
+    /// milliseconds without returning the host ends the child and records the launch as hung
+    /// ([`JobResult::Hung`]). 0: every wait of the kernel is bounded, no such limit.
+    #[serde(default)]
+    pub hang_ms: u64,
 }
 
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
@@ -83,6 +88,8 @@ pub fn child_main(path: &Path) -> u8 {
     };
     let max_words = jf.jobs.iter().map(|j| j.src_words).max().unwrap_or(4).max(4) as usize;
     let src = copy_source(max_words);
+    // The module is loaded (the driver's compile is behind us): launch times count from here.
+    say("ready 0".into());
     for job in &jf.jobs[jf.start..] {
         let l = sys::Launch {
             symbol: &job.symbol,
@@ -121,6 +128,9 @@ pub enum JobResult {
     Fault(String),
     /// The job did not finish within the kernel budget: its child was ended, nothing judged.
     OverBudget(String),
+    /// A launch on hardware barriers did not return within its hang limit: its child was ended,
+    /// no block's record came back (the launch as a whole hung).
+    Hung(String),
 }
 
 /// What the parent hears while a job file runs.
@@ -183,6 +193,9 @@ pub fn run_jobs(jf: &mut JobFile, tag: &str, dir: &Path, budget: Duration, on: &
         let mut next = start;
         let mut faulted = false;
         let mut over = false;
+        // When the job in progress began: the child's module load, then each result, restart it.
+        let mut job_began = Instant::now();
+        let mut hung = false;
         loop {
             let Some(job) = jf.jobs.get(next) else { break };
             let began = match spec_began {
@@ -194,9 +207,25 @@ pub fn run_jobs(jf: &mut JobFile, tag: &str, dir: &Path, budget: Duration, on: &
                 }
             };
             let left = budget.saturating_sub(began.elapsed());
-            let line = match rx.recv_timeout(left.min(HEARTBEAT)) {
+            let hang = Duration::from_millis(job.hang_ms);
+            let hang_left = if job.hang_ms > 0 { hang.saturating_sub(job_began.elapsed()) } else { HEARTBEAT };
+            let line = match rx.recv_timeout(left.min(HEARTBEAT).min(hang_left)) {
                 Ok(l) => l,
                 Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) if job.hang_ms > 0 && job_began.elapsed() >= hang => {
+                    // A hardware barrier that never completes: only ending the process ends it.
+                    let _ = child.kill();
+                    on(ChildEvent::Result(
+                        job,
+                        JobResult::Hung(format!(
+                            "the launch did not return within {:.1} s (a hardware barrier never completed); the host ended it",
+                            hang.as_secs_f64()
+                        )),
+                    ));
+                    next += 1;
+                    hung = true;
+                    break;
+                }
                 Err(std::sync::mpsc::RecvTimeoutError::Timeout) if began.elapsed() < budget => {
                     on(ChildEvent::Waiting(job, began.elapsed()));
                     continue;
@@ -220,7 +249,9 @@ pub fn run_jobs(jf: &mut JobFile, tag: &str, dir: &Path, budget: Duration, on: &
             let (what, id) = (it.next().unwrap_or(""), it.next().and_then(|s| s.parse::<usize>().ok()));
             let Some(id) = id else { continue };
             let idx = jf.jobs.iter().position(|j| j.id == id).unwrap_or(next);
+            job_began = Instant::now();
             match what {
+                "ready" => {}
                 "done" => {
                     let f = jf.results_dir.join(format!("job-{id}.bin"));
                     let r = match std::fs::read(&f) {
@@ -244,7 +275,7 @@ pub fn run_jobs(jf: &mut JobFile, tag: &str, dir: &Path, budget: Duration, on: &
         }
         let st = child.wait();
         let _ = reader.join();
-        if next == start && !faulted && !over {
+        if next == start && !faulted && !over && !hung {
             // The child died before reporting anything: blame the job it was on.
             let why = format!("child process ended ({:?}) during this launch", st.map(|s| s.code()));
             on(ChildEvent::Result(&jf.jobs[start], JobResult::Fault(why)));

@@ -664,3 +664,26 @@ pub fn as_forced(fc: &phasecheck_verifier::outcomes::Forced, o: &Outcome) -> boo
         }
     }) && fo.completions.iter().zip(&o.completions).all(|(f, g)| g >= f)
 }
+
+/// The `observed` key of a launch on the hardware's barriers that never returned (its child was
+/// ended, so no block's record came back).
+pub const LAUNCH_HUNG: &str = "launch hung: the host ended it, no block's record came back";
+
+/// Judge a free-running launch on the hardware's barriers that never returned. Nothing says which
+/// block hung or where, only that some thread never finished: within when the model allows an
+/// outcome in which a thread never finishes, unchecked when it allows one only after undefined
+/// behaviour (then anything may happen), else OUTSIDE. The blocks count as one.
+pub fn judge_launch_hung(allowed: &AllowedSet) -> Judgement {
+    let hangs = allowed.iter().any(|o| o.threads.iter().any(|t| !t.finished));
+    let mut tally = Tally::default();
+    let mut why = BTreeSet::new();
+    if hangs {
+        tally.constrained = 1;
+    } else if allowed.undefined().next().is_some() || !allowed.vacuous_causes().is_empty() {
+        tally.vacuous = 1;
+        why.insert("no allowed outcome hangs, but the model reaches undefined behaviour, after which it allows any".to_string());
+    } else {
+        tally.outside = 1;
+    }
+    judgement(tally, why)
+}

@@ -5,7 +5,7 @@
 //! fails (an internal error, a panic) makes it `model error: ...`; either way the other specs go
 //! on and the report lists every spec.
 
-use crate::codegen::{generate, generate_hw_commit, has_commit, Backend, Kernel};
+use crate::codegen::{generate, generate_hw_barrier, generate_hw_commit, has_commit, hw_barrier_form, Backend, Kernel};
 use phasecheck_model::rt::{Action, Model, Mutant};
 use phasecheck_model::spec::Spec;
 use phasecheck_model::ViolationKind as K;
@@ -192,6 +192,10 @@ pub struct SpecPlan {
     /// For a spec with a warp-batched `commit`: its kernels with the hardware's batching
     /// ([`crate::codegen::generate_hw_commit`]), run free as `stress-hw-commit`.
     pub hw_commit_kernels: BTreeMap<Backend, Kernel>,
+    /// For a spec with `syncthreads` or named barriers: its kernels on the hardware's barriers
+    /// ([`crate::codegen::generate_hw_barrier`]), run free as `stress-hw-barrier` in place of
+    /// the software form's stress case.
+    pub hw_barrier_kernels: BTreeMap<Backend, Kernel>,
     pub allowed: Option<AllowedSet>,
     /// `ran` once judged; `planned`; `not run (budget: ...)`; `model error: ...`.
     pub status: String,
@@ -230,6 +234,7 @@ pub fn plan_spec(spec: &Spec, index: usize, s: &Settings, traces: &TraceIndex) -
         vars_racy: false,
         kernels: BTreeMap::new(),
         hw_commit_kernels: BTreeMap::new(),
+        hw_barrier_kernels: BTreeMap::new(),
         allowed: None,
         status: "planned".into(),
         notes: Vec::new(),
@@ -347,6 +352,13 @@ pub fn plan_spec(spec: &Spec, index: usize, s: &Settings, traces: &TraceIndex) -
                 generate_hw_commit(&spec.proto, &spec.source, be, index)
             })) {
                 plan.hw_commit_kernels.insert(be, h);
+            }
+        }
+        if k.is_ok() && hw_barrier_form(&spec.proto).is_ok() {
+            if let Ok(Ok(h)) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                generate_hw_barrier(&spec.proto, &spec.source, be, index)
+            })) {
+                plan.hw_barrier_kernels.insert(be, h);
             }
         }
         plan.kernels.insert(be, k);

@@ -3,7 +3,7 @@
 //! ([`crate::compare`]). CI runs it on the committed H200 results, so a model change that would
 //! turn an observed outcome OUTSIDE (or make a case vacuous) shows up without a GPU.
 
-use crate::compare::{judge_replay, judge_stress, Verdict};
+use crate::compare::{judge_launch_hung, judge_replay, judge_stress, Verdict, LAUNCH_HUNG};
 use crate::plan::{panic_text, Budget, Trace, TraceIndex};
 use crate::report::{Case, Report};
 use phasecheck_model::rt::Model;
@@ -123,6 +123,22 @@ pub fn rejudge(report: &serde_json::Value, o: &Options) -> Result<Vec<Rejudged>,
                 continue;
             }
         };
+        if old.observed.contains_key(LAUNCH_HUNG) {
+            // A launch on the hardware's barriers that never returned: no outcome to parse.
+            let j = judge_launch_hung(allowed);
+            case.allowed = serde_json::json!(allowed.summary());
+            case.verdict = Some(j.verdict);
+            case.why = j.why;
+            case.blocks = Some(j.tally);
+            case.note = old.note.clone();
+            case.observed_within_model = case.verdict.map(|v| v != Verdict::Outside);
+            out.push(Rejudged {
+                old_within: old.observed_within_model,
+                old_verdict,
+                case,
+            });
+            continue;
+        }
         let nb = sc.model.proto.barriers.len();
         let mut obs: Vec<(Outcome, usize)> = Vec::new();
         let mut ends = Vec::new();

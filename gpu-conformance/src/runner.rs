@@ -13,13 +13,18 @@
 //! before every step; `replay` forces the order of thread steps of a trace with the turnstile (see
 //! codegen and [`phasecheck_verifier::outcomes::schedule`]). A spec with a warp-batched `commit` also gets
 //! `stress-hw-commit`: free running with the hardware batching the commit's lanes, judged against
-//! the same allowed set (its other cases emulate the model's convergence rule and say "emulated"). One NVRTC module per backend; the jobs of specs that cannot
+//! the same allowed set (its other cases emulate the model's convergence rule and say "emulated").
+//! A spec with `syncthreads` or named barriers (and no uniform role, commit or cluster) runs its
+//! stress case as `stress-hw-barrier`: the kernel on the hardware's `barrier.sync` /
+//! `barrier.arrive`, which cannot be bounded inside, so the host ends a launch that does not
+//! return within [`HW_BARRIER_HANG_MS`] and judges it as hung ([`judge_launch_hung`]); its replays
+//! keep the software barriers the turnstile can force (and say "emulated"). One NVRTC module per backend; the jobs of specs that cannot
 //! fault share one child, each spec that may fault (over-arrival, lifetime, tx-range, count-range,
 //! uninitialized) gets its own.
 
 use crate::child::{run_jobs, ChildEvent, Job, JobFile, JobResult};
-use crate::codegen::{has_commit, Backend, Kernel};
-use crate::compare::{as_forced, judge_replay, judge_stress, outcome_of, Flags, Verdict};
+use crate::codegen::{has_commit, has_wgmma, Backend, Kernel};
+use crate::compare::{as_forced, judge_launch_hung, judge_replay, judge_stress, outcome_of, Flags, Verdict, LAUNCH_HUNG};
 use crate::plan::{plan_spec, progress_line, Settings, SpecPlan, TraceIndex};
 use crate::report::{today, Case, Report, SpecRow};
 use crate::{nvrtc, sys};
@@ -29,6 +34,11 @@ use phasecheck_verifier::outcomes::{forced, End, Outcome};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
+
+/// How long a free-running launch on the hardware's barriers may take before the host takes it
+/// for hung: the slowest stress launch of the 2026-12-01 H200 run took well under a second (its
+/// waits are bounded by 20 ms each), a spec's whole kernel stage 17 s.
+pub const HW_BARRIER_HANG_MS: u64 = 4000;
 
 /// Run the suite; the exit status: 0 (nothing outside the model, or no driver), 1 (some case
 /// OUTSIDE), 2 (bad input).
@@ -104,6 +114,8 @@ pub fn run(a: &Settings) -> u8 {
                         Err(e) => format!("not expressible: {e}"),
                         Ok(_) => "planned (--plan-only): no kernel run".into(),
                     };
+                    // The stress case the run would make: on the hardware's barriers where it can.
+                    let m = if *m == "stress" && s.hw_barrier_kernels.contains_key(&b) { "stress-hw-barrier" } else { m };
                     cases.push(skip_case(s, b, m, why));
                 }
             }
@@ -243,7 +255,13 @@ fn run_on_gpu(a: &Settings, specs: &mut [SpecPlan], cases: &mut Vec<Case>, save:
                     .filter(|&&si| chunk_of[si] == c)
                     .flat_map(|&si| {
                         let s = &specs[si];
-                        s.kernels[&b].as_ref().ok().into_iter().chain(s.hw_commit_kernels.get(&b)).cloned()
+                        s.kernels[&b]
+                            .as_ref()
+                            .ok()
+                            .into_iter()
+                            .chain(s.hw_commit_kernels.get(&b))
+                            .chain(s.hw_barrier_kernels.get(&b))
+                            .cloned()
                     })
                     .collect();
                 handles.push(scope.spawn(move || {
@@ -324,13 +342,21 @@ fn run_on_gpu(a: &Settings, specs: &mut [SpecPlan], cases: &mut Vec<Case>, save:
                 seed,
                 max_delay,
                 spec: si,
+                hang_ms: 0,
             };
             if a.stress {
-                groups
-                    .entry(group)
-                    .or_default()
-                    .push(mk(id, a.runs.max(1), vec![0, 0], 0x5EED ^ id as u32, 2048, k));
-                meta.insert(id, (si, "stress", None));
+                if let Some(h) = s.hw_barrier_kernels.get(&b) {
+                    let mut j = mk(id, a.runs.max(1), vec![0, 0], 0x5EED ^ id as u32, 2048, h);
+                    j.hang_ms = HW_BARRIER_HANG_MS;
+                    groups.entry(group).or_default().push(j);
+                    meta.insert(id, (si, "stress-hw-barrier", None));
+                } else {
+                    groups
+                        .entry(group)
+                        .or_default()
+                        .push(mk(id, a.runs.max(1), vec![0, 0], 0x5EED ^ id as u32, 2048, k));
+                    meta.insert(id, (si, "stress", None));
+                }
                 id += 1;
                 if let Some(h) = s.hw_commit_kernels.get(&b) {
                     groups
@@ -386,11 +412,14 @@ fn run_on_gpu(a: &Settings, specs: &mut [SpecPlan], cases: &mut Vec<Case>, save:
                         let Ok((si, results)) = rx.lock().unwrap().recv() else { break };
                         judging.lock().unwrap().insert(si, Instant::now());
                         let s = &specs_ro[si];
-                        let k = s.kernels[&b].as_ref().unwrap();
                         let mine: Vec<Case> = results
                             .into_iter()
                             .map(|(jid, res)| {
                                 let (_, mode, trace) = meta[&jid];
+                                let k = match mode {
+                                    "stress-hw-barrier" => &s.hw_barrier_kernels[&b],
+                                    _ => s.kernels[&b].as_ref().unwrap(),
+                                };
                                 let blocks = if mode.starts_with("stress") { a.runs.max(1) } else { replay_blocks } as usize;
                                 std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| judge_case(s, k, b, mode, trace, res, blocks, a)))
                                     .unwrap_or_else(|p| {
@@ -420,7 +449,21 @@ fn run_on_gpu(a: &Settings, specs: &mut [SpecPlan], cases: &mut Vec<Case>, save:
             for &(si, _, _) in meta.values() {
                 *left.entry(si).or_default() += 1;
             }
-            for ((c, g), jobs) in std::mem::take(&mut groups) {
+            // The specs the model took longest over first (their replays are the slowest to judge,
+            // and judging runs beside the kernels): in the 2026-12-01 run the slowest spec came
+            // last, and judging it after every kernel had run took 12 to 17 s of the wall per backend.
+            let weight = |si: usize| {
+                let t = &specs_ro[si].seconds;
+                t.get("model").copied().unwrap_or(0.0) + t.get("traces").copied().unwrap_or(0.0)
+            };
+            let mut ordered: Vec<((usize, usize), Vec<Job>)> = std::mem::take(&mut groups).into_iter().collect();
+            for (_, jobs) in &mut ordered {
+                // Stable: a spec's jobs stay together and in their order.
+                jobs.sort_by(|x, y| weight(y.spec).total_cmp(&weight(x.spec)).then(x.spec.cmp(&y.spec)));
+            }
+            let heaviest = |jobs: &[Job]| jobs.iter().map(|j| weight(j.spec)).fold(0.0, f64::max);
+            ordered.sort_by(|x, y| heaviest(&y.1).total_cmp(&heaviest(&x.1)));
+            for ((c, g), jobs) in ordered {
                 let Ok(ptx) = &ptx_of[&c] else { continue };
                 let mut jf = JobFile {
                     ptx: ptx.clone(),
@@ -500,7 +543,7 @@ pub fn observations(k: &Kernel, res: &JobResult, blocks: usize) -> (Vec<((Outcom
             };
             counts.insert((fault, End::default()), blocks);
         }
-        JobResult::OverBudget(_) => {}
+        JobResult::OverBudget(_) | JobResult::Hung(_) => {}
     }
     (counts.into_iter().collect(), flags)
 }
@@ -527,8 +570,17 @@ fn judge_case(s: &SpecPlan, k: &Kernel, b: Backend, mode: &str, trace: Option<us
     if has_commit(&s.model.proto) && mode != "stress-hw-commit" {
         note.push_str("commit emulated (the model's convergence rule); ");
     }
-    for what in software_barriers(&s.model.proto) {
-        note.push_str(&format!("{what} emulated (a bounded software barrier); "));
+    if has_wgmma(&s.model.proto) {
+        // wgmma.mma_async is executed by a whole warpgroup (128 threads, .sync.aligned); a spec's
+        // agent is one thread (or one warp's lanes), so its operand reads are bulk stores.
+        note.push_str("wgmma emulated (bulk stores of its operands: the issuing agent is not a warpgroup of 128 threads); ");
+    }
+    if mode == "stress-hw-barrier" {
+        note.push_str("execution barriers on the hardware (barrier.sync / barrier.arrive, unbounded: a launch that does not return is ended by the host); ");
+    } else {
+        for what in software_barriers(&s.model.proto) {
+            note.push_str(&format!("{what} emulated (a bounded software barrier); "));
+        }
     }
     let proto = &s.model.proto;
     let uniform: Vec<&str> = proto.roles.iter().filter(|r| r.uniform).map(|r| r.name.as_str()).collect();
@@ -543,7 +595,17 @@ fn judge_case(s: &SpecPlan, k: &Kernel, b: Backend, mode: &str, trace: Option<us
         observed: seen.iter().map(|((o, e), n)| (format!("{o}{}", e.suffix()), *n)).collect(),
         ..Case::default()
     };
-    if mode.starts_with("stress") {
+    if let JobResult::Hung(why) = &res {
+        note.push_str(&format!("{why}; "));
+        let j = judge_launch_hung(allowed);
+        case.runs = blocks;
+        case.observed = BTreeMap::from([(LAUNCH_HUNG.to_string(), blocks)]);
+        case.allowed = serde_json::json!(allowed.summary());
+        case.bug_manifested = s.has_bug.then_some(true);
+        case.verdict = Some(j.verdict);
+        case.why = j.why;
+        case.blocks = Some(j.tally);
+    } else if mode.starts_with("stress") {
         let (j, litmus) = judge_stress(allowed, &obs, &ends);
         case.allowed = serde_json::json!(allowed.summary());
         case.bug_manifested = s.has_bug.then_some(flags.bug_shows());

@@ -129,12 +129,40 @@ impl Gpu {
         Ok(Module { module })
     }
 
+    /// A generated kernel's shared state in bytes (the `__device__` constant beside it).
+    fn shared_bytes(&self, m: &Module, symbol: &str) -> Result<u32, String> {
+        let name = crate::codegen::smem_symbol(symbol);
+        let view = m
+            .module
+            .get_global(&name, &self.stream)
+            .map_err(|e| format!("no constant {name}: {e:?}"))?;
+        let bytes: Vec<u8> = self.stream.clone_dtoh(&view).map_err(|e| format!("read {name}: {e:?}"))?;
+        let b: [u8; 4] = bytes.get(..4).and_then(|b| b.try_into().ok()).ok_or(format!("{name} is not 4 bytes"))?;
+        Ok(u32::from_le_bytes(b))
+    }
+
     /// Launch and wait; Err carries the CUDA error (a sticky one leaves this context unusable).
     pub fn run(&self, m: &Module, l: &Launch) -> Result<Vec<i32>, String> {
         let f: CudaFunction = m
             .module
             .load_function(l.symbol)
             .map_err(|e| format!("no kernel {}: {e:?}", l.symbol))?;
+        let smem = self.shared_bytes(m, l.symbol)?;
+        let limit = self
+            .ctx
+            .attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
+            .map_err(|e| format!("device attribute: {e:?}"))?;
+        if smem > limit.max(0) as u32 {
+            return Err(format!(
+                "not expressible: the kernel's shared state takes {smem} bytes, more than the device's opt-in limit of {limit}"
+            ));
+        }
+        // Past 48 KB a kernel must opt in to its dynamic shared memory.
+        f.set_attribute(
+            cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            smem as i32,
+        )
+        .map_err(|e| format!("set shared memory size: {e:?}"))?;
         let mut out = self
             .stream
             .alloc_zeros::<i32>(l.out_words.max(1))
@@ -144,7 +172,7 @@ impl Gpu {
         let cfg = LaunchConfig {
             grid_dim: (l.grid, 1, 1),
             block_dim: (l.block, 1, 1),
-            shared_mem_bytes: 0,
+            shared_mem_bytes: smem,
         };
         let mut b = self.stream.launch_builder(&f);
         b.arg(&mut out)

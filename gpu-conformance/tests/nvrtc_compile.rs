@@ -2,7 +2,7 @@
 //! with both backends. Without NVRTC the test skips locally but fails in CI (CI=true): source
 //! `gpu-conformance/ci/setup-nvrtc.sh` first.
 
-use phasecheck_gpu::codegen::{generate, generate_hw_commit, has_commit, Backend};
+use phasecheck_gpu::codegen::{generate, generate_hw_barrier, generate_hw_commit, has_commit, hw_barrier_form, Backend};
 use phasecheck_gpu::nvrtc;
 use phasecheck_model::spec::{expand, load as load_spec};
 use std::path::PathBuf;
@@ -49,6 +49,17 @@ fn every_generated_kernel_compiles_for_sm90() {
                     // A spec with a warp-batched commit also runs with the hardware's batching.
                     if has_commit(&spec.proto) {
                         let h = generate_hw_commit(&spec.proto, &spec.source, backend, kernels.len()).unwrap();
+                        kernels.push(h);
+                        compiled += 1;
+                    }
+                    // ... and one with syncthreads and named barriers on the hardware's barriers.
+                    if hw_barrier_form(&spec.proto).is_ok() {
+                        let h = generate_hw_barrier(&spec.proto, &spec.source, backend, kernels.len()).unwrap();
+                        if backend == Backend::Ptx {
+                            if let Err(log) = nvrtc::compile_source(&h.source(), &format!("{}.cu", h.symbol)) {
+                                failures.push(format!("{} [{}, hardware barriers]:\n{log}", f.display(), backend.name()));
+                            }
+                        }
                         kernels.push(h);
                         compiled += 1;
                     }
@@ -110,4 +121,31 @@ fn every_library_spec_generates_in_both_backends_but_completion_barriers() {
     }
     assert!(dropped.is_empty(), "not expressible:\n{}", dropped.join("\n"));
     assert!(generated >= 300, "only {generated} kernels generated");
+}
+
+/// The hardware-barrier form replaces the software execution barriers by the hardware's own
+/// instructions, counting a model warp as a hardware warp, and leaves the software form as it was.
+#[test]
+fn the_hardware_barrier_form_runs_bar_sync_and_bar_arrive_on_the_hardware() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let named = load_spec(&root.join("specs/hopper/named_barrier_no_head_start_fixed.phase"), &[]).unwrap();
+    let sync = load_spec(&root.join("specs/soundness/prove_syncthreads_cycle.phase"), &[]).unwrap();
+    for backend in [Backend::Ptx, Backend::Libcu] {
+        let soft = generate(&named.proto, &named.source, backend, 0).unwrap();
+        let hw = generate_hw_barrier(&named.proto, &named.source, backend, 0).unwrap();
+        assert!(soft.body.contains("pc_named("), "the software form keeps its bounded barrier");
+        assert!(!soft.body.contains("barrier.sync %0"), "the software form uses no hardware named barrier");
+        assert!(hw.symbol.ends_with("_hwb"));
+        assert!(!hw.body.contains("pc_named("), "no software named barrier left:\n{}", hw.body);
+        assert!(hw.body.contains("barrier.sync %0, %1;") || hw.body.contains("barrier.arrive %0, %1;"));
+        assert!(hw.body.contains(&format!("* 32u;  // a model warp of {} lanes", named.proto.warp_size)));
+        let s = generate_hw_barrier(&sync.proto, &sync.source, backend, 1).unwrap();
+        assert!(s.body.contains("barrier.sync 0;"), "syncthreads on barrier 0:\n{}", s.body);
+        assert!(!s.body.contains("pc_sync(th, &s.block_sync)"));
+    }
+    // Specs whose software barriers meet other software (uniform lanes, commits, clusters) have none.
+    let uniform = load_spec(&root.join("benches/realshape/pingpong_gemm_bug_warp_arrives.phase"), &[]).unwrap();
+    let why = hw_barrier_form(&uniform.proto).unwrap_err();
+    assert!(why.contains("uniform"), "{why}");
+    assert!(generate_hw_barrier(&uniform.proto, &uniform.source, Backend::Ptx, 2).is_err());
 }

@@ -14,6 +14,15 @@ use super::warp::{code_commits, has_commit, has_warp_ops};
 use super::{has_uniform, thread_lanes, Backend, Gen, NotExpressible};
 use phasecheck_model::program::ir::*;
 
+/// The kernel's state lives in dynamic shared memory, so that real tile sizes fit (up to the
+/// device's opt-in limit, 227 KB on the H200, where static shared memory stops at 48 KB).
+const DYNAMIC_SHARED: &str = "  extern __shared__ __align__(1024) unsigned char pc_dyn_smem[];  // sizeof(Shared) bytes, given at launch\n  Shared& s = *reinterpret_cast<Shared*>(pc_dyn_smem);";
+
+/// The name of the `__device__` constant that holds a kernel's shared-state size in bytes.
+pub fn smem_symbol(kernel: &str) -> String {
+    format!("{kernel}_smem")
+}
+
 impl Gen<'_> {
     pub(super) fn kernel(&mut self, symbol: &str, block_dim: usize, hw_index: &dyn Fn(&ThreadInfo) -> usize) -> Result<(), NotExpressible> {
         let p = self.p;
@@ -179,6 +188,11 @@ impl Gen<'_> {
         }
         // Kernel.
         self.w("}  // namespace");
+        self.w("// The kernel's shared state in bytes: the host launches with this much dynamic shared memory.");
+        self.w(format!(
+            "extern \"C\" __device__ const unsigned int {} = sizeof({ns}::Shared);",
+            smem_symbol(symbol)
+        ));
         self.w("");
         // Per CTA of the cluster (one row without a cluster): hardware thread -> model thread (every
         // lane of a uniform agent maps to the agent).
@@ -200,7 +214,7 @@ impl Gen<'_> {
             ));
             self.w(format!("extern \"C\" __global__ void __launch_bounds__({block_dim}) {symbol}(int* out, const int* src, int src_words, const int* sched, u64 timeout_ns, unsigned seed, unsigned max_delay) {{"));
             self.w(format!("  using namespace {ns};"));
-            self.w("  __shared__ Shared s;");
+            self.w(DYNAMIC_SHARED);
             self.w("  // hardware thread -> model thread (-1: padding that exits after setup)");
             self.w(format!("  const int model_thread[{block_dim}] = {};", maps[0]));
             self.w("  const int me = model_thread[threadIdx.x];");
@@ -214,7 +228,7 @@ impl Gen<'_> {
             ));
             self.w(format!("extern \"C\" __global__ void __cluster_dims__({nc}, 1, 1) __launch_bounds__({block_dim}) {symbol}(int* out, const int* src, int src_words, const int* sched, u64 timeout_ns, unsigned seed, unsigned max_delay) {{"));
             self.w(format!("  using namespace {ns};"));
-            self.w("  __shared__ Shared s;");
+            self.w(DYNAMIC_SHARED);
             self.w("  const int rank = pc_cluster_rank();");
             self.w("  // per CTA: hardware thread -> model thread (-1: padding that exits after setup)");
             self.w(format!("  const int model_thread[{nc}][{block_dim}] = {{{}}};", maps.join(", ")));

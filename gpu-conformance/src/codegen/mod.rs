@@ -19,6 +19,12 @@
 //! same commit on the same path, then the group meets in `__syncwarp(group)` and its lowest lane
 //! arrives once. In replay every lane of the group holds the commit's turn; the leader ends it.
 //!
+//! Execution barriers have two forms too. [`generate`] runs `syncthreads` and named barriers as
+//! bounded software barriers (a hang is recorded per thread, and a replay can force them);
+//! [`generate_hw_barrier`] runs them on the hardware (`barrier.sync 0`, `barrier.sync id, count`,
+//! `barrier.arrive id, count`), which nothing inside the kernel can bound: the runner launches it
+//! free (`stress-hw-barrier`) and the host ends a launch that does not return (see `child`).
+//!
 //! The generator is laid out by hardware object, as the model is: one module per object emits
 //! what the spec does with it (`mbarrier`, `copies`, `memory`, `warp`, `named`,
 //! `cluster`, `proxy`; `thread`: a thread's own flow and the turnstile; `uniform`: a
@@ -44,7 +50,9 @@ mod uniform;
 mod warp;
 
 pub use expr::comment_text;
+pub use frame::smem_symbol;
 pub use prelude::prelude_text;
+pub use proxy::has_wgmma;
 pub use results::{block_words_of, status, BlockRecord, ThreadRecord, CAP, HEADER_WORDS, SRC_VERSIONS, THREAD_WORDS};
 pub use uniform::{has_uniform, thread_lanes};
 pub use warp::{has_commit, PATH_CAP};
@@ -57,8 +65,10 @@ use std::collections::HashSet;
 use uniform::{uniform_layout, UNIFORM_AGENT_BYTES};
 use warp::LANE_BYTES;
 
-/// Static shared memory the buffers of one spec may take.
-pub const MAX_BUFFER_BYTES: usize = 40 * 1024;
+/// Shared memory the buffers of one spec may take. The kernel's state is dynamic shared memory,
+/// opted in up to the device's limit at launch (227 KB on the H200); the rest of that limit is
+/// left to barriers, branch paths and bookkeeping.
+pub const MAX_BUFFER_BYTES: usize = 216 * 1024;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -151,6 +161,8 @@ struct Gen<'a> {
     pc: usize,
     /// Warp-batched commits as the hardware batches them ([`generate_hw_commit`]).
     hw_commit: bool,
+    /// Execution barriers on the hardware's own instructions ([`generate_hw_barrier`]).
+    hw_barrier: bool,
     /// CTAs in the cluster (1: none). A CTA's shared memory holds one copy of each object (the
     /// lowered program's CTA-major tables are folded onto it, see `local_group`).
     cluster: usize,
@@ -178,6 +190,7 @@ pub fn expression_cpp(p: &Protocol, code: &Code, e: &IExpr) -> String {
         track: false,
         pc: 0,
         hw_commit: false,
+        hw_barrier: false,
         cluster: p.cluster.max(1) as usize,
         remote: None,
         lanes: false,
@@ -193,16 +206,55 @@ pub fn local_cpp(code: &Code, slot: u16) -> String {
 
 /// Generate the kernel of one protocol. `index` makes its symbol unique within a module.
 pub fn generate(p: &Protocol, source: &str, backend: Backend, index: usize) -> Result<Kernel, NotExpressible> {
-    generate_form(p, source, backend, index, false)
+    generate_form(p, source, backend, index, Form::Software)
 }
 
 /// The kernel with every warp-batched `commit` batched by the hardware (module docs), for
 /// free-running launches only; its symbol ends in `_hwc`.
 pub fn generate_hw_commit(p: &Protocol, source: &str, backend: Backend, index: usize) -> Result<Kernel, NotExpressible> {
-    generate_form(p, source, backend, index, true)
+    generate_form(p, source, backend, index, Form::HwCommit)
 }
 
-fn generate_form(p: &Protocol, source: &str, backend: Backend, index: usize, hw_commit: bool) -> Result<Kernel, NotExpressible> {
+/// The kernel with `syncthreads` and named barriers on the hardware's barriers (module docs), for
+/// free-running launches whose hang the host detects; its symbol ends in `_hwb`. Err names why a
+/// spec keeps the software form only ([`hw_barrier_form`]).
+pub fn generate_hw_barrier(p: &Protocol, source: &str, backend: Backend, index: usize) -> Result<Kernel, NotExpressible> {
+    hw_barrier_form(p).map_err(NotExpressible)?;
+    generate_form(p, source, backend, index, Form::HwBarrier)
+}
+
+/// Whether a spec has a hardware-barrier form: it uses `syncthreads` or named barriers, and
+/// nothing whose software form the hardware barrier would meet. A uniform role's lanes meet in
+/// software around every step, a warp-batched `commit` waits in software for its converged
+/// lanes, and the cluster barrier shares the hardware's `barrier.cluster` with the harness's own
+/// cluster barriers (after init, before exit); those specs keep the software barriers.
+pub fn hw_barrier_form(p: &Protocol) -> Result<(), String> {
+    let any = |f: &dyn Fn(&InstrKind) -> bool| p.roles.iter().any(|r| r.code.instrs.iter().any(|i| f(&i.kind)));
+    if !any(&|k| matches!(k, InstrKind::SyncThreads | InstrKind::NamedBar { .. })) {
+        return Err("no syncthreads or named barrier".into());
+    }
+    if has_uniform(p) {
+        return Err("a uniform role's lanes meet in software around each step".into());
+    }
+    if has_commit(p) {
+        return Err("a warp-batched commit waits in software for its converged lanes".into());
+    }
+    if p.cluster > 1 {
+        return Err("a cluster kernel's own barrier.cluster stands beside the spec's".into());
+    }
+    Ok(())
+}
+
+/// Which kernel of a spec is generated: the software form every case can force, or one with a
+/// rule on the hardware's own instruction for free-running launches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Form {
+    Software,
+    HwCommit,
+    HwBarrier,
+}
+
+fn generate_form(p: &Protocol, source: &str, backend: Backend, index: usize, form: Form) -> Result<Kernel, NotExpressible> {
     let ws = p.warp_size as usize;
     if ws > 32 || ws == 0 {
         return Err(NotExpressible(format!(
@@ -239,14 +291,14 @@ fn generate_form(p: &Protocol, source: &str, backend: Backend, index: usize, hw_
     let buffer_bytes: usize = p.buffers.iter().map(|b| words_of(b.bytes) * 4).sum();
     if buffer_bytes > MAX_BUFFER_BYTES {
         return Err(NotExpressible(format!(
-            "buffers take {buffer_bytes} bytes of shared memory; the generated kernel uses static shared memory (at most {MAX_BUFFER_BYTES})"
+            "buffers take {buffer_bytes} bytes of shared memory; the kernel's dynamic shared memory holds at most {MAX_BUFFER_BYTES} of buffers (the device's opt-in limit, less the kernel's bookkeeping)"
         )));
     }
     let lane_bytes = if has_commit(p) { p.threads.len() * LANE_BYTES } else { 0 }
         + if has_uniform(p) { p.threads.len() * UNIFORM_AGENT_BYTES } else { 0 };
     if buffer_bytes + lane_bytes > MAX_SHARED_BYTES {
         return Err(NotExpressible(format!(
-            "buffers ({buffer_bytes} bytes) and the branch paths of {} threads ({lane_bytes} bytes) exceed {MAX_SHARED_BYTES} bytes of static shared memory",
+            "buffers ({buffer_bytes} bytes) and the branch paths of {} threads ({lane_bytes} bytes) exceed {MAX_SHARED_BYTES} bytes of dynamic shared memory",
             p.threads.len()
         )));
     }
@@ -262,14 +314,20 @@ fn generate_form(p: &Protocol, source: &str, backend: Backend, index: usize, hw_
         group_completion,
         track: false,
         pc: 0,
-        hw_commit,
+        hw_commit: form == Form::HwCommit,
+        hw_barrier: form == Form::HwBarrier,
         cluster: p.cluster.max(1) as usize,
         remote: None,
         lanes: false,
         uni: false,
     };
     g.check_expressible()?;
-    let symbol = format!("pc_{}_{}{}", ident(&p.name), index, if hw_commit { "_hwc" } else { "" });
+    let suffix = match form {
+        Form::Software => "",
+        Form::HwCommit => "_hwc",
+        Form::HwBarrier => "_hwb",
+    };
+    let symbol = format!("pc_{}_{}{suffix}", ident(&p.name), index);
     let nb = p.barriers.len();
     let nt = p.threads.len();
     let block_words = block_words_of(p);
@@ -290,9 +348,10 @@ fn generate_form(p: &Protocol, source: &str, backend: Backend, index: usize, hw_
     })
 }
 
-/// Static shared memory all of the kernel's per-spec state may take (buffers + paths); the rest of
-/// the 48 KiB static limit is left to barriers and bookkeeping.
-const MAX_SHARED_BYTES: usize = 46 * 1024;
+/// Shared memory all of the kernel's per-spec state may take (buffers + paths); the rest of the
+/// H200's opt-in limit of 227 KiB is left to barriers and bookkeeping (the launch checks the
+/// kernel's exact size against the device's limit).
+const MAX_SHARED_BYTES: usize = 222 * 1024;
 
 impl<'a> Gen<'a> {
     fn w(&mut self, s: impl AsRef<str>) {

@@ -39,6 +39,11 @@ pub(super) fn code_wgmma(code: &Code) -> bool {
     })
 }
 
+/// Some role issues wgmma reads: its kernels emulate them (module docs), and the cases say so.
+pub fn has_wgmma(p: &Protocol) -> bool {
+    p.roles.iter().any(|r| code_wgmma(&r.code))
+}
+
 /// The operation acts on state the warp's lanes share (its bulk and wgmma groups): an agent of a
 /// uniform role issues it once (docs/model.md).
 pub(super) fn shared_by_the_warp(op: &IOp) -> bool {

@@ -56,6 +56,12 @@ impl Gen<'_> {
                     self.w("  pc_path_reset(th, &s.lanes[th.t]);  // converged again: paths start afresh");
                 }
             }
+            InstrKind::SyncThreads if self.hw_barrier => {
+                self.w("  pc_turn_end(th, th.turnp);  // the arrival is the step; the release follows it");
+                self.w("  // barrier 0 of the hardware, for every thread of the block that has not exited (an exit");
+                self.w("  // releases it), unbounded: the host ends a launch that does not return");
+                self.w("  asm volatile(\"barrier.sync 0;\" ::: \"memory\");");
+            }
             InstrKind::SyncThreads => {
                 self.w("  pc_turn_end(th, th.turnp);  // the arrival is the step; the release follows it");
                 self.w("  if (!pc_sync(th, &s.block_sync)) return;");
