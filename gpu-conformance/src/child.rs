@@ -208,7 +208,11 @@ pub fn run_jobs(jf: &mut JobFile, tag: &str, dir: &Path, budget: Duration, on: &
             };
             let left = budget.saturating_sub(began.elapsed());
             let hang = Duration::from_millis(job.hang_ms);
-            let hang_left = if job.hang_ms > 0 { hang.saturating_sub(job_began.elapsed()) } else { HEARTBEAT };
+            let hang_left = if job.hang_ms > 0 {
+                hang.saturating_sub(job_began.elapsed())
+            } else {
+                HEARTBEAT
+            };
             let line = match rx.recv_timeout(left.min(HEARTBEAT).min(hang_left)) {
                 Ok(l) => l,
                 Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,

@@ -117,7 +117,11 @@ pub fn run(a: &Settings) -> u8 {
                         Ok(_) => "planned (--plan-only): no kernel run".into(),
                     };
                     // The stress case the run would make: on the hardware's barriers where it can.
-                    let m = if *m == "stress" && s.hw_barrier_kernels.contains_key(&b) { "stress-hw-barrier" } else { m };
+                    let m = if *m == "stress" && s.hw_barrier_kernels.contains_key(&b) {
+                        "stress-hw-barrier"
+                    } else {
+                        m
+                    };
                     cases.push(skip_case(s, b, m, why));
                 }
             }

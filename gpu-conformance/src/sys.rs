@@ -137,7 +137,10 @@ impl Gpu {
             .get_global(&name, &self.stream)
             .map_err(|e| format!("no constant {name}: {e:?}"))?;
         let bytes: Vec<u8> = self.stream.clone_dtoh(&view).map_err(|e| format!("read {name}: {e:?}"))?;
-        let b: [u8; 4] = bytes.get(..4).and_then(|b| b.try_into().ok()).ok_or(format!("{name} is not 4 bytes"))?;
+        let b: [u8; 4] = bytes
+            .get(..4)
+            .and_then(|b| b.try_into().ok())
+            .ok_or(format!("{name} is not 4 bytes"))?;
         Ok(u32::from_le_bytes(b))
     }
 

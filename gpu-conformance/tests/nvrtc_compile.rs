@@ -134,11 +134,16 @@ fn the_hardware_barrier_form_runs_bar_sync_and_bar_arrive_on_the_hardware() {
         let soft = generate(&named.proto, &named.source, backend, 0).unwrap();
         let hw = generate_hw_barrier(&named.proto, &named.source, backend, 0).unwrap();
         assert!(soft.body.contains("pc_named("), "the software form keeps its bounded barrier");
-        assert!(!soft.body.contains("barrier.sync %0"), "the software form uses no hardware named barrier");
+        assert!(
+            !soft.body.contains("barrier.sync %0"),
+            "the software form uses no hardware named barrier"
+        );
         assert!(hw.symbol.ends_with("_hwb"));
         assert!(!hw.body.contains("pc_named("), "no software named barrier left:\n{}", hw.body);
         assert!(hw.body.contains("barrier.sync %0, %1;") || hw.body.contains("barrier.arrive %0, %1;"));
-        assert!(hw.body.contains(&format!("* 32u;  // a model warp of {} lanes", named.proto.warp_size)));
+        assert!(hw
+            .body
+            .contains(&format!("* 32u;  // a model warp of {} lanes", named.proto.warp_size)));
         let s = generate_hw_barrier(&sync.proto, &sync.source, backend, 1).unwrap();
         assert!(s.body.contains("barrier.sync 0;"), "syncthreads on barrier 0:\n{}", s.body);
         assert!(!s.body.contains("pc_sync(th, &s.block_sync)"));

@@ -46,6 +46,18 @@ fn commit_warp_ptx_hw_commit() {
     insta::assert_snapshot!(k.body);
 }
 
+/// The hardware-barrier form (`stress-hw-barrier`): the named barriers are the hardware's own
+/// `barrier.sync` / `barrier.arrive`, a model warp counted as a hardware warp.
+#[test]
+fn named_pingpong_ptx_hw_barrier() {
+    let f = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/named_pingpong.phase");
+    let spec = load_spec(&f, &[]).unwrap();
+    let k = phasecheck_gpu::codegen::generate_hw_barrier(&spec.proto, &spec.source, Backend::Ptx, 0).unwrap();
+    assert!(k.symbol.ends_with("_hwb"));
+    assert!(!k.body.contains("pc_named("), "no software named barrier in the hardware form");
+    insta::assert_snapshot!(k.body);
+}
+
 #[test]
 fn prelude_libcu() {
     insta::assert_snapshot!(phasecheck_gpu::codegen::prelude_text(Backend::Libcu));

@@ -23,7 +23,9 @@ impl Gen<'_> {
                 let ws = p.warp_size;
                 let what = if *sync { "barrier.sync" } else { "barrier.arrive" };
                 self.w("  pc_turn_end(th, th.turnp);  // the arrival is the step; the release follows it");
-                self.w(format!("  {{ i64 id = {id}, count = {count};  // {what} of the hardware, unbounded"));
+                self.w(format!(
+                    "  {{ i64 id = {id}, count = {count};  // {what} of the hardware, unbounded"
+                ));
                 // The same undefined uses the software form reports (an id past the 16 barriers,
                 // a count not in whole model warps) stop the thread as an assertion would.
                 self.w(format!(
