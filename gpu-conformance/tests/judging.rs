@@ -1,6 +1,6 @@
 //! Judging GPU runs: the three verdicts, replay judged against its trace, litmus evidence.
 
-use phasecheck_gpu::compare::{judge_replay, judge_stress, never_seen_reason, Verdict};
+use phasecheck_gpu::compare::{judge_launch_hung, judge_replay, judge_stress, never_seen_reason, Verdict};
 use phasecheck_gpu::report::{Case, Report};
 use phasecheck_model::rt::Model;
 use phasecheck_model::spec::load as load_spec;
@@ -251,4 +251,22 @@ fn a_hang_made_by_the_forcing_is_not_forced_in_replay_and_outside_in_stress() {
     let wrong = parse(&m, "t0 done parity=[1] | t1 HUNG");
     let (j, _) = judge_replay(&m, &v.actions, &fc, &set, &[(wrong, 1)], &[], 1_000_000, None);
     assert_eq!(j.verdict, Verdict::Outside);
+}
+
+/// A launch on the hardware's barriers that never returned says only that some thread never
+/// finished: agreement where the model allows a hang, no evidence where it allows one only after
+/// undefined behaviour, OUTSIDE where every outcome finishes.
+#[test]
+fn a_hung_launch_is_within_only_where_the_model_allows_a_thread_that_never_finishes() {
+    let hangs = model("specs/soundness/prove_named_barrier_cycle.phase");
+    let finishes = model("specs/soundness/prove_named_barrier_cycle_fixed.phase");
+    let undefined = model("specs/hopper/named_barrier_mixed_counts.phase");
+    let j = judge_launch_hung(&allowed_outcomes(&hangs, 100_000));
+    assert_eq!(j.verdict, Verdict::Within);
+    let j = judge_launch_hung(&allowed_outcomes(&finishes, 100_000));
+    assert_eq!(j.verdict, Verdict::Outside);
+    assert_eq!(j.tally.outside, 1);
+    let j = judge_launch_hung(&allowed_outcomes(&undefined, 100_000));
+    assert_eq!(j.verdict, Verdict::Unchecked, "{}", j.why);
+    assert!(j.why.contains("undefined behaviour"));
 }
