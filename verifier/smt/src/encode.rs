@@ -900,6 +900,87 @@ impl<'a> Encoder<'a> {
                             }
                         }
                     }
+                    self.wait_order_bytes(c, w1, c2)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A phase needs its bytes as it needs its arrivals: `w1` (of `c`) waits on a phase whose
+    /// bytes `c2` lands after a wait that needs a later arrival of `c`. A landing in a loop
+    /// iteration belongs to the round of `c2`'s arrival in that iteration; elsewhere every
+    /// phase is taken as needing it (an over-approximation: a refutation the explicit search
+    /// does not confirm reads `unknown`).
+    fn wait_order_bytes(&mut self, c: &Class, w1: &Site, c2: &Class) -> R<()> {
+        let s = self.s;
+        let is_wait = |x: &Site| matches!(x.kind, SiteKind::WaitParity { .. } | SiteKind::WaitToken { .. });
+        let is_arr = |x: &Site| matches!(x.kind, SiteKind::Arrive { .. });
+        let group = |n: &str| s.groups.iter().find(|g| g.name == n).unwrap();
+        for l2 in c2.sites.iter().filter(|x| matches!(x.kind, SiteKind::Land { .. }) && x.group == w1.group) {
+            let round_arrival: Vec<&Site> = c2.sites.iter().filter(|x| is_arr(x) && x.group == w1.group && x.seg == l2.seg).collect();
+            let paired = c2.segs[l2.seg].is_some() && round_arrival.len() == 1;
+            for w2 in c2.sites.iter().filter(|x| is_wait(x)) {
+                if w2.seg > l2.seg || (w2.seg == l2.seg && c2.segs[w2.seg].is_none() && w2.pos > l2.pos) {
+                    continue;
+                }
+                for a1 in c.sites.iter().filter(|x| is_arr(x) && x.group == w2.group) {
+                    if a1.seg < w1.seg || (a1.seg == w1.seg && c.segs[a1.seg].is_none() && a1.pos < w1.pos) {
+                        continue;
+                    }
+                    self.reset();
+                    let (k1, kd1) = self.kvar(group(&w1.group));
+                    let (k2, kd2) = self.kvar(group(&w2.group));
+                    let ew1 = self.ev_k(c, w1, &k1);
+                    let el2 = self.ev_k(c2, l2, &k1);
+                    let ew2 = self.ev_k(c2, w2, &k2);
+                    let ea1 = self.ev_k(c, a1, &k2);
+                    let n1 = self.named(c, w1, &ew1, &k1)?;
+                    let n2 = self.named(c2, w2, &ew2, &k2)?;
+                    let v1 = self.visit(c, a1, &ea1, &k2, &|x| is_arr(x))?;
+                    let mut parts = vec![
+                        kd1,
+                        kd2,
+                        ew1.dom.clone(),
+                        el2.dom.clone(),
+                        ew2.dom.clone(),
+                        ea1.dom.clone(),
+                        ew1.idx.clone().eq(k1.clone()),
+                        el2.idx.clone().eq(k1.clone()),
+                        ew2.idx.clone().eq(k2.clone()),
+                        ea1.idx.clone().eq(k2.clone()),
+                        n1.clone().cmp(Cmp::Ge, int(0)),
+                        n2.clone().cmp(Cmp::Ge, int(0)),
+                        v1.eq(n2.clone()),
+                        Self::before(c2, w2, &ew2, l2, &el2),
+                        Self::before(c, w1, &ew1, a1, &ea1),
+                    ];
+                    if paired {
+                        let a2 = round_arrival[0];
+                        let ea2 = self.ev_k(c2, a2, &k1);
+                        let v2 = self.visit(c2, a2, &ea2, &k1, &|x| is_arr(x))?;
+                        parts.push(ea2.dom.clone());
+                        if let (Some(x), Some(y)) = (&ea2.iv, &el2.iv) {
+                            parts.push(x.clone().eq(y.clone()));
+                        }
+                        parts.push(v2.eq(n1.clone()));
+                    }
+                    self.push_q(Query {
+                        goal: Goal::Violation(Law::WaitOrder),
+                        group: w1.group.clone(),
+                        what: format!(
+                            "{} waits on `{}` for bytes {} lands after its wait on `{}`, which needs a later arrival of {}",
+                            c.label, w1.group, c2.label, w2.group, c.label
+                        ),
+                        formula: B::and(parts),
+                        spans: vec![w1.span, l2.span, w2.span, a1.span],
+                        show: vec![
+                            (format!("{} element", w1.group), k1),
+                            (format!("{} phase", w1.group), n1),
+                            (format!("{} element", w2.group), k2),
+                            (format!("{} phase", w2.group), n2),
+                        ],
+                    });
                 }
             }
         }

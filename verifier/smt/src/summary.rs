@@ -221,6 +221,15 @@ struct Ctx {
     /// The role the class belongs to.
     role: String,
     early_use: Option<Span>,
+    /// Whether the lanes of the class's warps (of its role) took the same branches since the
+    /// last `syncwarp` or `elect()`: then a `commit` is one instruction of the whole group.
+    converged: bool,
+    /// Whether the role's code holds an `elect()` (then any `if` may split its warps' lanes).
+    elects: bool,
+    /// For a per-thread class: the first thread (gtid) of its role and the role's size.
+    role_threads: Option<(i64, i64)>,
+    /// Commit sites of a per-thread class whose group has other lanes.
+    group_commits: Vec<usize>,
 }
 
 impl Builder {
@@ -324,6 +333,7 @@ impl Builder {
         // what a role does through the functions it calls counts as its own
         let fn_syncs = program.functions().any(|f| block_syncs_cta(&f.body));
         let fn_identity = program.functions().any(|f| uses_identity(&f.body));
+        let fn_commits = program.functions().any(|f| walk::block_commits(&f.body));
         if program
             .roles()
             .any(|r| block_syncs_cta(&r.body) || (fn_syncs && block_calls(&r.body)))
@@ -358,7 +368,10 @@ impl Builder {
                     gtid = gtid.map(|g| (g + warp_size - 1) / warp_size * warp_size);
                 }
                 let count_t = b.roles[&r.name.name].clone();
-                if uses_identity(&r.body) || (fn_identity && block_calls(&r.body)) {
+                // A role in threads that commits: its lanes' warps decide how many arrivals a
+                // commit makes, so each thread is its own class (as when it reads its identity).
+                let commits = r.unit == ast::RoleUnit::Threads && (walk::block_commits(&r.body) || (fn_commits && block_calls(&r.body)));
+                if uses_identity(&r.body) || (fn_identity && block_calls(&r.body)) || commits {
                     let n = match count_t.as_int() {
                         Some(n) => n,
                         None => return Err(need_concrete_of(&count_t, r.count.span)),
@@ -383,7 +396,7 @@ impl Builder {
                     }
                     let from = classes.len();
                     for tid in 0..n {
-                        let (segs, sites) = b.role_body(r, Some((tid, first + tid, warp_size)), None, cta)?;
+                        let (segs, sites) = b.role_body(r, Some((tid, first + tid, warp_size)), Some((first, n)), None, cta)?;
                         classes.push(Class {
                             label: format!("{}#{tid}{}", r.name.name, cta_suffix(ctas, cta)),
                             mult: int(1),
@@ -395,7 +408,7 @@ impl Builder {
                     aligned_named_barriers(r, &classes[from..], first, warp_size)?;
                 } else {
                     let whole = (r.unit != ast::RoleUnit::Threads).then_some(warp_size);
-                    let (segs, sites) = b.role_body(r, None, whole, cta)?;
+                    let (segs, sites) = b.role_body(r, None, None, whole, cta)?;
                     classes.push(Class {
                         label: format!("{}{}", r.name.name, cta_suffix(ctas, cta)),
                         mult: count_t.clone(),
@@ -507,6 +520,10 @@ impl Builder {
             role: String::new(),
             unfenced: None,
             early_use: None,
+            converged: false,
+            elects: false,
+            role_threads: None,
+            group_commits: vec![],
         };
         self.expr(e, &mut cx)
     }
@@ -523,6 +540,7 @@ impl Builder {
         &self,
         r: &ast::RoleDecl,
         me: Option<(i64, i64, i64)>,
+        role_threads: Option<(i64, i64)>,
         whole_warps: Option<i64>,
         cta: i64,
     ) -> R<(Vec<Option<Loop>>, Vec<Site>)> {
@@ -550,6 +568,11 @@ impl Builder {
             role: String::new(),
             unfenced: None,
             early_use: None,
+            // each role starts converged (docs/semantics.md, "Warps")
+            converged: true,
+            elects: walk::block_elects(&r.body) || (!self.fns.is_empty() && block_calls(&r.body)),
+            role_threads,
+            group_commits: vec![],
         };
         cx.cta = cta;
         cx.role = r.name.name.clone();
@@ -576,6 +599,22 @@ impl Builder {
                         "waits on `{}` from an elected block and from other lanes: the lanes then count their waits differently",
                         w.group
                     ),
+                )?;
+            }
+        }
+        // The lane that issues a group's commit learns the phase it arrived on; the others do
+        // not (docs/model.md: a thread knows the phases it arrived on or waited for). Which lane
+        // issues it is the interleaving's, so a parity wait of the group on the barrier it
+        // commits on names the same phase for every lane only while the commit cannot move the
+        // lanes' knowledge: one commit event on that barrier.
+        for &c in &cx.group_commits {
+            let g = &cx.sites[c].group;
+            let waits = cx.sites.iter().any(|x| &x.group == g && matches!(x.kind, SiteKind::WaitParity { .. }));
+            let commits = cx.group_commits.iter().filter(|&&d| &cx.sites[d].group == g).count();
+            if waits && (commits > 1 || cx.segs[cx.sites[c].seg].is_some()) {
+                return unsupported(
+                    cx.sites[c].span,
+                    format!("lanes that commit on `{g}` more than once and wait on it by parity: which lane's commit arrives decides what each lane knows of the phases, modelled only by the explicit search"),
                 )?;
             }
         }
@@ -615,12 +654,30 @@ impl Builder {
         cx.locals.iter().rev().find_map(|m| m.get(name).cloned())
     }
 
+    /// A statement, with what it does to the warp's convergence: a branch or loop may split the
+    /// lanes (in a per-thread class always: lanes differ; in a class of whole warps of one code
+    /// only through `elect()` results or a spin, whose trip count differs per lane), and they
+    /// stay split until the next `syncwarp` or `elect()`.
     fn stmt(&self, s: &ast::Stmt, cx: &mut Ctx) -> R<()> {
+        if !matches!(s.kind, StmtKind::If { .. } | StmtKind::For { .. } | StmtKind::While { .. }) {
+            return self.stmt_inner(s, cx);
+        }
+        let pre = cx.converged;
+        let keep = cx.me.is_none() && !walk::stmt_diverges(s, cx.elects);
+        cx.converged = pre && keep;
+        let r = self.stmt_inner(s, cx);
+        cx.converged = cx.converged && pre && keep;
+        r
+    }
+
+    fn stmt_inner(&self, s: &ast::Stmt, cx: &mut Ctx) -> R<()> {
         match &s.kind {
             StmtKind::Let { name, value } => {
                 if let ast::Value::Op(op) = value {
                     if matches!(op.kind, OpKind::Elect) {
                         self.elect(op.span, cx)?;
+                        // a warp-wide execution barrier: the lanes reconverge
+                        cx.converged = true;
                         cx.locals.last_mut().unwrap().insert(name.name.clone(), Local::Elect);
                         return Ok(());
                     }
@@ -849,11 +906,11 @@ impl Builder {
             // runs the same code, so the lanes it waits for reach it unless one of them blocks
             // earlier, on a wait whose arrivals the laws account for: it adds no cycle the
             // wait-order law does not see. Elsewhere left out, and no proof stands on it.
-            StmtKind::SyncWarp if cx.whole_warps.is_some() && cx.share == Share::All => {}
+            StmtKind::SyncWarp if cx.whole_warps.is_some() && cx.share == Share::All => cx.converged = true,
             // A thread of its own class: an arrival and a wait on a barrier of its warp's lanes,
             // so that the arrivals law counts who reaches it and the wait-order law sees cycles
             // through it (as for `syncthreads`).
-            StmtKind::SyncWarp if cx.me.is_some() && cx.share == Share::All && self.warp_sync(s.span, None, cx)? => {}
+            StmtKind::SyncWarp if cx.me.is_some() && cx.share == Share::All && self.warp_sync(s.span, None, cx)? => cx.converged = true,
             StmtKind::SyncWarp => {
                 self.refute_only.borrow_mut().get_or_insert(Unsupported {
                     span: s.span,
@@ -872,8 +929,11 @@ impl Builder {
                 let full = cx.whole_warps.filter(|ws| *ws < 63).map(|ws| (1i64 << ws) - 1);
                 let mask = self.expr(m, cx).ok().and_then(|t| t.as_int());
                 match (full, mask) {
-                    (Some(f), Some(k)) if cx.share == Share::All && k & f == f => {}
-                    (None, Some(k)) if cx.me.is_some() && cx.share == Share::All && self.warp_sync(s.span, Some(k), cx)? => {}
+                    (Some(f), Some(k)) if cx.share == Share::All && k & f == f => cx.converged = true,
+                    // lanes of the role outside the mask keep their branch path: the group is split
+                    (None, Some(k)) if cx.me.is_some() && cx.share == Share::All && self.warp_sync(s.span, Some(k), cx)? => {
+                        cx.converged = self.role_lanes(cx).iter().all(|l| *l < 63 && (k >> l) & 1 == 1)
+                    }
                     _ => return unsupported(
                         s.span,
                         "syncwarp(mask) with a mask other than every lane of a warp of one role is modelled only by the explicit search",

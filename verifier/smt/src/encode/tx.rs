@@ -3,21 +3,100 @@
 
 use super::*;
 
+/// The bytes one class expects and lands in one top-level round of one element, all its
+/// threads together, and whether the round is the only one the class makes there.
+pub(super) struct Round {
+    class: String,
+    element: i64,
+    round: usize,
+    exp: T,
+    land: T,
+    spans: Vec<Span>,
+    one_arrival: bool,
+    expects_before_arrival: bool,
+}
+
 impl<'a> Encoder<'a> {
     pub(super) fn tx(&mut self, g: &GroupInfo) -> R<()> {
         let is_tx = |s: &Site| s.group == g.name && matches!(s.kind, SiteKind::Expect { .. } | SiteKind::Land { .. });
         let with_tx: Vec<&Class> = self.s.classes.iter().filter(|c| c.sites.iter().any(is_tx)).collect();
         if with_tx.len() > 1 {
-            let sp = with_tx[1].sites.iter().find(|s| is_tx(s)).unwrap().span;
-            return un(
-                sp,
-                format!(
-                    "bytes of `{}` are expected or landed by more than one role; prove attributes bytes to phases within one role",
-                    g.name
-                ),
-            );
+            return self.tx_per_class(g, &with_tx);
         }
         let Some(c) = with_tx.first().copied() else { return Ok(()) };
+        self.tx_class(g, c, None)
+    }
+
+    /// Bytes of one barrier from several classes (threads of a role that reads its identity,
+    /// each issuing its own `memcpy_async`, or several roles): each class must balance its own
+    /// bytes in each of its rounds, which makes every phase balance (a class of several
+    /// identical threads is the same case, its threads interleaving as classes do). Bytes one
+    /// class expects and another lands (a multicast landing in a peer CTA) fail that test: a
+    /// refutation the explicit search then confirms or not, never a proof. Only top-level
+    /// rounds on constant elements; the outstanding bytes of a phase are summed over classes.
+    fn tx_per_class(&mut self, g: &GroupInfo, classes: &[&Class]) -> R<()> {
+        let mut rounds: Vec<Round> = Vec::new();
+        for c in classes {
+            self.tx_class(g, c, Some(&mut rounds))?;
+        }
+        // One round everywhere (each class arrives at most once on the element, every expect
+        // comes before its thread's arrival): the phase completes only once every arrival, so
+        // every expect, is in and the tx-count is 0, so all bytes land in that phase whoever
+        // lands them, and the sum over classes is the law. Otherwise each class balances alone.
+        let single = rounds.iter().all(|x| x.round == 0 && x.one_arrival && x.expects_before_arrival);
+        let mut keys: Vec<(i64, usize)> = rounds.iter().map(|x| (x.element, x.round)).collect();
+        keys.sort();
+        keys.dedup();
+        let max = int(MAX_COUNT);
+        for (k, r) in keys {
+            let on: Vec<&Round> = rounds.iter().filter(|x| x.element == k && x.round == r).collect();
+            let exp = T::sum(on.iter().map(|x| x.exp.clone()));
+            let land = T::sum(on.iter().map(|x| x.land.clone()));
+            let spans: Vec<Span> = on.iter().flat_map(|x| x.spans.clone()).collect();
+            let show = vec![
+                ("element".into(), int(k)),
+                ("phase".into(), int(r as i64)),
+                ("bytes expected".into(), exp.clone()),
+                ("bytes landed".into(), land.clone()),
+            ];
+            self.reset();
+            if single {
+                self.push_q(Query {
+                    goal: Goal::Violation(Law::TxBalance),
+                    group: g.name.clone(),
+                    what: format!("a phase of `{}` expects a different number of bytes than land in it (over the roles that expect or land them)", g.name),
+                    formula: exp.clone().cmp(Cmp::Ne, land.clone()),
+                    spans: spans.clone(),
+                    show: show.clone(),
+                });
+            } else {
+                for x in &on {
+                    self.push_q(Query {
+                        goal: Goal::Violation(Law::TxBalance),
+                        group: g.name.clone(),
+                        what: format!("{} expects a different number of bytes in a phase of `{}` than it lands there (bytes of several roles must balance per role)", x.class, g.name),
+                        formula: x.exp.clone().cmp(Cmp::Ne, x.land.clone()),
+                        spans: x.spans.clone(),
+                        show: show.clone(),
+                    });
+                }
+            }
+            self.push_q(Query {
+                goal: Goal::Violation(Law::TxRange),
+                group: g.name.clone(),
+                what: format!("a phase of `{}` has more than 2^20-1 bytes outstanding (over the roles that expect or land them)", g.name),
+                formula: B::or(vec![exp.clone().cmp(Cmp::Gt, max.clone()), land.clone().cmp(Cmp::Gt, max.clone())]),
+                spans,
+                show,
+            });
+        }
+        Ok(())
+    }
+
+    /// The tx laws of one class; with `rounds`, also the bytes of each of its top-level rounds
+    /// (element, round, bytes expected and landed by all its threads) for the sum over classes.
+    fn tx_class(&mut self, g: &GroupInfo, c: &Class, mut rounds_out: Option<&mut Vec<Round>>) -> R<()> {
+        let is_tx = |s: &Site| s.group == g.name && matches!(s.kind, SiteKind::Expect { .. } | SiteKind::Land { .. });
         // bytes are compared per thread: every tx statement and arrival of the role on the
         // barrier must run on the same lanes (all, or the elected one of each warp)
         let on_g: Vec<&Site> = c
@@ -61,6 +140,13 @@ impl<'a> Encoder<'a> {
         }
         let arr = Self::arrivals_of(c, &g.name);
         let loop_arrivals = arr.iter().any(|a| c.segs[a.seg].is_some());
+        if loop_arrivals && rounds_out.is_some() {
+            let sp = c.sites.iter().find(|s| is_tx(s)).unwrap().span;
+            return un(
+                sp,
+                format!("bytes of `{}` are expected or landed by more than one role, one of which arrives in a loop; prove attributes such bytes to phases only outside loops", g.name),
+            );
+        }
         if loop_arrivals {
             // every tx statement lives in a loop iteration together with exactly one arrival
             let segs: Vec<usize> = {
@@ -196,6 +282,31 @@ impl<'a> Encoder<'a> {
                 e.2.push(x.span);
             }
             self.reset();
+            if let Some(out) = rounds_out.as_deref_mut() {
+                let Some(ki) = idx.as_int() else {
+                    let sp = c.sites.iter().find(|s| is_tx(s)).unwrap().span;
+                    return un(sp, format!("bytes of `{}` from more than one role on an element that is not a constant", g.name));
+                };
+                let arrivals: Vec<&&Site> = arr.iter().filter(|a| on(a)).collect();
+                let expects_before_arrival = c
+                    .sites
+                    .iter()
+                    .filter(|x| is_tx(x) && on(x) && matches!(x.kind, SiteKind::Expect { .. }))
+                    .all(|x| arrivals.iter().any(|a| a.pos > x.pos));
+                for (r, (exp, land, spans)) in &rounds {
+                    out.push(Round {
+                        class: c.label.clone(),
+                        element: ki,
+                        round: *r,
+                        exp: mult.clone().mul(exp.clone()),
+                        land: mult.clone().mul(land.clone()),
+                        spans: spans.clone(),
+                        one_arrival: arrivals.len() <= 1,
+                        expects_before_arrival,
+                    });
+                }
+                continue;
+            }
             for (r, (exp, land, spans)) in rounds {
                 let dom = vec![idx.clone().cmp(Cmp::Ge, int(0))];
                 self.push_tx(g, &mult, dom, k.clone(), int(r as i64), exp, land, spans);

@@ -166,8 +166,9 @@ impl Builder {
             }
             OpKind::Inval { .. } => return unsupported(sp, "inval ends a barrier's life: modelled only by the explicit search")?,
             OpKind::Elect => {
-                // its value unused: only the warp-wide wait
+                // its value unused: only the warp-wide wait, which reconverges the lanes
                 self.elect(sp, cx)?;
+                cx.converged = true;
                 None
             }
             // Named barriers: a barrier of its own per id, counted per lane (a warp arrives as
@@ -180,11 +181,9 @@ impl Builder {
                 }
                 None
             }
-            OpKind::Commit { .. } => {
-                return unsupported(
-                    sp,
-                    "commit makes one arrival per converged group of lanes; convergence is modelled only by the explicit search",
-                )?
+            OpKind::Commit { bar } => {
+                self.commit(sp, bar, cx)?;
+                None
             }
             // Remote arrives, expects and accesses count on the target CTA's objects; a multicast
             // copy lands its bytes on the barrier of every CTA of the mask.

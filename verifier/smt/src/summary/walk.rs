@@ -147,3 +147,51 @@ pub(super) fn block_breaks(b: &ast::Block) -> bool {
         _ => false,
     })
 }
+
+fn op_is(s: &ast::Stmt, f: &dyn Fn(&OpKind) -> bool) -> bool {
+    match &s.kind {
+        StmtKind::Op(o) => f(&o.kind),
+        StmtKind::Let {
+            value: ast::Value::Op(o), ..
+        }
+        | StmtKind::Assign {
+            value: ast::Value::Op(o), ..
+        } => f(&o.kind),
+        _ => false,
+    }
+}
+
+fn any_stmt(b: &ast::Block, f: &dyn Fn(&ast::Stmt) -> bool) -> bool {
+    b.stmts.iter().any(|s| {
+        f(s) || match &s.kind {
+            StmtKind::For { body, .. } | StmtKind::While { body, .. } => any_stmt(body, f),
+            StmtKind::If { then, els, .. } => any_stmt(then, f) || els.as_ref().is_some_and(|e| any_stmt(e, f)),
+            _ => false,
+        }
+    })
+}
+
+/// Whether a block runs a warp-batched `commit` anywhere.
+pub(super) fn block_commits(b: &ast::Block) -> bool {
+    any_stmt(b, &|s| op_is(s, &|k| matches!(k, OpKind::Commit { .. })))
+}
+
+/// Whether a block runs `elect()` anywhere.
+pub(super) fn block_elects(b: &ast::Block) -> bool {
+    any_stmt(b, &|s| op_is(s, &|k| matches!(k, OpKind::Elect)))
+}
+
+/// Whether a branch or loop may leave the lanes of a warp that run one code on different
+/// paths: a spin (each lane polls its own number of times), an `elect()` inside it, or, in a
+/// role that elects, any `if` (it may test an `elect()` result). Conservative.
+pub(super) fn stmt_diverges(s: &ast::Stmt, elects: bool) -> bool {
+    let blk = ast::Block {
+        stmts: vec![s.clone()],
+        span: s.span,
+    };
+    any_stmt(&blk, &|x| {
+        matches!(x.kind, StmtKind::While { .. } | StmtKind::Call { .. } | StmtKind::Break)
+            || (elects && matches!(x.kind, StmtKind::If { .. }))
+            || op_is(x, &|k| matches!(k, OpKind::Elect))
+    })
+}

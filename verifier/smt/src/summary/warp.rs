@@ -44,6 +44,74 @@ impl Builder {
         Ok(true)
     }
 
+    /// The lanes (within its warp) of the per-thread class's role in its warp.
+    pub(super) fn role_lanes(&self, cx: &Ctx) -> Vec<i64> {
+        let (Some((_, gtid, ws)), Some((first, n))) = (cx.me, cx.role_threads) else {
+            return Vec::new();
+        };
+        let w = gtid / ws;
+        (first.max(w * ws)..(first + n).min((w + 1) * ws)).map(|t| t % ws).collect()
+    }
+
+    /// `commit(B)`: one arrival per converged group of lanes (docs/semantics.md, "Warps").
+    /// Converged lanes of a class of whole warps of one code reach it together (as they reach
+    /// `elect()`), so it is one arrival per warp, counted as an elected site. For a thread of
+    /// its own class, the group is its role's lanes in its warp: a barrier of the group
+    /// (the commit is one instruction, issued once all of them stand at it), then one arrival,
+    /// made by the group's first lane. Lanes that may have diverged since the last `syncwarp`
+    /// make a number of arrivals the interleaving decides: counted as one per lane, which can
+    /// refute the laws (the explicit search confirms it) but never prove them.
+    pub(super) fn commit(&self, span: Span, bar: &ast::Place, cx: &mut Ctx) -> R<()> {
+        if cx.share != Share::All {
+            return unsupported(span, "commit inside an elected block: the other lanes of the warp do not reach it")?;
+        }
+        let (g, i) = self.place(bar, cx)?;
+        let one = SiteKind::Arrive { n: int(1), drop: false };
+        if !cx.converged {
+            self.refute_only.borrow_mut().get_or_insert(Unsupported {
+                span,
+                why: "commit from a warp whose lanes may have diverged since the last syncwarp: it makes one arrival per converged group, a number the interleaving decides (counted here as one per lane: the laws can be refuted, not proved)".into(),
+            });
+            self.push(cx, span, g, i, one);
+            return Ok(());
+        }
+        if cx.whole_warps.is_some() {
+            let outer = cx.share;
+            cx.share = Share::Elected;
+            self.push(cx, span, g, i, one);
+            cx.share = outer;
+            return Ok(());
+        }
+        let Some((_, gtid, ws)) = cx.me else {
+            return unsupported(span, "commit in a class of threads whose warps are not known")?;
+        };
+        let lanes = self.role_lanes(cx);
+        let w = gtid / ws;
+        let name = format!("commit w{w} @{}{}", span.start, cta_suffix(self.ctas, cx.cta));
+        {
+            let mut named_groups = self.named.borrow_mut();
+            if !named_groups.iter().any(|x| x.name == name) {
+                named_groups.push(GroupInfo {
+                    name: name.clone(),
+                    len: 1,
+                    count: int(lanes.len() as i64),
+                    span,
+                });
+            }
+        }
+        let a = self.push(cx, span, name.clone(), int(0), SiteKind::Arrive { n: int(1), drop: false });
+        self.push(cx, span, name, int(0), SiteKind::WaitToken { arrive: a });
+        // The other lanes' commit is an event of the same round that brings no arrival: the
+        // group's arrival comes after it, so a phase that needs that arrival is held back by
+        // whatever holds these lanes back (the stale part of the parity law credits it).
+        let n = int((lanes.first() == Some(&(gtid % ws))) as i64);
+        let c = self.push(cx, span, g, i, SiteKind::Arrive { n, drop: false });
+        if lanes.len() > 1 {
+            cx.group_commits.push(c);
+        }
+        Ok(())
+    }
+
     /// `elect()`: a warp-wide wait and a choice of one lane. Exact only where every lane of the
     /// warp runs the class's code (whole warps of one role that read no identity): then its
     /// lanes reach it together unless one blocks earlier on a wait the laws account for, and the
