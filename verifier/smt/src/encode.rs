@@ -143,7 +143,9 @@ fn ind(b: B) -> T {
 }
 
 impl<'a> Encoder<'a> {
-    pub fn queries(s: &'a Summary) -> R<Vec<Query>> {
+    /// The queries of every law, and the first law that could not be encoded (its reason):
+    /// then the queries may refute the protocol, but it is not proved.
+    pub fn queries(s: &'a Summary) -> R<(Vec<Query>, Option<Unsupported>)> {
         let mut e = Encoder {
             s,
             out: Vec::new(),
@@ -164,16 +166,21 @@ impl<'a> Encoder<'a> {
             cur: Ctx::default(),
             ctxs: Vec::new(),
         };
+        let mut partial = None;
         for g in &fs.groups {
-            l.group(g)?;
+            if let Err(u) = l.group(g) {
+                partial.get_or_insert(u);
+            }
         }
-        l.wait_order()?;
+        if let Err(u) = l.wait_order() {
+            partial.get_or_insert(u);
+        }
         let mut out = Vec::new();
         for (mut q, cx) in e.out.into_iter().zip(e.ctxs).chain(l.out.into_iter().zip(l.ctxs)) {
             q.formula = split_cases(&q.formula, &cx);
             out.push(q);
         }
-        Ok(out)
+        Ok((out, partial))
     }
 
     /// The period of a loop segment: every division of the loop variable in it is exact
@@ -439,10 +446,19 @@ impl<'a> Encoder<'a> {
             spans: vec![g.span],
             show: vec![("count".into(), g.count.clone())],
         });
-        self.arrival_laws(g)?;
-        self.parity(g)?;
-        self.tx(g)?;
-        Ok(())
+        // each law on its own: one that cannot be encoded here leaves the others' queries,
+        // which can still refute (the answer is then never `proved`)
+        let mut first = None;
+        if let Err(u) = self.arrival_laws(g) {
+            first.get_or_insert(u);
+        }
+        if let Err(u) = self.parity(g) {
+            first.get_or_insert(u);
+        }
+        if let Err(u) = self.tx(g) {
+            first.get_or_insert(u);
+        }
+        first.map_or(Ok(()), Err)
     }
 
     /// Indices within the array, truncating divisions of non-negative values only.

@@ -228,7 +228,12 @@ fn prove_in(program: &ast::Program, opts: &Options, session: &solver::Session) -
                 refute_only = summary.refute_only.clone();
             }
             let qs = match Encoder::queries(&summary) {
-                Ok(q) => q,
+                Ok((q, partial)) => {
+                    if refute_only.is_none() {
+                        refute_only = partial;
+                    }
+                    q
+                }
                 Err(u) => {
                     return finish(
                         report,
@@ -267,14 +272,12 @@ fn prove_in(program: &ast::Program, opts: &Options, session: &solver::Session) -
                         )
                     }
                     solver::Answer::Sat { values, symbols } => match &q.goal {
+                        // The encoding may not describe every run here: no proof, but a
+                        // refutation still stands once the explicit search confirms it.
                         Goal::Obligation(u) => {
-                            return finish(
-                                report,
-                                Outcome::Unknown {
-                                    reason: u.why.clone(),
-                                    span: Some(u.span),
-                                },
-                            );
+                            if refute_only.is_none() {
+                                refute_only = Some(u.clone());
+                            }
                         }
                         Goal::Violation(law) => {
                             let mut assignment: Vec<(String, i64)> =

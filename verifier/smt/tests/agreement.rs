@@ -309,7 +309,9 @@ fn consumers_of(src: &str) -> i64 {
 // producer's loop as tiles x k or as a persistent `while`, a named barrier (right, a warp short,
 // a cycle), wgmma and proxy fences, cp.async arrive-ons (plain, `.noinc`, plain where an arrival
 // is needed), a cluster of two (with remote releases), a `try_wait_parity` spin, the producer's
-// issue as an inline function. `prove` runs over a range of
+// issue as an inline function, the consumers' release as a warp-batched commit (converged or
+// not), the producer's copy after its wait on `empty` (right, or waiting on the bytes' own round).
+// `prove` runs over a range of
 // FLIP and ITERS; whenever it says proved, the explicit search finds no counting kind at sampled
 // instances of the range; whenever it refutes, the explicit search finds a kind of the law at the
 // instance it reports.
@@ -367,6 +369,14 @@ struct Wide {
     inline_fn: bool,
     /// The producer's loop is `while t < ITERS { ...; t = t + 1 }` (a persistent scheduler).
     persistent: bool,
+    /// The consumers' release as a warp-batched commit: 0 `arrive`; 1 `syncwarp` then
+    /// `commit` (one arrival per warp of the role: right where `empty` counts warps); 2 a
+    /// commit after a branch on the lane (diverged: one arrival per group, entanglement).
+    commit: u8,
+    /// The producer's copy after its wait on `empty`, its `arrive_expect_tx` before it: 0 no;
+    /// 1 the wait on the previous round's release (right); 2 on this round's release, which
+    /// needs the bytes the copy lands (deadlock through the bytes).
+    late_copy: u8,
 }
 
 /// A small deterministic generator (splitmix64), so that a case is named by its seed.
@@ -419,7 +429,16 @@ fn wide(seed: u64) -> Wide {
         spin_wait: r.below(8) == 0,
         inline_fn: r.below(8) == 0,
         persistent: r.below(8) == 0,
+        commit: r.pick(3, 8) as u8,
+        late_copy: r.pick(3, 10) as u8,
     };
+    // the language rejects a commit in a uniform role; a remote release stays an `arrive`
+    if w.warps == 2 || w.cluster == 2 || w.cp_async != 0 {
+        w.commit = 0;
+    }
+    if w.inline_fn || w.elect {
+        w.late_copy = 0;
+    }
     // what the language rejects: uniform roles in a cluster, a remote cp.async arrive-on
     if w.producer_warps == 2 || w.warps == 2 {
         w.cluster = 0;
@@ -507,11 +526,16 @@ fn render_wide(w: &Wide) -> String {
     };
     s.push_str(&open);
     s.push_str(&format!("{ind}let s = i % STAGES\n"));
-    s.push_str(&format!("{ind}if i >= STAGES {{ wait_parity(empty[s], (i / STAGES + 1) % 2) }}\n"));
+    if w.late_copy == 0 {
+        s.push_str(&format!("{ind}if i >= STAGES {{ wait_parity(empty[s], (i / STAGES + 1) % 2) }}\n"));
+    }
     if w.proxy {
         s.push_str(&format!("{ind}fence_proxy_async()\n"));
     }
-    let issue = if w.inline_fn {
+    let issue = if w.late_copy > 0 {
+        let p = if w.late_copy == 1 { "(i / STAGES + 1) % 2" } else { "(i / STAGES) % 2" };
+        format!("arrive_expect_tx(full[s], BYTES)\n{ind}if i >= STAGES {{ wait_parity(empty[s], {p}) }}\n{ind}copy_async(slot[s], full[s], version = i)\n")
+    } else if w.inline_fn {
         "produce(s, i)\n".to_string()
     } else {
         format!("arrive_expect_tx(full[s], BYTES)\n{ind}copy_async(slot[s], full[s], version = i)\n")
@@ -582,6 +606,8 @@ fn render_wide(w: &Wide) -> String {
         "empty[s]"
     };
     match w.cp_async {
+        0 if w.commit == 1 => s.push_str("    syncwarp\n    commit(empty[s])\n"),
+        0 if w.commit == 2 => s.push_str("    if lane == 0 { work } else { work; work }\n    commit(empty[s])\n"),
         0 => s.push_str(&format!("    arrive({empty_of})\n")),
         1 => s.push_str(&format!(
             "    cp_async(stage, version = i)\n    cp_async_arrive({empty_of})\n    arrive({empty_of})\n"
@@ -741,7 +767,16 @@ fn run_wide(half: u64) {
         let w = wide(seed);
         let src = render_wide(&w);
         let lenient =
-            w.persistent || w.cluster > 0 || w.named > 0 || w.cp_async > 0 || w.producer_warps > 0 || w.spin_wait || w.inline_fn || w.proxy;
+            w.persistent
+            || w.cluster > 0
+            || w.named > 0
+            || w.cp_async > 0
+            || w.producer_warps > 0
+            || w.spin_wait
+            || w.inline_fn
+            || w.proxy
+            || w.commit > 0
+            || w.late_copy > 0;
         if let Err(why) = sound(&src, &mut tally, lenient) {
             panic!("seed {seed}: {why}\n{w:?}\n--- spec ---\n{src}");
         }
