@@ -71,11 +71,43 @@ fn refutation_picks_a_small_instance_from_the_range() {
 
 #[test]
 fn outside_the_fragment_is_unknown_naming_the_line() {
-    let o = run(&["prove", "specs/guide/commit_after_syncwarp.phase"]);
+    let o = run(&["prove", "specs/guide/manual_init_inval.phase"]);
     let t = text(&o);
     assert_eq!(o.status.code(), Some(3), "{t}");
-    assert!(t.contains("verdict:  unknown: commit"), "{t}");
-    assert!(t.contains("specs/guide/commit_after_syncwarp.phase:"), "{t}");
+    assert!(t.contains("verdict:  unknown: inval"), "{t}");
+    assert!(t.contains("specs/guide/manual_init_inval.phase:"), "{t}");
+}
+
+#[test]
+fn a_commit_of_converged_lanes_is_one_arrival_per_warp() {
+    let (code, t) = prove_soundness("prove_commit_per_warp", &[]);
+    assert_eq!(code, Some(1), "refuted and confirmed:\n{t}");
+    let (code, t) = prove_soundness("prove_commit_per_warp_fixed", &[]);
+    assert_eq!(code, Some(0), "{t}");
+    // reconverged by syncwarp: proved; diverged: refuted, never proved
+    let o = run(&["prove", "specs/guide/commit_after_syncwarp.phase"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = run(&["prove", "specs/kinds/entanglement.phase"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+}
+
+#[test]
+fn a_phase_needs_its_bytes_as_it_needs_its_arrivals() {
+    // a copy issued after a wait that needs the waiter's own later arrival used to be proved
+    let (code, t) = prove_soundness("prove_bytes_after_wait", &[]);
+    assert_eq!(code, Some(1), "refuted and confirmed:\n{t}");
+    assert!(t.contains("wait-order"), "{t}");
+    let (code, t) = prove_soundness("prove_bytes_after_wait_fixed", &[]);
+    assert_eq!(code, Some(0), "{t}");
+}
+
+#[test]
+fn bytes_of_several_classes_balance_per_class_and_sum_per_phase() {
+    let (code, t) = prove_soundness("prove_memcpy_bytes_sum", &[]);
+    assert_eq!(code, Some(1), "refuted and confirmed:\n{t}");
+    assert!(t.contains("tx-range"), "{t}");
+    let (code, t) = prove_soundness("prove_memcpy_bytes_sum_fixed", &[]);
+    assert_eq!(code, Some(0), "{t}");
 }
 
 #[test]
