@@ -111,6 +111,14 @@ impl Builder {
                 }
                 None
             }
+            // `st.async` with complete_tx: an asynchronous store that lands its bytes on the
+            // barrier (of the CTA it names, through `Remote`) as a copy does.
+            OpKind::StAsync { bar, bytes, .. } => {
+                let b = self.expr(bytes, cx)?;
+                let (g, i) = self.place(bar, cx)?;
+                self.push(cx, sp, g, i, SiteKind::Land { bytes: b });
+                None
+            }
             // cp.async copies land on their own and touch no barrier; a group wait waits only
             // for the thread's own copies, which land whatever the other threads do.
             OpKind::CpAsync { .. } | OpKind::CpAsyncCommitGroup | OpKind::CpAsyncWait { .. } => None,
