@@ -589,7 +589,7 @@ impl Footprints {
     /// its warp's record when it synchronises with the warp's other lanes or may exit (an exited
     /// lane leaves the warp's collectives), and the buffers its asynchronous reads in flight
     /// read when it retires them (its future always may: the reads stay in flight until it
-    /// does). The planted defects of the reduction drop one of these.
+    /// does). Two planted defects of the reduction drop the warp's record or the named barriers.
     fn for_thread(&self, m: &Model, s: &State, t: usize, fp: &mut Footprint, future: bool) {
         use crate::rt::Mutant;
         let w = m.proto.threads[t].warp as usize;
@@ -602,7 +602,7 @@ impl Footprints {
             // The release runs every released lane's local code, which may end it.
             fp.exit |= fp.warp_sync;
         }
-        if (fp.retires || future) && m.mutant != Some(Mutant::PorForgetsAsyncReads) {
+        if fp.retires || future {
             for r in s.proxy.reads.iter().filter(|r| r.issuer as usize == t) {
                 Footprint::set(&mut fp.read, self.barriers + r.buf as usize);
             }

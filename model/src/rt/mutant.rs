@@ -39,9 +39,6 @@ pub enum Mutant {
     PorForgetsNamedBarriers,
     /// The cut at waits counts one arrival per agent of a uniform role instead of one per lane.
     PorCountsOneLanePerAgent,
-    /// The reduction forgets the buffers a thread's asynchronous reads in flight read (a TMA
-    /// store's or a wgmma's, which its wait retires).
-    PorForgetsAsyncReads,
 }
 
 impl Mutant {
@@ -64,18 +61,17 @@ impl Mutant {
     /// Footprints that each forget one construct's conflicts. Not in `ALL`: the library's expect
     /// lines need not notice them (most library specs are small enough to hide a lost
     /// interleaving); the reduced-versus-unreduced comparisons of `tests/por_constructs.rs` must.
-    pub const FOOTPRINT_DEFECTS: [Mutant; 4] = [
+    pub const FOOTPRINT_DEFECTS: [Mutant; 3] = [
         Mutant::PorForgetsWarpLanes,
         Mutant::PorForgetsNamedBarriers,
         Mutant::PorCountsOneLanePerAgent,
-        Mutant::PorForgetsAsyncReads,
     ];
 
     /// A defect of the partial-order reduction's footprints alone (the model's steps are right).
     pub fn is_footprint_defect(self) -> bool {
         matches!(
             self,
-            Mutant::PorForgetsWarpLanes | Mutant::PorForgetsNamedBarriers | Mutant::PorCountsOneLanePerAgent | Mutant::PorForgetsAsyncReads
+            Mutant::PorForgetsWarpLanes | Mutant::PorForgetsNamedBarriers | Mutant::PorCountsOneLanePerAgent
         )
     }
 
@@ -97,7 +93,6 @@ impl Mutant {
             Mutant::PorForgetsWarpLanes => "por-forgets-warp-lanes",
             Mutant::PorForgetsNamedBarriers => "por-forgets-named-barriers",
             Mutant::PorCountsOneLanePerAgent => "por-counts-one-lane-per-agent",
-            Mutant::PorForgetsAsyncReads => "por-forgets-async-reads",
         }
     }
 }
