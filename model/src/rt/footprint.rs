@@ -25,10 +25,11 @@
 //! function (closed over the barriers it arrives on), since the completing agent runs it. A copy
 //! issue carries the footprint of its future landing.
 //!
-//! The reduction applies to protocols without warp- or CTA-wide collectives (`syncthreads`,
-//! `syncwarp`, `elect`, `commit`, whose steps change other threads' records) and without `while`
-//! loops (a spinning thread is a deadlock judged over a set of states); other protocols are
-//! always expanded in full.
+//! A warp's lanes meet (`elect`, `syncwarp`, named barriers) through the warp's record, an
+//! object of its own; a named barrier is an object its arrivals write. The reduction does not
+//! apply to `syncthreads`, the warp-batched `commit`, `while` loops (a spinning thread is a
+//! deadlock judged over a set of states), byte ranges, cp.async and cluster scope: those
+//! protocols are expanded in full.
 
 use crate::program::ir::*;
 use crate::rt::state::{Life, State, Status};
