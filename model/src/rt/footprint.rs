@@ -25,10 +25,11 @@
 //! function (closed over the barriers it arrives on), since the completing agent runs it. A copy
 //! issue carries the footprint of its future landing.
 //!
-//! The reduction applies to protocols without warp- or CTA-wide collectives (`syncthreads`,
-//! `syncwarp`, `elect`, `commit`, whose steps change other threads' records) and without `while`
-//! loops (a spinning thread is a deadlock judged over a set of states); other protocols are
-//! always expanded in full.
+//! A warp's lanes meet (`elect`, `syncwarp`, named barriers) through the warp's record, an
+//! object of its own; a named barrier is an object its arrivals write. The reduction does not
+//! apply to `syncthreads`, the warp-batched `commit`, `while` loops (a spinning thread is a
+//! deadlock judged over a set of states), byte ranges, cp.async and cluster scope: those
+//! protocols are expanded in full.
 
 use crate::program::ir::*;
 use crate::rt::state::{Life, State, Status};
@@ -54,6 +55,14 @@ pub struct Touch<'a> {
     pub buf: Option<(&'a Ref, bool)>,
     /// The step starts an async event that lands later (a copy issue).
     pub lands: bool,
+    /// More buffers the step reads (a wgmma's operands after the first).
+    pub reads: &'a [Ref],
+    /// The step retires the thread's own asynchronous reads (`wait_group`, `wgmma_wait`): it
+    /// reads the buffers they read, which only the thread's record in `State::proxy` names.
+    pub retires: bool,
+    /// A proxy fence: it covers the generic writes of every buffer a thread writes and the inits
+    /// of every barrier a thread initialises (`Footprints::fence`).
+    pub fence: bool,
     /// What the step does to phases, for the look-ahead that cuts a thread's future at waits.
     pub phase: PhaseEffect<'a>,
     pub scope: Scope,
@@ -93,6 +102,9 @@ impl<'a> Touch<'a> {
             bar,
             buf,
             lands: false,
+            reads: &[],
+            retires: false,
+            fence: false,
             phase,
             scope: Scope::Objects,
         }
@@ -104,6 +116,9 @@ impl<'a> Touch<'a> {
             bar: None,
             buf: None,
             lands: false,
+            reads: &[],
+            retires: false,
+            fence: false,
             phase,
             scope,
         }
@@ -134,6 +149,12 @@ pub struct Footprint {
     pub exit: bool,
     /// A copy's landing (or, in a thread's future, the landing of a copy it issues).
     pub lands: bool,
+    /// The step synchronises with the other lanes of its warp (`elect`, `syncwarp`, a named
+    /// barrier: the warp's last lane to reach it moves the others). Resolved per thread into its
+    /// warp's object by `Footprints::for_thread`.
+    pub warp_sync: bool,
+    /// The step retires the thread's asynchronous reads (resolved per thread, like `warp_sync`).
+    pub retires: bool,
     pub read: [u64; WORDS],
     pub write: [u64; WORDS],
 }
@@ -157,6 +178,8 @@ impl Footprint {
         self.global |= o.global;
         self.exit |= o.exit;
         self.lands |= o.lands;
+        self.warp_sync |= o.warp_sync;
+        self.retires |= o.retires;
         for (a, b) in self.read.iter_mut().zip(&o.read) {
             *a |= b;
         }
@@ -180,11 +203,29 @@ impl Footprint {
 /// The static footprints of one model.
 #[derive(Clone, Debug)]
 pub struct Footprints {
-    /// The reduction applies (no collectives, no `while`).
+    /// The reduction applies (no CTA-wide or warp-batched collectives, no `while`).
     pub applicable: bool,
     barriers: usize,
     buffers: usize,
     objects: usize,
+    /// The object index of named barrier 0 (after the vars) and how many there are (16 when the
+    /// protocol uses any). A named barrier is an object of its own: an arrival writes it.
+    named_base: usize,
+    named: usize,
+    /// The object index of warp 0's record (after the named barriers): written by the steps that
+    /// synchronise a warp's lanes, and by a lane's exit (exited lanes leave the warp's
+    /// collectives, which may release the others). Only warps of more than one agent get one
+    /// bit set (`lanes_shared`): an agent alone in its warp (a uniform role's, or a lone thread)
+    /// synchronises with nobody.
+    warp_base: usize,
+    lanes_shared: Vec<bool>,
+    /// Whether any role synchronises lanes (`elect`, `syncwarp`, named barriers): only then do
+    /// a lane's exits touch its warp's record.
+    warp_collectives: bool,
+    /// What a proxy fence writes: every buffer that a thread writes through the generic proxy
+    /// (the fence may clear its unfenced flag) and, when a thread initialises barriers, every
+    /// barrier (it may clear an init's unfenced flag, which a copy issue reads).
+    fence: Footprint,
     /// Per barrier: the footprint of its completion function, closed over the barriers it
     /// arrives on (empty without one).
     completion: Vec<Footprint>,
@@ -203,25 +244,51 @@ pub struct Footprints {
     own_vars: Vec<Vec<Footprint>>,
 }
 
+/// `syncthreads` (any exit in the CTA may release it) and the warp-batched `commit` (its arrival
+/// count depends on the convergence of the lanes): a protocol with either is expanded in full.
 fn is_collective(i: &Instr) -> bool {
     match &i.kind {
-        InstrKind::SyncWarp | InstrKind::SyncThreads | InstrKind::SyncWarpMask { .. } | InstrKind::Elect { .. } => true,
+        InstrKind::SyncThreads => true,
         InstrKind::Op { op, .. } => op.touch().scope == Scope::Collective,
         _ => false,
     }
 }
 
-/// Named barriers, the cluster barrier and the operations whose object declares no footprint
-/// (`Scope::Unreduced`: cp.async, partial copies and reads, the async proxy, cluster scope): a
-/// protocol with any of them is expanded in full (their steps count as touching everything,
-/// should one reach `instr`).
+/// The cluster barrier and the operations whose object declares no footprint
+/// (`Scope::Unreduced`: cp.async, partial copies and reads, cluster scope): a protocol with any of
+/// them is expanded in full (their steps count as touching everything, should one reach `instr`).
 fn without_footprint(i: &Instr) -> bool {
     match &i.kind {
         // Cluster scope: the cluster barrier is a collective like syncthreads, across CTAs.
-        InstrKind::NamedBar { .. } | InstrKind::ClusterArrive { .. } | InstrKind::ClusterWait { .. } => true,
+        InstrKind::ClusterArrive { .. } | InstrKind::ClusterWait { .. } => true,
         InstrKind::Op { op, .. } => op.touch().scope == Scope::Unreduced,
         _ => false,
     }
+}
+
+fn syncs_lanes(i: &Instr) -> bool {
+    matches!(
+        i.kind,
+        InstrKind::SyncWarp | InstrKind::SyncWarpMask { .. } | InstrKind::Elect { .. } | InstrKind::NamedBar { .. }
+    )
+}
+
+/// The value of an index expression that names no local, var or identity (`None` otherwise).
+fn constant(e: &IExpr) -> Option<i64> {
+    let mut plain = !e.reads_var() && !e.reads_identity();
+    e.each(&mut |x| plain &= !matches!(x, IExpr::Local(_)));
+    if !plain {
+        return None;
+    }
+    e.eval(&[], None, &mut |_| Err(EvalError::NoVar)).ok()
+}
+
+/// How the footprint of an instruction values the index expressions of its references (and a
+/// named barrier's id): `None` is no value, the whole group.
+type Index<'x> = &'x dyn Fn(&IExpr) -> Option<i64>;
+
+fn no_index(_: &IExpr) -> Option<i64> {
+    None
 }
 
 /// The pcs an instruction may continue at (in its own code).
@@ -238,7 +305,17 @@ impl Footprints {
     pub fn new(p: &Protocol, fine_grained: bool) -> Footprints {
         let barriers = p.barriers.len();
         let buffers = p.buffers.len();
-        let objects = barriers + buffers + p.vars.len();
+        let named_base = barriers + buffers + p.vars.len();
+        let named = if p.roles.iter().any(|r| r.code.instrs.iter().any(|i| matches!(i.kind, InstrKind::NamedBar { .. }))) {
+            crate::rt::named::NAMED_BARRIERS
+        } else {
+            0
+        };
+        let warp_base = named_base + named;
+        let warps = p.warp_count();
+        let objects = warp_base + warps;
+        let lanes_shared: Vec<bool> = (0..warps).map(|w| p.warp_members(w).nth(1).is_some()).collect();
+        let code = || p.roles.iter().flat_map(|r| r.code.instrs.iter()).chain(p.completions.iter().flat_map(|c| c.instrs.iter()));
         // Cluster scope: a CTA's exit conflicts with every later remote access to it, which no
         // footprint here records: a cluster is expanded in full.
         let applicable = !fine_grained
@@ -247,15 +324,39 @@ impl Footprints {
             && p.roles
                 .iter()
                 .all(|r| !r.code.has_while && !r.code.instrs.iter().any(|i| is_collective(i) || without_footprint(i)));
+        let mut fence = Footprint::empty(objects);
+        for i in code() {
+            match &i.kind {
+                InstrKind::Op {
+                    op: IOp::Mem(m), ..
+                } if m.writes() => {
+                    let g = &p.buffer_groups[m.buf().group as usize];
+                    for d in g.base as usize..g.base as usize + g.len as usize {
+                        Footprint::set(&mut fence.write, barriers + d);
+                    }
+                }
+                InstrKind::Op {
+                    op: IOp::Mbar(MbarOp::Init { .. }),
+                    ..
+                } => (0..barriers).for_each(|b| Footprint::set(&mut fence.write, b)),
+                _ => {}
+            }
+        }
         let mut f = Footprints {
             applicable,
             barriers,
             buffers,
             objects,
+            named_base,
+            named,
+            warp_base,
+            lanes_shared,
+            warp_collectives: p.roles.iter().any(|r| r.code.instrs.iter().any(syncs_lanes)),
+            fence,
             completion: vec![Footprint::empty(objects); barriers],
             future: Vec::new(),
             steps: Vec::new(),
-            counts_arrivals: p.completions.is_empty() && p.roles.iter().all(|r| !r.uniform),
+            counts_arrivals: p.completions.is_empty(),
             own: Vec::new(),
             own_vars: Vec::new(),
         };
@@ -267,7 +368,7 @@ impl Footprints {
                 let Some(ci) = p.barriers[b].completion else { continue };
                 let mut fp = Footprint::empty(objects);
                 for i in &p.completions[ci as usize].instrs {
-                    fp.union(&f.instr(p, i, None, None));
+                    fp.union(&f.instr(p, i, &no_index));
                 }
                 // A completion function's `return` ends the function, not a thread.
                 fp.exit = false;
@@ -286,7 +387,7 @@ impl Footprints {
             .map(|r| {
                 let code = &r.code;
                 let n = code.instrs.len();
-                let own: Vec<Footprint> = code.instrs.iter().map(|i| f.instr(p, i, None, None)).collect();
+                let own: Vec<Footprint> = code.instrs.iter().map(|i| f.instr(p, i, &no_index)).collect();
                 // Reachability by iteration to a fixpoint (code is small).
                 let mut fut: Vec<Footprint> = (0..=n).map(|_| Footprint::empty(objects)).collect();
                 for pc in 0..=n {
@@ -320,20 +421,20 @@ impl Footprints {
         f.own = p
             .roles
             .iter()
-            .map(|r| r.code.instrs.iter().map(|i| f.instr(p, i, None, None)).collect())
+            .map(|r| r.code.instrs.iter().map(|i| f.instr(p, i, &no_index)).collect())
             .collect();
         f.steps = p
             .roles
             .iter()
-            .map(|r| (0..r.code.instrs.len()).map(|pc| f.step_at(p, &r.code, pc, None, None)).collect())
+            .map(|r| (0..r.code.instrs.len()).map(|pc| f.step_at(p, &r.code, pc, &no_index)).collect())
             .collect();
         f
     }
 
     /// The step that starts at `pc`: its instruction (a copy's landing is an action of its own),
     /// and an exit if the local code that runs after it in the same step may end the thread.
-    fn step_at(&self, p: &Protocol, code: &Code, pc: usize, bar: Option<usize>, buf: Option<usize>) -> Footprint {
-        let mut fp = self.instr(p, &code.instrs[pc], bar, buf);
+    fn step_at(&self, p: &Protocol, code: &Code, pc: usize, at: Index) -> Footprint {
+        let mut fp = self.instr(p, &code.instrs[pc], at);
         fp.lands = false;
         let mut seen = vec![false; code.instrs.len() + 1];
         let mut stack = successors(code, pc);
@@ -379,10 +480,10 @@ impl Footprints {
         }
     }
 
-    /// One instruction's footprint. `bar`/`buf`: the element its barrier or buffer reference
-    /// names, when known (else the whole group). Includes the landing of a copy it issues.
-    fn instr(&self, p: &Protocol, i: &Instr, bar: Option<usize>, buf: Option<usize>) -> Footprint {
-        self.objects(p, i, bar, buf, self.var_reads(i))
+    /// One instruction's footprint, its references valued by `at` (an element when it has a
+    /// value, else the whole group). Includes the landing of a copy it issues.
+    fn instr(&self, p: &Protocol, i: &Instr, at: Index) -> Footprint {
+        self.objects(p, i, at, self.var_reads(i))
     }
 
     /// The shared vars an instruction's expressions read.
@@ -400,7 +501,7 @@ impl Footprints {
     }
 
     /// `fp` (an instruction's var reads) with what the instruction itself touches.
-    fn objects(&self, p: &Protocol, i: &Instr, bar: Option<usize>, buf: Option<usize>, mut fp: Footprint) -> Footprint {
+    fn objects(&self, p: &Protocol, i: &Instr, at: Index, mut fp: Footprint) -> Footprint {
         let base = self.barriers + self.buffers;
         match &i.kind {
             InstrKind::SetVar { var, .. } => Footprint::set(&mut fp.write, base + *var as usize),
@@ -411,13 +512,22 @@ impl Footprints {
             | InstrKind::Assert(_)
             | InstrKind::TokenCheck { .. }
             | InstrKind::Work => {}
-            InstrKind::SyncWarp
-            | InstrKind::SyncThreads
-            | InstrKind::SyncWarpMask { .. }
-            | InstrKind::Elect { .. }
-            | InstrKind::NamedBar { .. }
-            | InstrKind::ClusterArrive { .. }
-            | InstrKind::ClusterWait { .. } => fp.global = true,
+            // A local choice of lane, or a meeting of the warp's lanes: nothing shared beyond the
+            // warp's own record.
+            InstrKind::SyncWarp | InstrKind::SyncWarpMask { .. } | InstrKind::Elect { .. } => fp.warp_sync = true,
+            InstrKind::NamedBar { id, .. } => {
+                // The warp's arrival writes the barrier, and the arrival that completes it
+                // releases its waiters (whose futures hold their own arrival on it).
+                fp.warp_sync = true;
+                let ids = match at(id).or_else(|| constant(id)) {
+                    Some(k) if (0..self.named as i64).contains(&k) => k as usize..k as usize + 1,
+                    _ => 0..self.named,
+                };
+                for k in ids {
+                    Footprint::set(&mut fp.write, self.named_base + k);
+                }
+            }
+            InstrKind::SyncThreads | InstrKind::ClusterArrive { .. } | InstrKind::ClusterWait { .. } => fp.global = true,
             InstrKind::Op { .. } if without_footprint(i) => fp.global = true,
             InstrKind::Op { op, .. } => {
                 let touch = op.touch();
@@ -425,12 +535,19 @@ impl Footprints {
                     fp.global = true;
                 } else {
                     if let Some((r, write)) = touch.bar {
-                        self.bar_bits(p, r, bar, &mut fp, write);
+                        self.bar_bits(p, r, element(r, &p.barrier_groups, at), &mut fp, write);
                     }
                     if let Some((d, write)) = touch.buf {
-                        self.buf_bits(p, d, buf, &mut fp, write);
+                        self.buf_bits(p, d, element(d, &p.buffer_groups, at), &mut fp, write);
+                    }
+                    for d in touch.reads {
+                        self.buf_bits(p, d, element(d, &p.buffer_groups, at), &mut fp, false);
                     }
                     fp.lands |= touch.lands;
+                    fp.retires |= touch.retires;
+                    if touch.fence {
+                        fp.union(&self.fence);
+                    }
                 }
             }
         }
@@ -452,25 +569,53 @@ impl Footprints {
         };
         let me = &p.threads[t];
         let indexed = |r: &Ref| r.index.is_some();
-        let resolve = |r: &Ref, groups: &[Group]| element(r, groups, |e| e.eval_pure(&th.locals, me));
-        let (bar, buf) = match &i.kind {
+        let narrows = match &i.kind {
             InstrKind::Op { op, .. } => {
                 let touch = op.touch();
-                let any_indexed = touch.bar.is_some_and(|(r, _)| indexed(r)) || touch.buf.is_some_and(|(r, _)| indexed(r));
-                if touch.scope != Scope::Objects || !any_indexed {
-                    return self.steps[me.role as usize][pc];
-                }
-                (
-                    touch.bar.and_then(|(r, _)| resolve(r, &p.barrier_groups)),
-                    touch.buf.and_then(|(r, _)| resolve(r, &p.buffer_groups)),
-                )
+                touch.scope == Scope::Objects
+                    && (touch.bar.is_some_and(|(r, _)| indexed(r))
+                        || touch.buf.is_some_and(|(r, _)| indexed(r))
+                        || touch.reads.iter().any(indexed))
             }
-            _ => return self.steps[me.role as usize][pc],
+            InstrKind::NamedBar { id, .. } => constant(id).is_none(),
+            _ => false,
         };
-        if bar.is_none() && buf.is_none() {
+        if !narrows {
             return self.steps[me.role as usize][pc];
         }
-        self.step_at(p, code, pc, bar, buf)
+        self.step_at(p, code, pc, &|e: &IExpr| e.eval_pure(&th.locals, me))
+    }
+
+    /// `fp` (a step or a future of thread `t`) with what it touches through the thread itself:
+    /// its warp's record when it synchronises with the warp's other lanes or may exit (an exited
+    /// lane leaves the warp's collectives), and the buffers its asynchronous reads in flight
+    /// read when it retires them (its future always may: the reads stay in flight until it
+    /// does). Two planted defects of the reduction drop the warp's record or the named barriers.
+    fn for_thread(&self, m: &Model, s: &State, t: usize, fp: &mut Footprint, future: bool) {
+        use crate::rt::Mutant;
+        let w = m.proto.threads[t].warp as usize;
+        if self.warp_collectives
+            && self.lanes_shared.get(w).copied().unwrap_or(true)
+            && (fp.warp_sync || fp.exit)
+            && m.mutant != Some(Mutant::PorForgetsWarpLanes)
+        {
+            Footprint::set(&mut fp.write, self.warp_base + w);
+            // The release runs every released lane's local code, which may end it.
+            fp.exit |= fp.warp_sync;
+        }
+        if fp.retires || future {
+            for r in s.proxy.reads.iter().filter(|r| r.issuer as usize == t) {
+                Footprint::set(&mut fp.read, self.barriers + r.buf as usize);
+            }
+        }
+        if m.mutant == Some(Mutant::PorForgetsNamedBarriers) {
+            for k in 0..self.named {
+                let i = self.named_base + k;
+                fp.write[i / 64] &= !(1 << (i % 64));
+            }
+        }
+        fp.warp_sync = false;
+        fp.retires = false;
     }
 
     /// What thread `t` may still do in an execution from `s` in which the seed does not move: its
@@ -550,21 +695,52 @@ impl Footprints {
                     fp.union(&self.own[role][pc]);
                     pc += 1;
                 }
+                InstrKind::Elect { slot } => {
+                    // An agent of a uniform role is alone in its warp: its election elects it.
+                    // A lane of a wider warp may or may not be the one.
+                    fp.union(&self.own[role][pc]);
+                    let l = *slot as usize;
+                    if l < locals.len() {
+                        locals[l] = 1;
+                        unknown[l] = !p.roles[role].uniform;
+                    }
+                    pc += 1;
+                }
+                InstrKind::SyncWarp | InstrKind::SyncWarpMask { .. } => {
+                    // Walking past a meeting of the warp's lanes only adds to the future.
+                    fp.union(&self.own[role][pc]);
+                    pc += 1;
+                }
+                InstrKind::NamedBar { id, count, sync } => {
+                    let own = self.objects(p, i, &|e: &IExpr| value(e, locals, unknown), self.own_vars[role][pc]);
+                    fp.union(&own);
+                    let Some(k) = value(id, locals, unknown).filter(|k| (0..self.named as i64).contains(k)) else {
+                        return self.rest(p, t, pc, fp, arrivals);
+                    };
+                    let k = k as usize;
+                    // A thread waiting at its bar_sync has arrived: its warp's arrival is in
+                    // the barrier's count already.
+                    if !(first && th.status == Status::AtNamedWait) {
+                        let slot = self.barriers + k;
+                        // The hardware counts the warp's threads, exited lanes included.
+                        arrivals[slot] = arrivals[slot].saturating_add(p.warp_size as u64);
+                        let c = value(count, locals, unknown).map_or(UNBOUNDED, |c| c.max(0) as u64);
+                        let least = &mut arrivals[self.barriers + self.named + k];
+                        *least = (*least).min(if c == UNBOUNDED { 0 } else { c });
+                        let most = &mut arrivals[self.barriers + 2 * self.named + k];
+                        *most = (*most).max(c);
+                    }
+                    if *sync && !passes[self.barriers + k] {
+                        return fp;
+                    }
+                    pc += 1;
+                }
                 InstrKind::Op { op, result } if !without_footprint(i) => {
                     let touch = op.touch();
-                    let (bar, buf) = if touch.scope == Scope::Objects {
-                        (
-                            touch.bar.and_then(|(r, _)| element(r, &p.barrier_groups, locals, unknown)),
-                            touch.buf.and_then(|(r, _)| element(r, &p.buffer_groups, locals, unknown)),
-                        )
-                    } else {
-                        (None, None)
-                    };
-                    let own = if bar.is_none() && buf.is_none() {
-                        self.own[role][pc]
-                    } else {
-                        self.objects(p, i, bar, buf, self.own_vars[role][pc])
-                    };
+                    let bar = (touch.scope == Scope::Objects)
+                        .then(|| touch.bar.and_then(|(r, _)| element(r, &p.barrier_groups, locals, unknown)))
+                        .flatten();
+                    let own = self.objects(p, i, &|e: &IExpr| value(e, locals, unknown), self.own_vars[role][pc]);
                     match touch.phase {
                         PhaseEffect::Waits(target) => {
                             // A wait that has not returned by now returns only once its barrier's
@@ -588,9 +764,15 @@ impl Footprints {
                         }
                         PhaseEffect::Arrives(count) => {
                             fp.union(&own);
+                            // An agent of a uniform role arrives once per lane (outside an elected block).
+                            let lanes = if m.mutant == Some(crate::rt::Mutant::PorCountsOneLanePerAgent) {
+                                1
+                            } else {
+                                p.lanes_at(t, pc as u32).max(1) as u64
+                            };
                             let k = value(count, locals, unknown);
                             match (bar, k) {
-                                (Some(b), Some(k)) => arrivals[b] = arrivals[b].saturating_add(k.max(0) as u64),
+                                (Some(b), Some(k)) => arrivals[b] = arrivals[b].saturating_add((k.max(0) as u64).saturating_mul(lanes)),
                                 _ => self.unbounded(&own, arrivals),
                             }
                         }
@@ -623,27 +805,134 @@ impl Footprints {
         fp
     }
 
-    /// Every barrier `fp` writes (every one if it is global) may get any number of arrivals.
+    /// Every barrier `fp` writes (every one if it is global) may get any number of arrivals, and
+    /// so may every named barrier it writes (whose least count is then unknown).
     fn unbounded(&self, fp: &Footprint, arrivals: &mut [u64]) {
-        for (b, a) in arrivals.iter_mut().enumerate() {
-            if fp.global || (b < MAX_OBJECTS && fp.write[b / 64] & (1 << (b % 64)) != 0) {
-                *a = UNBOUNDED;
+        let writes = |i: usize| fp.global || (i < MAX_OBJECTS && fp.write[i / 64] & (1 << (i % 64)) != 0);
+        for b in 0..self.barriers {
+            if writes(b) {
+                arrivals[b] = UNBOUNDED;
+            }
+        }
+        for k in 0..self.named {
+            if writes(self.named_base + k) {
+                arrivals[self.barriers + k] = UNBOUNDED;
+                arrivals[self.barriers + self.named + k] = 0;
+                arrivals[self.barriers + 2 * self.named + k] = UNBOUNDED;
             }
         }
     }
 
-    /// Barriers nobody stops at before any arrival is counted: those not live (a wait on one
-    /// returns, or is undefined behaviour).
-    fn dead_barriers(s: &State) -> Vec<bool> {
-        s.barriers.iter().map(|b| b.life != Life::Live).collect()
+    /// Counters of one look-ahead: arrivals per barrier, then threads arrived per named
+    /// barrier, then the least and the greatest thread count those named arrivals name (a use
+    /// of a named barrier completes at its first arriver's count; `UNBOUNDED` as the greatest:
+    /// unknown).
+    fn fresh_counts(&self) -> Vec<u64> {
+        let mut c = vec![0u64; self.barriers + 3 * self.named];
+        c[self.barriers + self.named..self.barriers + 2 * self.named].fill(UNBOUNDED);
+        c
+    }
+
+    /// `sum` with the counts of `more`: arrivals add up, least counts take the least, greatest
+    /// the greatest.
+    fn add_counts(&self, sum: &mut [u64], more: &[u64]) {
+        let (least, most) = (self.barriers + self.named, self.barriers + 2 * self.named);
+        for (i, (a, x)) in sum.iter_mut().zip(more).enumerate() {
+            *a = if i < least {
+                a.saturating_add(*x)
+            } else if i < most {
+                (*a).min(*x)
+            } else {
+                (*a).max(*x)
+            };
+        }
+    }
+
+    /// The named barriers whose arrivals all commute in the executions from `s` in which the
+    /// seed does not move (`others`: the arrivals the other threads' walks make, `seed`: the
+    /// seed's own arrival, id and thread count, if its step is one): every one of them lands in
+    /// the use in progress (or, from an idle barrier, in a use whose count they all name), and
+    /// together with the seed's they reach at most its count, so no use completes before the
+    /// last of them and none starts after it. Two such arrivals reach one state in either order
+    /// (arrived counts add, clocks join, and the release at the count is the same release), so
+    /// the reduction treats them as independent (docs/model.md, "Named barriers").
+    fn quiet_named(&self, s: &State, others: &[u64], seed: Option<(usize, u64)>, ws: u64) -> u64 {
+        let mut quiet = 0u64;
+        for k in 0..self.named.min(64) {
+            let arrived = others[self.barriers + k];
+            let (least, most) = (others[self.barriers + self.named + k], others[self.barriers + 2 * self.named + k]);
+            let (seed_ws, seed_count) = match seed {
+                Some((id, c)) if id == k => (ws, Some(c)),
+                _ => (0, None),
+            };
+            let nb = &s.named[k];
+            let count = if nb.count > 0 {
+                Some(nb.count as u64)
+            } else {
+                // Idle: the first arriver fixes the count; every arrival must name the same.
+                let mut c = seed_count;
+                if arrived > 0 {
+                    c = match c {
+                        Some(c) if least == c && most == c => Some(c),
+                        None if least == most => Some(least),
+                        _ => None,
+                    };
+                }
+                c
+            };
+            let Some(count) = count else { continue };
+            if arrived != UNBOUNDED
+                && (nb.arrived.max(0) as u64).saturating_add(arrived).saturating_add(seed_ws) <= count
+                && (nb.count == 0 || seed_count.is_none_or(|c| c == count))
+            {
+                quiet |= 1 << k;
+            }
+        }
+        quiet
+    }
+
+    /// What nobody stops at before any arrival is counted: barriers not live (a wait on one
+    /// returns, or is undefined behaviour); then one entry per named barrier, none passed.
+    fn dead_barriers(&self, s: &State) -> Vec<bool> {
+        let mut v: Vec<bool> = s.barriers.iter().map(|b| b.life != Life::Live).collect();
+        v.resize(self.barriers + self.named, false);
+        v
+    }
+
+    /// The barriers whose phase in progress, and the named barriers whose use, the counted
+    /// arrivals may complete: nobody stops at them any longer. Returns whether one was added.
+    fn newly_passed(&self, s: &State, counts: &[u64], passes: &mut [bool]) -> bool {
+        let mut changed = false;
+        for b in 0..self.barriers {
+            if !passes[b] && counts[b] >= s.barriers[b].pending.max(0) as u64 {
+                passes[b] = true;
+                changed = true;
+            }
+        }
+        for k in 0..self.named {
+            let slot = self.barriers + k;
+            if passes[slot] {
+                continue;
+            }
+            let nb = &s.named[k];
+            let mut least = counts[self.barriers + self.named + k];
+            if nb.count > 0 {
+                least = least.min(nb.count as u64);
+            }
+            if (nb.arrived.max(0) as u64).saturating_add(counts[slot]) >= least {
+                passes[slot] = true;
+                changed = true;
+            }
+        }
+        changed
     }
 
     /// Every unfinished thread walked ahead with nobody past a live barrier's wait (the first round
     /// of `prefixes`, the same for every seed), and the arrivals each walk makes per barrier.
     fn first_walks(&self, m: &Model, s: &State, enabled: &[bool]) -> (Vec<Option<Footprint>>, Vec<Vec<u64>>) {
-        let passes = Self::dead_barriers(s);
+        let passes = self.dead_barriers(s);
         let (mut locals, mut unknown) = (Vec::new(), Vec::new());
-        let mut per = vec![vec![0u64; self.barriers]; s.threads.len()];
+        let mut per = vec![self.fresh_counts(); s.threads.len()];
         let walks = (0..s.threads.len())
             .map(|t| {
                 (s.threads[t].status != Status::Done)
@@ -669,38 +958,41 @@ impl Footprints {
         enabled: &[bool],
         first: &(Vec<Option<Footprint>>, Vec<Vec<u64>>),
         out: &mut Vec<Option<Footprint>>,
+        arrivals: &mut Vec<u64>,
     ) {
-        let mut passes = Self::dead_barriers(s);
-        let mut arrivals = vec![0u64; self.barriers];
+        let mut passes = self.dead_barriers(s);
+        arrivals.clear();
+        arrivals.extend(self.fresh_counts());
         for (t, a) in first.1.iter().enumerate() {
             if t != seed {
-                for (sum, x) in arrivals.iter_mut().zip(a) {
-                    *sum = sum.saturating_add(*x);
-                }
+                self.add_counts(arrivals, a);
             }
         }
         out.clear();
         out.extend(first.0.iter().enumerate().map(|(t, w)| if t == seed { None } else { *w }));
         let (mut locals, mut unknown) = (Vec::new(), Vec::new());
         loop {
-            let mut changed = false;
-            for (b, pass) in passes.iter_mut().enumerate() {
-                if !*pass && arrivals[b] >= s.barriers[b].pending.max(0) as u64 {
-                    *pass = true;
-                    changed = true;
-                }
-            }
-            if !changed {
+            if !self.newly_passed(s, arrivals, &mut passes) {
                 return;
             }
             out.clear();
-            arrivals.iter_mut().for_each(|a| *a = 0);
+            arrivals.copy_from_slice(&self.fresh_counts());
             for t in 0..s.threads.len() {
                 let th = &s.threads[t];
                 out.push(
                     (t != seed && th.status != Status::Done)
-                        .then(|| self.lookahead(m, s, t, !enabled[t], &passes, &mut arrivals, &mut locals, &mut unknown)),
+                        .then(|| self.lookahead(m, s, t, !enabled[t], &passes, &mut arrivals[..], &mut locals, &mut unknown)),
                 );
+            }
+        }
+    }
+
+    /// `fp` without the named barriers of `quiet` (bit k: named barrier k).
+    fn without_named(&self, fp: &mut Footprint, quiet: u64) {
+        for k in 0..self.named.min(64) {
+            if quiet & (1 << k) != 0 {
+                let i = self.named_base + k;
+                fp.write[i / 64] &= !(1 << (i % 64));
             }
         }
     }
@@ -740,11 +1032,21 @@ impl Footprints {
                 thread_enabled[*t as usize] = true;
             }
         }
-        // Only running threads here (no collectives): a thread's step is Thread(t).
-        let steps: Vec<Option<Footprint>> = (0..n).map(|t| thread_enabled[t].then(|| self.step(m, s, t))).collect();
+        // A thread's step is Thread(t): its next instruction, or the election of it by its warp.
+        let steps: Vec<Option<Footprint>> = (0..n)
+            .map(|t| {
+                thread_enabled[t].then(|| {
+                    let mut fp = self.step(m, s, t);
+                    self.for_thread(m, s, t, &mut fp, false);
+                    fp
+                })
+            })
+            .collect();
         let lands: Vec<Footprint> = (0..s.copies.len()).map(|i| self.landing(s, i)).collect();
         let mut best: Option<(Vec<bool>, Vec<bool>, usize)> = None;
-        let ahead = self.counts_arrivals && m.mutant.is_none();
+        // The cut at waits counts arrivals exactly: semantic defects planted in the model
+        // (a wait that returns early, say) would break that premise; the reduction's own do not.
+        let ahead = self.counts_arrivals && m.mutant.is_none_or(|x| x.is_footprint_defect());
         let (first, futures) = if ahead {
             (self.first_walks(m, s, &thread_enabled), Vec::new())
         } else {
@@ -752,20 +1054,50 @@ impl Footprints {
             let futures: Vec<Option<Footprint>> = (0..n)
                 .map(|t| {
                     let th = &s.threads[t];
-                    (th.status != Status::Done).then(|| self.future[p_role(m, t)][(th.pc as usize).min(m.proto.code_of(t).instrs.len())])
+                    (th.status != Status::Done).then(|| {
+                        let mut fp = self.future[p_role(m, t)][(th.pc as usize).min(m.proto.code_of(t).instrs.len())];
+                        self.for_thread(m, s, t, &mut fp, true);
+                        fp
+                    })
                 })
                 .collect();
             (Default::default(), futures)
         };
         let mut prefixes: Vec<Option<Footprint>> = Vec::new();
+        let mut counts: Vec<u64> = Vec::new();
+        let mut quiet_steps: Vec<Option<Footprint>> = Vec::new();
         for seed in 0..n {
             if !thread_enabled[seed] {
                 continue;
             }
             // What the others may do while the seed stands still: their code run ahead to the
             // waits that cannot return without it (or else their whole static future).
+            let mut steps = &steps;
             let futures = if ahead {
-                self.prefixes(m, s, seed, &thread_enabled, &first, &mut prefixes);
+                self.prefixes(m, s, seed, &thread_enabled, &first, &mut prefixes, &mut counts);
+                for (t, fp) in prefixes.iter_mut().enumerate() {
+                    if let Some(fp) = fp {
+                        self.for_thread(m, s, t, fp, true);
+                    }
+                }
+                // Arrivals on a named barrier that cannot reach past its count commute.
+                if self.named > 0 {
+                    let arrival = m
+                        .named_bar_at(s, seed)
+                        .filter(|&(id, c, _)| id >= 0 && c >= 0)
+                        .map(|(id, c, _)| (id as usize, c as u64));
+                    let quiet = self.quiet_named(s, &counts, arrival, m.proto.warp_size as u64);
+                    if quiet != 0 {
+                        for fp in prefixes.iter_mut().flatten() {
+                            self.without_named(fp, quiet);
+                        }
+                        quiet_steps.clone_from(steps);
+                        for fp in quiet_steps.iter_mut().flatten() {
+                            self.without_named(fp, quiet);
+                        }
+                        steps = &quiet_steps;
+                    }
+                }
                 &prefixes
             } else {
                 &futures

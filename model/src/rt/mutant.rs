@@ -32,6 +32,13 @@ pub enum Mutant {
     /// more steps are enabled, ignoring every conflict (an unsound reduction: the library's
     /// expect lines and `tests/reductions.rs` must catch it).
     PorIgnoresConflicts,
+    /// The reduction forgets that `elect`, `syncwarp` and a named barrier synchronise a warp's
+    /// lanes (and that a lane's exit releases the others from them).
+    PorForgetsWarpLanes,
+    /// The reduction forgets that a named barrier is written by its arrivals.
+    PorForgetsNamedBarriers,
+    /// The cut at waits counts one arrival per agent of a uniform role instead of one per lane.
+    PorCountsOneLanePerAgent,
 }
 
 impl Mutant {
@@ -51,6 +58,23 @@ impl Mutant {
         Mutant::PorIgnoresConflicts,
     ];
 
+    /// Footprints that each forget one construct's conflicts. Not in `ALL`: the library's expect
+    /// lines need not notice them (most library specs are small enough to hide a lost
+    /// interleaving); the reduced-versus-unreduced comparisons of `tests/por_constructs.rs` must.
+    pub const FOOTPRINT_DEFECTS: [Mutant; 3] = [
+        Mutant::PorForgetsWarpLanes,
+        Mutant::PorForgetsNamedBarriers,
+        Mutant::PorCountsOneLanePerAgent,
+    ];
+
+    /// A defect of the partial-order reduction's footprints alone (the model's steps are right).
+    pub fn is_footprint_defect(self) -> bool {
+        matches!(
+            self,
+            Mutant::PorForgetsWarpLanes | Mutant::PorForgetsNamedBarriers | Mutant::PorCountsOneLanePerAgent
+        )
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Mutant::WaitAlwaysReady => "wait-always-ready",
@@ -66,6 +90,9 @@ impl Mutant {
             Mutant::CommitPerLane => "commit-per-lane",
             Mutant::StaleWaitUnchecked => "stale-wait-unchecked",
             Mutant::PorIgnoresConflicts => "por-ignores-conflicts",
+            Mutant::PorForgetsWarpLanes => "por-forgets-warp-lanes",
+            Mutant::PorForgetsNamedBarriers => "por-forgets-named-barriers",
+            Mutant::PorCountsOneLanePerAgent => "por-counts-one-lane-per-agent",
         }
     }
 }

@@ -42,10 +42,32 @@ pub enum ProxyOp {
 }
 
 impl ProxyOp {
-    /// For the partial-order reduction: the async proxy has no footprints yet (expanded in full).
+    /// For the partial-order reduction (docs/model.md, "The async proxy"). An asynchronous read's
+    /// issue reads its buffer (its checks look at the buffer's writes and fence flag; writers of
+    /// the buffer look at the read in flight); the issuer's group operations change only its own
+    /// entries of `State::proxy`; a wait that retires reads reads their buffers; a fence writes
+    /// the fence flags it may clear.
     pub fn touch(&self) -> Touch<'_> {
-        use crate::rt::footprint::{PhaseEffect as P, Scope};
-        Touch::whole(Scope::Unreduced, P::Moves)
+        use crate::rt::footprint::PhaseEffect as P;
+        match self {
+            ProxyOp::StoreAsync { buf } => Touch::objects(None, Some((buf, false)), P::None),
+            ProxyOp::Wgmma { bufs } => match bufs.split_first() {
+                Some((first, rest)) => Touch {
+                    reads: rest,
+                    ..Touch::objects(None, Some((first, false)), P::None)
+                },
+                None => Touch::objects(None, None, P::None),
+            },
+            ProxyOp::CommitGroup => Touch::objects(None, None, P::None),
+            ProxyOp::WaitGroup { .. } | ProxyOp::WgmmaWait { .. } => Touch {
+                retires: true,
+                ..Touch::objects(None, None, P::None)
+            },
+            ProxyOp::FenceProxyAsync | ProxyOp::FenceMbarrierInit => Touch {
+                fence: true,
+                ..Touch::objects(None, None, P::None)
+            },
+        }
     }
 
     /// Every expression the operation evaluates, outermost ones.

@@ -1,0 +1,305 @@
+//! The partial-order reduction on the constructs of warp-specialized kernels: warp-uniform roles
+//! with an elected lane, `elect()` and `syncwarp` among the lanes of one warp, named barriers
+//! (`bar_sync`/`bar_arrive`) and the async proxy (TMA stores and their bulk groups, wgmma operand
+//! reads, proxy fences). Each generator plants the mistakes users make with its construct; each
+//! law says the reduced search finds exactly the kinds of the unreduced one (docs/model.md,
+//! "Partial-order reduction"). The footprint defects of `Mutant::FOOTPRINT_DEFECTS` (each forgets
+//! one construct's conflicts) must each lose a kind on some generated protocol, so these laws can
+//! fail. The async proxy has no such defect: a write of a buffer unordered with an asynchronous
+//! read of it races in either order (with the read in flight, or with the read its retiring wait
+//! records), so forgetting that conflict changes states and messages, never kinds.
+
+use phasecheck_model::lang;
+use phasecheck_model::program::lower::lower;
+use phasecheck_model::rt::{Model, Mutant};
+use phasecheck_model::ViolationKind;
+use phasecheck_verifier::{check, CheckOptions, Verdict};
+use proptest::prelude::*;
+use std::collections::BTreeSet;
+
+/// A small deterministic choice source: generated protocols are functions of one seed, so the
+/// laws (proptest) and the mutant hunts (a plain loop over seeds) draw from the same space.
+struct Dice(u64);
+
+impl Dice {
+    fn pick(&mut self, n: u64) -> u64 {
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (self.0 >> 33) % n
+    }
+
+    /// Mistakes are rarer than the right statement: 0 (right) half of the time.
+    fn mistake(&mut self, n: u64) -> u64 {
+        if self.pick(2) == 0 {
+            0
+        } else {
+            self.pick(n)
+        }
+    }
+}
+
+/// A warp-specialized pipeline: an elected producer lane of a uniform warp issues TMA-style
+/// copies; consumer warps (uniform, or the lanes of one warp) wait, read and release.
+fn uniform_pipeline(seed: u64) -> String {
+    let mut d = Dice(seed);
+    let stages = 1 + d.pick(2);
+    let iters = 1 + d.pick(3);
+    let uniform = d.pick(4) != 0;
+    let warps = if uniform { 1 + d.pick(2) } else { 1 };
+    let release = d.mistake(4);
+    let pwait = d.mistake(3);
+    let cwait = d.mistake(3);
+    let bytes = if d.mistake(2) == 1 { 8 } else { 16 };
+    // Elected release: one arrival per warp; a whole warp's release: one per lane.
+    let per_warp = if release == 1 { 2 } else { 1 };
+    let count = match d.mistake(3) {
+        1 => warps * per_warp + 1,
+        _ => warps * per_warp,
+    };
+    let pw = match pwait {
+        0 => "      if i >= STAGES { wait_parity(empty[s], (i / STAGES + 1) % 2) }\n",
+        1 => "      if i >= STAGES { wait_parity(empty[s], (i / STAGES) % 2) }\n",
+        _ => "",
+    };
+    let cw = match cwait {
+        0 => "    wait_parity(full[s], (i / STAGES) % 2)\n",
+        1 => "    wait_parity(full[s], 0)\n",
+        _ => "",
+    };
+    let read = "    read(slot[s], expect = i)\n";
+    let elected_arrive = "    let e = elect()\n    if e == 1 { arrive(empty[s]) }\n";
+    let body = match release {
+        0 => format!("{cw}{read}{elected_arrive}"),
+        1 => format!("{cw}{read}    arrive(empty[s])\n"),
+        2 => format!("{cw}{elected_arrive}{read}"),
+        _ => format!("{cw}{read}"),
+    };
+    // A warp that reads the first tile once: stale if the producer refilled its slot first,
+    // which takes the consumers' release (counted once per lane of a uniform warp).
+    let watcher = if d.pick(2) == 0 {
+        "\nrole watcher warps 1 uniform {\n  wait_parity(full[0], 0)\n  read(slot[0], expect = 0)\n}\n"
+    } else {
+        ""
+    };
+    let consumer = if uniform {
+        format!("role consumer warps {warps} uniform {{\n")
+    } else {
+        // The lanes of one warp: each lane's elect() may be the elected one.
+        "role consumer[2] {\n".to_string()
+    };
+    format!(
+        "protocol ws\nexpect holds\nparam STAGES = {stages}\nparam ITERS = {iters}\nwarp_size 2\n\n\
+         barrier full[STAGES] count 1\nbarrier empty[STAGES] count {count}\nbuffer slot[STAGES] bytes 16\n\n\
+         role producer warps 1 uniform {{\n  let e = elect()\n  if e == 1 {{\n    for i in 0..ITERS {{\n      let s = i % STAGES\n{pw}\
+               arrive_expect_tx(full[s], {bytes})\n      copy_async(slot[s], full[s], version = i)\n    }}\n  }}\n}}\n\n\
+         {consumer}  for i in 0..ITERS {{\n    let s = i % STAGES\n{body}  }}\n}}\n{watcher}"
+    )
+}
+
+/// The lanes of one warp meet at `elect()` and `syncwarp`: the elected lane writes and signals,
+/// the others read after the warp's meeting, a thread of another warp reads after a barrier.
+fn warp_election(seed: u64) -> String {
+    let mut d = Dice(seed);
+    let lanes = 2 + d.pick(2);
+    // The elected lane writes its lane number (readers expect lane 0's) or a constant.
+    let (value, seen) = if d.pick(2) == 0 { ("1", 1) } else { ("lane", 0) };
+    let sync = if d.mistake(2) == 0 { "  syncwarp\n" } else { "" };
+    let rwait = if d.mistake(2) == 0 { "  wait_parity(b, 0)\n" } else { "" };
+    let pre = match d.mistake(3) {
+        1 => "  read(x, expect = 0)\n",
+        2 => "  let f = elect()\n",
+        _ => "",
+    };
+    let second = if d.pick(2) == 0 {
+        "  let g = elect()\n  if g == 1 { arrive(c) }\n"
+    } else {
+        ""
+    };
+    format!(
+        "protocol election\nexpect holds\nwarp_size 4\n\n\
+         barrier b count 1\nbarrier c count 1\nbuffer x bytes 4\n\n\
+         role w[{lanes}] {{\n{pre}  let e = elect()\n  if e == 1 {{ write(x, {value})\n    arrive(b) }}\n{sync}  read(x, expect = {seen})\n{second}}}\n\n\
+         role other warps 1 {{\n  if lane == 0 {{\n{rwait}    read(x, expect = {seen})\n  }}\n}}\n"
+    )
+}
+
+/// Named barriers ordering a writer warp and reader warps (uniform agents, or the lanes of a
+/// warp), over several rounds, with the mistakes of their use: a bar_arrive where a bar_sync
+/// belongs, an arrival before the write, a count that mixes with another, no acknowledgement.
+fn named_barriers(seed: u64) -> String {
+    let mut d = Dice(seed);
+    let rounds = 1 + d.pick(3);
+    let uniform = d.pick(3) != 0;
+    let third = d.pick(2) == 0;
+    let warps = if third { 3 } else { 2 };
+    let count = 2 * warps;
+    let signal = d.mistake(4);
+    let take = d.mistake(3);
+    let ack = d.mistake(3);
+    let role = |name: &str| {
+        if uniform {
+            format!("role {name} warps 1 uniform {{\n")
+        } else {
+            format!("role {name}[2] {{\n")
+        }
+    };
+    let write = if uniform { "    write(x[i % 2], i)\n" } else { "    if lane == 0 { write(x[i % 2], i) }\n" };
+    let arrive = match signal {
+        0 => format!("{write}    bar_arrive(1, {count})\n"),
+        1 => format!("{write}    bar_sync(1, {count})\n"),
+        2 => format!("    bar_arrive(1, {count})\n{write}"),
+        _ => format!("{write}    bar_arrive(1, {})\n", count + 2),
+    };
+    let wait_ack = match ack {
+        0 => format!("    bar_sync(2, {count})\n"),
+        1 => String::new(),
+        _ => format!("    bar_sync(2, {})\n", count - 2),
+    };
+    let taking = match take {
+        0 => format!("    bar_sync(1, {count})\n"),
+        1 => format!("    bar_arrive(1, {count})\n"),
+        _ => String::new(),
+    };
+    let reader = |name: &str| {
+        format!(
+            "{}  for i in 0..R {{\n{taking}    read(x[i % 2], expect = i)\n    bar_arrive(2, {count})\n  }}\n}}\n\n",
+            role(name)
+        )
+    };
+    let mut src = format!(
+        "protocol named\nexpect holds\nparam R = {rounds}\nwarp_size 2\n\nbuffer x[2] bytes 4\n\n{}  for i in 0..R {{\n{arrive}{wait_ack}  }}\n}}\n\n",
+        role("writer")
+    );
+    src += &reader("reader");
+    if third {
+        src += &reader("second");
+    }
+    src
+}
+
+/// The async proxy: a thread stages tiles for TMA stores (fence, store, commit, wait before the
+/// rewrite), another hands a buffer to a wgmma consumer and rewrites it after the release, and a
+/// third writes the staging buffer once the storer signals.
+fn async_proxy(seed: u64) -> String {
+    let mut d = Dice(seed);
+    let rounds = 1 + d.pick(3);
+    let keep = d.mistake(2);
+    let fence = if d.mistake(2) == 0 { "    fence_proxy_async()\n" } else { "" };
+    let commit = if d.mistake(2) == 0 { "    commit_group()\n" } else { "" };
+    let tail = match d.mistake(3) {
+        0 => "  wait_group_read(0)\n  arrive(done)\n",
+        1 => "  arrive(done)\n  wait_group_read(0)\n",
+        _ => "  arrive(done)\n",
+    };
+    let mfence = if d.mistake(2) == 0 { "    fence_proxy_async()\n" } else { "" };
+    let mwait = match d.mistake(3) {
+        0 => "    wgmma_wait(0)\n    arrive(empty)\n",
+        1 => "    arrive(empty)\n    wgmma_wait(0)\n",
+        _ => "    wgmma_wait(1)\n    arrive(empty)\n",
+    };
+    let pwait = if d.mistake(2) == 0 {
+        "    if i > 0 { wait_parity(empty, (i + 1) % 2) }\n"
+    } else {
+        "    if i > 0 { wait_parity(empty, i % 2) }\n"
+    };
+    // The wgmma hand-off, in half of the protocols (alone, the stores' cases stay small).
+    let wgmma = if d.pick(2) == 0 {
+        format!(
+            "\nrole producer[1] {{\n  for i in 0..R {{\n{pwait}    write(a, i)\n{mfence}    arrive(full)\n  }}\n}}\n\n\
+             role mma[1] {{\n  for i in 0..R {{\n    wait_parity(full, i % 2)\n    wgmma_async(a)\n{mwait}  }}\n  wgmma_wait(0)\n}}\n"
+        )
+    } else {
+        String::new()
+    };
+    format!(
+        "protocol proxy\nexpect holds\nparam R = {rounds}\nwarp_size 4\n\n\
+         barrier full count 1\nbarrier empty count 1\nbarrier done count 1\nbuffer d bytes 16\nbuffer a bytes 16\n\n\
+         role storer[1] {{\n  for i in 0..R {{\n    wait_group_read({keep})\n    write(d, i)\n{fence}    copy_store_async(d)\n{commit}  }}\n{tail}}}\n\n\
+         role late[1] {{\n  wait_parity(done, 0)\n  write(d, 99)\n}}\n{wgmma}"
+    )
+}
+
+/// Kinds found, or `None` when the search did not finish within its bound.
+fn kinds(src: &str, por: bool, symmetry: bool, mutant: Option<Mutant>) -> Option<BTreeSet<ViolationKind>> {
+    let ast = lang::parse(src).unwrap_or_else(|d| panic!("generated protocol does not parse: {d:?}\n{src}"));
+    lang::check(&ast).unwrap_or_else(|d| panic!("generated protocol does not check: {d:?}\n{src}"));
+    let proto = lower(&ast, &[]).unwrap_or_else(|d| panic!("generated protocol does not lower: {d:?}\n{src}"));
+    let mut model = Model::new(proto);
+    model.mutant = mutant;
+    let opts = CheckOptions {
+        max_states: Some(30_000),
+        self_check: mutant.is_none(),
+        symmetry,
+        por,
+        threads: 1,
+        ..CheckOptions::default()
+    };
+    let r = check(&model, &opts);
+    assert_ne!(r.verdict, Verdict::InternalError, "{src}");
+    r.bound.is_none().then(|| r.violations.iter().map(|v| v.kind).collect())
+}
+
+/// The law of every generator: reduced (alone and with symmetry) and unreduced give the same
+/// kinds; the reduction applies (the header would say otherwise).
+fn same_kinds(src: &str) -> Result<(), TestCaseError> {
+    let model = Model::new(lower(&lang::parse(src).unwrap(), &[]).unwrap());
+    prop_assert!(model.por.applicable, "the reduction does not apply to\n{}", src);
+    let plain = kinds(src, false, false, None);
+    let por = kinds(src, true, false, None);
+    let both = kinds(src, true, true, None);
+    prop_assume!(plain.is_some() && por.is_some() && both.is_some());
+    prop_assert_eq!(&plain, &por, "POR alone\n{}", src);
+    prop_assert_eq!(&plain, &both, "POR with symmetry\n{}", src);
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// Law: on warp-specialized pipelines with an elected producer lane and uniform (or lane)
+    /// consumers, the reduction keeps the kinds of the unreduced search.
+    #[test]
+    fn reduction_keeps_the_kinds_of_uniform_pipelines_with_elected_lanes(seed in any::<u64>()) {
+        same_kinds(&uniform_pipeline(seed))?;
+    }
+
+    /// Law: on one warp's lanes meeting at elect() and syncwarp, the reduction keeps the kinds.
+    #[test]
+    fn reduction_keeps_the_kinds_of_warp_elections(seed in any::<u64>()) {
+        same_kinds(&warp_election(seed))?;
+    }
+
+    /// Law: on warps ordered by named barriers (with their misuses), the reduction keeps the kinds.
+    #[test]
+    fn reduction_keeps_the_kinds_of_named_barrier_handoffs(seed in any::<u64>()) {
+        same_kinds(&named_barriers(seed))?;
+    }
+
+    /// Law: on TMA stores, wgmma operand reads and proxy fences, the reduction keeps the kinds.
+    #[test]
+    fn reduction_keeps_the_kinds_of_async_proxy_protocols(seed in any::<u64>()) {
+        same_kinds(&async_proxy(seed))?;
+    }
+}
+
+/// Each planted footprint defect loses a kind on some protocol of its construct's generator (the
+/// first of 400 seeds where it does is reported), so the laws above can fail.
+#[test]
+fn each_footprint_defect_loses_a_kind_on_its_construct() {
+    let cases: [(Mutant, fn(u64) -> String); 3] = [
+        (Mutant::PorForgetsWarpLanes, warp_election),
+        (Mutant::PorForgetsNamedBarriers, named_barriers),
+        (Mutant::PorCountsOneLanePerAgent, uniform_pipeline),
+    ];
+    assert_eq!(Mutant::FOOTPRINT_DEFECTS.len(), cases.len());
+    for (mutant, generate) in cases {
+        let caught = (0..400u64).find(|&seed| {
+            let src = generate(seed);
+            let plain = kinds(&src, false, false, None);
+            let broken = kinds(&src, true, false, Some(mutant));
+            plain.is_some() && broken.is_some() && plain != broken
+        });
+        eprintln!("{}: caught at seed {caught:?}", mutant.name());
+        assert!(caught.is_some(), "{} loses no kind on 400 generated protocols", mutant.name());
+    }
+}
+
