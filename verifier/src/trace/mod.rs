@@ -11,6 +11,7 @@
 //! - [`render`]: the text and HTML forms of a trace.
 
 pub mod fixloop;
+mod html;
 pub mod minimize;
 pub mod render;
 mod replay;
