@@ -23,6 +23,7 @@
 //! phase that went wrong, and the two numbers that disagree.
 
 mod blame;
+mod structure;
 mod writers;
 
 use crate::search::Found;
@@ -225,6 +226,7 @@ fn divergence(
     r: &Replayed,
     actions: &[Action],
     arrivers: &Arrivers,
+    all: &structure::Arrivals,
     kind: ViolationKind,
     message: &str,
 ) -> Divergence {
@@ -355,6 +357,11 @@ fn divergence(
                     }
                 }
             }
+        }
+        // A warp whose lanes arrive together (a uniform agent, one step) on a barrier that
+        // counts fewer: the count and the arrivals cannot agree in any schedule.
+        if let Some(d) = thread.and_then(|t| structure::warp_over_count(model, source, s, i, t)) {
+            return d;
         }
         // Kinds that are mistakes in themselves explain their step better than any pattern.
         if let Some(v) = s.violations.iter().find(|v| PRIMARY.contains(&v.kind)) {
@@ -606,18 +613,9 @@ fn divergence(
         }
     }
     if let Some(v) = r.init_violations.first() {
-        return Divergence {
-            raised: None,
-            rule: Rule::FirstViolation,
-            step: 0,
-            span: None,
-            bar: None,
-            phase: None,
-            mismatch: None,
-            what: format!("{} in the initial state: {}", v.kind, v.message),
-        };
+        return structure::initial(model, source, v.kind, &v.message);
     }
-    final_state(model, source, r, actions, kind, message)
+    final_state(model, source, r, actions, all, kind, message)
 }
 
 /// A data race whose cause is an earlier statement: the group wait that left the actor's own
@@ -685,7 +683,15 @@ fn race_blame(model: &Model, source: &str, r: &Replayed, i: usize, message: &str
 
 /// A violation of the final state: where the first blocked thread stands, and the model's
 /// explanation cut to that thread (the others are counted, not listed, to keep one line).
-fn final_state(model: &Model, source: &str, r: &Replayed, actions: &[Action], kind: ViolationKind, message: &str) -> Divergence {
+fn final_state(
+    model: &Model,
+    source: &str,
+    r: &Replayed,
+    actions: &[Action],
+    all: &structure::Arrivals,
+    kind: ViolationKind,
+    message: &str,
+) -> Divergence {
     let p = &model.proto;
     let mut span = None;
     let mut bar = None;
@@ -693,6 +699,8 @@ fn final_state(model: &Model, source: &str, r: &Replayed, actions: &[Action], ki
     let mut mismatch = None;
     // For a phase whose bytes never add up: the step that announced them.
     let mut announced: Option<usize> = None;
+    // ... or the copy that moved less than its buffer, when that is what the phase lacks.
+    let mut short: Option<usize> = None;
     if let Some(last) = &r.last {
         let mut en = Vec::new();
         model.actions(last, &mut en);
@@ -708,6 +716,17 @@ fn final_state(model: &Model, source: &str, r: &Replayed, actions: &[Action], ki
         vec![message]
     };
     let first = clauses[0];
+    // A count no execution can reach, on any barrier the deadlock leaves short of arrivals (the
+    // first clause may be about a barrier whose arrivers wait on that one).
+    if let (Some(last), true) = (&r.last, kind == ViolationKind::Deadlock) {
+        for (b, st) in last.barriers.iter().enumerate() {
+            if st.pending > 0 {
+                if let Some(d) = structure::unreachable_count(model, source, r, all, b as u16, st) {
+                    return d;
+                }
+            }
+        }
+    }
     // The barrier the first clause is about: the longest declared name it mentions as
     // "... of NAME".
     if let Some(b) = (0..p.barriers.len())
@@ -728,7 +747,8 @@ fn final_state(model: &Model, source: &str, r: &Replayed, actions: &[Action], ki
                     actual: st.expected - st.pending,
                 });
             } else if st.tx != 0 && kind == ViolationKind::Deadlock {
-                announced = blame::tx_announcer(r, r.steps.len(), &p.barriers[b].name);
+                short = structure::short_copy(model, r, b as u16, st.phase, st.tx);
+                announced = blame::tx_announcer(r, r.steps.len(), &p.barriers[b].name).filter(|_| short.is_none());
                 mismatch = Some(Mismatch {
                     what: format!("bytes phase {} expects vs bytes landed", st.phase),
                     expected: st.tx.max(0) + landed_in(r, b as u16, st.phase),
@@ -796,6 +816,20 @@ fn final_state(model: &Model, source: &str, r: &Replayed, actions: &[Action], ki
         }
         None => (span, what),
     };
+    let (span, what) = match short {
+        Some(j) => {
+            let a = r.steps[j].span;
+            (
+                Some(a),
+                format!(
+                    "{what}; the copy at line {} `{}` moves fewer bytes than its buffer holds, the bytes the phase lacks",
+                    line_col(source, a.start as usize).0,
+                    statement_text(source, a)
+                ),
+            )
+        }
+        None => (span, what),
+    };
     Divergence {
         raised: None,
         rule: Rule::FinalState,
@@ -836,7 +870,9 @@ pub fn root_causes(model: &Model, source: &str, violations: &[Found]) -> (Vec<Ca
     let mut sites: Vec<((Option<u32>, Option<ViolationKind>), usize)> = Vec::new();
     let mut of = Vec::new();
     let replays: Vec<Option<Replayed>> = violations.iter().map(|f| replay(model, &f.actions).ok()).collect();
-    let arrivers = arrivers_of(&replays.iter().flatten().cloned().collect::<Vec<_>>());
+    let replayed: Vec<Replayed> = replays.iter().flatten().cloned().collect();
+    let arrivers = arrivers_of(&replayed);
+    let all = structure::arrivals_of(&replayed);
     for (f, r) in violations.iter().zip(replays) {
         let Some(r) = r else {
             // A trace that does not replay is its own cause (it cannot happen for traces the
@@ -860,7 +896,7 @@ pub fn root_causes(model: &Model, source: &str, violations: &[Found]) -> (Vec<Ca
             of.push(causes.len() - 1);
             continue;
         };
-        let d = divergence(model, source, &r, &f.actions, &arrivers, f.kind, &f.message);
+        let d = divergence(model, source, &r, &f.actions, &arrivers, &all, f.kind, &f.message);
         // Same instruction, same cause: whatever kind each trace ends in, and whichever rule
         // saw it (a wrong parity that returns early and the same wait blocking on an aliased
         // phase are one mistake).

@@ -1,0 +1,213 @@
+//! Causes read from the protocol's structure rather than from one step: a barrier's declared
+//! count against the arrivals its users make, and a violation of the initial state against
+//! the declaration it comes from.
+//!
+//! A deadlock on a barrier whose phase 0 never completes, although every thread that arrives
+//! on it in any explored execution has arrived, is a count the protocol cannot reach: the
+//! declaration is the line to change (an elected lane per warp on a count of four lanes, a
+//! cp.async arrive-on counted as an arrival). Where an earlier phase did complete, the count is
+//! reachable and the missing arrival is the mistake, so the declaration is not blamed; nor in a
+//! cluster, where a remote arrival that is missing looks the same.
+//!
+//! A phase whose bytes never land in full, when a copy on it moved fewer bytes than its buffer
+//! holds and the missing bytes are exactly that difference: the copy's size is the mistake, not
+//! the announcement (which counted the whole buffer).
+
+use super::{Divergence, Mismatch, Rule};
+use crate::trace::Replayed;
+use crate::tracefile::statement_text;
+use phasecheck_model::lang::diag::line_col;
+use phasecheck_model::rt::mbarrier::BarrierState;
+use phasecheck_model::rt::{Action, Model, Obs};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Per barrier: the threads that arrive on it anywhere in `traces`, and the most lanes any one
+/// of them contributes in a phase (a uniform agent's arrival counts its warp's lanes).
+pub(super) type Arrivals = BTreeMap<u16, BTreeMap<usize, i64>>;
+
+pub(super) fn arrivals_of(traces: &[Replayed]) -> Arrivals {
+    let mut m: Arrivals = BTreeMap::new();
+    for r in traces {
+        // (thread, barrier, phase) -> lanes arrived.
+        let mut per_phase: BTreeMap<(usize, u16, i64), i64> = BTreeMap::new();
+        for s in &r.steps {
+            let Action::Thread(t) = s.action else { continue };
+            for o in &s.obs {
+                if let Obs::Arrived { bar, phase, count } = o {
+                    *per_phase.entry((t as usize, *bar, *phase)).or_insert(0) += count;
+                }
+            }
+        }
+        for ((t, b, _), n) in per_phase {
+            let e = m.entry(b).or_default().entry(t).or_insert(0);
+            *e = (*e).max(n);
+        }
+    }
+    m
+}
+
+/// The barrier `b` of a deadlock, in state `st` at the end (stuck in phase 0, short of arrivals):
+/// a count mismatch at its declaration when every thread that ever arrives on it arrived in
+/// that phase and some did (a barrier nobody arrives on lacks an arrival, not a count).
+pub(super) fn unreachable_count(
+    model: &Model,
+    source: &str,
+    r: &Replayed,
+    all: &Arrivals,
+    b: u16,
+    st: &BarrierState,
+) -> Option<Divergence> {
+    let p = &model.proto;
+    let (phase, expected, arrived) = (st.phase, st.expected, st.expected - st.pending);
+    // In a cluster another CTA's threads may be meant to arrive remotely: the local arrivals do
+    // not bound what the count means there.
+    if p.cluster > 1 || phase != 0 || arrived <= 0 || arrived >= expected {
+        return None;
+    }
+    let users = all.get(&b)?;
+    let here: BTreeSet<usize> = r
+        .steps
+        .iter()
+        .filter_map(|s| match s.action {
+            Action::Thread(t) if s.obs.iter().any(|o| matches!(o, Obs::Arrived { bar, phase: 0, .. } if *bar == b)) => Some(t as usize),
+            _ => None,
+        })
+        .collect();
+    if !users.keys().all(|t| here.contains(t)) {
+        return None;
+    }
+    let possible: i64 = users.values().sum();
+    if possible >= expected {
+        return None;
+    }
+    let info = &p.barriers[b as usize];
+    let line = line_col(source, info.span.start as usize).0;
+    let mut roles: Vec<String> = Vec::new();
+    for t in users.keys() {
+        let r = &p.roles[p.threads[*t].role as usize].name;
+        if !roles.contains(r) {
+            roles.push(r.clone());
+        }
+    }
+    Some(Divergence {
+        raised: None,
+        rule: Rule::CountMismatch,
+        step: r.steps.len(),
+        span: Some(info.span),
+        bar: Some(b),
+        phase: Some(0),
+        mismatch: Some(Mismatch {
+            what: "arrivals per phase (count) vs arrivals per round".into(),
+            expected: info.count,
+            actual: possible,
+        }),
+        what: format!(
+            "{} is declared at line {line} `{}` with count {}, but the arrivals on it ({} of role {}) make {possible} per phase: phase 0 never completes",
+            info.name,
+            statement_text(source, info.span),
+            info.count,
+            users.len(),
+            roles.join(", "),
+        ),
+    })
+}
+
+/// A violation of the initial state names the declaration it comes from: the barrier (the
+/// longest declared name) its message is about.
+pub(super) fn initial(model: &Model, source: &str, kind: phasecheck_model::ViolationKind, message: &str) -> Divergence {
+    let p = &model.proto;
+    let b = (0..p.barriers.len())
+        .filter(|&b| {
+            let n = &p.barriers[b].name;
+            message.split(|c: char| c.is_whitespace() || c == ':' || c == ',').any(|w| w == n)
+                || message.contains(&format!("{n} "))
+        })
+        .max_by_key(|&b| p.barriers[b].name.len());
+    let what = match b {
+        Some(b) => format!(
+            "{kind} in the initial state, from the declaration at line {} `{}`: {message}",
+            line_col(source, p.barriers[b].span.start as usize).0,
+            statement_text(source, p.barriers[b].span)
+        ),
+        None => format!("{kind} in the initial state: {message}"),
+    };
+    Divergence {
+        raised: Some(kind),
+        rule: Rule::FirstViolation,
+        step: 0,
+        span: b.map(|b| p.barriers[b].span),
+        bar: b.map(|b| b as u16),
+        phase: None,
+        mismatch: None,
+        what,
+    }
+}
+
+/// Step `i` of thread `t` arrives more times at once (the lanes of a uniform warp, or an arrival
+/// count) than the barrier counts: the phase completes part-way through the warp's arrival.
+pub(super) fn warp_over_count(model: &Model, source: &str, s: &crate::trace::TraceStep, i: usize, t: usize) -> Option<Divergence> {
+    let p = &model.proto;
+    // Per barrier: the arrivals of this one step and the phase of the first.
+    let mut at_once: BTreeMap<u16, (i64, i64)> = BTreeMap::new();
+    for o in &s.obs {
+        if let Obs::Arrived { bar, phase, count } = o {
+            at_once.entry(*bar).or_insert((*phase, 0)).1 += count;
+        }
+    }
+    let (bar, (phase, lanes)) = at_once
+        .into_iter()
+        .find(|(b, (_, n))| *n > 1 && *n > p.barriers[*b as usize].count)?;
+    let info = &p.barriers[bar as usize];
+    Some(Divergence {
+        raised: None,
+        rule: Rule::CountMismatch,
+        step: i,
+        span: Some(s.span),
+        bar: Some(bar),
+        phase: Some(phase),
+        mismatch: Some(Mismatch {
+            what: "arrivals per phase (count) vs arrivals per round".into(),
+            expected: info.count,
+            actual: lanes,
+        }),
+        what: format!(
+            "{} at line {} `{}` on {}, a count-{} barrier: its phase {phase} completes part-way through one step's arrivals{}",
+            if p.roles[p.threads[t].role as usize].uniform {
+                format!("the {lanes} lanes of {}'s warp arrive together", p.thread_label(t))
+            } else {
+                format!("{} arrives {lanes} times at once", p.thread_label(t))
+            },
+            line_col(source, s.span.start as usize).0,
+            statement_text(source, s.span),
+            info.name,
+            info.count,
+            if p.roles[p.threads[t].role as usize].uniform { " (elect one lane to arrive, or count the lanes)" } else { "" }
+        ),
+    })
+}
+
+/// The deadlocked barrier `b`, in phase `ph` and `missing` bytes short: the step of the copy
+/// on it, in that phase, that moved fewer bytes than its buffer holds, when the bytes the
+/// short copies leave out are exactly the missing ones.
+pub(super) fn short_copy(model: &Model, r: &Replayed, b: u16, ph: i64, missing: i64) -> Option<usize> {
+    let p = &model.proto;
+    let mut now = 0;
+    let mut short = Vec::new();
+    let mut left_out = 0;
+    for (j, s) in r.steps.iter().enumerate() {
+        for o in &s.obs {
+            match o {
+                Obs::CopyIssued { buf, bar, bytes, .. } if *bar == b && now == ph => {
+                    let whole = p.buffers[*buf as usize].bytes;
+                    if *bytes < whole {
+                        short.push(j);
+                        left_out += whole - bytes;
+                    }
+                }
+                Obs::PhaseCompleted { bar, phase, .. } if *bar == b => now = phase + 1,
+                _ => {}
+            }
+        }
+    }
+    (left_out == missing && !short.is_empty()).then(|| short[0])
+}
