@@ -25,14 +25,6 @@ const NOT_YET: &[(&str, &str)] = &[
         "a race whose writer (a DSMEM write the named barrier does not order) is the change: named at the read",
     ),
     (
-        "specs/field/tilelang_2566_expect_tx_without_arrive.phase",
-        "a deadlock whose missing arrival is the change: named at the wait",
-    ),
-    (
-        "specs/hopper/break_skips_release.phase",
-        "a missing arrival after a break: named at the wait that starves",
-    ),
-    (
         "specs/hopper/cluster_release_own_cta_only.phase",
         "a missing remote arrival: named at the wait that starves",
     ),
@@ -47,10 +39,6 @@ const NOT_YET: &[(&str, &str)] = &[
     (
         "specs/hopper/mbarrier_init_without_async_fence.phase",
         "a missing fence: named at the copy that needs it",
-    ),
-    (
-        "specs/hopper/spin_wait_missing_arrive.phase",
-        "a missing arrival: named at the spinning wait",
     ),
     (
         "specs/hopper/syncwarp_mask_half_warp.phase",
@@ -79,10 +67,6 @@ const NOT_YET: &[(&str, &str)] = &[
         "the completion body: named at the copy whose landing runs it",
     ),
     (
-        "specs/soundness/drop_too_early.phase",
-        "a drop in the wrong round: named at the wait that starves",
-    ),
-    (
         "specs/soundness/prove_flip_loop_parity.phase",
         "a param that flips the parity: named at the assignment it drives",
     ),
@@ -97,14 +81,6 @@ const NOT_YET: &[(&str, &str)] = &[
     (
         "specs/soundness/roles_share_warp_commit.phase",
         "the role layout: named at the commit",
-    ),
-    (
-        "specs/soundness/trip_count_mismatch.phase",
-        "a trip count: named at the wait that starves",
-    ),
-    (
-        "specs/soundness/var_indexed_wait.phase",
-        "the index computation: named at the wait that starves",
     ),
 ];
 
@@ -263,7 +239,24 @@ fn first_cause_names_the_changed_statement() {
 
 /// Buggy specs without a fixed twin whose first cause names another line than the one their
 /// `// BUG` comment marks, and why (docs/known-debts.md).
-const NOT_YET_MARKED: &[(&str, &str)] = &[];
+const NOT_YET_MARKED: &[(&str, &str)] = &[
+    (
+        "specs/field/cutlass_2418_signalling_thread_in_producer_wg.phase",
+        "an arrival made by the wrong thread: named at the wait that starves",
+    ),
+    (
+        "specs/mistakes/arrive_before_memcpy_async.phase",
+        "an arrival before the copy it should follow: named at the copy whose bytes come late",
+    ),
+    (
+        "specs/mistakes/completion_arrives_own_barrier.phase",
+        "a completion body's arrival: named at the arrival that runs the completion",
+    ),
+    (
+        "specs/mistakes/exit_without_drop.phase",
+        "a return that should drop: named at the thread's last arrival, not at the return",
+    ),
+];
 
 /// A buggy library spec without a fixed twin: its first cause names the statement its `// BUG`
 /// comment marks (or a line inside the block that statement opens), where it has one.

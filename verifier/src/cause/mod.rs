@@ -701,6 +701,8 @@ fn final_state(
     let mut announced: Option<usize> = None;
     // ... or the copy that moved less than its buffer, when that is what the phase lacks.
     let mut short: Option<usize> = None;
+    // For a phase short of arrivals: the last step of a thread that exited without its arrival.
+    let mut cut_short: Option<usize> = None;
     if let Some(last) = &r.last {
         let mut en = Vec::new();
         model.actions(last, &mut en);
@@ -741,6 +743,7 @@ fn final_state(
             let st = &last.barriers[b];
             phase = Some(st.phase);
             if st.pending > 0 && kind == ViolationKind::Deadlock {
+                cut_short = structure::exited_arriver(model, r, b as u16, st);
                 mismatch = Some(Mismatch {
                     what: format!("arrivals phase {} expects vs arrivals made", st.phase),
                     expected: st.expected,
@@ -790,6 +793,7 @@ fn final_state(
             }
         }
     }
+    let was_aliased = aliased.is_some();
     let (span, what) = match aliased {
         Some((d, operand)) => (
             Some(d),
@@ -809,6 +813,24 @@ fn final_state(
                 Some(a),
                 format!(
                     "{what}; the phase's bytes were announced at line {} `{}`",
+                    line_col(source, a.start as usize).0,
+                    statement_text(source, a)
+                ),
+            )
+        }
+        None => (span, what),
+    };
+    let (span, what) = match cut_short.filter(|_| !was_aliased) {
+        Some(j) => {
+            let a = r.steps[j].span;
+            let who = match r.steps[j].action {
+                Action::Thread(t) => p.thread_label(t as usize),
+                _ => String::new(),
+            };
+            (
+                Some(a),
+                format!(
+                    "{what}; {who} exits without its arrival on that phase: its part ends after line {} `{}`",
                     line_col(source, a.start as usize).0,
                     statement_text(source, a)
                 ),

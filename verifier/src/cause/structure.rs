@@ -173,7 +173,7 @@ pub(super) fn warp_over_count(model: &Model, source: &str, s: &crate::trace::Tra
         what: format!(
             "{} at line {} `{}` on {}, a count-{} barrier: its phase {phase} completes part-way through one step's arrivals{}",
             if p.roles[p.threads[t].role as usize].uniform {
-                format!("the {lanes} lanes of {}'s warp arrive together", p.thread_label(t))
+                format!("the {lanes} lanes of {} arrive together", p.thread_label(t).split(" (").next().unwrap_or_default())
             } else {
                 format!("{} arrives {lanes} times at once", p.thread_label(t))
             },
@@ -210,4 +210,74 @@ pub(super) fn short_copy(model: &Model, r: &Replayed, b: u16, ph: i64, missing: 
         }
     }
     (left_out == missing && !short.is_empty()).then(|| short[0])
+}
+
+/// The deadlocked barrier `b` (in state `st` at the end of `r`), short of arrivals: the
+/// statement of a thread that has exited without arriving in the stuck phase, though it
+/// arrived on `b` (or another element of its array) before, or announced bytes on `b`: its last
+/// such step (a thread that dropped out with `arrive_and_drop` owes nothing). That is where its part of the protocol was cut short (a loop one round short, an
+/// arrival moved past a `break`, a fixed element where the stage's was meant, an `expect_tx`
+/// with no arrival), while the wait that starves only shows it.
+pub(super) fn exited_arriver(model: &Model, r: &Replayed, b: u16, st: &BarrierState) -> Option<usize> {
+    let p = &model.proto;
+    let last = r.last.as_ref()?;
+    let group = p
+        .barrier_groups
+        .iter()
+        .find(|g| (g.base..g.base + g.len).contains(&b))
+        .map(|g| g.base..g.base + g.len)
+        .unwrap_or(b..b + 1);
+    let name = &p.barriers[b as usize].name;
+    let done = |t: usize| last.threads[t].status == phasecheck_model::rt::state::Status::Done;
+    // Per exited thread: its last arrival on the group, its last byte announcement on `b`, and
+    // whether it arrived in the stuck phase.
+    let mut arrival: BTreeMap<usize, usize> = BTreeMap::new();
+    let mut announced: BTreeMap<usize, usize> = BTreeMap::new();
+    let mut in_phase: BTreeSet<usize> = BTreeSet::new();
+    let mut dropped: BTreeSet<usize> = BTreeSet::new();
+    for (j, s) in r.steps.iter().enumerate() {
+        let Action::Thread(t) = s.action else { continue };
+        let t = t as usize;
+        if !done(t) {
+            continue;
+        }
+        for o in &s.obs {
+            if let Obs::Arrived { bar, phase, .. } = o {
+                if group.contains(bar) {
+                    arrival.insert(t, j);
+                }
+                if *bar == b && *phase == st.phase {
+                    in_phase.insert(t);
+                }
+            }
+        }
+        // A thread that dropped out of the barrier (its count lowered: arrive_and_drop) owes
+        // it nothing more.
+        let names: Vec<&str> = group.clone().map(|g| p.barriers[g as usize].name.as_str()).collect();
+        let drops = s.changes.iter().any(|c| {
+            names.contains(&c.barrier.as_str())
+                && c.fields.iter().any(|f| {
+                    f.field == "expected" && matches!((f.before.parse::<i64>(), f.after.parse::<i64>()), (Ok(x), Ok(y)) if y < x)
+                })
+        });
+        if drops {
+            dropped.insert(t);
+        }
+        let raises_tx = s.changes.iter().any(|c| {
+            &c.barrier == name
+                && c.fields.iter().any(|f| {
+                    f.field == "tx" && matches!((f.before.parse::<i64>(), f.after.parse::<i64>()), (Ok(x), Ok(y)) if y > x)
+                })
+        });
+        if raises_tx {
+            announced.insert(t, j);
+        }
+    }
+    let cut = |m: &BTreeMap<usize, usize>| {
+        m.iter()
+            .filter(|(t, _)| !in_phase.contains(t) && !dropped.contains(t))
+            .map(|(_, j)| *j)
+            .max()
+    };
+    cut(&arrival).or_else(|| cut(&announced))
 }
