@@ -250,3 +250,19 @@ fn a_long_trace_opens_at_its_violation_with_the_row_labels_in_view() {
     assert_eq!(u32::from_be_bytes(bytes[16..20].try_into().unwrap()), 1280, "screenshot width");
     assert_eq!(u32::from_be_bytes(bytes[20..24].try_into().unwrap()), 800, "screenshot height");
 }
+
+/// The text swimlanes name each other kind a step raises once, with how often: the 32 lanes of
+/// a warp arriving early on a count-1 barrier raise one missing wait each, shown as `×31`, not
+/// the same note 31 times.
+#[test]
+fn swimlanes_collapse_repeated_notes() {
+    let out = Command::new(BIN)
+        .args(["check", "benches/realshape/pingpong_gemm_bug_warp_arrives.phase", "--swimlanes"])
+        .current_dir(root())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!text.contains("! also missing-wait; ! also missing-wait"), "{text}");
+    assert!(text.contains("! also missing-wait ×"), "{text}");
+}

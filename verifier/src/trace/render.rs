@@ -4,6 +4,7 @@
 
 use crate::tracefile::{actor, changes_text, RaisedBy, SpanRec, StepRec, TraceFile};
 use phasecheck_model::rt::{Action, Obs};
+use phasecheck_model::ViolationKind;
 use std::fmt::Write as _;
 
 pub use super::html::{html, html_with, Extras};
@@ -218,13 +219,19 @@ pub fn swimlanes(t: &TraceFile, source: Option<&str>) -> String {
         let row = &cells[i];
         let height = row.iter().map(|c| c.len()).max().unwrap_or(1).max(1);
         let mut margin: Vec<String> = s.changes.iter().map(changes_text).collect();
-        let others: Vec<String> = s
-            .raised
-            .iter()
-            .filter(|k| !(marked == Some(i + 1) && **k == v.kind))
-            .map(|k| format!("! also {k}"))
-            .collect();
-        margin.extend(others);
+        // Each other kind the step raises once, with how often (32 lanes of a warp arriving
+        // early raise one missing wait each).
+        let mut others: Vec<(ViolationKind, usize)> = Vec::new();
+        for k in s.raised.iter().filter(|k| !(marked == Some(i + 1) && **k == v.kind)) {
+            match others.iter_mut().find(|(x, _)| x == k) {
+                Some((_, n)) => *n += 1,
+                None => others.push((*k, 1)),
+            }
+        }
+        margin.extend(others.into_iter().map(|(k, n)| match n {
+            1 => format!("! also {k}"),
+            n => format!("! also {k} ×{n}"),
+        }));
         let height = height.max(margin.len().min(1));
         for l in 0..height {
             let mark = if l == 0 && marked == Some(i + 1) { ">" } else { " " };
@@ -283,4 +290,3 @@ pub fn esc(s: &str) -> String {
     }
     o
 }
-
