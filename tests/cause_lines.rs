@@ -274,7 +274,10 @@ fn first_cause_names_the_marked_statement_without_a_twin() {
             .source
             .lines()
             .enumerate()
-            .filter(|(_, l)| l.split_once("//").is_some_and(|(code, c)| !code.trim().is_empty() && c.trim_start().starts_with("BUG")))
+            .filter(|(_, l)| {
+                l.split_once("//")
+                    .is_some_and(|(code, c)| !code.trim().is_empty() && c.trim_start().starts_with("BUG"))
+            })
             .map(|(i, _)| i + 1)
             .collect();
         if spec.proto.expect.is_none() || marked.is_empty() {
@@ -298,7 +301,10 @@ fn first_cause_names_the_marked_statement_without_a_twin() {
     }
     assert!(seen >= 10, "only {seen} marked specs without a twin");
     assert!(wrong.is_empty(), "first cause names another line:\n{}", wrong.join("\n"));
-    assert!(fixed_now.is_empty(), "now name their BUG line; take them off NOT_YET_MARKED: {fixed_now:?}");
+    assert!(
+        fixed_now.is_empty(),
+        "now name their BUG line; take them off NOT_YET_MARKED: {fixed_now:?}"
+    );
 }
 
 /// A count mismatch only where the count and the arrivals disagree: on every buggy library
@@ -323,7 +329,10 @@ fn no_count_mismatch_where_the_count_is_right() {
         let name = f.file_name().unwrap().to_string_lossy().to_string();
         for c in causes.iter().filter(|c| c.rule == Rule::CountMismatch) {
             seen += 1;
-            let m = c.mismatch.as_ref().unwrap_or_else(|| panic!("{name}: a count mismatch without its numbers"));
+            let m = c
+                .mismatch
+                .as_ref()
+                .unwrap_or_else(|| panic!("{name}: a count mismatch without its numbers"));
             let b = c.barrier.as_deref().unwrap();
             let declared = spec.proto.barriers.iter().find(|x| x.name == b).unwrap().count;
             assert_eq!((c.init_count, m.expected), (Some(declared), declared), "{name}: {}", c.summary);

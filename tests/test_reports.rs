@@ -128,7 +128,12 @@ const SCHEMA: &[Element] = &[
             ("package", Ty::Text, false),
             ("file", Ty::Text, false),
         ],
-        children: &[("properties", false), ("testcase", true), ("system-out", false), ("system-err", false)],
+        children: &[
+            ("properties", false),
+            ("testcase", true),
+            ("system-out", false),
+            ("system-err", false),
+        ],
         text: false,
     },
     Element {
@@ -154,7 +159,13 @@ const SCHEMA: &[Element] = &[
             ("file", Ty::Text, false),
             ("line", Ty::Count, false),
         ],
-        children: &[("skipped", false), ("error", true), ("failure", true), ("system-out", true), ("system-err", true)],
+        children: &[
+            ("skipped", false),
+            ("error", true),
+            ("failure", true),
+            ("system-out", true),
+            ("system-err", true),
+        ],
         text: false,
     },
     Element {
@@ -249,7 +260,10 @@ fn validate(n: roxmltree::Node, path: &str) -> Result<(), String> {
         }
         let cn = c.tag_name().name();
         let Some(k) = (at..el.children.len()).find(|&k| el.children[k].0 == cn) else {
-            return Err(format!("{here}: <{cn}> is not allowed here (after {:?})", el.children.get(at).map(|c| c.0)));
+            return Err(format!(
+                "{here}: <{cn}> is not allowed here (after {:?})",
+                el.children.get(at).map(|c| c.0)
+            ));
         };
         if k != at {
             seen_here = 0;
@@ -327,12 +341,30 @@ fn the_junit_rules_reject_what_the_schema_rejects() {
         (ok.replace(r#"tests="1" time"#, r#"tests="one" time"#), "an integer count"),
         (ok.replace(r#"name="s" tests"#, r#"tests"#), "a suite's name is required"),
         (ok.replace(r#"name="a" "#, ""), "a case's name is required"),
-        (ok.replace("<testcase ", "<testcase flaky=\"1\" "), "an attribute outside the schema"),
-        (ok.replace("/></testsuite>", "><failure/><skipped/></testcase></testsuite>"), "skipped comes first"),
-        (ok.replace("/></testsuite>", "><skipped/><skipped/></testcase></testsuite>"), "one skipped"),
-        (ok.replace("</testsuite>", "<properties/></testsuite>"), "properties before the cases"),
-        (ok.replace("<testsuite ", "<testrun ").replace("</testsuite>", "</testrun>"), "an unknown element"),
-        (ok.replace("</testsuite></testsuites>", "</testsuite>stray</testsuites>"), "text in testsuites"),
+        (
+            ok.replace("<testcase ", "<testcase flaky=\"1\" "),
+            "an attribute outside the schema",
+        ),
+        (
+            ok.replace("/></testsuite>", "><failure/><skipped/></testcase></testsuite>"),
+            "skipped comes first",
+        ),
+        (
+            ok.replace("/></testsuite>", "><skipped/><skipped/></testcase></testsuite>"),
+            "one skipped",
+        ),
+        (
+            ok.replace("</testsuite>", "<properties/></testsuite>"),
+            "properties before the cases",
+        ),
+        (
+            ok.replace("<testsuite ", "<testrun ").replace("</testsuite>", "</testrun>"),
+            "an unknown element",
+        ),
+        (
+            ok.replace("</testsuite></testsuites>", "</testsuite>stray</testsuites>"),
+            "text in testsuites",
+        ),
     ] {
         assert!(parse(&bad).is_err(), "accepted ({why}): {bad}");
     }

@@ -119,8 +119,7 @@ pub(super) fn initial(model: &Model, source: &str, kind: phasecheck_model::Viola
     let b = (0..p.barriers.len())
         .filter(|&b| {
             let n = &p.barriers[b].name;
-            message.split(|c: char| c.is_whitespace() || c == ':' || c == ',').any(|w| w == n)
-                || message.contains(&format!("{n} "))
+            message.split(|c: char| c.is_whitespace() || c == ':' || c == ',').any(|w| w == n) || message.contains(&format!("{n} "))
         })
         .max_by_key(|&b| p.barriers[b].name.len());
     let what = match b {
@@ -173,7 +172,10 @@ pub(super) fn warp_over_count(model: &Model, source: &str, s: &crate::trace::Tra
         what: format!(
             "{} at line {} `{}` on {}, a count-{} barrier: its phase {phase} completes part-way through one step's arrivals{}",
             if p.roles[p.threads[t].role as usize].uniform {
-                format!("the {lanes} lanes of {} arrive together", p.thread_label(t).split(" (").next().unwrap_or_default())
+                format!(
+                    "the {lanes} lanes of {} arrive together",
+                    p.thread_label(t).split(" (").next().unwrap_or_default()
+                )
             } else {
                 format!("{} arrives {lanes} times at once", p.thread_label(t))
             },
@@ -181,7 +183,11 @@ pub(super) fn warp_over_count(model: &Model, source: &str, s: &crate::trace::Tra
             statement_text(source, s.span),
             info.name,
             info.count,
-            if p.roles[p.threads[t].role as usize].uniform { " (elect one lane to arrive, or count the lanes)" } else { "" }
+            if p.roles[p.threads[t].role as usize].uniform {
+                " (elect one lane to arrive, or count the lanes)"
+            } else {
+                ""
+            }
         ),
     })
 }
@@ -256,18 +262,18 @@ pub(super) fn exited_arriver(model: &Model, r: &Replayed, b: u16, st: &BarrierSt
         let names: Vec<&str> = group.clone().map(|g| p.barriers[g as usize].name.as_str()).collect();
         let drops = s.changes.iter().any(|c| {
             names.contains(&c.barrier.as_str())
-                && c.fields.iter().any(|f| {
-                    f.field == "expected" && matches!((f.before.parse::<i64>(), f.after.parse::<i64>()), (Ok(x), Ok(y)) if y < x)
-                })
+                && c.fields
+                    .iter()
+                    .any(|f| f.field == "expected" && matches!((f.before.parse::<i64>(), f.after.parse::<i64>()), (Ok(x), Ok(y)) if y < x))
         });
         if drops {
             dropped.insert(t);
         }
         let raises_tx = s.changes.iter().any(|c| {
             &c.barrier == name
-                && c.fields.iter().any(|f| {
-                    f.field == "tx" && matches!((f.before.parse::<i64>(), f.after.parse::<i64>()), (Ok(x), Ok(y)) if y > x)
-                })
+                && c.fields
+                    .iter()
+                    .any(|f| f.field == "tx" && matches!((f.before.parse::<i64>(), f.after.parse::<i64>()), (Ok(x), Ok(y)) if y > x))
         });
         if raises_tx {
             announced.insert(t, j);

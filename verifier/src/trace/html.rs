@@ -129,7 +129,12 @@ fn lanes_of(t: &TraceFile) -> Vec<Lane> {
             .filter(|s| s.thread.is_some() && actor(s) == n)
             .map(|s| (s.span.line, s.statement.clone()))
             .collect();
-        for st in t.violation.stuck.iter().filter(|st| format!("{}#{}", st.thread.role, st.thread.tid) == n) {
+        for st in t
+            .violation
+            .stuck
+            .iter()
+            .filter(|st| format!("{}#{}", st.thread.role, st.thread.tid) == n)
+        {
             v.push((st.span.line, format!("stuck: {}", st.statement)));
         }
         v
