@@ -39,10 +39,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SRC = os.path.join(ROOT, "model", "src")
 # Test helpers, not semantics: generated-protocol strategies (a proptest feature).
 EXCLUDE = {"strategies.rs"}
-DEFAULT_TESTS = [
-    ["cargo", "test", "--release", "-q", "-p", "phasecheck-model"],
-    ["cargo", "test", "--release", "-q", "-p", "phasecheck-verifier", "--test", "library"],
-]
+# The model crate's own tests, and the library record (every spec's verdict, exact counts and
+# messages with the self-check on): a model mutant that keeps every verdict still moves a count.
+def tests_for(profile):
+    return [
+        ["cargo", "test", "--profile", profile, "-q", "-p", "phasecheck-model"],
+        ["cargo", "test", "--profile", profile, "-q", "-p", "phasecheck-verifier", "--test", "library"],
+    ]
 
 SWAPS = [
     (" == ", " != "),
@@ -210,6 +213,7 @@ def main():
     ap.add_argument("--out", default="mutants.jsonl")
     ap.add_argument("--timeout", type=int, default=300, help="seconds per test command")
     ap.add_argument("--summary", metavar="JSONL")
+    ap.add_argument("--profile", default="mutants", help="cargo profile (Cargo.toml's [profile.mutants]: cheap rebuilds; release where its cache is warm)")
     a = ap.parse_args()
     if a.summary:
         summary(a.summary)
@@ -226,7 +230,7 @@ def main():
     # The sample is a function of the tree: the commit makes a row reproducible.
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     if a.baseline:
-        built, passed, secs = run_tests(DEFAULT_TESTS, a.timeout)
+        built, passed, secs = run_tests(tests_for(a.profile), a.timeout)
         if not (built and passed):
             print("the unmutated tree does not pass the tests: no mutant can be judged", file=sys.stderr)
             return 2
@@ -234,7 +238,7 @@ def main():
     for s in mine:
         path, saved = apply(s)
         try:
-            built, passed, secs = run_tests(DEFAULT_TESTS, a.timeout)
+            built, passed, secs = run_tests(tests_for(a.profile), a.timeout)
         finally:
             with open(path, "w", encoding="utf-8") as f:
                 f.write(saved)
