@@ -213,6 +213,7 @@ def main():
     ap.add_argument("--out", default="mutants.jsonl")
     ap.add_argument("--timeout", type=int, default=300, help="seconds per test command")
     ap.add_argument("--summary", metavar="JSONL")
+    ap.add_argument("--fail-on-missed", action="store_true", help="exit 1 when a mutant of this shard survives (CI)")
     ap.add_argument("--profile", default="mutants", help="cargo profile (Cargo.toml's [profile.mutants]: cheap rebuilds; release where its cache is warm)")
     a = ap.parse_args()
     if a.summary:
@@ -235,6 +236,7 @@ def main():
             print("the unmutated tree does not pass the tests: no mutant can be judged", file=sys.stderr)
             return 2
         print(f"baseline passes ({secs:.0f} s)", flush=True)
+    missed = 0
     for s in mine:
         path, saved = apply(s)
         try:
@@ -243,11 +245,12 @@ def main():
             with open(path, "w", encoding="utf-8") as f:
                 f.write(saved)
         outcome = "unviable" if not built else ("missed" if passed else "caught")
+        missed += outcome == "missed"
         row = {"site": list(s), "outcome": outcome, "seconds": round(secs), "seed": a.seed, "shard": f"{k}/{n}", "commit": commit}
         with open(a.out, "a") as f:
             f.write(json.dumps(row) + "\n")
         print(f"{outcome:8} {s[0]}:{s[1]}:{s[2] + 1} {s[3]} `{s[4].strip()}` -> `{s[5].strip()}` ({secs:.0f} s)", flush=True)
-    return 0
+    return 1 if a.fail_on_missed and missed else 0
 
 
 if __name__ == "__main__":

@@ -77,7 +77,11 @@ fn overrun(b: Bound) {
         writeln!(out, "== {file}\nverdict: incomplete ({why})")
     };
     let _ = out.flush();
-    std::process::exit(3);
+    // `_exit`, not `exit`: this runs on the watchdog thread while the main thread may be inside
+    // Z3 or a search, and `exit` would run the C++ static destructors (Z3's) under it; the
+    // command-level fuzz campaign caught a `repair` ending by SIGSEGV that way at its bound.
+    // SAFETY: ends the process at once; stdout was flushed above, stderr is unbuffered.
+    unsafe { libc::_exit(3) }
 }
 
 /// Start the bounds for a `check` or `test` run: the watchdog, and the time bound over loading.
