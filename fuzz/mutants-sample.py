@@ -31,6 +31,7 @@ import math
 import os
 import random
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -202,7 +203,15 @@ def summary(path):
         print(f"MISSED {rel}:{line}:{col + 1}: {op} `{old.strip()}` -> `{new.strip()}`")
 
 
+def stop(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def main():
+    # A background job of a non-interactive shell starts with SIGINT ignored, and SIGTERM would
+    # end the run without restoring the mutated file: both raise, so `finally` restores it.
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--size", type=int, default=300, help="mutants in the sample")
     ap.add_argument("--seed", type=int, default=29)
