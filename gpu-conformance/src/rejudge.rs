@@ -227,9 +227,9 @@ pub fn validate_names(case: &Case) -> Result<(), String> {
     if crate::codegen::Backend::parse(&case.backend).is_none() {
         return Err(format!("unknown backend `{}` (gpu run writes ptx or libcu)", case.backend.escape_debug()));
     }
-    if !matches!(case.mode.as_str(), "stress" | "stress-hw-commit" | "replay") {
+    if !matches!(case.mode.as_str(), "stress" | "stress-hw-commit" | "stress-hw-barrier" | "replay") {
         return Err(format!(
-            "unknown mode `{}` (gpu run writes stress, stress-hw-commit or replay)",
+            "unknown mode `{}` (gpu run writes stress, stress-hw-commit, stress-hw-barrier or replay)",
             case.mode.escape_debug()
         ));
     }
