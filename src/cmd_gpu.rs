@@ -97,6 +97,15 @@ pub struct RunArgs {
     /// Override a parameter of every spec: NAME=VALUE (repeatable), as for `check`.
     #[arg(long = "param", value_name = "NAME=VALUE", value_parser = crate::load::parse_override)]
     pub params: Vec<(String, i64)>,
+    /// With --plan-only: stop (incomplete, exit 3) after this many seconds of the whole run. On
+    /// the GPU, --kernel-seconds and the per-spec budgets bound the run instead (a bound that
+    /// ended this process would leave its kernel children running).
+    #[arg(long, value_name = "S", requires = "plan_only")]
+    pub max_seconds: Option<f64>,
+    /// With --plan-only: stop (incomplete, exit 3) when the process holds this many MiB
+    /// (resident). Default: half of the memory available at start.
+    #[arg(long, value_name = "MIB", requires = "plan_only")]
+    pub max_memory: Option<usize>,
 }
 
 impl RunArgs {
@@ -147,6 +156,8 @@ pub struct RejudgeArgs {
     /// Budget of the model's outcome enumeration per spec (and per replay prefix): seconds.
     #[arg(long, default_value_t = 120.0)]
     pub outcome_seconds: f64,
+    #[command(flatten)]
+    pub bounds: crate::limits::ProcessBounds,
 }
 
 #[derive(clap::Subcommand)]
@@ -189,8 +200,23 @@ pub fn emit(a: EmitArgs) -> ExitCode {
 
 pub fn run(c: GpuCommand) -> ExitCode {
     match c {
-        GpuCommand::Run(args) => ExitCode::from(phasecheck_gpu::runner::run(&args.settings())),
+        GpuCommand::Run(args) => {
+            if args.plan_only {
+                let b = crate::limits::ProcessBounds {
+                    max_seconds: args.max_seconds,
+                    max_memory: args.max_memory,
+                };
+                crate::limits::start_unpolled(&b, false, "gpu run --plan-only", "while planning (outcome enumeration, traces, code generation)");
+            }
+            ExitCode::from(phasecheck_gpu::runner::run(&args.settings()))
+        }
         GpuCommand::Rejudge(a) => {
+            crate::limits::start_unpolled(
+                &a.bounds,
+                false,
+                &a.report.display().to_string(),
+                "while re-judging (outcome enumerations and replays)",
+            );
             let o = phasecheck_gpu::rejudge::Options {
                 root: a.root,
                 traces: a.traces.is_dir().then_some(a.traces),

@@ -33,6 +33,8 @@ pub struct ProveArgs {
     timeout_ms: u32,
     #[arg(long, value_enum, default_value_t = crate::Format::Text)]
     format: crate::Format,
+    #[command(flatten)]
+    bounds: crate::limits::ProcessBounds,
 }
 
 #[derive(clap::Args)]
@@ -45,6 +47,8 @@ pub struct RepairArgs {
     /// How many ranked repairs to print at most.
     #[arg(long, default_value_t = 3)]
     max: usize,
+    #[command(flatten)]
+    bounds: crate::limits::ProcessBounds,
 }
 
 fn at(spec: &load::Spec, span: Span) -> String {
@@ -71,6 +75,13 @@ const COVERS: &str = "the counting laws above, for every value in range (round d
 const NOT_COVERED: &str = "interleavings, data races, stale reads, missing waits, lifetimes, completion functions: only the explicit search covers those, at one instance (`phasecheck check`, or `prove --with-instance`)";
 
 pub fn prove(a: ProveArgs) -> ExitCode {
+    // Z3 does not poll the bounds: a passed one ends the process (incomplete, exit 3).
+    crate::limits::start_unpolled(
+        &a.bounds,
+        a.format == crate::Format::Json,
+        &a.path.display().to_string(),
+        "while proving (a Z3 query or the instance's search)",
+    );
     let spec = match load::load(&a.path, &a.params) {
         Ok(s) => s,
         Err(e) => return crate::bad_input(&e),
@@ -292,6 +303,12 @@ fn header(out: &mut String, spec: &load::Spec, rep: &ProveReport) {
 }
 
 pub fn repair(a: RepairArgs) -> ExitCode {
+    crate::limits::start_unpolled(
+        &a.bounds,
+        false,
+        &a.path.display().to_string(),
+        "while searching for a repair (Z3 queries and confirming searches)",
+    );
     let spec = match load::load(&a.path, &[]) {
         Ok(s) => s,
         Err(e) => return crate::bad_input(&e),

@@ -37,25 +37,15 @@ pub struct RunArgs {
     pub params: Vec<(String, i64)>,
 }
 
-/// The memory bound passed: nothing was judged.
-fn overrun(b: phasecheck_verifier::Bound) {
-    use std::io::Write as _;
-    let mut out = std::io::stdout().lock();
-    let _ = writeln!(
-        out,
-        "verdict: incomplete (bound {} reached; the process stopped there)",
-        b.describe()
-    );
-    let _ = out.flush();
-    std::process::exit(3);
-}
-
 pub fn run(a: RunArgs) -> ExitCode {
-    let memory = match a.max_memory {
-        Some(m) => m.saturating_mul(1 << 20),
-        None => phasecheck_verifier::bounds::default_memory_bytes().0,
-    };
-    phasecheck_verifier::bounds::watchdog(memory, overrun);
+    // The runtime stops itself at --max-seconds; the watchdog holds the memory bound and ends
+    // the process shortly after the time bound should a run not return.
+    crate::limits::start_backstop(
+        a.max_seconds,
+        a.max_memory,
+        &a.path.display().to_string(),
+        "while running the protocol on CPU threads",
+    );
     let spec = match crate::load::load_all(std::slice::from_ref(&a.path), &a.params) {
         Ok(mut s) if s.len() == 1 => s.remove(0),
         Ok(_) => {

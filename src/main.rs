@@ -11,6 +11,7 @@ mod cmd_prove;
 mod cmd_replay;
 mod cmd_run;
 mod cmd_test;
+mod fuzz_commands;
 mod limits;
 mod load;
 mod report;
@@ -150,6 +151,10 @@ enum Command {
     Run(cmd_run::RunArgs),
     /// Recover a kernel's barrier protocol from its PTX (or CUDA source) as a `.phase` spec.
     Import(cmd_import::ImportArgs),
+    /// (internal) The command-level fuzz campaign: mutated specs through every command, each in
+    /// a forked process (docs/fuzzing.md).
+    #[command(hide = true)]
+    FuzzCommands(fuzz_commands::FuzzArgs),
 }
 
 fn progress(p: &Progress) {
@@ -186,7 +191,14 @@ pub(crate) fn options(a: &SearchArgs) -> CheckOptions {
 
 fn main() -> ExitCode {
     out::install_panic_backstop();
-    let cli = Cli::parse();
+    let mut cli = Cli::parse();
+    if let Command::FuzzCommands(a) = &cli.command {
+        match fuzz_commands::drive(a) {
+            // A forked child of the campaign: run one command as `main` would.
+            fuzz_commands::Drive::Child(argv) => cli = Cli::parse_from(argv),
+            fuzz_commands::Drive::Done(code) => return code,
+        }
+    }
     let code = match cli.command {
         Command::Check {
             paths,
@@ -217,6 +229,7 @@ fn main() -> ExitCode {
         Command::Run(a) => cmd_run::run(a),
         Command::Import(a) => cmd_import::run(a),
         Command::Fmt { paths, check, write } => cmd_fmt(&paths, check, write),
+        Command::FuzzCommands(_) => bad_input("error: the fuzz campaign cannot start itself\n"),
     };
     out::finish();
     code

@@ -140,3 +140,21 @@ fn both_searches_of_the_fix_loop_share_one_time_bound() {
     assert!(!t.contains("violation gone"), "{t}");
     assert_eq!(o.status.code(), Some(3), "{t}");
 }
+
+/// The fix loop over the whole library and every stored trace: each trace is judged against its
+/// protocol (no error, no panic, no undecided answer at the default bounds), and since the
+/// library keeps its buggy specs the loop reports violations that remain (exit 1).
+#[test]
+fn the_whole_library_against_every_stored_trace() {
+    let o = run(&["check", "specs", "--against", "counterexamples"]);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(!t.contains("error") && !t.contains("panicked") && !t.contains("undecided"), "{t}");
+    let stored = std::fs::read_dir(root().join("counterexamples"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
+        .count();
+    let judged = t.lines().filter(|l| l.starts_with("counterexamples/") && l.contains(".json: ")).count();
+    assert_eq!(judged, stored, "{t}");
+}

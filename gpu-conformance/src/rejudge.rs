@@ -67,8 +67,10 @@ pub fn rejudge(report: &serde_json::Value, o: &Options) -> Result<Vec<Rejudged>,
     let index = o.traces.as_deref().map(TraceIndex::load).unwrap_or_default();
     let mut specs: HashMap<String, SpecCache> = HashMap::new();
     let mut out = Vec::new();
-    for c in cases {
+    for (number, c) in cases.iter().enumerate() {
         let old: Case = serde_json::from_value(c.clone()).map_err(|e| format!("a case does not parse: {e}"))?;
+        let named = |e: String| format!("case {} ({}, {}, {}): {e}", number + 1, old.spec, old.backend, old.mode);
+        validate_names(&old).map_err(named)?;
         let old_verdict = c.get("verdict").and_then(|v| serde_json::from_value(v.clone()).ok());
         let mut case = Case {
             spec: old.spec.clone(),
@@ -111,6 +113,7 @@ pub fn rejudge(report: &serde_json::Value, o: &Options) -> Result<Vec<Rejudged>,
             );
         }
         let sc = specs.get_mut(&old.spec).unwrap();
+        validate_observations(&old, &sc.model).map_err(named)?;
         let allowed = match &sc.allowed {
             Ok(a) => a,
             Err(e) => {
@@ -216,6 +219,45 @@ pub fn rejudge(report: &serde_json::Value, o: &Options) -> Result<Vec<Rejudged>,
         });
     }
     Ok(out)
+}
+
+/// A case's backend and mode are ones `gpu run` writes: a results file naming another is not one
+/// of ours (or was edited), and judging it would report a hardware disagreement that never ran.
+pub fn validate_names(case: &Case) -> Result<(), String> {
+    if crate::codegen::Backend::parse(&case.backend).is_none() {
+        return Err(format!("unknown backend `{}` (gpu run writes ptx or libcu)", case.backend.escape_debug()));
+    }
+    if !matches!(case.mode.as_str(), "stress" | "stress-hw-commit" | "stress-hw-barrier" | "replay") {
+        return Err(format!(
+            "unknown mode `{}` (gpu run writes stress, stress-hw-commit, stress-hw-barrier or replay)",
+            case.mode.escape_debug()
+        ));
+    }
+    Ok(())
+}
+
+/// Every observed outcome of a case is one the spec's kernel could have printed: in the outcome
+/// grammar, not empty, and with one entry per thread of the spec (a faulted launch may print
+/// none). A malformed line would otherwise be judged, and an outcome no kernel can print is
+/// OUTSIDE every allowed set: a false disagreement with the hardware.
+pub fn validate_observations(case: &Case, model: &Model) -> Result<(), String> {
+    let threads = model.proto.threads.len();
+    let barriers = model.proto.barriers.len();
+    for line in case.observed.keys() {
+        let shown = line.escape_debug();
+        if line.trim().is_empty() {
+            return Err("an empty outcome string among the observations".to_string());
+        }
+        let (o, _) = Outcome::parse_observed(line, barriers).map_err(|e| format!("outcome `{shown}`: {e}"))?;
+        let n = o.threads.len();
+        if n != threads && !(o.fault && n == 0) {
+            return Err(format!(
+                "outcome `{shown}` names {n} thread(s), the spec has {threads} (t0 to t{})",
+                threads.saturating_sub(1)
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The traces a replay of this spec uses now: counterexample files first, then the verifier's

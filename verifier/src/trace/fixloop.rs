@@ -162,6 +162,11 @@ pub fn replay_edited(model: &Model, t: &TraceFile, opts: &CheckOptions) -> FixRe
             // One time bound for both searches: the whole spec gets what the continuations left.
             let mut rest = opts.clone();
             rest.max_seconds = opts.max_seconds.map(|m| (m - r.stats.seconds).max(0.0));
+            // Every execution to its end, past other violations too: a kind reached only after
+            // another violation is still reached (`check --all-kinds` would report it), and a
+            // search that stops exploring past violations early could not rule it out.
+            rest.past_violation_factor = None;
+            rest.stop_at_first = false;
             let whole = crate::check(model, &rest);
             searched = Some(whole.stats.states);
             match whole.violations.iter().find(|v| v.kind == kind) {
