@@ -6,7 +6,7 @@
 //! Without NVRTC (`source gpu-conformance/ci/setup-nvrtc.sh`) these tests print why and pass,
 //! unless `CI` is set, where a missing NVRTC fails them.
 
-use phasecheck_verifier::api::{check, parse_spec};
+use phasecheck_verifier::api::{check, check_with, parse_spec, CheckOptions};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -107,7 +107,14 @@ fn found_with(kernel: &str, flags: &[&str], kind: &str, statement: &str, value: 
     let (spec, code, stderr) = import(kernel, flags);
     assert_eq!(code, 0, "import of {kernel} {flag}:\n{stderr}");
     let loaded = parse_spec(kernel, &spec, &[]).unwrap();
-    let c = check(&loaded);
+    // as `phasecheck check` does: states past a violation get a bounded allowance
+    let c = check_with(
+        &loaded,
+        &CheckOptions {
+            past_violation_factor: Some(10.0),
+            ..CheckOptions::default()
+        },
+    );
     let i = c
         .violations()
         .iter()
