@@ -36,8 +36,8 @@ fn every_mapped_form_becomes_its_statement() {
         ("syncwarp(0xffffffff)", 55),
         ("wait_parity(bars_0, 0)", 61),
         ("read(tile, offset = 0, bytes = 4)", 65),
-        ("let t1 = arrive(bars_1)", 68),
-        ("wait(bars_1, t1)", 70),
+        ("let tok1 = arrive(bars_1)", 68),
+        ("wait(bars_1, tok1)", 70),
         ("bar_arrive(1, 64)", 84),
         ("fence_proxy_async()", 88),
     ] {
@@ -98,4 +98,96 @@ fn cuda_input_without_nvrtc_says_so() {
         .unwrap();
     assert_eq!(r.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&r.stderr).contains("NVRTC is not available"));
+}
+
+/// Some spec line starts with `stmt` (after indentation) and cites `FILE:LINE`.
+fn statement_from(spec: &str, stmt: &str, file: &str, line: usize) {
+    let from = format!("// from {file}:{line}");
+    assert!(
+        spec.lines().any(|l| l.trim_start().starts_with(stmt) && l.ends_with(&from)),
+        "no `{stmt}` {from} in\n{spec}"
+    );
+}
+
+#[test]
+fn every_other_mapped_form_becomes_its_statement() {
+    let (spec, stderr, code) = import("more_forms.ptx", &["--tma-bytes", "1=128"]);
+    assert_eq!(code, 0, "{stderr}");
+    for (stmt, line) in [
+        ("init(bars_0, 1)", 22),
+        ("init(bars_4, 2)", 26),
+        ("syncthreads", 29),
+        ("arrive_expect_tx(bars_0, 128)", 34),
+        ("copy_async(tile[0], bars_0)", 35),
+        ("wait_parity(bars_0, 0)", 37),
+        ("expect_tx(bars_1, 16)", 39),
+        ("complete_tx(bars_1, 16)", 40),
+        ("let tok1 = arrive(bars_1)", 41),
+        ("wait(bars_1, tok1)", 43),
+        ("cp_async(tile[1], offset = 0, bytes = 16)", 46),
+        ("cp_async_arrive(bars_2)", 47),
+        ("arrive(bars_2)", 48),
+        ("cp_async(tile[1], offset = 16, bytes = 16)", 50),
+        ("cp_async_arrive_noinc(bars_3)", 51),
+        ("wait_parity(bars_3, 0)", 52),
+        ("write(res, 0, offset = 0, bytes = 4)", 54),
+        ("copy_store_async(res)", 56),
+        ("copy_store_async(res)", 57),
+        ("commit_group()", 58),
+        ("wait_group_read(0)", 59),
+        ("wait_group(0)", 60),
+        ("expect_tx(bars_5, 8)", 62),
+        ("let tok3 = arrive(bars_5)", 62),
+        ("wait(bars_5, tok3)", 63),
+        ("bar_sync(1, 32)", 64),
+        ("arrive_and_drop(bars_4)", 65),
+        ("inval(bars_4)", 66),
+    ] {
+        statement_from(&spec, stmt, "more_forms.ptx", line);
+    }
+    // the tensor copy's bytes came from --tma-bytes (exact); a single try_wait is assumed to
+    // succeed, and a fence between generic accesses is dropped, both said so
+    assert!(stderr.contains("copy_async, 128 bytes from --tma-bytes"), "{stderr}");
+    assert!(stderr.contains("assumed     more_forms.ptx:52") && stderr.contains("outside a loop"), "{stderr}");
+    assert!(stderr.contains("assumed     more_forms.ptx:61"), "{stderr}");
+    assert!(stderr.contains("more_forms.ptx:57") && stderr.contains("cp.async.bulk.tensor (bulk_group store)"), "{stderr}");
+    assert!(stderr.contains(" 0 unresolved"), "{stderr}");
+    phasecheck_verifier::api::parse_spec("more_forms", &spec, &[]).unwrap();
+}
+
+#[test]
+fn without_its_bytes_a_tensor_copy_is_assumed_to_bring_the_expected_tx() {
+    let (spec, stderr, code) = import("more_forms.ptx", &[]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(spec.contains("copy_async(tile[0], bars_0)"), "{spec}");
+    assert!(
+        stderr.contains("assumed     more_forms.ptx:35") && stderr.contains("pass --tma-bytes more_forms_param_1=B"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn every_unmapped_barrier_form_is_unresolved_at_its_line() {
+    let (spec, stderr, code) = import("unmapped_forms.ptx", &[]);
+    assert_eq!(code, 3, "{stderr}");
+    for (line, what) in [
+        (22, "noComplete"),
+        (23, "mapa"),
+        (24, "multicast"),
+        (25, "barrier.cluster"),
+        (26, "barrier.cluster"),
+        (27, "cp.async.commit_group"),
+        (28, "cp.async.wait_group"),
+        (29, "wgmma"),
+        (30, "tcgen05"),
+        (31, "call"),
+    ] {
+        let l = stderr
+            .lines()
+            .find(|l| l.starts_with(&format!("  unresolved  unmapped_forms.ptx:{line} ")))
+            .unwrap_or_else(|| panic!("line {line} ({what}) is not unresolved:\n{stderr}"));
+        assert!(l.contains(what), "{l}");
+    }
+    // what was mapped is still there
+    assert!(spec.contains("init(bar, 1)") && spec.contains("arrive(bar)"), "{spec}");
 }

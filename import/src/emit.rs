@@ -102,7 +102,7 @@ fn buffer_of(op: &Op) -> Option<(&String, i64)> {
         | Op::CpAsync { buf, off, bytes }
         | Op::Read { buf, off, bytes }
         | Op::Write { buf, off, bytes } => Some((buf, off + bytes)),
-        Op::Store { buf } => Some((buf, 0)),
+        Op::Store { buf, off, bytes } => Some((buf, if *bytes > 0 { off + bytes } else { 0 })),
         _ => None,
     }
 }
@@ -239,7 +239,9 @@ fn strides(runs: &[ThreadRun], buffers: &BTreeMap<String, (String, i64)>) -> BTr
                 Op::CpAsync { buf, off, bytes } | Op::Read { buf, off, bytes } | Op::Write { buf, off, bytes } if buf == sym => {
                     Some((false, *off, *bytes))
                 }
-                Op::Store { buf } if buf == sym => Some((false, 0, *size)),
+                // a store of one element is placed like a copy; one of unknown size reads it all
+                Op::Store { buf, off, bytes } if buf == sym && *bytes > 0 => Some((true, *off, *bytes)),
+                Op::Store { buf, .. } if buf == sym => Some((false, 0, *size)),
                 _ => None,
             })
             .collect();
@@ -448,7 +450,7 @@ impl Ctx<'_> {
                     format!("arrive({}, {count})", self.bar(bar))
                 };
                 match token {
-                    Some(t) if tokens.contains(t) => format!("let t{t} = {call}"),
+                    Some(t) if tokens.contains(t) => format!("let tok{t} = {call}"),
                     _ => call,
                 }
             }
@@ -457,7 +459,7 @@ impl Ctx<'_> {
             Op::CompleteTx { bar, bytes } => format!("complete_tx({}, {bytes})", self.bar(bar)),
             Op::ArriveDrop { bar } => format!("arrive_and_drop({})", self.bar(bar)),
             Op::WaitParity { bar, parity } => format!("wait_parity({}, {parity})", self.bar(bar)),
-            Op::WaitToken { bar, token } => format!("wait({}, t{token})", self.bar(bar)),
+            Op::WaitToken { bar, token } => format!("wait({}, tok{token})", self.bar(bar)),
             Op::Inval { bar } => format!("inval({})", self.bar(bar)),
             Op::Copy { buf, off, bytes, bar } => {
                 if !self.names.buffers.contains_key(buf) {
@@ -478,9 +480,15 @@ impl Ctx<'_> {
             Op::CpAsyncArrive { bar, noinc } => {
                 format!("cp_async_arrive{}({})", if *noinc { "_noinc" } else { "" }, self.bar(bar))
             }
-            Op::Store { buf } => {
+            Op::Store { buf, off, bytes } => {
                 self.names.buffers.get(buf)?;
-                format!("copy_store_async({})", self.place(buf, 0, 0).0)
+                // with a stride every store of the buffer is one whole element (strides saw to
+                // it); without one the statement stores the whole buffer, a wider read than
+                // the kernel's (races are over-reported, never missed)
+                match self.names.strides.get(buf) {
+                    Some(_) => format!("copy_store_async({})", self.place(buf, *off, *bytes).0),
+                    None => format!("copy_store_async({})", self.buf(buf)),
+                }
             }
             Op::CommitGroup => "commit_group()".into(),
             Op::WaitGroup { n, read } => format!("wait_group{}({n})", if *read { "_read" } else { "" }),
@@ -500,7 +508,10 @@ impl Ctx<'_> {
             Op::Write { buf, off, bytes } => {
                 self.names.buffers.get(buf)?;
                 *writes += 1;
-                format!("write({}, {})", self.place(buf, *off, *bytes).0, *writes - 1)
+                match self.place(buf, *off, *bytes) {
+                    (p, None) => format!("write({p}, {})", *writes - 1),
+                    (p, Some((o, n))) => format!("write({p}, {}, offset = {o}, bytes = {n})", *writes - 1),
+                }
             }
         })
     }

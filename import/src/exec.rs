@@ -40,7 +40,9 @@ pub enum Op {
     Copy { buf: String, off: i64, bytes: i64, bar: Bar },
     CpAsync { buf: String, off: i64, bytes: i64 },
     CpAsyncArrive { bar: Bar, noinc: bool },
-    Store { buf: String },
+    /// A bulk store reading `bytes` from `off` (`bytes` is 0 when the size is not a constant:
+    /// the whole buffer is taken as read).
+    Store { buf: String, off: i64, bytes: i64 },
     CommitGroup,
     WaitGroup { n: i64, read: bool },
     FenceProxy,
@@ -150,6 +152,8 @@ impl<'m> Interp<'m> {
                 || matches!(
                     ins.parts()[0],
                     "bra" | "setp" | "selp" | "mov" | "add" | "sub" | "and" | "or" | "xor" | "not" | "cvt" | "nanosleep"
+                        // a back-off's arithmetic (libcu++ halves the time since the first poll)
+                        | "shr" | "shl" | "mul" | "min" | "max"
                 )
         });
         Some(pure)
@@ -606,6 +610,25 @@ impl<'m> Interp<'m> {
                                     self.facts.exact(format!("{f_name} -> arrive_and_drop"), ins.pos, ins.src);
                                     emit(Op::ArriveDrop { bar }, &mut run);
                                 }
+                            } else if tx && matches!(ops.first(), Some(Operand::Reg(_))) {
+                                // the token is kept: an expect-tx then an arrive-on (what the
+                                // instruction is), so the wait on the token has its arrive
+                                match n {
+                                    Some(b) => {
+                                        tokens += 1;
+                                        if let Some(o) = ops.first() {
+                                            set(fr, o, Val::Token(tokens));
+                                        }
+                                        self.facts.exact(
+                                            format!("{f_name}.expect_tx with its token -> expect_tx, let tok = arrive"),
+                                            ins.pos,
+                                            ins.src,
+                                        );
+                                        emit(Op::ExpectTx { bar: bar.clone(), bytes: b }, &mut run);
+                                        emit(Op::Arrive { bar, count: 1, token: Some(tokens) }, &mut run);
+                                    }
+                                    None => unresolved_bar(self, "the tx byte count is not a value the importer can compute"),
+                                }
                             } else if tx {
                                 match n {
                                     Some(b) => {
@@ -788,12 +811,27 @@ impl<'m> Interp<'m> {
                                 }
                             };
                             emit(Op::Copy { buf, off, bytes, bar }, &mut run);
-                        } else if ins.has("bulk_group") && p.get(3) == Some(&"global") {
+                        } else if ins.has("bulk_group")
+                            && (p.get(3) == Some(&"global") || (p.get(3) == Some(&"tensor") && p.get(5) == Some(&"global")))
+                        {
+                            // a tensor store's box is in the tensor map: it reads the whole buffer
+                            let tensor = p.get(3) == Some(&"tensor");
                             match ops.get(1).map(|o| addr(fr, o)) {
-                                Some(Val::Sh(buf, _)) => {
-                                    self.facts
-                                        .exact("cp.async.bulk (bulk_group store) -> copy_store_async", ins.pos, ins.src);
-                                    emit(Op::Store { buf }, &mut run);
+                                Some(Val::Sh(buf, off)) => {
+                                    self.facts.exact(
+                                        format!(
+                                            "cp.async.bulk{} (bulk_group store) -> copy_store_async",
+                                            if tensor { ".tensor" } else { "" }
+                                        ),
+                                        ins.pos,
+                                        ins.src,
+                                    );
+                                    let bytes = if tensor {
+                                        0
+                                    } else {
+                                        ops.get(2).map(|o| get(fr, o)).as_ref().and_then(int).unwrap_or(0)
+                                    };
+                                    emit(Op::Store { buf, off, bytes }, &mut run);
                                 }
                                 _ => unresolved_bar(self, "the source of the store is not a shared-memory symbol + offset"),
                             }
