@@ -4,7 +4,7 @@
 
 use crate::barrier::Ub;
 use crate::interp::{Ctx, Stop, World};
-use phasecheck_model::program::ir::{CopyOp, IExpr, MAX_COUNT};
+use phasecheck_model::program::ir::{CopyOp, IExpr, Ref, MAX_COUNT};
 use phasecheck_model::ViolationKind;
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -67,39 +67,14 @@ impl World {
                 offset,
                 bytes,
                 version,
-            } => {
-                let d = self.buf(buf, ctx)?;
-                let b = self.bar(bar, ctx)?;
-                let (off, n) = (self.eval(offset, ctx)?, self.eval(bytes, ctx)?);
-                let version = self.copy_checks(d, b, n, version, ctx)?;
-                self.range_ok(d, off, off + n)?;
-                self.issue_copy(ctx, d, b, n, version, Some((off, off + n)));
-                Ok(None)
-            }
+            } => self.part_copy(ctx, buf, bar, offset, bytes, version, false),
             CopyOp::StAsync {
                 buf,
                 bar,
                 offset,
                 bytes,
                 version,
-            } => {
-                // st.async: a partial copy from the thread's registers, of 4, 8 or 16 aligned bytes.
-                let d = self.buf(buf, ctx)?;
-                let b = self.bar(bar, ctx)?;
-                let (off, n) = (self.eval(offset, ctx)?, self.eval(bytes, ctx)?);
-                if ![4, 8, 16].contains(&n) || off % n != 0 {
-                    return Err(Stop::Ub(Ub::new(
-                        ViolationKind::Assertion,
-                        format!(
-                            "st_async of {n} bytes at offset {off}: st.async stores 4, 8 or 16 bytes at an address aligned to its size"
-                        ),
-                    )));
-                }
-                let version = self.copy_checks(d, b, n, &Some(version.clone()), ctx)?;
-                self.range_ok(d, off, off + n)?;
-                self.issue_copy(ctx, d, b, n, version, Some((off, off + n)));
-                Ok(None)
-            }
+            } => self.part_copy(ctx, buf, bar, offset, bytes, &Some(version.clone()), true),
             CopyOp::Copy { buf, bar, bytes, version } => {
                 let d = self.buf(buf, ctx)?;
                 let b = self.bar(bar, ctx)?;
@@ -112,6 +87,34 @@ impl World {
                 Ok(None)
             }
         }
+    }
+
+    /// A copy into bytes `offset .. offset + bytes` of a buffer: a TMA-style partial copy, or an
+    /// `st_async` (`registers`: 4, 8 or 16 bytes from registers, at an offset aligned to them).
+    #[allow(clippy::too_many_arguments)]
+    fn part_copy(
+        &self,
+        ctx: &mut Ctx,
+        buf: &Ref,
+        bar: &Ref,
+        offset: &IExpr,
+        bytes: &IExpr,
+        version: &Option<IExpr>,
+        registers: bool,
+    ) -> Result<Option<i64>, Stop> {
+        let d = self.buf(buf, ctx)?;
+        let b = self.bar(bar, ctx)?;
+        let (off, n) = (self.eval(offset, ctx)?, self.eval(bytes, ctx)?);
+        if registers && (![4, 8, 16].contains(&n) || off % n != 0) {
+            return Err(Stop::Ub(Ub::new(
+                ViolationKind::Assertion,
+                format!("st_async of {n} bytes at offset {off}: st.async stores 4, 8 or 16 bytes at an address aligned to its size"),
+            )));
+        }
+        let version = self.copy_checks(d, b, n, version, ctx)?;
+        self.range_ok(d, off, off + n)?;
+        self.issue_copy(ctx, d, b, n, version, Some((off, off + n)));
+        Ok(None)
     }
 
     /// What a TMA-style copy checks before it is issued (its barrier alive, its byte count within
