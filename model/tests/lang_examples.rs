@@ -196,9 +196,14 @@ role worker[1] {
 /// The cluster barrier's three forms.
 const CLUSTER_STATEMENTS: &str = r#"protocol cluster_statements
 cluster 2
+barrier full count 1
+buffer inbox bytes 32
 
 role worker[1] {
   cluster_arrive()                ; cluster_wait()            ; cluster_sync()
+  st_async(inbox, full, bytes = 16, version = 1)
+  st_async(inbox, full, offset = 16, bytes = 8, version = 2, cta = 1 - cta)
+  copy_async(inbox, full, cta = 1 - cta, version = 3)
 }
 "#;
 
