@@ -206,7 +206,12 @@ pub fn run(c: GpuCommand) -> ExitCode {
                     max_seconds: args.max_seconds,
                     max_memory: args.max_memory,
                 };
-                crate::limits::start_unpolled(&b, false, "gpu run --plan-only", "while planning (outcome enumeration, traces, code generation)");
+                crate::limits::start_unpolled(
+                    &b,
+                    false,
+                    "gpu run --plan-only",
+                    "while planning (outcome enumeration, traces, code generation)",
+                );
             }
             ExitCode::from(phasecheck_gpu::runner::run(&args.settings()))
         }

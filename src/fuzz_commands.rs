@@ -54,8 +54,14 @@ const COMMANDS: &[(&str, bool)] = &[
     ("fmt --write {C}", false),
     ("emit-cuda {F} --backend ptx", false),
     ("emit-cuda {F} --backend libcu", false),
-    ("replay {T} --spec {F} --max-seconds {S} --max-memory {M} --max-states 20000 --threads 1", true),
-    ("check {F} --against {T} --max-seconds {S} --max-memory {M} --max-states 20000 --threads 1", true),
+    (
+        "replay {T} --spec {F} --max-seconds {S} --max-memory {M} --max-states 20000 --threads 1",
+        true,
+    ),
+    (
+        "check {F} --against {T} --max-seconds {S} --max-memory {M} --max-states 20000 --threads 1",
+        true,
+    ),
     ("prove {F} --max-seconds {S} --max-memory {M} --timeout-ms 500", true),
     ("repair {F} --max-seconds {S} --max-memory {M}", true),
     ("run {F} --cpu --runs 4 --max-seconds {S} --max-memory {M}", true),
@@ -87,7 +93,12 @@ pub fn drive(a: &FuzzArgs) -> Drive {
     }
     let seeds = fuzz::seeds(&a.corpus);
     let traces: Vec<PathBuf> = std::fs::read_dir(&a.traces)
-        .map(|rd| rd.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == "json")).collect())
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|x| x == "json"))
+                .collect()
+        })
         .unwrap_or_default();
     if seeds.is_empty() || traces.is_empty() {
         noteln!("error: no seed specs in the corpus folders or no traces in {}", a.traces.display());
@@ -97,7 +108,11 @@ pub fn drive(a: &FuzzArgs) -> Drive {
     traces.sort();
     let dict = fuzz::dictionary();
     let mut rng = fuzz::Rng::new(a.seed);
-    let (input, copy, out) = (a.scratch.join("input.phase"), a.scratch.join("copy.phase"), a.scratch.join("plan.json"));
+    let (input, copy, out) = (
+        a.scratch.join("input.phase"),
+        a.scratch.join("copy.phase"),
+        a.scratch.join("plan.json"),
+    );
     let mut t = Tally::default();
     let (mut parsed, mut unparsed) = (0u64, 0u64);
     let t0 = Instant::now();
@@ -152,7 +167,9 @@ pub fn drive(a: &FuzzArgs) -> Drive {
                 Status::Exit(c) => format!("exit {c}"),
                 Status::Signal(s) => format!("signal {s}"),
             };
-            *t.by_status.entry(format!("{} {label}", template.split(" {").next().unwrap_or(template))).or_default() += 1;
+            *t.by_status
+                .entry(format!("{} {label}", template.split(" {").next().unwrap_or(template)))
+                .or_default() += 1;
             let mut finding = None;
             if matches!(status, Status::Exit(101) | Status::Signal(_)) {
                 t.panics += 1;
@@ -169,8 +186,7 @@ pub fn drive(a: &FuzzArgs) -> Drive {
             if template.contains("{C}") {
                 let now = std::fs::read(&copy).unwrap_or_default();
                 let whole = now == bytes
-                    || (status == Status::Exit(0)
-                        && std::str::from_utf8(&now).is_ok_and(|s| phasecheck_model::lang::parse(s).is_ok()));
+                    || (status == Status::Exit(0) && std::str::from_utf8(&now).is_ok_and(|s| phasecheck_model::lang::parse(s).is_ok()));
                 if !whole {
                     t.lost_files += 1;
                     finding = Some("lost-file");

@@ -111,9 +111,15 @@ fn cluster_one_is_the_protocol_without_a_cluster_line() {
 fn each_cta_of_a_cluster_has_its_own_named_barriers() {
     // Two warps per CTA: a count of 2 is met in each CTA; a count of 4 would be met only if the
     // four warps of the cluster shared the barrier, which they do not (PTX: sixteen per CTA).
-    let (c, out) = check("per_cta", "protocol p\nexpect holds\ncluster 2\nwarp_size 1\nrole w[2] { bar_sync(1, 2) }\n");
+    let (c, out) = check(
+        "per_cta",
+        "protocol p\nexpect holds\ncluster 2\nwarp_size 1\nrole w[2] { bar_sync(1, 2) }\n",
+    );
     assert_eq!(c, 0, "{out}");
-    let (c, out) = check("across", "protocol p\nexpect deadlock\ncluster 2\nwarp_size 1\nrole w[2] { bar_sync(1, 4) }\n");
+    let (c, out) = check(
+        "across",
+        "protocol p\nexpect deadlock\ncluster 2\nwarp_size 1\nrole w[2] { bar_sync(1, 4) }\n",
+    );
     assert_eq!(c, 1, "{out}");
     assert!(out.contains("deadlock"), "{out}");
 }

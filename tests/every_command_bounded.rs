@@ -66,8 +66,18 @@ fn endless_double_buffer(d: &Path) -> PathBuf {
 
 /// The bound held: wall within a second of it, memory within 1.5 x, incomplete named.
 fn held(r: &Ran, what: &str, seconds: f64, mib: f64) {
-    assert!(r.wall <= seconds + 1.0, "{what}: {:.2} s for a {seconds} s bound\n{}", r.wall, r.out);
-    assert!(r.peak_mib <= 1.5 * mib, "{what}: {:.0} MiB for a {mib} MiB bound\n{}", r.peak_mib, r.out);
+    assert!(
+        r.wall <= seconds + 1.0,
+        "{what}: {:.2} s for a {seconds} s bound\n{}",
+        r.wall,
+        r.out
+    );
+    assert!(
+        r.peak_mib <= 1.5 * mib,
+        "{what}: {:.0} MiB for a {mib} MiB bound\n{}",
+        r.peak_mib,
+        r.out
+    );
 }
 
 #[test]
@@ -129,7 +139,17 @@ fn run_cpu_on_many_threads_holds_both_bounds() {
         "protocol wide\nexpect holds\nbarrier bar count worker.count\nrole worker[64] {\n  for r in 0..4 {\n    arrive_and_wait(bar)\n  }\n}\n",
     )
     .unwrap();
-    let r = ran(&["run", p.to_str().unwrap(), "--cpu", "--runs", "4", "--max-seconds", "2", "--max-memory", "256"]);
+    let r = ran(&[
+        "run",
+        p.to_str().unwrap(),
+        "--cpu",
+        "--runs",
+        "4",
+        "--max-seconds",
+        "2",
+        "--max-memory",
+        "256",
+    ]);
     held(&r, "run --cpu", 2.0, 256.0);
     assert!(matches!(r.code, 0 | 3), "{}", r.out);
 }
@@ -166,13 +186,23 @@ fn a_600_mb_trace_is_refused_before_it_is_read() {
     std::fs::File::create(&p).unwrap().set_len(600 << 20).unwrap();
     for args in [
         vec!["replay", p.to_str().unwrap()],
-        vec!["check", "specs/mistakes/consumer_wrong_parity.phase", "--against", p.to_str().unwrap()],
+        vec![
+            "check",
+            "specs/mistakes/consumer_wrong_parity.phase",
+            "--against",
+            p.to_str().unwrap(),
+        ],
         vec!["gpu", "rejudge", p.to_str().unwrap()],
     ] {
         let r = ran(&args);
         assert_eq!(r.code, 2, "{args:?}: {}", r.out);
         assert!(r.out.contains("larger than"), "{args:?}: {}", r.out);
-        assert!(r.peak_mib < 100.0 && r.wall < 5.0, "{args:?}: {:.0} MiB, {:.1} s", r.peak_mib, r.wall);
+        assert!(
+            r.peak_mib < 100.0 && r.wall < 5.0,
+            "{args:?}: {:.0} MiB, {:.1} s",
+            r.peak_mib,
+            r.wall
+        );
     }
     std::fs::remove_dir_all(&d).unwrap();
 }
@@ -203,17 +233,31 @@ fn rejudge_refuses_observations_the_spec_cannot_produce() {
     let r = ran(&["gpu", "rejudge", ok.to_str().unwrap()]);
     assert_eq!(r.code, 0, "{}", r.out);
     let cases: [(&str, Box<dyn Fn(&mut serde_json::Value)>, &str); 5] = [
-        ("empty", Box::new(|c| c["observed"] = serde_json::json!({"": 4096})), "an empty outcome string"),
-        ("one-thread", Box::new(|c| c["observed"] = serde_json::json!({"t0 done": 4096})), "names 1 thread(s), the spec has 3"),
+        (
+            "empty",
+            Box::new(|c| c["observed"] = serde_json::json!({"": 4096})),
+            "an empty outcome string",
+        ),
+        (
+            "one-thread",
+            Box::new(|c| c["observed"] = serde_json::json!({"t0 done": 4096})),
+            "names 1 thread(s), the spec has 3",
+        ),
         (
             "beyond",
-            Box::new(|c| {
-                c["observed"] = serde_json::json!({"t0 done | t1 done | t2 done | t3 done | phases=[0,0,0,0]": 4096})
-            }),
+            Box::new(|c| c["observed"] = serde_json::json!({"t0 done | t1 done | t2 done | t3 done | phases=[0,0,0,0]": 4096})),
             "names 4 thread(s), the spec has 3",
         ),
-        ("backend", Box::new(|c| c["backend"] = serde_json::json!("cuda-graph")), "unknown backend `cuda-graph`"),
-        ("grammar", Box::new(|c| c["observed"] = serde_json::json!({"t0 finished": 1})), "expected done or HUNG"),
+        (
+            "backend",
+            Box::new(|c| c["backend"] = serde_json::json!("cuda-graph")),
+            "unknown backend `cuda-graph`",
+        ),
+        (
+            "grammar",
+            Box::new(|c| c["observed"] = serde_json::json!({"t0 finished": 1})),
+            "expected done or HUNG",
+        ),
     ];
     for (name, edit, says) in cases {
         let p = results_with(name, edit);

@@ -155,6 +155,9 @@ fn the_whole_library_against_every_stored_trace() {
         .flatten()
         .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
         .count();
-    let judged = t.lines().filter(|l| l.starts_with("counterexamples/") && l.contains(".json: ")).count();
+    let judged = t
+        .lines()
+        .filter(|l| l.starts_with("counterexamples/") && l.contains(".json: "))
+        .count();
     assert_eq!(judged, stored, "{t}");
 }

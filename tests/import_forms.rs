@@ -148,9 +148,15 @@ fn every_other_mapped_form_becomes_its_statement() {
     // the tensor copy's bytes came from --tma-bytes (exact); a single try_wait is assumed to
     // succeed, and a fence between generic accesses is dropped, both said so
     assert!(stderr.contains("copy_async, 128 bytes from --tma-bytes"), "{stderr}");
-    assert!(stderr.contains("assumed     more_forms.ptx:52") && stderr.contains("outside a loop"), "{stderr}");
+    assert!(
+        stderr.contains("assumed     more_forms.ptx:52") && stderr.contains("outside a loop"),
+        "{stderr}"
+    );
     assert!(stderr.contains("assumed     more_forms.ptx:61"), "{stderr}");
-    assert!(stderr.contains("more_forms.ptx:57") && stderr.contains("cp.async.bulk.tensor (bulk_group store)"), "{stderr}");
+    assert!(
+        stderr.contains("more_forms.ptx:57") && stderr.contains("cp.async.bulk.tensor (bulk_group store)"),
+        "{stderr}"
+    );
     assert!(stderr.contains(" 0 unresolved"), "{stderr}");
     phasecheck_verifier::api::parse_spec("more_forms", &spec, &[]).unwrap();
 }

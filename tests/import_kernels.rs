@@ -217,7 +217,14 @@ fn pingpong_gemm_holds() {
 #[test]
 fn pingpong_gemm_wrong_start_parity() {
     let line = line_of("pingpong_gemm", Some("#ifdef PLANT_START_PARITY"), "mbar_wait_parity(&full[s]");
-    found("pingpong_gemm", "-DPLANT_START_PARITY", "data-race", "wait_parity(full[", ", 1)", line);
+    found(
+        "pingpong_gemm",
+        "-DPLANT_START_PARITY",
+        "data-race",
+        "wait_parity(full[",
+        ", 1)",
+        line,
+    );
 }
 
 /// One stage reused over two rounds: with two stages and three rounds the per-thread copies'
@@ -231,7 +238,11 @@ fn cp_async_multistage_holds() {
 
 #[test]
 fn cp_async_multistage_wrong_init_count() {
-    let line = line_of("cp_async_multistage", Some("#ifdef PLANT_WRONG_COUNT"), "mbar_init(&full[s], THREADS / 2)");
+    let line = line_of(
+        "cp_async_multistage",
+        Some("#ifdef PLANT_WRONG_COUNT"),
+        "mbar_init(&full[s], THREADS / 2)",
+    );
     let flags = [CP_ASYNC_SMALL[0], CP_ASYNC_SMALL[1], "-DPLANT_WRONG_COUNT"];
     found_with("cp_async_multistage", &flags, "data-race", "init(full", ", 1)", line);
 }
@@ -244,7 +255,14 @@ fn early_exit_drop_holds() {
 #[test]
 fn early_exit_drop_early_release() {
     let line = line_of("early_exit_drop", Some("#ifdef PLANT_EARLY_RELEASE"), "mbar_arrive_drop(&empty[s])");
-    found("early_exit_drop", "-DPLANT_EARLY_RELEASE", "deadlock", "arrive_and_drop(empty[", "", line);
+    found(
+        "early_exit_drop",
+        "-DPLANT_EARLY_RELEASE",
+        "deadlock",
+        "arrive_and_drop(empty[",
+        "",
+        line,
+    );
 }
 
 #[test]
@@ -254,6 +272,17 @@ fn tma_store_epilogue_holds() {
 
 #[test]
 fn tma_store_epilogue_wrong_expect_tx_bytes() {
-    let line = line_of("tma_store_epilogue", Some("#ifdef PLANT_WRONG_TX"), "mbar_expect_tx(&full[s], A_BYTES)");
-    found("tma_store_epilogue", "-DPLANT_WRONG_TX", "deadlock", "expect_tx(full[", ", 128)", line);
+    let line = line_of(
+        "tma_store_epilogue",
+        Some("#ifdef PLANT_WRONG_TX"),
+        "mbar_expect_tx(&full[s], A_BYTES)",
+    );
+    found(
+        "tma_store_epilogue",
+        "-DPLANT_WRONG_TX",
+        "deadlock",
+        "expect_tx(full[",
+        ", 128)",
+        line,
+    );
 }

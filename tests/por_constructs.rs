@@ -142,7 +142,11 @@ fn named_barriers(seed: u64) -> String {
             format!("role {name}[2] {{\n")
         }
     };
-    let write = if uniform { "    write(x[i % 2], i)\n" } else { "    if lane == 0 { write(x[i % 2], i) }\n" };
+    let write = if uniform {
+        "    write(x[i % 2], i)\n"
+    } else {
+        "    if lane == 0 { write(x[i % 2], i) }\n"
+    };
     let arrive = match signal {
         0 => format!("{write}    bar_arrive(1, {count})\n"),
         1 => format!("{write}    bar_sync(1, {count})\n"),
@@ -302,4 +306,3 @@ fn each_footprint_defect_loses_a_kind_on_its_construct() {
         assert!(caught.is_some(), "{} loses no kind on 400 generated protocols", mutant.name());
     }
 }
-

@@ -113,7 +113,17 @@ fn a_uniform_warpgroup_costs_a_few_thousand_states_where_its_lanes_do_not_fit() 
     let src = std::fs::read_to_string(f).unwrap();
     let x = dir.join("x.phase");
     std::fs::write(&x, with_warp_size(&src, 2).replace(" uniform {", " {")).unwrap();
-    let o = phasecheck(&["check", x.to_str().unwrap(), "--format", "json", "--max-states", "300000", "--threads", "1", "--no-por"]);
+    let o = phasecheck(&[
+        "check",
+        x.to_str().unwrap(),
+        "--format",
+        "json",
+        "--max-states",
+        "300000",
+        "--threads",
+        "1",
+        "--no-por",
+    ]);
     let _ = std::fs::remove_dir_all(&dir);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let states = v["stats"]["states"].as_u64().unwrap();

@@ -225,7 +225,10 @@ pub fn rejudge(report: &serde_json::Value, o: &Options) -> Result<Vec<Rejudged>,
 /// of ours (or was edited), and judging it would report a hardware disagreement that never ran.
 pub fn validate_names(case: &Case) -> Result<(), String> {
     if crate::codegen::Backend::parse(&case.backend).is_none() {
-        return Err(format!("unknown backend `{}` (gpu run writes ptx or libcu)", case.backend.escape_debug()));
+        return Err(format!(
+            "unknown backend `{}` (gpu run writes ptx or libcu)",
+            case.backend.escape_debug()
+        ));
     }
     if !matches!(case.mode.as_str(), "stress" | "stress-hw-commit" | "stress-hw-barrier" | "replay") {
         return Err(format!(

@@ -28,31 +28,92 @@ pub type Bar = (String, i64);
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum Op {
-    Init { bar: Bar, count: i64 },
-    Arrive { bar: Bar, count: i64, token: Option<usize> },
-    ArriveExpectTx { bar: Bar, bytes: i64 },
-    ExpectTx { bar: Bar, bytes: i64 },
-    CompleteTx { bar: Bar, bytes: i64 },
-    ArriveDrop { bar: Bar },
-    WaitParity { bar: Bar, parity: i64 },
-    WaitToken { bar: Bar, token: usize },
-    Inval { bar: Bar },
-    Copy { buf: String, off: i64, bytes: i64, bar: Bar },
-    CpAsync { buf: String, off: i64, bytes: i64 },
-    CpAsyncArrive { bar: Bar, noinc: bool },
+    Init {
+        bar: Bar,
+        count: i64,
+    },
+    Arrive {
+        bar: Bar,
+        count: i64,
+        token: Option<usize>,
+    },
+    ArriveExpectTx {
+        bar: Bar,
+        bytes: i64,
+    },
+    ExpectTx {
+        bar: Bar,
+        bytes: i64,
+    },
+    CompleteTx {
+        bar: Bar,
+        bytes: i64,
+    },
+    ArriveDrop {
+        bar: Bar,
+    },
+    WaitParity {
+        bar: Bar,
+        parity: i64,
+    },
+    WaitToken {
+        bar: Bar,
+        token: usize,
+    },
+    Inval {
+        bar: Bar,
+    },
+    Copy {
+        buf: String,
+        off: i64,
+        bytes: i64,
+        bar: Bar,
+    },
+    CpAsync {
+        buf: String,
+        off: i64,
+        bytes: i64,
+    },
+    CpAsyncArrive {
+        bar: Bar,
+        noinc: bool,
+    },
     /// A bulk store reading `bytes` from `off` (`bytes` is 0 when the size is not a constant:
     /// the whole buffer is taken as read).
-    Store { buf: String, off: i64, bytes: i64 },
+    Store {
+        buf: String,
+        off: i64,
+        bytes: i64,
+    },
     CommitGroup,
-    WaitGroup { n: i64, read: bool },
+    WaitGroup {
+        n: i64,
+        read: bool,
+    },
     FenceProxy,
     FenceInit,
     SyncThreads,
-    BarSync { id: i64, count: i64 },
-    BarArrive { id: i64, count: i64 },
-    SyncWarp { mask: i64 },
-    Read { buf: String, off: i64, bytes: i64 },
-    Write { buf: String, off: i64, bytes: i64 },
+    BarSync {
+        id: i64,
+        count: i64,
+    },
+    BarArrive {
+        id: i64,
+        count: i64,
+    },
+    SyncWarp {
+        mask: i64,
+    },
+    Read {
+        buf: String,
+        off: i64,
+        bytes: i64,
+    },
+    Write {
+        buf: String,
+        off: i64,
+        bytes: i64,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -624,8 +685,21 @@ impl<'m> Interp<'m> {
                                             ins.pos,
                                             ins.src,
                                         );
-                                        emit(Op::ExpectTx { bar: bar.clone(), bytes: b }, &mut run);
-                                        emit(Op::Arrive { bar, count: 1, token: Some(tokens) }, &mut run);
+                                        emit(
+                                            Op::ExpectTx {
+                                                bar: bar.clone(),
+                                                bytes: b,
+                                            },
+                                            &mut run,
+                                        );
+                                        emit(
+                                            Op::Arrive {
+                                                bar,
+                                                count: 1,
+                                                token: Some(tokens),
+                                            },
+                                            &mut run,
+                                        );
                                     }
                                     None => unresolved_bar(self, "the tx byte count is not a value the importer can compute"),
                                 }

@@ -306,7 +306,11 @@ impl Footprints {
         let barriers = p.barriers.len();
         let buffers = p.buffers.len();
         let named_base = barriers + buffers + p.vars.len();
-        let named = if p.roles.iter().any(|r| r.code.instrs.iter().any(|i| matches!(i.kind, InstrKind::NamedBar { .. }))) {
+        let named = if p
+            .roles
+            .iter()
+            .any(|r| r.code.instrs.iter().any(|i| matches!(i.kind, InstrKind::NamedBar { .. })))
+        {
             crate::rt::named::NAMED_BARRIERS
         } else {
             0
@@ -315,7 +319,12 @@ impl Footprints {
         let warps = p.warp_count();
         let objects = warp_base + warps;
         let lanes_shared: Vec<bool> = (0..warps).map(|w| p.warp_members(w).nth(1).is_some()).collect();
-        let code = || p.roles.iter().flat_map(|r| r.code.instrs.iter()).chain(p.completions.iter().flat_map(|c| c.instrs.iter()));
+        let code = || {
+            p.roles
+                .iter()
+                .flat_map(|r| r.code.instrs.iter())
+                .chain(p.completions.iter().flat_map(|c| c.instrs.iter()))
+        };
         // Cluster scope: a CTA's exit conflicts with every later remote access to it, which no
         // footprint here records: a cluster is expanded in full.
         let applicable = !fine_grained
@@ -327,9 +336,7 @@ impl Footprints {
         let mut fence = Footprint::empty(objects);
         for i in code() {
             match &i.kind {
-                InstrKind::Op {
-                    op: IOp::Mem(m), ..
-                } if m.writes() => {
+                InstrKind::Op { op: IOp::Mem(m), .. } if m.writes() => {
                     let g = &p.buffer_groups[m.buf().group as usize];
                     for d in g.base as usize..g.base as usize + g.len as usize {
                         Footprint::set(&mut fence.write, barriers + d);

@@ -933,8 +933,16 @@ impl<'a> Encoder<'a> {
         let is_wait = |x: &Site| matches!(x.kind, SiteKind::WaitParity { .. } | SiteKind::WaitToken { .. });
         let is_arr = |x: &Site| matches!(x.kind, SiteKind::Arrive { .. });
         let group = |n: &str| s.groups.iter().find(|g| g.name == n).unwrap();
-        for l2 in c2.sites.iter().filter(|x| matches!(x.kind, SiteKind::Land { .. }) && x.group == w1.group) {
-            let round_arrival: Vec<&Site> = c2.sites.iter().filter(|x| is_arr(x) && x.group == w1.group && x.seg == l2.seg).collect();
+        for l2 in c2
+            .sites
+            .iter()
+            .filter(|x| matches!(x.kind, SiteKind::Land { .. }) && x.group == w1.group)
+        {
+            let round_arrival: Vec<&Site> = c2
+                .sites
+                .iter()
+                .filter(|x| is_arr(x) && x.group == w1.group && x.seg == l2.seg)
+                .collect();
             let paired = c2.segs[l2.seg].is_some() && round_arrival.len() == 1;
             for w2 in c2.sites.iter().filter(|x| is_wait(x)) {
                 if w2.seg > l2.seg || (w2.seg == l2.seg && c2.segs[w2.seg].is_none() && w2.pos > l2.pos) {

@@ -609,7 +609,10 @@ impl Builder {
         // lanes' knowledge: one commit event on that barrier.
         for &c in &cx.group_commits {
             let g = &cx.sites[c].group;
-            let waits = cx.sites.iter().any(|x| &x.group == g && matches!(x.kind, SiteKind::WaitParity { .. }));
+            let waits = cx
+                .sites
+                .iter()
+                .any(|x| &x.group == g && matches!(x.kind, SiteKind::WaitParity { .. }));
             let commits = cx.group_commits.iter().filter(|&&d| &cx.sites[d].group == g).count();
             if waits && (commits > 1 || cx.segs[cx.sites[c].seg].is_some()) {
                 return unsupported(

@@ -533,7 +533,11 @@ fn render_wide(w: &Wide) -> String {
         s.push_str(&format!("{ind}fence_proxy_async()\n"));
     }
     let issue = if w.late_copy > 0 {
-        let p = if w.late_copy == 1 { "(i / STAGES + 1) % 2" } else { "(i / STAGES) % 2" };
+        let p = if w.late_copy == 1 {
+            "(i / STAGES + 1) % 2"
+        } else {
+            "(i / STAGES) % 2"
+        };
         format!("arrive_expect_tx(full[s], BYTES)\n{ind}if i >= STAGES {{ wait_parity(empty[s], {p}) }}\n{ind}copy_async(slot[s], full[s], version = i)\n")
     } else if w.inline_fn {
         "produce(s, i)\n".to_string()
@@ -766,8 +770,7 @@ fn run_wide(half: u64) {
     for seed in (half..total).step_by(2) {
         let w = wide(seed);
         let src = render_wide(&w);
-        let lenient =
-            w.persistent
+        let lenient = w.persistent
             || w.cluster > 0
             || w.named > 0
             || w.cp_async > 0

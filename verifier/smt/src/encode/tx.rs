@@ -64,7 +64,10 @@ impl<'a> Encoder<'a> {
                 self.push_q(Query {
                     goal: Goal::Violation(Law::TxBalance),
                     group: g.name.clone(),
-                    what: format!("a phase of `{}` expects a different number of bytes than land in it (over the roles that expect or land them)", g.name),
+                    what: format!(
+                        "a phase of `{}` expects a different number of bytes than land in it (over the roles that expect or land them)",
+                        g.name
+                    ),
                     formula: exp.clone().cmp(Cmp::Ne, land.clone()),
                     spans: spans.clone(),
                     show: show.clone(),
@@ -84,7 +87,10 @@ impl<'a> Encoder<'a> {
             self.push_q(Query {
                 goal: Goal::Violation(Law::TxRange),
                 group: g.name.clone(),
-                what: format!("a phase of `{}` has more than 2^20-1 bytes outstanding (over the roles that expect or land them)", g.name),
+                what: format!(
+                    "a phase of `{}` has more than 2^20-1 bytes outstanding (over the roles that expect or land them)",
+                    g.name
+                ),
                 formula: B::or(vec![exp.clone().cmp(Cmp::Gt, max.clone()), land.clone().cmp(Cmp::Gt, max.clone())]),
                 spans,
                 show,
@@ -285,7 +291,10 @@ impl<'a> Encoder<'a> {
             if let Some(out) = rounds_out.as_deref_mut() {
                 let Some(ki) = idx.as_int() else {
                     let sp = c.sites.iter().find(|s| is_tx(s)).unwrap().span;
-                    return un(sp, format!("bytes of `{}` from more than one role on an element that is not a constant", g.name));
+                    return un(
+                        sp,
+                        format!("bytes of `{}` from more than one role on an element that is not a constant", g.name),
+                    );
                 };
                 let arrivals: Vec<&&Site> = arr.iter().filter(|a| on(a)).collect();
                 let expects_before_arrival = c
