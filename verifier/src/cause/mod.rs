@@ -806,52 +806,31 @@ fn final_state(
         ),
         None => (span, what),
     };
-    let (span, what) = match announced {
-        Some(j) => {
-            let a = r.steps[j].span;
-            (
-                Some(a),
-                format!(
-                    "{what}; the phase's bytes were announced at line {} `{}`",
-                    line_col(source, a.start as usize).0,
-                    statement_text(source, a)
-                ),
-            )
-        }
-        None => (span, what),
+    // Each later finding moves the cause to the statement of its step and adds its clause.
+    let (mut span, mut what) = (span, what);
+    let step_at = |j: usize| {
+        let a = r.steps[j].span;
+        (a, line_col(source, a.start as usize).0, statement_text(source, a))
     };
-    let (span, what) = match cut_short.filter(|_| !was_aliased) {
-        Some(j) => {
-            let a = r.steps[j].span;
-            let who = match r.steps[j].action {
-                Action::Thread(t) => p.thread_label(t as usize),
-                _ => String::new(),
-            };
-            (
-                Some(a),
-                format!(
-                    "{what}; {who} exits without its arrival on that phase: its part ends after line {} `{}`",
-                    line_col(source, a.start as usize).0,
-                    statement_text(source, a)
-                ),
-            )
-        }
-        None => (span, what),
-    };
-    let (span, what) = match short {
-        Some(j) => {
-            let a = r.steps[j].span;
-            (
-                Some(a),
-                format!(
-                    "{what}; the copy at line {} `{}` moves fewer bytes than its buffer holds, the bytes the phase lacks",
-                    line_col(source, a.start as usize).0,
-                    statement_text(source, a)
-                ),
-            )
-        }
-        None => (span, what),
-    };
+    if let Some(j) = announced {
+        let (a, line, text) = step_at(j);
+        span = Some(a);
+        what = format!("{what}; the phase's bytes were announced at line {line} `{text}`");
+    }
+    if let Some(j) = cut_short.filter(|_| !was_aliased) {
+        let (a, line, text) = step_at(j);
+        let who = match r.steps[j].action {
+            Action::Thread(t) => p.thread_label(t as usize),
+            _ => String::new(),
+        };
+        span = Some(a);
+        what = format!("{what}; {who} exits without its arrival on that phase: its part ends after line {line} `{text}`");
+    }
+    if let Some(j) = short {
+        let (a, line, text) = step_at(j);
+        span = Some(a);
+        what = format!("{what}; the copy at line {line} `{text}` moves fewer bytes than its buffer holds, the bytes the phase lacks");
+    }
     Divergence {
         raised: None,
         rule: Rule::FinalState,
