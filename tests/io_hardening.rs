@@ -197,3 +197,51 @@ fn fmt_write_replaces_the_file_whole() {
     assert!(now.contains("\n  arrive(b)\n"), "{now}");
     assert_eq!(std::fs::read_dir(&d).unwrap().count(), 1);
 }
+
+/// A folder below the one given that cannot be read is named itself, not its parent, and ends the
+/// command as bad input. Root reads any folder, so as root the command runs without the two
+/// capabilities that let it (`setpriv` drops them from the bounding set; uid stays 0).
+#[test]
+fn an_unreadable_subfolder_is_named_itself() {
+    use std::os::unix::fs::PermissionsExt;
+    let d = scratch("unreadable");
+    let deep = d.join("b").join("deep");
+    std::fs::create_dir_all(&deep).unwrap();
+    std::fs::create_dir_all(d.join("a")).unwrap();
+    for f in [d.join("a/one.phase"), deep.join("two.phase")] {
+        std::fs::copy(Path::new(ROOT).join("specs/guide/double_buffer.phase"), f).unwrap();
+    }
+    std::fs::set_permissions(&deep, std::fs::Permissions::from_mode(0o000)).unwrap();
+    let root = unsafe { libc::geteuid() } == 0;
+    let unreadable_here = std::fs::read_dir(&deep).is_err();
+    for cmd in ["test", "check", "fmt"] {
+        let mut c = if root {
+            let mut c = Command::new("setpriv");
+            c.args(["--bounding-set", "-dac_override,-dac_read_search", BIN]);
+            c
+        } else {
+            Command::new(BIN)
+        };
+        c.args([cmd, d.to_str().unwrap()]).current_dir(ROOT);
+        let o = match c.output() {
+            Ok(o) => o,
+            Err(e) if root && !unreadable_here => {
+                eprintln!("skipped: root without setpriv ({e}) reads every folder");
+                break;
+            }
+            Err(e) => panic!("{e}"),
+        };
+        let err = String::from_utf8_lossy(&o.stderr);
+        if root && err.starts_with("setpriv:") {
+            eprintln!("skipped: setpriv cannot drop capabilities here: {err}");
+            break;
+        }
+        assert_eq!(o.status.code(), Some(2), "{cmd}: {err}");
+        assert!(
+            err.contains(&format!("cannot read folder {}", deep.display())),
+            "{cmd} must name the unreadable subfolder: {err}"
+        );
+    }
+    std::fs::set_permissions(&deep, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let _ = std::fs::remove_dir_all(&d);
+}
