@@ -79,6 +79,7 @@ struct Tally {
     overruns: u64,
     internal: u64,
     lost_files: u64,
+    disagreements: u64,
     worst_wall: f64,
     worst_rss_mib: f64,
 }
@@ -177,6 +178,11 @@ pub fn drive(a: &FuzzArgs) -> Drive {
             } else if status == Status::Exit(5) {
                 t.internal += 1;
                 finding = Some("internal");
+            } else if template.starts_with("run ") && status == Status::Exit(1) {
+                // The reference runtime showed an outcome the model does not allow: one of the
+                // two is wrong, whatever the input.
+                t.disagreements += 1;
+                finding = Some("disagreement");
             }
             if bounded && (wall > a.bound_seconds + 1.0 || rss_mib > 1.5 * a.bound_mib as f64) {
                 t.overruns += 1;
@@ -209,14 +215,14 @@ pub fn drive(a: &FuzzArgs) -> Drive {
     summary(&mut s, a, &t, a.count, parsed, unparsed, t0.elapsed().as_secs_f64());
     let _ = std::fs::write(a.scratch.join("summary.txt"), &s);
     let _ = std::io::stderr().write_all(&s);
-    let clean = t.panics == 0 && t.overruns == 0 && t.internal == 0 && t.lost_files == 0;
+    let clean = t.panics == 0 && t.overruns == 0 && t.internal == 0 && t.lost_files == 0 && t.disagreements == 0;
     Drive::Done(std::process::ExitCode::from(if clean { 0 } else { 1 }))
 }
 
 fn summary(w: &mut dyn std::io::Write, a: &FuzzArgs, t: &Tally, inputs: u64, parsed: u64, unparsed: u64, secs: f64) {
     let _ = writeln!(
         w,
-        "fuzz-commands: {inputs} mutated specs (seed {}; {parsed} parse and went through all {} commands, {unparsed} do not and went through one each), {} command runs in {secs:.0} s: {} panics, {} bound overruns (bounds {} s, {} MiB), {} internal errors, {} lost files; slowest run {:.2} s, largest {:.0} MiB",
+        "fuzz-commands: {inputs} mutated specs (seed {}; {parsed} parse and went through all {} commands, {unparsed} do not and went through one each), {} command runs in {secs:.0} s: {} panics, {} bound overruns (bounds {} s, {} MiB), {} internal errors, {} lost files, {} runtime disagreements; slowest run {:.2} s, largest {:.0} MiB",
         a.seed,
         COMMANDS.len(),
         t.runs,
@@ -226,6 +232,7 @@ fn summary(w: &mut dyn std::io::Write, a: &FuzzArgs, t: &Tally, inputs: u64, par
         a.bound_mib,
         t.internal,
         t.lost_files,
+        t.disagreements,
         t.worst_wall,
         t.worst_rss_mib
     );
