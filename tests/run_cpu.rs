@@ -83,3 +83,21 @@ fn run_cpu_past_max_seconds_says_the_comparison_is_partial_and_judges_nothing_ou
     assert!(!out.contains("OUTSIDE THE MODEL"), "{out}");
     assert!(t.elapsed().as_secs() < 60, "a hang guard, not a speed claim");
 }
+
+#[test]
+fn run_cpu_takes_a_cp_async_wait_with_no_copy_issued() {
+    // A commit and a wait of a thread that issued no cp.async: nothing to wait for (found by the
+    // command fuzz campaign: the runtime had no copy queue for such a protocol and panicked).
+    let dir = std::env::temp_dir().join(format!("phasecheck-run-cpu-nocopy-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join("nocopy.phase");
+    std::fs::write(
+        &f,
+        "protocol c\nbarrier b count 1\nrole w[1] {\n  cp_async_commit_group()\n  cp_async_wait_group(0)\n  arrive(b)\n  wait_parity(b, 0)\n}\n",
+    )
+    .unwrap();
+    let (code, out, err) = phasecheck(&["run", f.to_str().unwrap(), "--cpu", "--runs", "8"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("0 outside the model"), "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

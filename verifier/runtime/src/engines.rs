@@ -129,7 +129,16 @@ pub(crate) fn ranged_buffers(p: &Protocol) -> Vec<bool> {
 pub(crate) fn uses_cp_async(p: &Protocol) -> bool {
     let mut uses = false;
     each_op(p, &mut |op| {
-        uses |= matches!(op, IOp::Copy(CopyOp::CpAsync { .. }) | IOp::Copy(CopyOp::CpAsyncArrive { .. }))
+        // The commit and wait of a thread that issued no copy still reach its (empty) queue.
+        uses |= matches!(
+            op,
+            IOp::Copy(
+                CopyOp::CpAsync { .. }
+                    | CopyOp::CpAsyncArrive { .. }
+                    | CopyOp::CpAsyncCommitGroup
+                    | CopyOp::CpAsyncWait { .. }
+            )
+        )
     });
     uses
 }
