@@ -88,3 +88,41 @@ fn every_cut_off_library_spec_is_a_diagnostic_not_a_panic() {
     }
     assert!(cuts > 10_000, "only {cuts} cuts");
 }
+
+/// Operator depth of an expression tree (a walk over it recurses this deep).
+fn tree_depth(e: &phasecheck_model::lang::ast::Expr) -> usize {
+    use phasecheck_model::lang::ast::ExprKind;
+    match &e.kind {
+        ExprKind::Unary(_, x) => 1 + tree_depth(x),
+        ExprKind::Binary(_, a, b) => 1 + tree_depth(a).max(tree_depth(b)),
+        _ => 0,
+    }
+}
+
+/// The parser's depth bound holds for the tree it returns, whatever mix of unary and binary
+/// operators builds it: an accepted `param` never has an operator tree deeper than 200 (the bound
+/// that keeps every later walk off the end of the stack), and expressions just inside it are
+/// accepted, so the bound is not refusing everything.
+#[test]
+fn no_accepted_expression_is_deeper_than_the_parser_bound() {
+    let mut accepted_near_bound = 0;
+    for unary in [0usize, 1, 2, 30, 120] {
+        for binary in [0usize, 60, 150, 170, 185, 199, 200, 240] {
+            let expr = format!("{}1{}", "-".repeat(unary), " + 1".repeat(binary));
+            let src = format!("protocol p\nparam P = {expr}\nbarrier b count 1\nrole r[1] {{\n  arrive(b)\n}}\n");
+            let Ok(prog) = parse(&src) else { continue };
+            let value = prog
+                .items
+                .iter()
+                .find_map(|i| match i {
+                    phasecheck_model::lang::ast::Item::Param(p) => Some(&p.value),
+                    _ => None,
+                })
+                .expect("the param");
+            let depth = tree_depth(value);
+            assert!(depth <= 200, "{unary} unary and {binary} binary operators accepted at depth {depth}");
+            accepted_near_bound += usize::from(depth >= 180);
+        }
+    }
+    assert!(accepted_near_bound > 0, "nothing near the bound was accepted");
+}
