@@ -155,3 +155,50 @@ fn fresh_barrier_parity_zero_wait_blocks() {
     assert_eq!(v.len(), 1);
     assert_eq!(v[0].kind, phasecheck_model::ViolationKind::Deadlock);
 }
+
+/// Every violation kind reachable from the initial state (a depth-first walk over every
+/// interleaving; the protocols here are a few dozen states).
+fn reachable_kinds(m: &Model) -> std::collections::BTreeSet<phasecheck_model::ViolationKind> {
+    let mut kinds = std::collections::BTreeSet::new();
+    let mut seen = std::collections::HashSet::new();
+    let Some(s0) = m.init().next else { return kinds };
+    let mut stack = vec![s0];
+    while let Some(s) = stack.pop() {
+        if !seen.insert(format!("{s:?}")) {
+            continue;
+        }
+        let mut enabled = Vec::new();
+        m.actions(&s, &mut enabled);
+        kinds.extend(m.state_violations(&s, &enabled).into_iter().map(|v| v.kind));
+        for a in enabled {
+            let out = m.step(&s, a);
+            kinds.extend(out.violations.iter().map(|v| v.kind));
+            stack.extend(out.next);
+        }
+    }
+    kinds
+}
+
+#[test]
+fn an_assertion_in_a_completion_function_fails_exactly_when_its_condition_is_zero() {
+    use phasecheck_model::ViolationKind::Assertion;
+    let with = |cond: &str| {
+        format!(
+            "protocol p\nvar ctrl = 0\nbarrier b count 1 completion tick\ncompletion tick {{\n  assert {cond}\n  ctrl = ctrl + 1\n}}\nrole w[1] {{\n  for r in 0..2 {{\n    let t = arrive(b)\n    wait(b, t)\n  }}\n}}\n"
+        )
+    };
+    // The second phase's completion sees ctrl == 1.
+    assert!(reachable_kinds(&model_of(&with("ctrl == 0"))).contains(&Assertion));
+    assert!(!reachable_kinds(&model_of(&with("ctrl < 2"))).contains(&Assertion));
+    assert!(!reachable_kinds(&model_of(&with("1"))).contains(&Assertion));
+}
+
+#[test]
+fn a_completion_function_takes_the_branch_its_condition_names() {
+    use phasecheck_model::ViolationKind::Assertion;
+    // The first phase's completion sees ctrl == 0 and must set flag; the second must not reset it.
+    let src = "protocol p\nvar ctrl = 0\nvar flag = 0\nbarrier b count 1 completion tick\ncompletion tick {\n  if ctrl == 0 { flag = 1 } else { flag = flag }\n  ctrl = ctrl + 1\n  assert flag == 1\n}\nrole w[1] {\n  for r in 0..2 {\n    let t = arrive(b)\n    wait(b, t)\n  }\n}\n";
+    assert!(!reachable_kinds(&model_of(src)).contains(&Assertion));
+    let inverted = src.replace("if ctrl == 0", "if ctrl != 0");
+    assert!(reachable_kinds(&model_of(&inverted)).contains(&Assertion));
+}

@@ -338,3 +338,28 @@ fn e040_token_waited_on_another_barrier() {
         16,
     );
 }
+
+/// Every character that can reorder or break a terminal line (line and paragraph separators, the
+/// bidirectional marks, embeddings, overrides and isolates, C0/C1 controls) reaches the rendered
+/// diagnostic as `<U+XXXX>`, never raw, whether it sits in the source line shown or in the file
+/// name; ordinary non-ASCII text passes unchanged.
+#[test]
+fn diagnostics_escape_every_character_that_reorders_or_breaks_a_line() {
+    let unsafe_chars: Vec<char> = ['\u{2028}', '\u{2029}', '\u{200e}', '\u{200f}', '\u{1b}', '\u{7f}', '\u{85}']
+        .into_iter()
+        .chain('\u{202a}'..='\u{202e}')
+        .chain('\u{2066}'..='\u{2069}')
+        .collect();
+    for c in unsafe_chars {
+        let src = format!("protocol p\nbarrier b count 1\nrole r[1] {{\n  arrive(q) // note {c} here\n}}\n");
+        let d = first_error(&src);
+        let file = format!("t{c}.phase");
+        let rendered = d.render(&file, &src);
+        let escaped = format!("<U+{:04X}>", c as u32);
+        assert!(!rendered.contains(c), "U+{:04X} reached the rendering raw:\n{rendered}", c as u32);
+        assert_eq!(rendered.matches(&escaped).count(), 2, "U+{:04X} not shown as {escaped} in the line and the name:\n{rendered}", c as u32);
+    }
+    let src = "protocol p\nbarrier b count 1\nrole r[1] {\n  arrive(q) // déjà vu, 同期\n}\n";
+    let rendered = first_error(src).render("t.phase", src);
+    assert!(rendered.contains("déjà vu, 同期"), "{rendered}");
+}
