@@ -65,160 +65,201 @@ fn trace_of_note(note: &str) -> Option<(String, usize)> {
 pub fn rejudge(report: &serde_json::Value, o: &Options) -> Result<Vec<Rejudged>, String> {
     let cases = report["cases"].as_array().ok_or("the report has no `cases` array")?;
     let index = o.traces.as_deref().map(TraceIndex::load).unwrap_or_default();
-    let mut specs: HashMap<String, SpecCache> = HashMap::new();
-    let mut out = Vec::new();
+    // A spec's model enumeration is the expensive part and is shared by its cases only: the
+    // cases are grouped by spec and the groups judged on every core, each with its own cache.
+    // The answer is the same as judging them in order: the cases come back in their order, and
+    // the first error in that order is the one returned.
+    let mut groups: Vec<(String, Vec<usize>)> = Vec::new();
     for (number, c) in cases.iter().enumerate() {
-        let old: Case = serde_json::from_value(c.clone()).map_err(|e| format!("a case does not parse: {e}"))?;
-        let named = |e: String| format!("case {} ({}, {}, {}): {e}", number + 1, old.spec, old.backend, old.mode);
-        validate_names(&old).map_err(named)?;
-        let old_verdict = c.get("verdict").and_then(|v| serde_json::from_value(v.clone()).ok());
-        let mut case = Case {
-            spec: old.spec.clone(),
-            backend: old.backend.clone(),
-            mode: old.mode.clone(),
-            runs: old.runs,
-            observed: old.observed.clone(),
-            bug_manifested: old.bug_manifested,
-            ..Case::default()
-        };
-        if old.observed_within_model.is_none() {
-            case.why = if old.why.is_empty() { old.note.clone() } else { old.why.clone() };
-            case.note = old.note.clone();
-            out.push(Rejudged {
-                old_within: None,
-                old_verdict,
-                case,
+        let spec = c.get("spec").and_then(|s| s.as_str()).unwrap_or_default().to_string();
+        match groups.iter_mut().find(|(s, _)| *s == spec) {
+            Some((_, v)) => v.push(number),
+            None => groups.push((spec, vec![number])),
+        }
+    }
+    // Largest groups first, so that no long one starts last.
+    groups.sort_by_key(|(_, v)| std::cmp::Reverse(v.len()));
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let judged = std::sync::Mutex::new(Vec::with_capacity(cases.len()));
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(groups.len().max(1));
+    std::thread::scope(|sc| {
+        for _ in 0..workers {
+            sc.spawn(|| {
+                let mut specs: HashMap<String, SpecCache> = HashMap::new();
+                loop {
+                    let g = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some((_, numbers)) = groups.get(g) else { break };
+                    for &number in numbers {
+                        let r = rejudge_case(number, &cases[number], &mut specs, &index, o);
+                        let stop = r.is_err();
+                        judged.lock().unwrap_or_else(|e| e.into_inner()).push((number, r));
+                        if stop {
+                            break;
+                        }
+                    }
+                    specs.clear();
+                }
             });
-            continue;
         }
-        if !specs.contains_key(&old.spec) {
-            let spec = load_spec(&o.root.join(&old.spec), &[])?;
-            let model = Model::new(spec.proto.clone());
-            let deadline = Instant::now() + Duration::from_secs_f64(o.budget.outcome_seconds);
-            let allowed = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                allowed_outcomes_within(&model, o.budget.outcome_states, Some(deadline))
-            })) {
-                Ok(s) if s.is_complete() => Ok(s),
-                Ok(s) => Err(format!("not run (budget: model enumeration: {})", s.summary())),
-                Err(p) => Err(format!("model error: outcome enumeration: {}", panic_text(&*p))),
-            };
-            specs.insert(
-                old.spec.clone(),
-                SpecCache {
-                    model,
-                    source: spec,
-                    allowed,
-                    traces: None,
-                },
-            );
-        }
-        let sc = specs.get_mut(&old.spec).unwrap();
-        validate_observations(&old, &sc.model).map_err(named)?;
-        let allowed = match &sc.allowed {
-            Ok(a) => a,
-            Err(e) => {
-                case.why = e.clone();
-                out.push(Rejudged {
-                    old_within: old.observed_within_model,
-                    old_verdict,
-                    case,
-                });
-                continue;
-            }
+    });
+    let mut judged = judged.into_inner().unwrap_or_else(|e| e.into_inner());
+    judged.sort_by_key(|(n, _)| *n);
+    judged.into_iter().map(|(_, r)| r).collect()
+}
+
+/// One case judged under the current model; `specs` caches each spec's model and enumeration.
+fn rejudge_case(
+    number: usize,
+    c: &serde_json::Value,
+    specs: &mut HashMap<String, SpecCache>,
+    index: &TraceIndex,
+    o: &Options,
+) -> Result<Rejudged, String> {
+    let old: Case = serde_json::from_value(c.clone()).map_err(|e| format!("a case does not parse: {e}"))?;
+    let named = |e: String| format!("case {} ({}, {}, {}): {e}", number + 1, old.spec, old.backend, old.mode);
+    validate_names(&old).map_err(named)?;
+    let old_verdict = c.get("verdict").and_then(|v| serde_json::from_value(v.clone()).ok());
+    let mut case = Case {
+        spec: old.spec.clone(),
+        backend: old.backend.clone(),
+        mode: old.mode.clone(),
+        runs: old.runs,
+        observed: old.observed.clone(),
+        bug_manifested: old.bug_manifested,
+        ..Case::default()
+    };
+    if old.observed_within_model.is_none() {
+        case.why = if old.why.is_empty() { old.note.clone() } else { old.why.clone() };
+        case.note = old.note.clone();
+        return Ok(Rejudged {
+            old_within: None,
+            old_verdict,
+            case,
+        });
+    }
+    if !specs.contains_key(&old.spec) {
+        let spec = load_spec(&o.root.join(&old.spec), &[])?;
+        let model = Model::new(spec.proto.clone());
+        let deadline = Instant::now() + Duration::from_secs_f64(o.budget.outcome_seconds);
+        let allowed = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            allowed_outcomes_within(&model, o.budget.outcome_states, Some(deadline))
+        })) {
+            Ok(s) if s.is_complete() => Ok(s),
+            Ok(s) => Err(format!("not run (budget: model enumeration: {})", s.summary())),
+            Err(p) => Err(format!("model error: outcome enumeration: {}", panic_text(&*p))),
         };
-        if old.observed.contains_key(LAUNCH_HUNG) {
-            // A launch on the hardware's barriers that never returned: no outcome to parse.
-            let j = judge_launch_hung(allowed);
-            case.allowed = serde_json::json!(allowed.summary());
-            case.verdict = Some(j.verdict);
-            case.why = j.why;
-            case.blocks = Some(j.tally);
-            case.note = old.note.clone();
-            case.observed_within_model = case.verdict.map(|v| v != Verdict::Outside);
-            out.push(Rejudged {
+        specs.insert(
+            old.spec.clone(),
+            SpecCache {
+                model,
+                source: spec,
+                allowed,
+                traces: None,
+            },
+        );
+    }
+    let sc = specs.get_mut(&old.spec).unwrap();
+    validate_observations(&old, &sc.model).map_err(named)?;
+    let allowed = match &sc.allowed {
+        Ok(a) => a,
+        Err(e) => {
+            case.why = e.clone();
+            return Ok(Rejudged {
                 old_within: old.observed_within_model,
                 old_verdict,
                 case,
             });
-            continue;
         }
-        let nb = sc.model.proto.barriers.len();
-        let mut obs: Vec<(Outcome, usize)> = Vec::new();
-        let mut ends = Vec::new();
-        for (line, n) in &old.observed {
-            let (o, e) = Outcome::parse_observed(line, nb).map_err(|e| format!("{}: {e}", old.spec))?;
-            obs.push((o, *n));
-            ends.push(e);
-        }
-        // A faulted launch was counted once per block in the old reports.
-        if case.mode.starts_with("stress") {
-            let (j, litmus) = judge_stress(allowed, &obs, &ends);
-            case.allowed = serde_json::json!(allowed.summary());
-            case.verdict = Some(j.verdict);
-            case.why = j.why;
-            case.blocks = Some(j.tally);
-            case.litmus = Some(litmus);
-            case.note = old.note.clone();
-        } else {
-            let (label, steps) = trace_of_note(&old.note).ok_or_else(|| format!("{}: no trace in the note `{}`", old.spec, old.note))?;
-            if sc.traces.is_none() {
-                sc.traces = Some(traces_for(&sc.source, &sc.model, &index, o));
-            }
-            let traces = sc.traces.as_ref().unwrap();
-            let t = traces
-                .iter()
-                .find(|t| t.label == label && t.actions.len() == steps)
-                .or_else(|| traces.iter().find(|t| t.label == label));
-            let Some(t) = t else {
-                case.why = format!("no trace of kind {label} found now");
-                out.push(Rejudged {
-                    old_within: old.observed_within_model,
-                    old_verdict,
-                    case,
-                });
-                continue;
-            };
-            let fc = forced(&sc.model, &t.actions).map_err(|e| format!("{}: trace does not replay: {e}", old.spec))?;
-            let deadline = Instant::now() + Duration::from_secs_f64(o.budget.outcome_seconds);
-            let (j, mut info) = judge_replay(
-                &sc.model,
-                &t.actions,
-                &fc,
-                allowed,
-                &obs,
-                &ends,
-                o.budget.outcome_states,
-                Some(deadline),
-            );
-            info.trace = t.label.clone();
-            info.trace_source = t.source.clone();
-            let mut note = format!(
-                "trace: {} ({} steps) from {}; reproduced as forced: {}/{}; {} left the trace",
-                t.label,
-                t.actions.len(),
-                t.source,
-                info.reproduced,
-                info.blocks,
-                info.left
-            );
-            if t.actions.len() != steps {
-                note.push_str(&format!("; the recorded run replayed a trace of {steps} steps"));
-            }
-            case.allowed = serde_json::json!(info.forced);
-            case.verdict = Some(j.verdict);
-            case.why = j.why;
-            case.blocks = Some(j.tally);
-            case.replay = Some(info);
-            case.note = note;
-        }
+    };
+    if old.observed.contains_key(LAUNCH_HUNG) {
+        // A launch on the hardware's barriers that never returned: no outcome to parse.
+        let j = judge_launch_hung(allowed);
+        case.allowed = serde_json::json!(allowed.summary());
+        case.verdict = Some(j.verdict);
+        case.why = j.why;
+        case.blocks = Some(j.tally);
+        case.note = old.note.clone();
         case.observed_within_model = case.verdict.map(|v| v != Verdict::Outside);
-        out.push(Rejudged {
+        return Ok(Rejudged {
             old_within: old.observed_within_model,
             old_verdict,
             case,
         });
     }
-    Ok(out)
+    let nb = sc.model.proto.barriers.len();
+    let mut obs: Vec<(Outcome, usize)> = Vec::new();
+    let mut ends = Vec::new();
+    for (line, n) in &old.observed {
+        let (o, e) = Outcome::parse_observed(line, nb).map_err(|e| format!("{}: {e}", old.spec))?;
+        obs.push((o, *n));
+        ends.push(e);
+    }
+    // A faulted launch was counted once per block in the old reports.
+    if case.mode.starts_with("stress") {
+        let (j, litmus) = judge_stress(allowed, &obs, &ends);
+        case.allowed = serde_json::json!(allowed.summary());
+        case.verdict = Some(j.verdict);
+        case.why = j.why;
+        case.blocks = Some(j.tally);
+        case.litmus = Some(litmus);
+        case.note = old.note.clone();
+    } else {
+        let (label, steps) = trace_of_note(&old.note).ok_or_else(|| format!("{}: no trace in the note `{}`", old.spec, old.note))?;
+        if sc.traces.is_none() {
+            sc.traces = Some(traces_for(&sc.source, &sc.model, index, o));
+        }
+        let traces = sc.traces.as_ref().unwrap();
+        let t = traces
+            .iter()
+            .find(|t| t.label == label && t.actions.len() == steps)
+            .or_else(|| traces.iter().find(|t| t.label == label));
+        let Some(t) = t else {
+            case.why = format!("no trace of kind {label} found now");
+            return Ok(Rejudged {
+                old_within: old.observed_within_model,
+                old_verdict,
+                case,
+            });
+        };
+        let fc = forced(&sc.model, &t.actions).map_err(|e| format!("{}: trace does not replay: {e}", old.spec))?;
+        let deadline = Instant::now() + Duration::from_secs_f64(o.budget.outcome_seconds);
+        let (j, mut info) = judge_replay(
+            &sc.model,
+            &t.actions,
+            &fc,
+            allowed,
+            &obs,
+            &ends,
+            o.budget.outcome_states,
+            Some(deadline),
+        );
+        info.trace = t.label.clone();
+        info.trace_source = t.source.clone();
+        let mut note = format!(
+            "trace: {} ({} steps) from {}; reproduced as forced: {}/{}; {} left the trace",
+            t.label,
+            t.actions.len(),
+            t.source,
+            info.reproduced,
+            info.blocks,
+            info.left
+        );
+        if t.actions.len() != steps {
+            note.push_str(&format!("; the recorded run replayed a trace of {steps} steps"));
+        }
+        case.allowed = serde_json::json!(info.forced);
+        case.verdict = Some(j.verdict);
+        case.why = j.why;
+        case.blocks = Some(j.tally);
+        case.replay = Some(info);
+        case.note = note;
+    }
+    case.observed_within_model = case.verdict.map(|v| v != Verdict::Outside);
+    Ok(Rejudged {
+        old_within: old.observed_within_model,
+        old_verdict,
+        case,
+    })
 }
 
 /// A case's backend and mode are ones `gpu run` writes: a results file naming another is not one
