@@ -357,7 +357,12 @@ fn diagnostics_escape_every_character_that_reorders_or_breaks_a_line() {
         let rendered = d.render(&file, &src);
         let escaped = format!("<U+{:04X}>", c as u32);
         assert!(!rendered.contains(c), "U+{:04X} reached the rendering raw:\n{rendered}", c as u32);
-        assert_eq!(rendered.matches(&escaped).count(), 2, "U+{:04X} not shown as {escaped} in the line and the name:\n{rendered}", c as u32);
+        assert_eq!(
+            rendered.matches(&escaped).count(),
+            2,
+            "U+{:04X} not shown as {escaped} in the line and the name:\n{rendered}",
+            c as u32
+        );
     }
     let src = "protocol p\nbarrier b count 1\nrole r[1] {\n  arrive(q) // déjà vu, 同期\n}\n";
     let rendered = first_error(src).render("t.phase", src);

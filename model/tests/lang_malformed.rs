@@ -120,7 +120,10 @@ fn no_accepted_expression_is_deeper_than_the_parser_bound() {
                 })
                 .expect("the param");
             let depth = tree_depth(value);
-            assert!(depth <= 200, "{unary} unary and {binary} binary operators accepted at depth {depth}");
+            assert!(
+                depth <= 200,
+                "{unary} unary and {binary} binary operators accepted at depth {depth}"
+            );
             accepted_near_bound += usize::from(depth >= 180);
         }
     }

@@ -132,12 +132,7 @@ pub(crate) fn uses_cp_async(p: &Protocol) -> bool {
         // The commit and wait of a thread that issued no copy still reach its (empty) queue.
         uses |= matches!(
             op,
-            IOp::Copy(
-                CopyOp::CpAsync { .. }
-                    | CopyOp::CpAsyncArrive { .. }
-                    | CopyOp::CpAsyncCommitGroup
-                    | CopyOp::CpAsyncWait { .. }
-            )
+            IOp::Copy(CopyOp::CpAsync { .. } | CopyOp::CpAsyncArrive { .. } | CopyOp::CpAsyncCommitGroup | CopyOp::CpAsyncWait { .. })
         )
     });
     uses
