@@ -202,3 +202,27 @@ fn a_completion_function_takes_the_branch_its_condition_names() {
     let inverted = src.replace("if ctrl == 0", "if ctrl != 0");
     assert!(reachable_kinds(&model_of(&inverted)).contains(&Assertion));
 }
+
+#[test]
+fn a_byte_range_past_the_end_of_its_buffer_is_an_assertion_whichever_end_is_out() {
+    use phasecheck_model::ViolationKind::Assertion;
+    // Thread 1's range starts inside the buffer's 64 bytes and ends past them; thread 0's fits.
+    let src = |off: &str| {
+        format!("protocol p\nbuffer tile bytes 64\nrole w[2] {{\n  read(tile, offset = {off}, bytes = 48)\n}}\n")
+    };
+    assert!(reachable_kinds(&model_of(&src("tid * 32"))).contains(&Assertion));
+    assert!(!reachable_kinds(&model_of(&src("tid * 8"))).contains(&Assertion));
+}
+
+#[test]
+fn gtid_counts_from_zero_in_every_cta_of_a_cluster() {
+    use phasecheck_model::ViolationKind::Deadlock;
+    // Each CTA's thread 0 arrives on its own CTA's barrier: with gtid counted cluster-wide,
+    // CTA 1 would have no thread 0 and its waiter would starve.
+    let src = "protocol p\ncluster 2\nbarrier b count 1\nrole w[2] {\n  if gtid == 0 { arrive(b) }\n  wait_parity(b, 0)\n}\n";
+    assert!(!reachable_kinds(&model_of(src)).contains(&Deadlock));
+    let shifted = src.replace("gtid == 0", "gtid == 1");
+    assert!(!reachable_kinds(&model_of(&shifted)).contains(&Deadlock));
+    let absent = src.replace("gtid == 0", "gtid == 2");
+    assert!(reachable_kinds(&model_of(&absent)).contains(&Deadlock));
+}
