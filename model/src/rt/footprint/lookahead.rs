@@ -1,0 +1,536 @@
+//! The future cut at waits (docs/model.md, "The future, cut at waits"): each other thread's code
+//! run ahead from its pc while the seed stands still, to the first wait that cannot return, with
+//! the arrivals the walks make counted so that a barrier they complete stops nobody.
+
+use super::*;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// Walks remembered per expansion thread, across states: at most this many, then forgotten.
+const WALK_CACHE_ENTRIES: usize = 1 << 17;
+
+/// A word-at-a-time hash for the walk keys (they are words already; SipHash would cost more than
+/// many of the walks it saves).
+#[derive(Default)]
+struct WordHasher(u64);
+
+impl Hasher for WordHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        // A slice of words arrives here as its bytes: take them eight at a time.
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            self.write_u64(u64::from_le_bytes(c.try_into().unwrap()));
+        }
+        for b in chunks.remainder() {
+            self.write_u64(*b as u64);
+        }
+    }
+    fn write_u64(&mut self, w: u64) {
+        self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+    fn write_usize(&mut self, w: usize) {
+        self.write_u64(w as u64);
+    }
+}
+
+/// A remembered walk: its footprint and the counters it changed (index, value) from
+/// `Footprints::fresh_counts`.
+struct Walked {
+    fp: Footprint,
+    counts: Box<[(u32, u64)]>,
+}
+
+/// A thread's walk reads only the thread's own record (pc, status, locals), what `passes` says,
+/// and of each barrier whether it is live and its phase's parity (`hardware_complete`): with the
+/// model, the thread and whether it is blocked, that is the key, and a state whose other threads
+/// did not move since the last state expanded finds their walks here. Exact (whole keys are
+/// compared), so the reduction is the same with or without it.
+#[derive(Default)]
+struct WalkCache {
+    map: HashMap<Box<[u64]>, Walked, BuildHasherDefault<WordHasher>>,
+    key: Vec<u64>,
+}
+
+thread_local! {
+    static WALKS: RefCell<WalkCache> = RefCell::new(WalkCache::default());
+}
+
+/// One round of the fixpoint: with `passes` (what nobody stops at), each thread's walk (`None`:
+/// exited) and the arrivals it makes (`width` counters per thread, `Footprints::fresh_counts`).
+pub(super) struct Round {
+    passes: Vec<bool>,
+    walks: Vec<Option<Footprint>>,
+    counts: Vec<u64>,
+}
+
+/// The rounds of one state's look-ahead, shared by its seeds (`Footprints::prefixes`).
+#[derive(Default)]
+pub(super) struct Walks {
+    rounds: Vec<Round>,
+    passes: Vec<bool>,
+    scratch: (Vec<i64>, Vec<bool>),
+}
+
+impl Footprints {
+    /// What thread `t` may still do in an execution from `s` in which the seed does not move: its
+    /// code run ahead from its pc on its own locals, cut at the first wait that cannot return
+    /// (one not yet returned on a barrier that `passes` does not name). The wait it stops at is included (it is read while the thread blocks there, so a
+    /// step that writes its barrier stays dependent: a stale wait is judged there). Where the walk
+    /// cannot follow the code (a branch or index on a value read from shared state, a collective,
+    /// past its budget), the rest of the thread's static future is taken. Arrivals the walk makes
+    /// are added to `arrivals` (per barrier; `UNBOUNDED` when not counted).
+    fn lookahead(
+        &self,
+        m: &Model,
+        s: &State,
+        t: usize,
+        blocked: bool,
+        passes: &[bool],
+        arrivals: &mut [u64],
+        locals: &mut Vec<i64>,
+        unknown: &mut Vec<bool>,
+    ) -> Footprint {
+        let p = &m.proto;
+        let code = p.code_of(t);
+        let me = &p.threads[t];
+        let role = me.role as usize;
+        let th = &s.threads[t];
+        locals.clear();
+        locals.extend_from_slice(&th.locals);
+        unknown.clear();
+        unknown.resize(locals.len(), false);
+        let mut fp = Footprint::empty(self.objects);
+        let mut pc = th.pc as usize;
+        let mut first = true;
+        let known = |e: &IExpr, unknown: &[bool]| {
+            // Shared vars need no check here: `eval_pure` has no value for them.
+            if !unknown.contains(&true) {
+                return true;
+            }
+            let mut ok = true;
+            e.each(&mut |x| match x {
+                IExpr::Local(l) => ok &= !unknown.get(*l as usize).copied().unwrap_or(true),
+                IExpr::Var(_) => ok = false,
+                _ => {}
+            });
+            ok
+        };
+        let value = |e: &IExpr, locals: &[i64], unknown: &[bool]| if known(e, unknown) { e.eval_pure(locals, me) } else { None };
+        let element = |r: &Ref, groups: &[Group], locals: &[i64], unknown: &[bool]| element(r, groups, |e| value(e, locals, unknown));
+        for _ in 0..LOOKAHEAD_BUDGET {
+            let Some(i) = code.instrs.get(pc) else {
+                fp.exit = true;
+                return fp;
+            };
+            match &i.kind {
+                InstrKind::Return => {
+                    fp.exit = true;
+                    return fp;
+                }
+                InstrKind::Jump { to } => pc = *to as usize,
+                InstrKind::Branch { cond, else_to } => {
+                    fp.union(&self.own[role][pc]);
+                    match value(cond, locals, unknown) {
+                        Some(v) => pc = if v != 0 { pc + 1 } else { *else_to as usize },
+                        None => return self.rest(p, t, pc, fp, arrivals),
+                    }
+                }
+                InstrKind::SetLocal { slot, expr } => {
+                    fp.union(&self.own[role][pc]);
+                    let v = value(expr, locals, unknown);
+                    let l = *slot as usize;
+                    if l < locals.len() {
+                        locals[l] = v.unwrap_or(0);
+                        unknown[l] = v.is_none();
+                    }
+                    pc += 1;
+                }
+                InstrKind::SetVar { .. } | InstrKind::Assert(_) | InstrKind::TokenCheck { .. } | InstrKind::Work => {
+                    fp.union(&self.own[role][pc]);
+                    pc += 1;
+                }
+                InstrKind::Elect { slot } => {
+                    // An agent of a uniform role is alone in its warp: its election elects it.
+                    // A lane of a wider warp may or may not be the one.
+                    fp.union(&self.own[role][pc]);
+                    let l = *slot as usize;
+                    if l < locals.len() {
+                        locals[l] = 1;
+                        unknown[l] = !p.roles[role].uniform;
+                    }
+                    pc += 1;
+                }
+                InstrKind::SyncWarp | InstrKind::SyncWarpMask { .. } => {
+                    // Walking past a meeting of the warp's lanes only adds to the future.
+                    fp.union(&self.own[role][pc]);
+                    pc += 1;
+                }
+                InstrKind::NamedBar { id, count, sync } => {
+                    let own = self.objects(p, i, &|e: &IExpr| value(e, locals, unknown), self.own_vars[role][pc]);
+                    fp.union(&own);
+                    let Some(k) = value(id, locals, unknown).filter(|k| (0..self.named as i64).contains(k)) else {
+                        return self.rest(p, t, pc, fp, arrivals);
+                    };
+                    let k = k as usize;
+                    // A thread waiting at its bar_sync has arrived: its warp's arrival is in
+                    // the barrier's count already.
+                    if !(first && th.status == Status::AtNamedWait) {
+                        let slot = self.barriers + k;
+                        // The hardware counts the warp's threads, exited lanes included.
+                        arrivals[slot] = arrivals[slot].saturating_add(p.warp_size as u64);
+                        let c = value(count, locals, unknown).map_or(UNBOUNDED, |c| c.max(0) as u64);
+                        let least = &mut arrivals[self.barriers + self.named + k];
+                        *least = (*least).min(if c == UNBOUNDED { 0 } else { c });
+                        let most = &mut arrivals[self.barriers + 2 * self.named + k];
+                        *most = (*most).max(c);
+                    }
+                    if *sync && !passes[self.barriers + k] {
+                        return fp;
+                    }
+                    pc += 1;
+                }
+                InstrKind::Op { op, result } if !without_footprint(i) => {
+                    let touch = op.touch();
+                    let bar = (touch.scope == Scope::Objects)
+                        .then(|| touch.bar.and_then(|(r, _)| element(r, &p.barrier_groups, locals, unknown)))
+                        .flatten();
+                    let own = self.objects(p, i, &|e: &IExpr| value(e, locals, unknown), self.own_vars[role][pc]);
+                    match touch.phase {
+                        PhaseEffect::Waits(target) => {
+                            // A wait that has not returned by now returns only once its barrier's
+                            // phase in progress completes: parity (or a token's parity) against
+                            // the phase, as the hardware answers (`hardware_complete`).
+                            let waits = match bar {
+                                Some(b) if !passes[b] && s.barriers[b].life == Life::Live => {
+                                    if first {
+                                        blocked
+                                    } else {
+                                        value(target.expr(), locals, unknown)
+                                            .is_some_and(|v| !crate::rt::hardware_complete(s.barriers[b].phase, v))
+                                    }
+                                }
+                                _ => false,
+                            };
+                            fp.union(&own);
+                            if waits {
+                                return fp;
+                            }
+                        }
+                        PhaseEffect::Arrives(count) => {
+                            fp.union(&own);
+                            // An agent of a uniform role arrives once per lane (outside an elected block).
+                            let lanes = if m.mutant == Some(crate::rt::Mutant::PorCountsOneLanePerAgent) {
+                                1
+                            } else {
+                                p.lanes_at(t, pc as u32).max(1) as u64
+                            };
+                            let k = value(count, locals, unknown);
+                            match (bar, k) {
+                                (Some(b), Some(k)) => arrivals[b] = arrivals[b].saturating_add((k.max(0) as u64).saturating_mul(lanes)),
+                                _ => self.unbounded(&own, arrivals),
+                            }
+                        }
+                        PhaseEffect::None => fp.union(&own),
+                        PhaseEffect::Moves => {
+                            fp.union(&own);
+                            self.unbounded(&own, arrivals);
+                        }
+                    }
+                    if let Some(r) = result {
+                        if let Some(u) = unknown.get_mut(*r as usize) {
+                            *u = true;
+                        }
+                    }
+                    pc += 1;
+                }
+                _ => return self.rest(p, t, pc, fp, arrivals),
+            }
+            first = false;
+        }
+        self.rest(p, t, pc, fp, arrivals)
+    }
+
+    /// The walk gives up at `pc`: the thread's whole static future from there, whose arrivals are
+    /// not counted.
+    fn rest(&self, p: &Protocol, t: usize, pc: usize, mut fp: Footprint, arrivals: &mut [u64]) -> Footprint {
+        let fut = &self.future[p.threads[t].role as usize][pc.min(p.code_of(t).instrs.len())];
+        fp.union(fut);
+        self.unbounded(fut, arrivals);
+        fp
+    }
+
+    /// Every barrier `fp` writes (every one if it is global) may get any number of arrivals, and
+    /// so may every named barrier it writes (whose least count is then unknown).
+    fn unbounded(&self, fp: &Footprint, arrivals: &mut [u64]) {
+        let writes = |i: usize| fp.global || (i < MAX_OBJECTS && fp.write[i / 64] & (1 << (i % 64)) != 0);
+        for b in 0..self.barriers {
+            if writes(b) {
+                arrivals[b] = UNBOUNDED;
+            }
+        }
+        for k in 0..self.named {
+            if writes(self.named_base + k) {
+                arrivals[self.barriers + k] = UNBOUNDED;
+                arrivals[self.barriers + self.named + k] = 0;
+                arrivals[self.barriers + 2 * self.named + k] = UNBOUNDED;
+            }
+        }
+    }
+
+    /// Counters of one look-ahead: arrivals per barrier, then threads arrived per named
+    /// barrier, then the least and the greatest thread count those named arrivals name (a use
+    /// of a named barrier completes at its first arriver's count; `UNBOUNDED` as the greatest:
+    /// unknown).
+    fn fresh_counts(&self) -> Vec<u64> {
+        let mut c = vec![0u64; self.barriers + 3 * self.named];
+        c[self.barriers + self.named..self.barriers + 2 * self.named].fill(UNBOUNDED);
+        c
+    }
+
+    /// `sum` with the counts of `more`: arrivals add up, least counts take the least, greatest
+    /// the greatest.
+    fn add_counts(&self, sum: &mut [u64], more: &[u64]) {
+        let (least, most) = (self.barriers + self.named, self.barriers + 2 * self.named);
+        for (i, (a, x)) in sum.iter_mut().zip(more).enumerate() {
+            *a = if i < least {
+                a.saturating_add(*x)
+            } else if i < most {
+                (*a).min(*x)
+            } else {
+                (*a).max(*x)
+            };
+        }
+    }
+
+    /// The named barriers whose arrivals all commute in the executions from `s` in which the
+    /// seed does not move (`others`: the arrivals the other threads' walks make, `seed`: the
+    /// seed's own arrival, id and thread count, if its step is one): every one of them lands in
+    /// the use in progress (or, from an idle barrier, in a use whose count they all name), and
+    /// together with the seed's they reach at most its count, so no use completes before the
+    /// last of them and none starts after it. Two such arrivals reach one state in either order
+    /// (arrived counts add, clocks join, and the release at the count is the same release), so
+    /// the reduction treats them as independent (docs/model.md, "Named barriers").
+    pub(super) fn quiet_named(&self, s: &State, others: &[u64], seed: Option<(usize, u64)>, ws: u64) -> u64 {
+        let mut quiet = 0u64;
+        for k in 0..self.named.min(64) {
+            let arrived = others[self.barriers + k];
+            let (least, most) = (others[self.barriers + self.named + k], others[self.barriers + 2 * self.named + k]);
+            let (seed_ws, seed_count) = match seed {
+                Some((id, c)) if id == k => (ws, Some(c)),
+                _ => (0, None),
+            };
+            let nb = &s.named[k];
+            let count = if nb.count > 0 {
+                Some(nb.count as u64)
+            } else {
+                // Idle: the first arriver fixes the count; every arrival must name the same.
+                let mut c = seed_count;
+                if arrived > 0 {
+                    c = match c {
+                        Some(c) if least == c && most == c => Some(c),
+                        None if least == most => Some(least),
+                        _ => None,
+                    };
+                }
+                c
+            };
+            let Some(count) = count else { continue };
+            if arrived != UNBOUNDED
+                && (nb.arrived.max(0) as u64).saturating_add(arrived).saturating_add(seed_ws) <= count
+                && (nb.count == 0 || seed_count.is_none_or(|c| c == count))
+            {
+                quiet |= 1 << k;
+            }
+        }
+        quiet
+    }
+
+    /// What nobody stops at before any arrival is counted: barriers not live (a wait on one
+    /// returns, or is undefined behaviour); then one entry per named barrier, none passed.
+    fn dead_barriers(&self, s: &State) -> Vec<bool> {
+        let mut v: Vec<bool> = s.barriers.iter().map(|b| b.life != Life::Live).collect();
+        v.resize(self.barriers + self.named, false);
+        v
+    }
+
+    /// The barriers whose phase in progress, and the named barriers whose use, the counted
+    /// arrivals may complete: nobody stops at them any longer. Returns whether one was added.
+    fn newly_passed(&self, s: &State, counts: &[u64], passes: &mut [bool]) -> bool {
+        let mut changed = false;
+        for b in 0..self.barriers {
+            if !passes[b] && counts[b] >= s.barriers[b].pending.max(0) as u64 {
+                passes[b] = true;
+                changed = true;
+            }
+        }
+        for k in 0..self.named {
+            let slot = self.barriers + k;
+            if passes[slot] {
+                continue;
+            }
+            let nb = &s.named[k];
+            let mut least = counts[self.barriers + self.named + k];
+            if nb.count > 0 {
+                least = least.min(nb.count as u64);
+            }
+            if (nb.arrived.max(0) as u64).saturating_add(counts[slot]) >= least {
+                passes[slot] = true;
+                changed = true;
+            }
+        }
+        changed
+    }
+
+    /// One round of walks: every unfinished thread walked ahead with `passes`.
+    fn round(&self, m: &Model, s: &State, enabled: &[bool], passes: Vec<bool>, scratch: &mut (Vec<i64>, Vec<bool>)) -> Round {
+        let n = s.threads.len();
+        let width = self.barriers + 3 * self.named;
+        let mut counts = Vec::with_capacity(n * width);
+        for _ in 0..n {
+            counts.extend(self.fresh_counts());
+        }
+        let walks = (0..n)
+            .map(|t| {
+                (s.threads[t].status != Status::Done).then(|| {
+                    let c = &mut counts[t * width..(t + 1) * width];
+                    self.remembered_walk(m, s, t, !enabled[t], &passes, c, scratch)
+                })
+            })
+            .collect();
+        Round { passes, walks, counts }
+    }
+
+    /// `lookahead` from fresh counters `c`, through the walk cache.
+    #[allow(clippy::too_many_arguments)]
+    fn remembered_walk(
+        &self,
+        m: &Model,
+        s: &State,
+        t: usize,
+        blocked: bool,
+        passes: &[bool],
+        c: &mut [u64],
+        scratch: &mut (Vec<i64>, Vec<bool>),
+    ) -> Footprint {
+        WALKS.with(|cache| {
+            let mut cache = cache.borrow_mut();
+            let cache = &mut *cache;
+            let th = &s.threads[t];
+            let key = &mut cache.key;
+            key.clear();
+            key.push(self.id);
+            key.push(m.mutant.map_or(0, |x| x as u64 + 1));
+            key.push((t as u64) << 34 | (th.pc as u64) << 2 | (th.status == Status::AtNamedWait) as u64 * 2 | blocked as u64);
+            key.extend(th.locals.iter().map(|&l| l as u64));
+            let mut word = 0u64;
+            let mut bits = 0;
+            let mut bit = |b: bool, key: &mut Vec<u64>| {
+                word = word << 1 | b as u64;
+                bits += 1;
+                if bits == 64 {
+                    key.push(word);
+                    (word, bits) = (0, 0);
+                }
+            };
+            for &p in passes {
+                bit(p, key);
+            }
+            for b in s.barriers.iter() {
+                bit(b.life == Life::Live, key);
+                bit(b.phase.rem_euclid(2) == 1, key);
+            }
+            key.push(word);
+            if let Some(w) = cache.map.get(&key[..]) {
+                for &(i, v) in w.counts.iter() {
+                    c[i as usize] = v;
+                }
+                return w.fp;
+            }
+            let fresh = self.fresh_counts();
+            let fp = self.lookahead(m, s, t, blocked, passes, c, &mut scratch.0, &mut scratch.1);
+            let counts = c
+                .iter()
+                .zip(&fresh)
+                .enumerate()
+                .filter(|(_, (a, b))| a != b)
+                .map(|(i, (a, _))| (i as u32, *a))
+                .collect();
+            if cache.map.len() >= WALK_CACHE_ENTRIES {
+                cache.map.clear();
+            }
+            cache.map.insert(key[..].into(), Walked { fp, counts });
+            fp
+        })
+    }
+
+    /// Per thread other than `seed`: what it may do in an execution from `s` in which `seed` does
+    /// not move (`None`: exited), into `out`, and the arrivals those walks make, into `arrivals`.
+    /// A least fixpoint: every thread is walked ahead to the first wait whose barrier cannot
+    /// complete its phase in progress; a barrier can when the arrivals the walks make on it reach
+    /// its pending count, and then nobody stops at it and the walks are redone. Sound by
+    /// induction on the order in which an execution's threads pass such waits: the first to pass
+    /// one needs its barrier's phase to complete, which takes arrivals made before any wait was
+    /// passed, all of which the first walks counted.
+    ///
+    /// A walk depends on the state, its thread and `passes` alone, not on the seed: the rounds
+    /// are kept in `walks` and every seed whose fixpoint meets the same `passes` reuses them
+    /// (most seeds of a state meet the same few), so a state costs a few rounds of walks rather
+    /// than a few per seed.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn prefixes(
+        &self,
+        m: &Model,
+        s: &State,
+        seed: usize,
+        enabled: &[bool],
+        walks: &mut Walks,
+        out: &mut Vec<Option<Footprint>>,
+        arrivals: &mut Vec<u64>,
+    ) {
+        let width = self.barriers + 3 * self.named;
+        if walks.rounds.is_empty() {
+            let first = self.round(m, s, enabled, self.dead_barriers(s), &mut walks.scratch);
+            walks.rounds.push(first);
+        }
+        let mut r = 0;
+        loop {
+            let round = &walks.rounds[r];
+            arrivals.clear();
+            arrivals.extend(self.fresh_counts());
+            for t in 0..s.threads.len() {
+                if t != seed {
+                    self.add_counts(arrivals, &round.counts[t * width..(t + 1) * width]);
+                }
+            }
+            walks.passes.clone_from(&round.passes);
+            if !self.newly_passed(s, arrivals, &mut walks.passes) {
+                out.clear();
+                out.extend(round.walks.iter().enumerate().map(|(t, w)| if t == seed { None } else { *w }));
+                return;
+            }
+            r = match walks.rounds.iter().position(|x| x.passes == walks.passes) {
+                Some(k) => k,
+                None => {
+                    let passes = walks.passes.clone();
+                    let next = self.round(m, s, enabled, passes, &mut walks.scratch);
+                    walks.rounds.push(next);
+                    walks.rounds.len() - 1
+                }
+            };
+        }
+    }
+
+    /// `fp` without the named barriers of `quiet` (bit k: named barrier k).
+    pub(super) fn without_named(&self, fp: &mut Footprint, quiet: u64) {
+        for k in 0..self.named.min(64) {
+            if quiet & (1 << k) != 0 {
+                let i = self.named_base + k;
+                fp.write[i / 64] &= !(1 << (i % 64));
+            }
+        }
+    }
+}
