@@ -223,6 +223,10 @@ pub struct Footprints {
     /// bit set (`lanes_shared`): an agent alone in its warp (a uniform role's, or a lone thread)
     /// synchronises with nobody.
     warp_base: usize,
+    /// The object index of buffer 0's fence flag (`ProxyState::unfenced_write`), when a thread
+    /// fences (`fence_proxy_async`); none otherwise. A fence writes the flags it may clear, a
+    /// generic write sets its buffer's, an async read's issue reads its buffer's.
+    flag_base: Option<usize>,
     lanes_shared: Vec<bool>,
     /// Whether any role synchronises lanes (`elect`, `syncwarp`, named barriers): only then do
     /// a lane's exits touch its warp's record.
@@ -322,7 +326,22 @@ impl Footprints {
         };
         let warp_base = named_base + named;
         let warps = p.warp_count();
-        let objects = warp_base + warps;
+        let flag_base = warp_base + warps;
+        let fences = p
+            .roles
+            .iter()
+            .flat_map(|r| r.code.instrs.iter())
+            .chain(p.completions.iter().flat_map(|c| c.instrs.iter()))
+            .any(|i| {
+                matches!(
+                    i.kind,
+                    InstrKind::Op {
+                        op: IOp::Proxy(crate::rt::proxy::ProxyOp::FenceProxyAsync),
+                        ..
+                    }
+                )
+            });
+        let objects = flag_base + if fences { buffers } else { 0 };
         let lanes_shared: Vec<bool> = (0..warps).map(|w| p.warp_members(w).nth(1).is_some()).collect();
         let code = || {
             p.roles
@@ -344,7 +363,9 @@ impl Footprints {
                 InstrKind::Op { op: IOp::Mem(m), .. } if m.writes() => {
                     let g = &p.buffer_groups[m.buf().group as usize];
                     for d in g.base as usize..g.base as usize + g.len as usize {
-                        Footprint::set(&mut fence.write, barriers + d);
+                        if fences {
+                            Footprint::set(&mut fence.write, flag_base + d);
+                        }
                     }
                 }
                 InstrKind::Op {
@@ -364,6 +385,7 @@ impl Footprints {
             named_base,
             named,
             warp_base,
+            flag_base: fences.then_some(flag_base),
             lanes_shared,
             warp_collectives: p.roles.iter().any(|r| r.code.instrs.iter().any(syncs_lanes)),
             fence,
@@ -562,6 +584,24 @@ impl Footprints {
                     if touch.fence {
                         fp.union(&self.fence);
                     }
+                    if let Some(base) = self.flag_base {
+                        // The fence flag: set by a generic write, read by an async read's issue.
+                        let flagged = match op {
+                            IOp::Mem(m) if m.writes() => touch.buf.filter(|&(_, w)| w).into_iter().map(|(d, _)| (d, true)).collect(),
+                            IOp::Proxy(_) => touch.buf.iter().map(|&(d, _)| d).chain(touch.reads).map(|d| (d, false)).collect(),
+                            _ => Vec::new(),
+                        };
+                        for (d, write) in flagged {
+                            if let Some(e) = element(d, &p.buffer_groups, at) {
+                                Footprint::set(if write { &mut fp.write } else { &mut fp.read }, base + e);
+                            } else {
+                                let g = &p.buffer_groups[d.group as usize];
+                                for e in g.base as usize..g.base as usize + g.len as usize {
+                                    Footprint::set(if write { &mut fp.write } else { &mut fp.read }, base + e);
+                                }
+                            }
+                        }
+                    }
                 }
             }
         }
@@ -632,6 +672,47 @@ impl Footprints {
         fp.retires = false;
     }
 
+    /// A step's fence flags, narrowed to the state (docs/model.md, "The async proxy"): while a
+    /// thread stands at a step, no write made by another agent is ordered before it (another
+    /// agent's clock holds only what this one released, before its own count moved on), so
+    /// - its generic write leaves a flag set in either order with a fence of another thread
+    ///   (which cannot cover it): the write's step drops its flag;
+    /// - its `fence_proxy_async` clears only flags it could clear now (set, on a buffer whose last
+    ///   writes are its own or ordered before it): any other buffer's flag is set afterwards only
+    ///   by a write it cannot cover, so the fence's step writes those flags alone.
+    fn step_flags(&self, m: &Model, s: &State, t: usize, fp: &mut Footprint) {
+        let Some(base) = self.flag_base else { return };
+        if m.mutant == Some(crate::rt::Mutant::PorFenceForgetsFlags) {
+            // The planted defect: every step keeps no flag at all, a fence's included.
+            for d in 0..self.buffers {
+                let i = base + d;
+                fp.write[i / 64] &= !(1 << (i % 64));
+            }
+            return;
+        }
+        let at_fence = matches!(
+            m.proto.code_of(t).instrs.get(s.threads[t].pc as usize).map(|i| &i.kind),
+            Some(InstrKind::Op {
+                op: IOp::Proxy(crate::rt::proxy::ProxyOp::FenceProxyAsync),
+                ..
+            })
+        );
+        let clock = &s.threads[t].clock;
+        for d in 0..self.buffers {
+            let i = base + d;
+            let clears = at_fence
+                && s.proxy.unfenced_write.get(d).copied().unwrap_or(true)
+                && s.buffers[d]
+                    .last_writes()
+                    .all(|w| w.agent as usize == t || crate::rt::state::ordered_before(w, clock));
+            if clears {
+                fp.write[i / 64] |= 1 << (i % 64);
+            } else {
+                fp.write[i / 64] &= !(1 << (i % 64));
+            }
+        }
+    }
+
     fn landing(&self, s: &State, i: usize) -> Footprint {
         let c = &s.copies[i];
         let mut fp = Footprint::empty(self.objects);
@@ -673,6 +754,7 @@ impl Footprints {
                 thread_enabled[t].then(|| {
                     let mut fp = self.step(m, s, t);
                     self.for_thread(m, s, t, &mut fp, false);
+                    self.step_flags(m, s, t, &mut fp);
                     fp
                 })
             })

@@ -39,6 +39,8 @@ pub enum Mutant {
     PorForgetsNamedBarriers,
     /// The cut at waits counts one arrival per agent of a uniform role instead of one per lane.
     PorCountsOneLanePerAgent,
+    /// The reduction's fence flags are forgotten: a `fence_proxy_async` step writes none.
+    PorFenceForgetsFlags,
 }
 
 impl Mutant {
@@ -61,17 +63,18 @@ impl Mutant {
     /// Footprints that each forget one construct's conflicts. Not in `ALL`: the library's expect
     /// lines need not notice them (most library specs are small enough to hide a lost
     /// interleaving); the reduced-versus-unreduced comparisons of `tests/por_constructs.rs` must.
-    pub const FOOTPRINT_DEFECTS: [Mutant; 3] = [
+    pub const FOOTPRINT_DEFECTS: [Mutant; 4] = [
         Mutant::PorForgetsWarpLanes,
         Mutant::PorForgetsNamedBarriers,
         Mutant::PorCountsOneLanePerAgent,
+        Mutant::PorFenceForgetsFlags,
     ];
 
     /// A defect of the partial-order reduction's footprints alone (the model's steps are right).
     pub fn is_footprint_defect(self) -> bool {
         matches!(
             self,
-            Mutant::PorForgetsWarpLanes | Mutant::PorForgetsNamedBarriers | Mutant::PorCountsOneLanePerAgent
+            Mutant::PorForgetsWarpLanes | Mutant::PorForgetsNamedBarriers | Mutant::PorCountsOneLanePerAgent | Mutant::PorFenceForgetsFlags
         )
     }
 
@@ -93,6 +96,7 @@ impl Mutant {
             Mutant::PorForgetsWarpLanes => "por-forgets-warp-lanes",
             Mutant::PorForgetsNamedBarriers => "por-forgets-named-barriers",
             Mutant::PorCountsOneLanePerAgent => "por-counts-one-lane-per-agent",
+            Mutant::PorFenceForgetsFlags => "por-fence-forgets-flags",
         }
     }
 }
