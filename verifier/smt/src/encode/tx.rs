@@ -262,8 +262,51 @@ impl<'a> Encoder<'a> {
                             && w.pos < x.pos
                             && matches!(w.kind, SiteKind::WaitParity { .. } | SiteKind::WaitToken { .. })
                     });
-                    if !waited {
+                    // a wait on another barrier in between may order the arrival after that
+                    // phase (the producer's wait on `empty` needs the consumer's release, made
+                    // after its wait on this element): the rounds stay apart, under an
+                    // obligation that every run of the waits between orders them so
+                    let between: Vec<&Site> = c
+                        .sites
+                        .iter()
+                        .filter(|w| {
+                            w.pos > last
+                                && w.pos < x.pos
+                                && c.segs[w.seg].is_none()
+                                && matches!(w.kind, SiteKind::WaitParity { .. } | SiteKind::WaitToken { .. })
+                        })
+                        .collect();
+                    if !waited && (between.is_empty() || rounds_out.is_some()) {
                         r -= 1;
+                    } else if !waited {
+                        self.reset();
+                        let mut unordered = Vec::new();
+                        for w in between {
+                            let g2 = self.s.groups.iter().find(|x| x.name == w.group).unwrap();
+                            let (k2, kd2) = self.kvar(g2);
+                            let ew = self.ev_k(c, w, &k2);
+                            let m = self.named(c, w, &ew, &k2)?;
+                            let early = self.completes_before(c, g2, &k2, &m, &g.name, &k, &int(r as i64 - 1))?;
+                            unordered.push(B::and(vec![
+                                kd2,
+                                ew.idx.clone().eq(k2),
+                                B::or(vec![ew.dom.clone().not(), m.cmp(Cmp::Lt, int(0)), early]),
+                            ]));
+                        }
+                        self.push_q(Query {
+                            goal: Goal::Obligation(Unsupported {
+                                span: x.span,
+                                why: format!(
+                                    "{} arrives on `{}` again before waiting on it; prove could not show that its waits in between order the arrival after the earlier phase, so the bytes may belong to either",
+                                    c.label, g.name
+                                ),
+                            }),
+                            group: g.name.clone(),
+                            what: String::new(),
+                            formula: B::and(unordered),
+                            spans: vec![x.span],
+                            show: vec![],
+                        });
                     }
                 }
                 let amount = match &c.segs[x.seg] {
