@@ -102,6 +102,17 @@ fn a_phase_needs_its_bytes_as_it_needs_its_arrivals() {
 }
 
 #[test]
+fn an_arrival_that_may_fall_into_its_previous_open_phase_is_not_proved() {
+    // a producer that arrives with expect_tx in every iteration and never waits over-arrives;
+    // the per-iteration byte rule used to prove it
+    let (code, t) = prove_soundness("prove_loop_over_arrival", &[]);
+    assert_eq!(code, Some(3), "unknown, not proved:\n{t}");
+    assert!(t.contains("previous phase"), "{t}");
+    let (code, t) = prove_soundness("prove_loop_over_arrival_fixed", &[]);
+    assert_eq!(code, Some(0), "{t}");
+}
+
+#[test]
 fn bytes_of_several_classes_balance_per_class_and_sum_per_phase() {
     let (code, t) = prove_soundness("prove_memcpy_bytes_sum", &[]);
     assert_eq!(code, Some(1), "refuted and confirmed:\n{t}");
