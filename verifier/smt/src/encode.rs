@@ -970,9 +970,9 @@ fn split_cases(f: &B, cx: &Ctx) -> B {
         .flat_map(|(r, per, _, _)| [var(r).cmp(Cmp::Ge, int(0)), var(r).cmp(Cmp::Lt, int(*per))])
         .collect();
     let whole = || B::and(std::iter::once(f.clone()).chain(bounds.iter().cloned()).collect());
-    // the cases together may hold a few million nodes: a large formula (a stale query with its
+    // the cases together may hold about a million nodes: a large formula (a stale query with its
     // chains) is split less, and left whole beyond that
-    let max: usize = (4_000_000 / formula_size(f).max(1)).clamp(16, 20_000);
+    let max: usize = (1_000_000 / formula_size(f).max(1)).clamp(16, 20_000);
     let mut cases: Vec<(BTreeMap<String, T>, Vec<B>)> = vec![(BTreeMap::new(), vec![])];
     for (k, len) in &cx.ks {
         let mut next = Vec::new();

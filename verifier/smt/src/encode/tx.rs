@@ -451,7 +451,7 @@ impl<'a> Encoder<'a> {
             goal: Goal::Obligation(Unsupported {
                 span: a.span,
                 why: format!(
-                    "{} arrives on `{}` again with nothing before it in its iteration that waits for its previous phase there; the arrival may fall into that phase while its bytes are in flight (over-arrival), which only the explicit search models",
+                    "{} arrives on `{}` again with nothing since its last arrival there that waits for that phase; the arrival may fall into that phase while its bytes are in flight (over-arrival), which only the explicit search models",
                     c.label, g.name
                 ),
             }),
