@@ -107,7 +107,7 @@ fn an_arrival_that_may_fall_into_its_previous_open_phase_is_not_proved() {
     // the per-iteration byte rule used to prove it
     let (code, t) = prove_soundness("prove_loop_over_arrival", &[]);
     assert_eq!(code, Some(3), "unknown, not proved:\n{t}");
-    assert!(t.contains("previous phase"), "{t}");
+    assert!(t.contains("since its last arrival"), "{t}");
     let (code, t) = prove_soundness("prove_loop_over_arrival_fixed", &[]);
     assert_eq!(code, Some(0), "{t}");
 }
