@@ -126,6 +126,8 @@ pub struct Encoder<'a> {
     ctxs: Vec<Ctx>,
     /// `fresh` when the stale query being built began (its chains have a budget).
     stale_from: usize,
+    /// Whether the stale query being built credits waits of the previous iteration.
+    stale_prev: bool,
 }
 
 /// Element variables (with the array length) and event occurrences (remainder variable, period,
@@ -158,6 +160,7 @@ impl<'a> Encoder<'a> {
             cur: Ctx::default(),
             ctxs: Vec::new(),
             stale_from: 0,
+            stale_prev: true,
         };
         for g in &s.groups {
             e.obligations(g);
@@ -172,6 +175,7 @@ impl<'a> Encoder<'a> {
             cur: Ctx::default(),
             ctxs: Vec::new(),
             stale_from: 0,
+            stale_prev: true,
         };
         let mut partial = None;
         for g in &fs.groups {
@@ -184,7 +188,7 @@ impl<'a> Encoder<'a> {
         }
         let mut out = Vec::new();
         for (mut q, cx) in e.out.into_iter().zip(e.ctxs).chain(l.out.into_iter().zip(l.ctxs)) {
-            q.formula = split_cases(&q.formula, &cx);
+            q.formula = split_cases(&q.formula, &cx, s.symbols.is_empty());
             out.push(q);
         }
         Ok((out, partial))
@@ -963,7 +967,7 @@ fn floorified(s: &Summary) -> Summary {
 /// remainder `R` (pruned where the occurrence's index cannot equal its element). In each case
 /// every division of a loop variable folds to a constant plus a multiple of `Q`, which leaves Z3
 /// linear arithmetic without divisions. Left whole when the cases would be too many.
-fn split_cases(f: &B, cx: &Ctx) -> B {
+fn split_cases(f: &B, cx: &Ctx, concrete: bool) -> B {
     // A remainder is only a way of writing a loop variable: it lies in 0..L wherever it occurs,
     // also under a negation (where a free one could switch an occurrence off).
     let bounds: Vec<B> = cx
@@ -972,9 +976,10 @@ fn split_cases(f: &B, cx: &Ctx) -> B {
         .flat_map(|(r, per, _, _)| [var(r).cmp(Cmp::Ge, int(0)), var(r).cmp(Cmp::Lt, int(*per))])
         .collect();
     let whole = || B::and(std::iter::once(f.clone()).chain(bounds.iter().cloned()).collect());
-    // the cases together may hold about a million nodes: a large formula (a stale query with its
-    // chains) is split less, and left whole beyond that
-    let max: usize = (1_000_000 / formula_size(f).max(1)).clamp(16, 20_000);
+    // at declared values the cases together may hold about a million nodes (a stale query with
+    // its chains is split less, left whole beyond); with ranged parameters as solver variables
+    // a query left whole can defeat the solver's arithmetic, so those keep the full split
+    let max: usize = if concrete { (1_000_000 / formula_size(f).max(1)).clamp(16, MAX_CASES) } else { MAX_CASES };
     let mut cases: Vec<(BTreeMap<String, T>, Vec<B>)> = vec![(BTreeMap::new(), vec![])];
     for (k, len) in &cx.ks {
         let mut next = Vec::new();
@@ -1032,6 +1037,9 @@ fn split_cases(f: &B, cx: &Ctx) -> B {
             .collect(),
     )
 }
+
+/// The most cases `split_cases` makes of one query; beyond, the query is left whole.
+const MAX_CASES: usize = 20_000;
 
 /// The nodes of a formula (terms included): what one case of `split_cases` costs.
 fn formula_size(f: &B) -> usize {

@@ -29,7 +29,11 @@ impl<'a> Encoder<'a> {
     /// The query "phase n+1 completes without waiting for `w`", for a waiter that does not
     /// arrive on `g`.
     pub(super) fn stale(&mut self, g: &GroupInfo, c: &Class, w: &Site) -> R<()> {
-        let f = self.stale_formula(g, c, w, 1)?;
+        // With ranged parameters as solver variables the larger credit can defeat the solver's
+        // arithmetic (the double buffer over ITERS <= 10^6): there holds are credited only
+        // directly, from waits earlier in the arrival's own iteration (less credit: sound).
+        self.stale_prev = self.s.symbols.is_empty();
+        let f = self.stale_formula(g, c, w, usize::from(self.stale_prev))?;
         let f = if self.cur.evs.len() > CHAIN_BUDGET {
             self.stale_formula(g, c, w, 0)?
         } else {
@@ -108,7 +112,8 @@ impl<'a> Encoder<'a> {
         let is_wait = |s: &Site| matches!(s.kind, SiteKind::WaitParity { .. } | SiteKind::WaitToken { .. });
         let mut free = Vec::new();
         for w2 in c2.sites.iter().filter(|w2| is_wait(w2) && !disjoint(w2.share, a.share)) {
-            for link in Self::links(c2, w2, a) {
+            let prev = self.stale_prev;
+            for link in Self::links(c2, w2, a).into_iter().filter(|l| prev || *l != Some(-1)) {
                 let g2 = s.groups.iter().find(|g| g.name == w2.group).unwrap();
                 let (k2, kd2) = self.kvar(g2);
                 let ew2 = self.ev_k(c2, w2, &k2);
