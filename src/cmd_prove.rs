@@ -188,9 +188,9 @@ pub fn prove(a: ProveArgs) -> ExitCode {
                 }
                 Ok(inst) => {
                     let (model, r) = smt::explicit(&inst);
-                    let kinds = smt::counting_kinds(&r);
+                    let kinds = smt::confirming_kinds(cx, &r);
                     js["explicit"] = json!({"verdict": report::verdict_name(r.verdict), "kinds": r.violations.iter().map(|v| v.kind.name()).collect::<Vec<_>>()});
-                    if smt::confirmed(&r) {
+                    if !kinds.is_empty() {
                         let _ = writeln!(
                             text,
                             "verdict:  refuted; the explicit search confirms it on that instance ({})",

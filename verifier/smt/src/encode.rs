@@ -15,6 +15,7 @@ use phasecheck_model::lang::ast::Span;
 use phasecheck_model::program::ir::MAX_COUNT;
 use std::collections::BTreeMap;
 
+mod stale;
 mod tx;
 
 /// The laws, by stable name (CLI, JSON, docs/smt.md).
@@ -78,7 +79,9 @@ impl Law {
             // A phase nobody waits on with bytes still expected is pending when the CTA exits.
             Law::TxBalance => &["deadlock", "over-arrival", "tx-range", "lifetime"],
             Law::TxRange => &["tx-range"],
-            Law::Parity => &["stale-wait", "deadlock"],
+            // A wait that names an older phase passes at once: the thread's next arrival comes
+            // before any wait observed the phase it belongs after (missing-wait).
+            Law::Parity => &["stale-wait", "deadlock", "missing-wait"],
             Law::WaitOrder => &["deadlock"],
         }
     }
@@ -121,6 +124,10 @@ pub struct Encoder<'a> {
     /// The element variables and loop occurrences of the query being built, and of each query.
     cur: Ctx,
     ctxs: Vec<Ctx>,
+    /// `fresh` when the stale query being built began (its chains have a budget).
+    stale_from: usize,
+    /// Whether the stale query being built credits waits of the previous iteration.
+    stale_prev: bool,
 }
 
 /// Element variables (with the array length) and event occurrences (remainder variable, period,
@@ -152,6 +159,8 @@ impl<'a> Encoder<'a> {
             fresh: 0,
             cur: Ctx::default(),
             ctxs: Vec::new(),
+            stale_from: 0,
+            stale_prev: true,
         };
         for g in &s.groups {
             e.obligations(g);
@@ -165,6 +174,8 @@ impl<'a> Encoder<'a> {
             fresh: e.fresh,
             cur: Ctx::default(),
             ctxs: Vec::new(),
+            stale_from: 0,
+            stale_prev: true,
         };
         let mut partial = None;
         for g in &fs.groups {
@@ -177,7 +188,7 @@ impl<'a> Encoder<'a> {
         }
         let mut out = Vec::new();
         for (mut q, cx) in e.out.into_iter().zip(e.ctxs).chain(l.out.into_iter().zip(l.ctxs)) {
-            q.formula = split_cases(&q.formula, &cx);
+            q.formula = split_cases(&q.formula, &cx, s.symbols.is_empty());
             out.push(q);
         }
         Ok((out, partial))
@@ -691,123 +702,6 @@ impl<'a> Encoder<'a> {
         Ok(())
     }
 
-    /// The query "phase n+1 completes without waiting for `w`", for a waiter that does not
-    /// arrive on `g`. Phase n+1 is held back by `w` when some arriving class makes its round-n+1
-    /// arrival after a wait (in the same loop iteration, before the arrival) that needs an arrival
-    /// of `c` made after `w`. Held-back chains through earlier iterations or more roles are not
-    /// credited: a refutation that misses one is caught by the explicit re-check (it then reads
-    /// unknown), never turned into a proof.
-    fn stale(&mut self, g: &GroupInfo, c: &Class, w: &Site) -> R<()> {
-        let s = self.s;
-        self.reset();
-        let (k, kd) = self.kvar(g);
-        let ew = self.ev_k(c, w, &k);
-        let n = self.named(c, w, &ew, &k)?;
-        let next = n.clone().add(int(1));
-        let (got, exp) = self.arrivals_expected(g, &k, &next)?;
-        // n may be -1 (a parity wait before phase 0, "already complete"): stale too once phase 0
-        // can complete before the wait runs.
-        let mut parts = vec![
-            kd,
-            ew.dom.clone(),
-            ew.idx.clone().eq(k.clone()),
-            n.clone().cmp(Cmp::Ge, int(-1)),
-            got.clone().cmp(Cmp::Gt, int(0)),
-            got.clone().eq(exp),
-        ];
-        let is_arr = |x: &Site| matches!(x.kind, SiteKind::Arrive { .. });
-        for c2 in s.classes.iter().filter(|c2| c2.label != c.label) {
-            let arr = Self::arrivals_of(c2, &g.name);
-            // One arrival site (in a loop or not), or several outside loops (unrolled code):
-            // otherwise c2 is not credited with holding the phase back.
-            let single = arr.len() == 1;
-            if !single && arr.iter().any(|a| c2.segs[a.seg].is_some()) {
-                continue;
-            }
-            let v = self.total_visits(c2, &g.name, &k)?;
-            // c2 contributes to round n+1 only when it makes that many arrivals
-            let mut not_held = vec![v.cmp(Cmp::Le, next.clone())];
-            let mut per_site = Vec::new();
-            for a in arr.iter().copied() {
-                let ea = self.ev_k(c2, a, &k);
-                let va = self.visit(c2, a, &ea, &k, &|x| is_arr(x))?;
-                let va_copy = va.clone().eq(next.clone());
-                let mut witness = vec![ea.dom.clone(), ea.idx.clone().eq(k.clone()), va.eq(next.clone())];
-                let mut via = Vec::new();
-                // held back only by a wait of a thread that makes the arrival (an elected
-                // lane does not run the other lanes' block, and they do not run its)
-                for w2 in c2.sites.iter().filter(|x| {
-                    (x.seg == a.seg || !single)
-                        && x.pos < a.pos
-                        && !disjoint(x.share, a.share)
-                        && matches!(x.kind, SiteKind::WaitParity { .. } | SiteKind::WaitToken { .. })
-                }) {
-                    let a1s: Vec<&Site> = c
-                        .sites
-                        .iter()
-                        .filter(|x| is_arr(x) && x.group == w2.group && !disjoint(x.share, w.share))
-                        .collect();
-                    if a1s.is_empty() {
-                        continue;
-                    }
-                    let g2 = s.groups.iter().find(|x| x.name == w2.group).unwrap();
-                    let (k2, kd2) = self.kvar(g2);
-                    let ew2 = self.ev_k(c2, w2, &k2);
-                    let same_iter = match (&ew2.iv, &ea.iv) {
-                        (Some(x), Some(y)) => x.clone().eq(y.clone()),
-                        _ => B::Const(true),
-                    };
-                    let m = self.named(c2, w2, &ew2, &k2)?;
-                    let v1 = self.total_visits(c, &w2.group, &k2)?;
-                    // not held via w2: w2 does not run there, names nothing, or the arrival of c it
-                    // needs is not after `w`
-                    let mut lost = Vec::new();
-                    for a1 in &a1s {
-                        let ea1 = self.ev_k(c, a1, &k2);
-                        let va1 = self.visit(c, a1, &ea1, &k2, &|x| is_arr(x))?;
-                        lost.push(B::and(vec![
-                            ea1.dom.clone(),
-                            ea1.idx.clone().eq(k2.clone()),
-                            va1.eq(m.clone()),
-                            Self::before(c, a1, &ea1, w, &ew),
-                        ]));
-                    }
-                    via.push(B::and(vec![kd2, same_iter.clone(), ew2.idx.clone().eq(k2.clone())]));
-                    let runs = B::and(vec![ew2.dom.clone(), same_iter]);
-                    via.push(B::or(vec![
-                        runs.not(),
-                        m.clone().cmp(Cmp::Lt, int(0)),
-                        v1.cmp(Cmp::Le, m.clone()),
-                        B::or(lost),
-                    ]));
-                }
-                witness.extend(via);
-                if single {
-                    not_held.push(B::and(witness));
-                } else {
-                    let is_it = B::and(vec![ea.dom.clone(), ea.idx.clone().eq(k.clone()), va_copy]);
-                    per_site.push(B::or(vec![is_it.not(), B::and(witness)]));
-                }
-            }
-            if !single {
-                not_held.push(B::and(per_site));
-            }
-            parts.push(B::or(not_held));
-        }
-        self.push_q(Query {
-            goal: Goal::Violation(Law::Parity),
-            group: g.name.clone(),
-            what: format!(
-                "{} waits on a phase of `{}` that the barrier can leave two phases behind: the next phase completes without waiting for it",
-                c.label, g.name
-            ),
-            formula: B::and(parts),
-            spans: vec![w.span],
-            show: vec![("element".into(), k), ("phase named".into(), n)],
-        });
-        Ok(())
-    }
-
     /// `e1` (of site s1) comes strictly before `e2` (of s2) in the class's program order.
     fn before(c: &Class, s1: &Site, e1: &Ev, s2: &Site, e2: &Ev) -> B {
         if s1.seg != s2.seg {
@@ -925,9 +819,10 @@ impl<'a> Encoder<'a> {
 
     /// A phase needs its bytes as it needs its arrivals: `w1` (of `c`) waits on a phase whose
     /// bytes `c2` lands after a wait that needs a later arrival of `c`. A landing in a loop
-    /// iteration belongs to the round of `c2`'s arrival in that iteration; elsewhere every
-    /// phase is taken as needing it (an over-approximation: a refutation the explicit search
-    /// does not confirm reads `unknown`).
+    /// iteration belongs to the round of `c2`'s arrival in that iteration; outside loops (where
+    /// `c2` arrives only outside loops) to the round of the arrival before it or after it, as
+    /// the tx rule attributes it; elsewhere every phase is taken as needing it (an
+    /// over-approximation: a refutation the explicit search does not confirm reads `unknown`).
     fn wait_order_bytes(&mut self, c: &Class, w1: &Site, c2: &Class) -> R<()> {
         let s = self.s;
         let is_wait = |x: &Site| matches!(x.kind, SiteKind::WaitParity { .. } | SiteKind::WaitToken { .. });
@@ -944,6 +839,12 @@ impl<'a> Encoder<'a> {
                 .filter(|x| is_arr(x) && x.group == w1.group && x.seg == l2.seg)
                 .collect();
             let paired = c2.segs[l2.seg].is_some() && round_arrival.len() == 1;
+            let top_rounds = c2.segs[l2.seg].is_none()
+                && c2.sites.iter().any(|x| is_arr(x) && x.group == w1.group)
+                && c2
+                    .sites
+                    .iter()
+                    .all(|x| !(is_arr(x) && x.group == w1.group) || c2.segs[x.seg].is_none());
             for w2 in c2.sites.iter().filter(|x| is_wait(x)) {
                 if w2.seg > l2.seg || (w2.seg == l2.seg && c2.segs[w2.seg].is_none() && w2.pos > l2.pos) {
                     continue;
@@ -988,6 +889,11 @@ impl<'a> Encoder<'a> {
                             parts.push(x.clone().eq(y.clone()));
                         }
                         parts.push(v2.eq(n1.clone()));
+                    } else if top_rounds {
+                        // outside loops the tx rule gives the landing the round of the
+                        // arrival before it, or of the next one (a wait in between): either
+                        let r = self.visit(c2, l2, &el2, &k1, &|x| is_arr(x))?;
+                        parts.push(B::or(vec![n1.clone().eq(r.clone().sub(int(1))), n1.clone().eq(r)]));
                     }
                     self.push_q(Query {
                         goal: Goal::Violation(Law::WaitOrder),
@@ -1061,8 +967,19 @@ fn floorified(s: &Summary) -> Summary {
 /// remainder `R` (pruned where the occurrence's index cannot equal its element). In each case
 /// every division of a loop variable folds to a constant plus a multiple of `Q`, which leaves Z3
 /// linear arithmetic without divisions. Left whole when the cases would be too many.
-fn split_cases(f: &B, cx: &Ctx) -> B {
-    const MAX: usize = 20_000;
+fn split_cases(f: &B, cx: &Ctx, concrete: bool) -> B {
+    // A remainder is only a way of writing a loop variable: it lies in 0..L wherever it occurs,
+    // also under a negation (where a free one could switch an occurrence off).
+    let bounds: Vec<B> = cx
+        .evs
+        .iter()
+        .flat_map(|(r, per, _, _)| [var(r).cmp(Cmp::Ge, int(0)), var(r).cmp(Cmp::Lt, int(*per))])
+        .collect();
+    let whole = || B::and(std::iter::once(f.clone()).chain(bounds.iter().cloned()).collect());
+    // at declared values the cases together may hold about a million nodes (a stale query with
+    // its chains is split less, left whole beyond); with ranged parameters as solver variables
+    // a query left whole can defeat the solver's arithmetic, so those keep the full split
+    let max: usize = if concrete { (1_000_000 / formula_size(f).max(1)).clamp(16, MAX_CASES) } else { MAX_CASES };
     let mut cases: Vec<(BTreeMap<String, T>, Vec<B>)> = vec![(BTreeMap::new(), vec![])];
     for (k, len) in &cx.ks {
         let mut next = Vec::new();
@@ -1075,8 +992,8 @@ fn split_cases(f: &B, cx: &Ctx) -> B {
                 next.push((m2, e2));
             }
         }
-        if next.len() > MAX {
-            return f.clone();
+        if next.len() > max {
+            return whole();
         }
         cases = next;
     }
@@ -1098,8 +1015,8 @@ fn split_cases(f: &B, cx: &Ctx) -> B {
                 next.push((m2, e2));
             }
         }
-        if next.len() > MAX {
-            return f.clone();
+        if next.len() > max {
+            return whole();
         }
         cases = next;
     }
@@ -1119,4 +1036,26 @@ fn split_cases(f: &B, cx: &Ctx) -> B {
             })
             .collect(),
     )
+}
+
+/// The most cases `split_cases` makes of one query; beyond, the query is left whole.
+const MAX_CASES: usize = 20_000;
+
+/// The nodes of a formula (terms included): what one case of `split_cases` costs.
+fn formula_size(f: &B) -> usize {
+    fn t(x: &T) -> usize {
+        1 + match x {
+            T::Int(_) | T::Var(_) => 0,
+            T::Add(v) => v.iter().map(t).sum(),
+            T::Mul(a, b) => t(a) + t(b),
+            T::Div(a, _) | T::Mod(a, _) | T::FDiv(a, _) | T::FMod(a, _) => t(a),
+            T::Ite(c, a, b) => formula_size(c) + t(a) + t(b),
+        }
+    }
+    1 + match f {
+        B::Const(_) => 0,
+        B::Cmp(_, a, b) => t(a) + t(b),
+        B::And(v) | B::Or(v) => v.iter().map(formula_size).sum(),
+        B::Not(b) => formula_size(b),
+    }
 }

@@ -405,6 +405,28 @@ pub fn confirmed(r: &Report) -> bool {
     r.verdict == Verdict::Violated && !counting_kinds(r).is_empty()
 }
 
+/// The kinds of the explicit report that confirm the counterexample `cx`: the counting kinds,
+/// and the kinds its law shows up as (docs/smt.md: excess arrivals spill into the next phase
+/// as missing-wait; unbalanced bytes nobody waits on are a lifetime). A `syncwarp` is modelled
+/// as a barrier of the lanes its mask names; the explicit search reports lanes that never meet
+/// there as the undefined behaviour it is (assertion), so that confirms an arrivals refutation
+/// on it.
+pub fn confirming_kinds(cx: &Counterexample, r: &Report) -> Vec<&'static str> {
+    if r.verdict != Verdict::Violated {
+        return Vec::new();
+    }
+    let syncwarp = cx.law == Law::Arrivals && cx.group.starts_with("syncwarp ");
+    let mut v: Vec<&'static str> = r
+        .violations
+        .iter()
+        .map(|f| f.kind.name())
+        .filter(|k| COUNTING_KINDS.contains(k) || cx.law.explicit_kinds().contains(k) || (syncwarp && *k == "assertion"))
+        .collect();
+    v.sort();
+    v.dedup();
+    v
+}
+
 /// Parse `NAME=LO..=HI` (or `NAME=V` for a single value).
 pub fn parse_range(s: &str) -> Result<Range, String> {
     let (name, rest) = s.split_once('=').ok_or_else(|| format!("`{s}` is not NAME=LO..=HI"))?;

@@ -163,7 +163,7 @@ impl<'a> Encoder<'a> {
             for seg in segs {
                 let xs: Vec<&Site> = c.sites.iter().filter(|s| is_tx(s) && s.seg == seg).collect();
                 let arrs: Vec<&&Site> = arr.iter().filter(|a| a.seg == seg).collect();
-                if c.segs[seg].is_none() || arrs.len() != 1 {
+                if arrs.len() != 1 {
                     return un(
                         xs[0].span,
                         format!(
@@ -173,6 +173,7 @@ impl<'a> Encoder<'a> {
                     );
                 }
                 let a = *arrs[0];
+                self.arrival_after_phase(g, c, a)?;
                 self.reset();
                 let (k, kd) = self.kvar(g);
                 let ev = self.ev_k(c, a, &k);
@@ -262,8 +263,51 @@ impl<'a> Encoder<'a> {
                             && w.pos < x.pos
                             && matches!(w.kind, SiteKind::WaitParity { .. } | SiteKind::WaitToken { .. })
                     });
-                    if !waited {
+                    // a wait on another barrier in between may order the arrival after that
+                    // phase (the producer's wait on `empty` needs the consumer's release, made
+                    // after its wait on this element): the rounds stay apart, under an
+                    // obligation that every run of the waits between orders them so
+                    let between: Vec<&Site> = c
+                        .sites
+                        .iter()
+                        .filter(|w| {
+                            w.pos > last
+                                && w.pos < x.pos
+                                && c.segs[w.seg].is_none()
+                                && matches!(w.kind, SiteKind::WaitParity { .. } | SiteKind::WaitToken { .. })
+                        })
+                        .collect();
+                    if !waited && (between.is_empty() || rounds_out.is_some()) {
                         r -= 1;
+                    } else if !waited {
+                        self.reset();
+                        let mut unordered = Vec::new();
+                        for w in between {
+                            let g2 = self.s.groups.iter().find(|x| x.name == w.group).unwrap();
+                            let (k2, kd2) = self.kvar(g2);
+                            let ew = self.ev_k(c, w, &k2);
+                            let m = self.named(c, w, &ew, &k2)?;
+                            let early = self.completes_before(c, g2, &k2, &m, &g.name, &k, &int(r as i64 - 1))?;
+                            unordered.push(B::and(vec![
+                                kd2,
+                                ew.idx.clone().eq(k2),
+                                B::or(vec![ew.dom.clone().not(), m.cmp(Cmp::Lt, int(0)), early]),
+                            ]));
+                        }
+                        self.push_q(Query {
+                            goal: Goal::Obligation(Unsupported {
+                                span: x.span,
+                                why: format!(
+                                    "{} arrives on `{}` again before waiting on it; prove could not show that its waits in between order the arrival after the earlier phase, so the bytes may belong to either",
+                                    c.label, g.name
+                                ),
+                            }),
+                            group: g.name.clone(),
+                            what: String::new(),
+                            formula: B::and(unordered),
+                            spans: vec![x.span],
+                            show: vec![],
+                        });
                     }
                 }
                 let amount = match &c.segs[x.seg] {
@@ -356,5 +400,67 @@ impl<'a> Encoder<'a> {
             spans,
             show,
         });
+    }
+
+    /// Bytes go to the round of the arrival in their iteration only if that arrival cannot
+    /// fall into the thread's previous phase on the element, still open for its bytes (it would
+    /// over-arrive there): an obligation that a wait of the thread since its last arrival (in
+    /// this iteration before it, or in the previous one after it) orders the arrival after that phase, by waiting on it or on a barrier whose
+    /// phase needs an arrival made after a wait on it (the producer's `empty`).
+    fn arrival_after_phase(&mut self, g: &GroupInfo, c: &Class, a: &Site) -> R<()> {
+        let s = self.s;
+        let is_arr = |s: &Site| matches!(s.kind, SiteKind::Arrive { .. });
+        let is_wait = |s: &Site| matches!(s.kind, SiteKind::WaitParity { .. } | SiteKind::WaitToken { .. });
+        self.reset();
+        let (k, kd) = self.kvar(g);
+        let ea = self.ev_k(c, a, &k);
+        let r = self.visit(c, a, &ea, &k, &|s| is_arr(s))?;
+        let prev = r.clone().sub(int(1));
+        let mut parts = vec![kd, ea.dom.clone(), ea.idx.clone().eq(k.clone()), r.cmp(Cmp::Ge, int(1))];
+        // the waits after the previous arrival: earlier in the iteration (or segment), or later
+        // in the previous iteration
+        let looped = c.segs[a.seg].is_some();
+        let between = c.sites.iter().filter(|w| is_wait(w) && w.seg == a.seg && !disjoint(w.share, a.share)).flat_map(|w| {
+            let mut v = Vec::new();
+            if w.pos < a.pos {
+                v.push((w, 0));
+            }
+            if looped && w.pos > a.pos {
+                v.push((w, -1));
+            }
+            v
+        });
+        for (w, d) in between.collect::<Vec<_>>() {
+            let g2 = s.groups.iter().find(|x| x.name == w.group).unwrap();
+            let (k2, kd2) = self.kvar(g2);
+            let ew = self.ev_k(c, w, &k2);
+            let tie = match (&ew.iv, &ea.iv) {
+                (Some(x), Some(y)) => x.clone().eq(y.clone().add(int(d))),
+                _ => B::Const(true),
+            };
+            let m = self.named(c, w, &ew, &k2)?;
+            let unordered = if w.group == g.name {
+                B::or(vec![k2.clone().cmp(Cmp::Ne, k.clone()), m.clone().cmp(Cmp::Lt, prev.clone())])
+            } else {
+                self.completes_before(c, g2, &k2, &m, &g.name, &k, &prev)?
+            };
+            parts.push(B::and(vec![kd2, tie, ew.idx.clone().eq(k2.clone())]));
+            parts.push(B::or(vec![ew.dom.clone().not(), m.cmp(Cmp::Lt, int(0)), unordered]));
+        }
+        self.push_q(Query {
+            goal: Goal::Obligation(Unsupported {
+                span: a.span,
+                why: format!(
+                    "{} arrives on `{}` again with nothing since its last arrival there that waits for that phase; the arrival may fall into that phase while its bytes are in flight (over-arrival), which only the explicit search models",
+                    c.label, g.name
+                ),
+            }),
+            group: g.name.clone(),
+            what: String::new(),
+            formula: B::and(parts),
+            spans: vec![a.span],
+            show: vec![],
+        });
+        Ok(())
     }
 }
