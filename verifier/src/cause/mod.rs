@@ -23,6 +23,8 @@
 //! phase that went wrong, and the two numbers that disagree.
 
 mod blame;
+mod decls;
+mod sites;
 mod structure;
 mod writers;
 
@@ -227,6 +229,8 @@ fn divergence(
     actions: &[Action],
     arrivers: &Arrivers,
     all: &structure::Arrivals,
+    decls: &decls::Decls,
+    executed: &[std::collections::BTreeSet<u32>],
     kind: ViolationKind,
     message: &str,
 ) -> Divergence {
@@ -252,8 +256,8 @@ fn divergence(
     let mut consumed: BTreeMap<(usize, u16), (i64, usize)> = BTreeMap::new();
     // Per barrier: the phase it is in (from the completions seen so far).
     let mut phase_now: BTreeMap<u16, i64> = BTreeMap::new();
-    // Per thread and barrier: the phase of its latest arrival.
-    let mut arrived_on: BTreeMap<(usize, u16), i64> = BTreeMap::new();
+    // Per thread and barrier: the phase of its latest arrival, and the step that made it.
+    let mut arrived_on: BTreeMap<(usize, u16), (i64, usize)> = BTreeMap::new();
     // For a race: the latest earlier write or copy issue into the same buffer by someone else,
     // which is the other half of the race and often the actual mistake (an overwrite before
     // the slot was released).
@@ -293,16 +297,21 @@ fn divergence(
             .find_map(bar_of)
             .map(|(b, ph)| (Some(b), Some(ph).filter(|p| *p >= 0)))
             .unwrap_or((None, None));
+        // The statement to change, when it is not the step's own (sites.rs).
+        let (span, moved) = match sites::relocate(model, source, decls, r, i, v) {
+            Some((sp, why)) => (sp, why),
+            None => (s.span, String::new()),
+        };
         Divergence {
             rule: Rule::FirstViolation,
             step: i,
-            span: Some(s.span),
+            span: Some(span),
             bar,
             phase,
             mismatch: None,
             raised: Some(v.kind),
             what: format!(
-                "{} at line {} `{}`: {}{}",
+                "{} at line {} `{}`: {}{}{moved}",
                 v.kind,
                 line(s.span),
                 statement_text(source, s.span),
@@ -318,18 +327,31 @@ fn divergence(
     // Per thread and barrier: bytes it announced after its latest arrival's phase had already
     // completed (step, bytes, that phase). Harmless when they are for its next arrival; the
     // mistake when it then waits on the completed phase as if they were in it.
-    let mut late: BTreeMap<(usize, u16), (usize, i64, i64)> = BTreeMap::new();
+    // The arrival it made too early is the statement to move: it belongs after the bytes.
+    let mut late: BTreeMap<(usize, u16), (usize, i64, i64, usize)> = BTreeMap::new();
     // Per thread: its latest wait, when it passed on the phase before the barrier's first and
     // the thread has not written since (step, barrier).
     let mut before_first: BTreeMap<usize, Option<(usize, u16)>> = BTreeMap::new();
     let produced_by = |def: Option<(Span, blame::Operand)>| match def {
-        Some((d, what)) => format!(
-            "; the {} comes from `{}` at line {}",
-            what.name(),
-            statement_text(source, d),
-            line(d)
-        ),
+        Some((d, what)) => {
+            let mut out = format!(
+                "; the {} comes from `{}` at line {}",
+                what.name(),
+                statement_text(source, d),
+                line(d)
+            );
+            if let Some(n) = decls.trip_count_declaration(d) {
+                out.push_str(&format!(", in a loop run `{}` times (line {})", statement_text(source, n), line(n)));
+            }
+            out
+        }
         None => String::new(),
+    };
+    // The statement a wrong parity's writer leads to: the writer, or the param that says how
+    // often a loop of local assignments around it runs.
+    let parity_site = |def: Option<(Span, blame::Operand)>, at: Span| match def {
+        Some((d, _)) => decls.trip_count_declaration(d).unwrap_or(d),
+        None => at,
     };
     for (i, s) in r.steps.iter().enumerate() {
         let thread = match s.action {
@@ -349,10 +371,10 @@ fn divergence(
                     if f.field != "tx" || after <= before {
                         continue;
                     }
-                    if let Some(&ph) = arrived_on.get(&(t, b)) {
+                    if let Some(&(ph, arrival)) = arrived_on.get(&(t, b)) {
                         let waited = consumed.get(&(t, b)).map(|c| c.0);
                         if phase_now.get(&b).copied().unwrap_or(0) > ph && waited.is_none_or(|w| w < ph) {
-                            late.entry((t, b)).or_insert((i, after - before, ph));
+                            late.entry((t, b)).or_insert((i, after - before, ph, arrival));
                         }
                     }
                 }
@@ -370,7 +392,7 @@ fn divergence(
         for o in &s.obs {
             match (o, thread) {
                 (Obs::Arrived { bar, phase, .. }, Some(t)) => {
-                    arrived_on.insert((t, *bar), *phase);
+                    arrived_on.insert((t, *bar), (*phase, i));
                     late.remove(&(t, *bar));
                     let key = (s.span.start, *bar, rounds.arrival(t, s.span.start, *bar));
                     match round.get(&key) {
@@ -445,14 +467,15 @@ fn divergence(
                     }
                 }
                 (Obs::Waited { bar, phase } | Obs::TryWait { bar, phase, result: true }, Some(t)) => {
-                    if let Some(&(at, bytes, ph)) = late.get(&(t, *bar)) {
+                    if let Some(&(at, bytes, ph, arrival)) = late.get(&(t, *bar)) {
                         if ph == *phase {
                             let st = &r.steps[at];
+                            let early = r.steps[arrival].span;
                             return Divergence {
                                 raised: None,
                                 rule: Rule::TxMismatch,
-                                step: at,
-                                span: Some(st.span),
+                                step: arrival,
+                                span: Some(early),
                                 bar: Some(*bar),
                                 phase: Some(ph),
                                 mismatch: Some(Mismatch {
@@ -461,11 +484,13 @@ fn divergence(
                                     actual: bytes,
                                 }),
                                 what: format!(
-                                    "{} announces {bytes} bytes on {} at line {} `{}` after its own arrival on phase {ph}, which completes without them; the bytes count toward phase {}, yet it waits on phase {ph} (step {})",
+                                    "{} announces {bytes} bytes on {} at line {} `{}` after its own arrival on phase {ph} at line {} `{}`, which completes without them; the bytes count toward phase {}, yet it waits on phase {ph} (step {}): the arrival belongs after the announcement",
                                     p.thread_label(t),
                                     p.barriers[*bar as usize].name,
                                     line(st.span),
                                     statement_text(source, st.span),
+                                    line(early),
+                                    statement_text(source, early),
                                     ph + 1,
                                     i + 1
                                 ),
@@ -480,7 +505,7 @@ fn divergence(
                                 raised: None,
                                 rule: Rule::WrongParity,
                                 step: i,
-                                span: Some(def.map_or(s.span, |d| d.0)),
+                                span: Some(parity_site(def, s.span)),
                                 bar: Some(*bar),
                                 phase: Some(*phase),
                                 mismatch: Some(Mismatch {
@@ -523,7 +548,7 @@ fn divergence(
                             raised: None,
                             rule: Rule::WrongParity,
                             step: w,
-                            span: Some(def.map_or(ws, |d| d.0)),
+                            span: Some(parity_site(def, ws)),
                             bar: Some(b),
                             phase: Some(-1),
                             mismatch: Some(Mismatch {
@@ -615,7 +640,7 @@ fn divergence(
     if let Some(v) = r.init_violations.first() {
         return structure::initial(model, source, v.kind, &v.message);
     }
-    final_state(model, source, r, actions, all, kind, message)
+    final_state(model, source, r, actions, all, executed, decls, kind, message)
 }
 
 /// A data race whose cause is an earlier statement: the group wait that left the actor's own
@@ -689,11 +714,15 @@ fn final_state(
     r: &Replayed,
     actions: &[Action],
     all: &structure::Arrivals,
+    executed: &[std::collections::BTreeSet<u32>],
+    decls: &decls::Decls,
     kind: ViolationKind,
     message: &str,
 ) -> Divergence {
     let p = &model.proto;
     let mut span = None;
+    // The bytes a phase waits for that never land (for a declaration they come from).
+    let mut missing_bytes = 0;
     let mut bar = None;
     let mut phase = None;
     let mut mismatch = None;
@@ -701,16 +730,12 @@ fn final_state(
     let mut announced: Option<usize> = None;
     // ... or the copy that moved less than its buffer, when that is what the phase lacks.
     let mut short: Option<usize> = None;
-    // For a phase short of arrivals: the last step of a thread that exited without its arrival.
-    let mut cut_short: Option<usize> = None;
-    if let Some(last) = &r.last {
-        let mut en = Vec::new();
-        model.actions(last, &mut en);
-        span = (0..last.threads.len())
-            .find(|&t| last.threads[t].status != Status::Done && !en.contains(&Action::Thread(t as u16)))
-            .and_then(|t| p.code_of(t).instrs.get(last.threads[t].pc as usize))
-            .map(|i| i.span);
-    }
+    // For a phase short of arrivals: the last step of a thread that exited without its arrival
+    // (and the `return` it exited by, when it took one).
+    let mut cut_short: Option<(usize, Option<Span>)> = None;
+    // ... or an arrival aimed at another CTA's copy of the barrier, or one no execution reaches.
+    let mut misdirected: Option<usize> = None;
+    let mut unreached: Option<Span> = None;
     // A deadlock's explanation is one clause per blocked thread.
     let clauses: Vec<&str> = if kind == ViolationKind::Deadlock {
         top_level_clauses(message)
@@ -718,6 +743,25 @@ fn final_state(
         vec![message]
     };
     let first = clauses[0];
+    if let Some(last) = &r.last {
+        let mut en = Vec::new();
+        model.actions(last, &mut en);
+        let stuck = |t: usize| last.threads[t].status != Status::Done && !en.contains(&Action::Thread(t as u16));
+        // The thread the explanation is about (its first clause starts with its label), else
+        // the first blocked one.
+        let subject = (0..last.threads.len())
+            .filter(|_| kind != ViolationKind::Deadlock)
+            .filter(|&t| {
+                let l = p.thread_label(t);
+                first.starts_with(&l) && !first[l.len()..].starts_with(|c: char| c.is_ascii_alphanumeric())
+            })
+            .max_by_key(|&t| p.thread_label(t).len())
+            .filter(|&t| last.threads[t].status != Status::Done);
+        span = subject
+            .or_else(|| (0..last.threads.len()).find(|&t| stuck(t)))
+            .and_then(|t| p.code_of(t).instrs.get(last.threads[t].pc as usize))
+            .map(|i| i.span);
+    }
     // A count no execution can reach, on any barrier the deadlock leaves short of arrivals (the
     // first clause may be about a barrier whose arrivers wait on that one).
     if let (Some(last), true) = (&r.last, kind == ViolationKind::Deadlock) {
@@ -743,13 +787,39 @@ fn final_state(
             let st = &last.barriers[b];
             phase = Some(st.phase);
             if st.pending > 0 && kind == ViolationKind::Deadlock {
-                cut_short = structure::exited_arriver(model, r, b as u16, st);
+                misdirected = structure::misdirected_arrival(model, r, b as u16);
+                unreached = structure::unreached_arrival(model, all, executed, b as u16);
+                cut_short = structure::exited_arriver(model, r, b as u16, st).map(|j| {
+                    (
+                        j,
+                        match r.steps[j].action {
+                            Action::Thread(t) => structure::return_of(model, r, t as usize),
+                            _ => None,
+                        },
+                    )
+                });
                 mismatch = Some(Mismatch {
                     what: format!("arrivals phase {} expects vs arrivals made", st.phase),
                     expected: st.expected,
                     actual: st.expected - st.pending,
                 });
-            } else if st.tx != 0 && kind == ViolationKind::Deadlock {
+            }
+            // The barrier whose bytes never land: the clause's own, or, when its arrivals are
+            // short for no reason found above, one whose waiters are the threads that would
+            // make them (the chain of waits ends at bytes no copy brings).
+            let found = misdirected.is_some() || unreached.is_some() || cut_short.is_some();
+            let starved = if st.tx != 0 {
+                Some(b)
+            } else if st.pending > 0 && !found {
+                (0..last.barriers.len()).find(|&x| last.barriers[x].tx > 0)
+            } else {
+                None
+            };
+            if let (Some(b), ViolationKind::Deadlock) = (starved, kind) {
+                let st = &last.barriers[b];
+                bar = Some(b as u16);
+                phase = Some(st.phase);
+                missing_bytes = st.tx;
                 short = structure::short_copy(model, r, b as u16, st.phase, st.tx);
                 announced = blame::tx_announcer(r, r.steps.len(), &p.barriers[b].name).filter(|_| short.is_none());
                 mismatch = Some(Mismatch {
@@ -795,15 +865,24 @@ fn final_state(
     }
     let was_aliased = aliased.is_some();
     let (span, what) = match aliased {
-        Some((d, operand)) => (
-            Some(d),
-            format!(
+        Some((d, operand)) => {
+            let mut what = format!(
                 "{what}; the {} comes from `{}` at line {}",
                 operand.name(),
                 statement_text(source, d),
                 line_col(source, d.start as usize).0
-            ),
-        ),
+            );
+            // A loop of local assignments around the writer: its trip count decides the value.
+            let n = decls.trip_count_declaration(d);
+            if let Some(n) = n {
+                what.push_str(&format!(
+                    ", in a loop run `{}` times (line {})",
+                    statement_text(source, n),
+                    line_col(source, n.start as usize).0
+                ));
+            }
+            (Some(n.unwrap_or(d)), what)
+        }
         None => (span, what),
     };
     // Each later finding moves the cause to the statement of its step and adds its clause.
@@ -816,8 +895,16 @@ fn final_state(
         let (a, line, text) = step_at(j);
         span = Some(a);
         what = format!("{what}; the phase's bytes were announced at line {line} `{text}`");
+        if let Some(d) = decls.excess_declaration(a, missing_bytes) {
+            span = Some(d);
+            what = format!(
+                "{what}, whose {missing_bytes} bytes no copy brings come from `{}` at line {}",
+                statement_text(source, d),
+                line_col(source, d.start as usize).0
+            );
+        }
     }
-    if let Some(j) = cut_short.filter(|_| !was_aliased) {
+    if let Some((j, ret)) = cut_short.filter(|_| !was_aliased && misdirected.is_none()) {
         let (a, line, text) = step_at(j);
         let who = match r.steps[j].action {
             Action::Thread(t) => p.thread_label(t as usize),
@@ -825,6 +912,43 @@ fn final_state(
         };
         span = Some(a);
         what = format!("{what}; {who} exits without its arrival on that phase: its part ends after line {line} `{text}`");
+        if let Some(ret) = ret {
+            span = Some(ret);
+            what = format!(
+                "{what}, at the return at line {} (arrive_and_drop there releases the barrier)",
+                line_col(source, ret.start as usize).0
+            );
+        }
+    }
+    if let Some(j) = misdirected.filter(|_| !was_aliased) {
+        let (a, line, text) = step_at(j);
+        span = Some(a);
+        what = format!("{what}; the arrival at line {line} `{text}` lands on another CTA's copy of the barrier, and no thread of its CTA arrives on this one");
+    }
+    if let Some(u) = unreached.filter(|_| !was_aliased) {
+        span = Some(u);
+        what = format!(
+            "{what}; no execution reaches the arrival at line {} `{}` (its guard admits no thread that runs it)",
+            line_col(source, u.start as usize).0,
+            statement_text(source, u)
+        );
+    }
+    if kind == ViolationKind::Deadlock && !was_aliased {
+        if let Some(w) = structure::wait_before_cta_barrier(model, r) {
+            span = Some(w);
+            what = format!(
+                "{what}; the wait at line {} `{}` comes before the CTA barrier whose other side makes its arrival",
+                line_col(source, w.start as usize).0,
+                statement_text(source, w)
+            );
+        }
+    }
+    if kind == ViolationKind::Lifetime && span.is_none() {
+        if let Some(j) = structure::copy_in_flight(r) {
+            let (a, line, text) = step_at(j);
+            span = Some(a);
+            what = format!("{what}; nothing waits for the copy issued at line {line} `{text}` before the exit");
+        }
     }
     if let Some(j) = short {
         let (a, line, text) = step_at(j);
@@ -874,6 +998,13 @@ pub fn root_causes(model: &Model, source: &str, violations: &[Found]) -> (Vec<Ca
     let replayed: Vec<Replayed> = replays.iter().flatten().cloned().collect();
     let arrivers = arrivers_of(&replayed);
     let all = structure::arrivals_of(&replayed);
+    let decls = decls::Decls::of(source, &p.params);
+    // Per role, the instructions some explored execution ran (an arrival none reaches under a
+    // guard they evaluated has a guard to fix).
+    let mut executed = Vec::new();
+    for f in violations {
+        writers::reached(model, &f.actions, &mut executed);
+    }
     for (f, r) in violations.iter().zip(replays) {
         let Some(r) = r else {
             // A trace that does not replay is its own cause (it cannot happen for traces the
@@ -897,7 +1028,9 @@ pub fn root_causes(model: &Model, source: &str, violations: &[Found]) -> (Vec<Ca
             of.push(causes.len() - 1);
             continue;
         };
-        let d = divergence(model, source, &r, &f.actions, &arrivers, &all, f.kind, &f.message);
+        let d = divergence(
+            model, source, &r, &f.actions, &arrivers, &all, &decls, &executed, f.kind, &f.message,
+        );
         // Same instruction, same cause: whatever kind each trace ends in, and whichever rule
         // saw it (a wrong parity that returns early and the same wait blocking on an aliased
         // phase are one mistake).
