@@ -15,16 +15,10 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 /// Buggy twins whose first cause names another line than the change, and why (docs/known-debts.md).
-const NOT_YET: &[(&str, &str)] = &[
-    (
-        "specs/hopper/cp_async_noinc_uncounted.phase",
-        "a count in the declaration: named at the early arrive-on",
-    ),
-    (
-        "specs/soundness/roles_share_warp_commit.phase",
-        "the role layout: named at the commit",
-    ),
-];
+const NOT_YET: &[(&str, &str)] = &[(
+    "specs/soundness/roles_share_warp_commit.phase",
+    "the role layout: named at the commit",
+)];
 
 /// The code lines of a spec (1-based number, text with spaces squeezed): no comments, blank
 /// lines, `protocol` or `expect` lines, and no `param` lines when

@@ -21,6 +21,7 @@ use crate::tracefile::statement_text;
 use phasecheck_model::lang::ast::Span;
 use phasecheck_model::lang::diag::line_col;
 use phasecheck_model::program::ir::{IOp, Instr, InstrKind};
+use phasecheck_model::rt::copies::CopyOp;
 use phasecheck_model::rt::mbarrier::MbarOp;
 use phasecheck_model::rt::proxy::ProxyOp;
 use phasecheck_model::rt::{Action, Model, Obs, Violation};
@@ -63,6 +64,9 @@ pub(super) fn relocate(model: &Model, source: &str, decls: &Decls, r: &Replayed,
             barrier_init(model, r, i).map(|j| at(r.steps[j].span, "the fence belongs after the init"))
         }
         ViolationKind::Assertion => local_check(model, s).map(|sp| at(sp, "the failing check is")),
+        ViolationKind::MissingWait => {
+            uncounted_arrive_ons(model, r, i).map(|sp| at(sp, "the count leaves out the .noinc arrive-ons: declared"))
+        }
         ViolationKind::CompletionMisuse => completion_statement(model, s).map(|sp| at(sp, "the completion function's statement is")),
         ViolationKind::TxRange => decls
             .bytes_declaration(s.span)
@@ -114,6 +118,39 @@ fn announcing_arrival(model: &Model, r: &Replayed, i: usize) -> Option<usize> {
         }
     }
     None
+}
+
+/// A copy landing's arrive-on (step `i`) that runs ahead of the round: its barrier is arrived
+/// on by `.noinc` arrive-ons, which count among a phase's arrivals, and its declared count is
+/// below the threads that arrive on it plus the threads that run those arrive-ons: the
+/// declaration counts only the threads. Returns the declaration's span.
+fn uncounted_arrive_ons(model: &Model, r: &Replayed, i: usize) -> Option<Span> {
+    let p = &model.proto;
+    let s = &r.steps[i];
+    if matches!(s.action, Action::Thread(_)) {
+        return None;
+    }
+    let b = s.obs.iter().find_map(|o| match o {
+        Obs::Arrived { bar, .. } => Some(*bar),
+        _ => None,
+    })?;
+    let group = p.barrier_groups.iter().position(|g| (g.base..g.base + g.len).contains(&b))? as u16;
+    let noinc = |t: usize| {
+        p.code_of(t).instrs.iter().any(
+            |x| matches!(&x.kind, InstrKind::Op { op: IOp::Copy(CopyOp::CpAsyncArrive { bar, noinc: true }), .. } if bar.group == group),
+        )
+    };
+    let runs_noinc = (0..p.threads.len()).filter(|&t| noinc(t)).count() as i64;
+    let mut arrivers: Vec<u16> = Vec::new();
+    for e in &r.steps {
+        if let Action::Thread(t) = e.action {
+            if e.obs.iter().any(|o| matches!(o, Obs::Arrived { bar, .. } if *bar == b)) && !arrivers.contains(&t) {
+                arrivers.push(t);
+            }
+        }
+    }
+    let info = &p.barriers[b as usize];
+    (runs_noinc > 0 && info.count < arrivers.len() as i64 + runs_noinc).then_some(info.span)
 }
 
 /// The latest write, or copy landing, before step `i` of the version that step `i` reads.
