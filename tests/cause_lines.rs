@@ -15,78 +15,10 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 /// Buggy twins whose first cause names another line than the change, and why (docs/known-debts.md).
-const NOT_YET: &[(&str, &str)] = &[
-    (
-        "specs/soundness/prove_memcpy_bytes_sum.phase",
-        "the buffer size (a declaration) is the change: named at the memcpy_async whose bytes overflow the tx range",
-    ),
-    (
-        "specs/hopper/cluster_peer_copy_wrong_half.phase",
-        "a copy into the peer's wrong half (the change): named at the other copy of the race",
-    ),
-    (
-        "specs/hopper/cluster_named_barrier_orders_own_cta.phase",
-        "a race whose writer (a DSMEM write the named barrier does not order) is the change: named at the read",
-    ),
-    (
-        "specs/hopper/cluster_release_own_cta_only.phase",
-        "a missing remote arrival: named at the wait that starves",
-    ),
-    (
-        "specs/hopper/cluster_remote_arrive_wrong_cta.phase",
-        "an arrival on the wrong CTA: named at the wait that starves",
-    ),
-    (
-        "specs/hopper/cp_async_noinc_uncounted.phase",
-        "a count in the declaration: named at the early arrive-on",
-    ),
-    (
-        "specs/hopper/mbarrier_init_without_async_fence.phase",
-        "a missing fence: named at the copy that needs it",
-    ),
-    (
-        "specs/hopper/syncwarp_mask_half_warp.phase",
-        "a mask: named at the lane that never reaches the syncwarp",
-    ),
-    (
-        "specs/hopper/tma_store_without_proxy_fence.phase",
-        "a missing fence: named at the store that needs it",
-    ),
-    (
-        "specs/hopper/token_from_other_stage.phase",
-        "the token's barrier: named at the arrival that made the token",
-    ),
-    (
-        "specs/kinds/lifetime.phase",
-        "a missing wait before exit: a violation of the final state",
-    ),
-    (
-        "specs/kinds/over_arrival.phase",
-        "the extra arrival's partner: named at the second arrival",
-    ),
-    ("specs/kinds/stale_read.phase", "a version in the producer: named at the read"),
-    ("specs/kinds/tx_range.phase", "a param: named at the expect_tx that overflows"),
-    (
-        "specs/soundness/completion_try_wait_on_landing.phase",
-        "the completion body: named at the copy whose landing runs it",
-    ),
-    (
-        "specs/soundness/prove_flip_loop_parity.phase",
-        "a param that flips the parity: named at the assignment it drives",
-    ),
-    (
-        "specs/soundness/prove_param_counterexample.phase",
-        "a param: named at the wait that starves",
-    ),
-    (
-        "specs/soundness/prove_syncthreads_cycle.phase",
-        "the order of two waits: named at the syncthreads",
-    ),
-    (
-        "specs/soundness/roles_share_warp_commit.phase",
-        "the role layout: named at the commit",
-    ),
-];
+const NOT_YET: &[(&str, &str)] = &[(
+    "specs/soundness/roles_share_warp_commit.phase",
+    "the role layout: named at the commit",
+)];
 
 /// The code lines of a spec (1-based number, text with spaces squeezed): no comments, blank
 /// lines, `protocol` or `expect` lines, and no `param` lines when
@@ -243,24 +175,7 @@ fn first_cause_names_the_changed_statement() {
 
 /// Buggy specs without a fixed twin whose first cause names another line than the one their
 /// `// BUG` comment marks, and why (docs/known-debts.md).
-const NOT_YET_MARKED: &[(&str, &str)] = &[
-    (
-        "specs/field/cutlass_2418_signalling_thread_in_producer_wg.phase",
-        "an arrival made by the wrong thread: named at the wait that starves",
-    ),
-    (
-        "specs/mistakes/arrive_before_memcpy_async.phase",
-        "an arrival before the copy it should follow: named at the copy whose bytes come late",
-    ),
-    (
-        "specs/mistakes/completion_arrives_own_barrier.phase",
-        "a completion body's arrival: named at the arrival that runs the completion",
-    ),
-    (
-        "specs/mistakes/exit_without_drop.phase",
-        "a return that should drop: named at the thread's last arrival, not at the return",
-    ),
-];
+const NOT_YET_MARKED: &[(&str, &str)] = &[];
 
 /// A buggy library spec without a fixed twin: its first cause names the statement its `// BUG`
 /// comment marks (or a line inside the block that statement opens), where it has one.

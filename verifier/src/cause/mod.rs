@@ -23,6 +23,9 @@
 //! phase that went wrong, and the two numbers that disagree.
 
 mod blame;
+mod decls;
+mod final_state;
+mod sites;
 mod structure;
 mod writers;
 
@@ -31,7 +34,6 @@ use crate::trace::{replay, Replayed};
 use crate::tracefile::statement_text;
 use phasecheck_model::lang::ast::Span;
 use phasecheck_model::lang::diag::line_col;
-use phasecheck_model::rt::state::Status;
 use phasecheck_model::rt::{Action, Model, Obs};
 use phasecheck_model::ViolationKind;
 use std::collections::BTreeMap;
@@ -227,6 +229,8 @@ fn divergence(
     actions: &[Action],
     arrivers: &Arrivers,
     all: &structure::Arrivals,
+    decls: &decls::Decls,
+    executed: &[std::collections::BTreeSet<u32>],
     kind: ViolationKind,
     message: &str,
 ) -> Divergence {
@@ -252,8 +256,8 @@ fn divergence(
     let mut consumed: BTreeMap<(usize, u16), (i64, usize)> = BTreeMap::new();
     // Per barrier: the phase it is in (from the completions seen so far).
     let mut phase_now: BTreeMap<u16, i64> = BTreeMap::new();
-    // Per thread and barrier: the phase of its latest arrival.
-    let mut arrived_on: BTreeMap<(usize, u16), i64> = BTreeMap::new();
+    // Per thread and barrier: the phase of its latest arrival, and the step that made it.
+    let mut arrived_on: BTreeMap<(usize, u16), (i64, usize)> = BTreeMap::new();
     // For a race: the latest earlier write or copy issue into the same buffer by someone else,
     // which is the other half of the race and often the actual mistake (an overwrite before
     // the slot was released).
@@ -293,16 +297,21 @@ fn divergence(
             .find_map(bar_of)
             .map(|(b, ph)| (Some(b), Some(ph).filter(|p| *p >= 0)))
             .unwrap_or((None, None));
+        // The statement to change, when it is not the step's own (sites.rs).
+        let (span, moved) = match sites::relocate(model, source, decls, r, i, v) {
+            Some((sp, why)) => (sp, why),
+            None => (s.span, String::new()),
+        };
         Divergence {
             rule: Rule::FirstViolation,
             step: i,
-            span: Some(s.span),
+            span: Some(span),
             bar,
             phase,
             mismatch: None,
             raised: Some(v.kind),
             what: format!(
-                "{} at line {} `{}`: {}{}",
+                "{} at line {} `{}`: {}{}{moved}",
                 v.kind,
                 line(s.span),
                 statement_text(source, s.span),
@@ -318,18 +327,31 @@ fn divergence(
     // Per thread and barrier: bytes it announced after its latest arrival's phase had already
     // completed (step, bytes, that phase). Harmless when they are for its next arrival; the
     // mistake when it then waits on the completed phase as if they were in it.
-    let mut late: BTreeMap<(usize, u16), (usize, i64, i64)> = BTreeMap::new();
+    // The arrival it made too early is the statement to move: it belongs after the bytes.
+    let mut late: BTreeMap<(usize, u16), (usize, i64, i64, usize)> = BTreeMap::new();
     // Per thread: its latest wait, when it passed on the phase before the barrier's first and
     // the thread has not written since (step, barrier).
     let mut before_first: BTreeMap<usize, Option<(usize, u16)>> = BTreeMap::new();
     let produced_by = |def: Option<(Span, blame::Operand)>| match def {
-        Some((d, what)) => format!(
-            "; the {} comes from `{}` at line {}",
-            what.name(),
-            statement_text(source, d),
-            line(d)
-        ),
+        Some((d, what)) => {
+            let mut out = format!(
+                "; the {} comes from `{}` at line {}",
+                what.name(),
+                statement_text(source, d),
+                line(d)
+            );
+            if let Some(n) = decls.trip_count_declaration(d) {
+                out.push_str(&format!(", in a loop run `{}` times (line {})", statement_text(source, n), line(n)));
+            }
+            out
+        }
         None => String::new(),
+    };
+    // The statement a wrong parity's writer leads to: the writer, or the param that says how
+    // often a loop of local assignments around it runs.
+    let parity_site = |def: Option<(Span, blame::Operand)>, at: Span| match def {
+        Some((d, _)) => decls.trip_count_declaration(d).unwrap_or(d),
+        None => at,
     };
     for (i, s) in r.steps.iter().enumerate() {
         let thread = match s.action {
@@ -349,10 +371,10 @@ fn divergence(
                     if f.field != "tx" || after <= before {
                         continue;
                     }
-                    if let Some(&ph) = arrived_on.get(&(t, b)) {
+                    if let Some(&(ph, arrival)) = arrived_on.get(&(t, b)) {
                         let waited = consumed.get(&(t, b)).map(|c| c.0);
                         if phase_now.get(&b).copied().unwrap_or(0) > ph && waited.is_none_or(|w| w < ph) {
-                            late.entry((t, b)).or_insert((i, after - before, ph));
+                            late.entry((t, b)).or_insert((i, after - before, ph, arrival));
                         }
                     }
                 }
@@ -370,7 +392,7 @@ fn divergence(
         for o in &s.obs {
             match (o, thread) {
                 (Obs::Arrived { bar, phase, .. }, Some(t)) => {
-                    arrived_on.insert((t, *bar), *phase);
+                    arrived_on.insert((t, *bar), (*phase, i));
                     late.remove(&(t, *bar));
                     let key = (s.span.start, *bar, rounds.arrival(t, s.span.start, *bar));
                     match round.get(&key) {
@@ -445,14 +467,15 @@ fn divergence(
                     }
                 }
                 (Obs::Waited { bar, phase } | Obs::TryWait { bar, phase, result: true }, Some(t)) => {
-                    if let Some(&(at, bytes, ph)) = late.get(&(t, *bar)) {
+                    if let Some(&(at, bytes, ph, arrival)) = late.get(&(t, *bar)) {
                         if ph == *phase {
                             let st = &r.steps[at];
+                            let early = r.steps[arrival].span;
                             return Divergence {
                                 raised: None,
                                 rule: Rule::TxMismatch,
-                                step: at,
-                                span: Some(st.span),
+                                step: arrival,
+                                span: Some(early),
                                 bar: Some(*bar),
                                 phase: Some(ph),
                                 mismatch: Some(Mismatch {
@@ -461,11 +484,13 @@ fn divergence(
                                     actual: bytes,
                                 }),
                                 what: format!(
-                                    "{} announces {bytes} bytes on {} at line {} `{}` after its own arrival on phase {ph}, which completes without them; the bytes count toward phase {}, yet it waits on phase {ph} (step {})",
+                                    "{} announces {bytes} bytes on {} at line {} `{}` after its own arrival on phase {ph} at line {} `{}`, which completes without them; the bytes count toward phase {}, yet it waits on phase {ph} (step {}): the arrival belongs after the announcement",
                                     p.thread_label(t),
                                     p.barriers[*bar as usize].name,
                                     line(st.span),
                                     statement_text(source, st.span),
+                                    line(early),
+                                    statement_text(source, early),
                                     ph + 1,
                                     i + 1
                                 ),
@@ -480,7 +505,7 @@ fn divergence(
                                 raised: None,
                                 rule: Rule::WrongParity,
                                 step: i,
-                                span: Some(def.map_or(s.span, |d| d.0)),
+                                span: Some(parity_site(def, s.span)),
                                 bar: Some(*bar),
                                 phase: Some(*phase),
                                 mismatch: Some(Mismatch {
@@ -523,7 +548,7 @@ fn divergence(
                             raised: None,
                             rule: Rule::WrongParity,
                             step: w,
-                            span: Some(def.map_or(ws, |d| d.0)),
+                            span: Some(parity_site(def, ws)),
                             bar: Some(b),
                             phase: Some(-1),
                             mismatch: Some(Mismatch {
@@ -615,7 +640,7 @@ fn divergence(
     if let Some(v) = r.init_violations.first() {
         return structure::initial(model, source, v.kind, &v.message);
     }
-    final_state(model, source, r, actions, all, kind, message)
+    final_state::final_state(model, source, r, actions, all, executed, decls, kind, message)
 }
 
 /// A data race whose cause is an earlier statement: the group wait that left the actor's own
@@ -681,184 +706,6 @@ fn race_blame(model: &Model, source: &str, r: &Replayed, i: usize, message: &str
     })
 }
 
-/// A violation of the final state: where the first blocked thread stands, and the model's
-/// explanation cut to that thread (the others are counted, not listed, to keep one line).
-fn final_state(
-    model: &Model,
-    source: &str,
-    r: &Replayed,
-    actions: &[Action],
-    all: &structure::Arrivals,
-    kind: ViolationKind,
-    message: &str,
-) -> Divergence {
-    let p = &model.proto;
-    let mut span = None;
-    let mut bar = None;
-    let mut phase = None;
-    let mut mismatch = None;
-    // For a phase whose bytes never add up: the step that announced them.
-    let mut announced: Option<usize> = None;
-    // ... or the copy that moved less than its buffer, when that is what the phase lacks.
-    let mut short: Option<usize> = None;
-    // For a phase short of arrivals: the last step of a thread that exited without its arrival.
-    let mut cut_short: Option<usize> = None;
-    if let Some(last) = &r.last {
-        let mut en = Vec::new();
-        model.actions(last, &mut en);
-        span = (0..last.threads.len())
-            .find(|&t| last.threads[t].status != Status::Done && !en.contains(&Action::Thread(t as u16)))
-            .and_then(|t| p.code_of(t).instrs.get(last.threads[t].pc as usize))
-            .map(|i| i.span);
-    }
-    // A deadlock's explanation is one clause per blocked thread.
-    let clauses: Vec<&str> = if kind == ViolationKind::Deadlock {
-        top_level_clauses(message)
-    } else {
-        vec![message]
-    };
-    let first = clauses[0];
-    // A count no execution can reach, on any barrier the deadlock leaves short of arrivals (the
-    // first clause may be about a barrier whose arrivers wait on that one).
-    if let (Some(last), true) = (&r.last, kind == ViolationKind::Deadlock) {
-        for (b, st) in last.barriers.iter().enumerate() {
-            if st.pending > 0 {
-                if let Some(d) = structure::unreachable_count(model, source, r, all, b as u16, st) {
-                    return d;
-                }
-            }
-        }
-    }
-    // The barrier the first clause is about: the longest declared name it mentions as
-    // "... of NAME".
-    if let Some(b) = (0..p.barriers.len())
-        .filter(|&b| {
-            let n = &p.barriers[b].name;
-            first.contains(&format!(" of {n} ")) || first.ends_with(&format!(" of {n}"))
-        })
-        .max_by_key(|&b| p.barriers[b].name.len())
-    {
-        bar = Some(b as u16);
-        if let Some(last) = &r.last {
-            let st = &last.barriers[b];
-            phase = Some(st.phase);
-            if st.pending > 0 && kind == ViolationKind::Deadlock {
-                cut_short = structure::exited_arriver(model, r, b as u16, st);
-                mismatch = Some(Mismatch {
-                    what: format!("arrivals phase {} expects vs arrivals made", st.phase),
-                    expected: st.expected,
-                    actual: st.expected - st.pending,
-                });
-            } else if st.tx != 0 && kind == ViolationKind::Deadlock {
-                short = structure::short_copy(model, r, b as u16, st.phase, st.tx);
-                announced = blame::tx_announcer(r, r.steps.len(), &p.barriers[b].name).filter(|_| short.is_none());
-                mismatch = Some(Mismatch {
-                    what: format!("bytes phase {} expects vs bytes landed", st.phase),
-                    expected: st.tx.max(0) + landed_in(r, b as u16, st.phase),
-                    actual: landed_in(r, b as u16, st.phase),
-                });
-            }
-        }
-    }
-    let more = clauses.len() - 1;
-    let head = match span {
-        Some(sp) => format!(
-            "{kind} at line {} `{}`",
-            line_col(source, sp.start as usize).0,
-            statement_text(source, sp)
-        ),
-        None => kind.to_string(),
-    };
-    let what = if more == 0 {
-        format!("{head}: {first}")
-    } else {
-        // Who each other clause is about: the labels before its verb.
-        let others: Vec<&str> = clauses[1..].iter().map(|c| c.split(" wait").next().unwrap_or(c).trim()).collect();
-        format!("{head}: {first} (and {more} more: {})", others.join(", "))
-    };
-    // A thread blocked at a wait whose parity now names a later phase than the program meant
-    // (parity aliasing): the parity is wrong, and the statement that produced it is the cause.
-    let mut aliased = None;
-    if let (Some(last), true) = (&r.last, kind == ViolationKind::Deadlock) {
-        for c in &clauses {
-            if !c.contains("though the program meant") {
-                continue;
-            }
-            let Some(t) = (0..last.threads.len()).find(|&t| c.starts_with(&p.thread_label(t))) else {
-                continue;
-            };
-            if let Some(d) = blame::wait_writer(model, source, actions, actions.len(), t, last.threads[t].pc) {
-                aliased = Some(d);
-                break;
-            }
-        }
-    }
-    let was_aliased = aliased.is_some();
-    let (span, what) = match aliased {
-        Some((d, operand)) => (
-            Some(d),
-            format!(
-                "{what}; the {} comes from `{}` at line {}",
-                operand.name(),
-                statement_text(source, d),
-                line_col(source, d.start as usize).0
-            ),
-        ),
-        None => (span, what),
-    };
-    // Each later finding moves the cause to the statement of its step and adds its clause.
-    let (mut span, mut what) = (span, what);
-    let step_at = |j: usize| {
-        let a = r.steps[j].span;
-        (a, line_col(source, a.start as usize).0, statement_text(source, a))
-    };
-    if let Some(j) = announced {
-        let (a, line, text) = step_at(j);
-        span = Some(a);
-        what = format!("{what}; the phase's bytes were announced at line {line} `{text}`");
-    }
-    if let Some(j) = cut_short.filter(|_| !was_aliased) {
-        let (a, line, text) = step_at(j);
-        let who = match r.steps[j].action {
-            Action::Thread(t) => p.thread_label(t as usize),
-            _ => String::new(),
-        };
-        span = Some(a);
-        what = format!("{what}; {who} exits without its arrival on that phase: its part ends after line {line} `{text}`");
-    }
-    if let Some(j) = short {
-        let (a, line, text) = step_at(j);
-        span = Some(a);
-        what = format!("{what}; the copy at line {line} `{text}` moves fewer bytes than its buffer holds, the bytes the phase lacks");
-    }
-    Divergence {
-        raised: None,
-        rule: Rule::FinalState,
-        step: r.steps.len(),
-        span,
-        bar,
-        phase,
-        mismatch,
-        what,
-    }
-}
-
-/// Bytes that landed on barrier `b` while it was in phase `ph`, along the trace.
-fn landed_in(r: &Replayed, b: u16, ph: i64) -> i64 {
-    let mut now = 0;
-    let mut sum = 0;
-    for s in &r.steps {
-        for o in &s.obs {
-            match o {
-                Obs::Landed { bar, bytes, .. } | Obs::LandedPart { bar, bytes, .. } if *bar == b && now == ph => sum += bytes,
-                Obs::PhaseCompleted { bar, phase, .. } if *bar == b => now = phase + 1,
-                _ => {}
-            }
-        }
-    }
-    sum
-}
-
 /// Group `violations` (a check's findings, with their traces) by first divergence. Returns the
 /// causes and, for each violation, the index of its cause.
 pub fn root_causes(model: &Model, source: &str, violations: &[Found]) -> (Vec<Cause>, Vec<usize>) {
@@ -874,6 +721,13 @@ pub fn root_causes(model: &Model, source: &str, violations: &[Found]) -> (Vec<Ca
     let replayed: Vec<Replayed> = replays.iter().flatten().cloned().collect();
     let arrivers = arrivers_of(&replayed);
     let all = structure::arrivals_of(&replayed);
+    let decls = decls::Decls::of(source, &p.params);
+    // Per role, the instructions some explored execution ran (an arrival none reaches under a
+    // guard they evaluated has a guard to fix).
+    let mut executed = Vec::new();
+    for f in violations {
+        writers::reached(model, &f.actions, &mut executed);
+    }
     for (f, r) in violations.iter().zip(replays) {
         let Some(r) = r else {
             // A trace that does not replay is its own cause (it cannot happen for traces the
@@ -897,7 +751,9 @@ pub fn root_causes(model: &Model, source: &str, violations: &[Found]) -> (Vec<Ca
             of.push(causes.len() - 1);
             continue;
         };
-        let d = divergence(model, source, &r, &f.actions, &arrivers, &all, f.kind, &f.message);
+        let d = divergence(
+            model, source, &r, &f.actions, &arrivers, &all, &decls, &executed, f.kind, &f.message,
+        );
         // Same instruction, same cause: whatever kind each trace ends in, and whichever rule
         // saw it (a wrong parity that returns early and the same wait blocking on an aliased
         // phase are one mistake).
@@ -1019,28 +875,4 @@ impl Cause {
         }
         parts.join("; ")
     }
-}
-
-/// The clauses of a deadlock explanation: split at `; ` outside parentheses (a clause's own
-/// advice may hold `; ` inside its parentheses).
-fn top_level_clauses(m: &str) -> Vec<&str> {
-    let mut out = Vec::new();
-    let (mut depth, mut start) = (0i32, 0usize);
-    let bytes = m.as_bytes();
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'(' => depth += 1,
-            b')' => depth -= 1,
-            b';' if depth == 0 && bytes.get(i + 1) == Some(&b' ') => {
-                out.push(&m[start..i]);
-                start = i + 2;
-                i += 1;
-            }
-            _ => {}
-        }
-        i += 1;
-    }
-    out.push(&m[start..]);
-    out
 }

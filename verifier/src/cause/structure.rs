@@ -17,7 +17,8 @@ use super::{Divergence, Mismatch, Rule};
 use crate::trace::Replayed;
 use crate::tracefile::statement_text;
 use phasecheck_model::lang::diag::line_col;
-use phasecheck_model::rt::mbarrier::BarrierState;
+use phasecheck_model::program::ir::{IOp, InstrKind};
+use phasecheck_model::rt::mbarrier::{BarrierState, MbarOp};
 use phasecheck_model::rt::{Action, Model, Obs};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -286,4 +287,137 @@ pub(super) fn exited_arriver(model: &Model, r: &Replayed, b: u16, st: &BarrierSt
             .max()
     };
     cut(&arrival).or_else(|| cut(&announced))
+}
+
+/// The thread `t` exited through a `return` (its pc rests on it): that statement, where a
+/// thread that still owes arrivals should have dropped out of the barrier.
+pub(super) fn return_of(model: &Model, r: &Replayed, t: usize) -> Option<phasecheck_model::lang::ast::Span> {
+    let last = r.last.as_ref()?;
+    let th = last.threads.get(t)?;
+    if th.status != phasecheck_model::rt::state::Status::Done {
+        return None;
+    }
+    let x = model.proto.code_of(t).instrs.get(th.pc as usize)?;
+    matches!(x.kind, InstrKind::Return).then_some(x.span)
+}
+
+/// In a cluster, the deadlocked barrier `b` of CTA c, short of arrivals: the latest arrival, by
+/// a thread of another CTA, on the same declared barrier in a CTA other than c, when that CTA's
+/// threads never arrive on `b` itself: the arrival whose target is wrong (its own CTA's copy, or
+/// the wrong rank), or that lacks its remote twin.
+pub(super) fn misdirected_arrival(model: &Model, r: &Replayed, b: u16) -> Option<usize> {
+    let p = &model.proto;
+    if p.cluster <= 1 {
+        return None;
+    }
+    let per_cta = p.barriers.len() / p.cluster as usize;
+    let c = p.cta_of_barrier(b as usize);
+    let local = b as usize % per_cta;
+    let arrives = |s: &crate::trace::TraceStep, pred: &dyn Fn(usize) -> bool| {
+        s.obs.iter().any(|o| matches!(o, Obs::Arrived { bar, .. } if pred(*bar as usize)))
+    };
+    let thread_cta = |s: &crate::trace::TraceStep| match s.action {
+        Action::Thread(t) => Some(p.threads[t as usize].cta as usize),
+        _ => None,
+    };
+    let reached: BTreeSet<usize> = r
+        .steps
+        .iter()
+        .filter(|s| arrives(s, &|x| x == b as usize))
+        .filter_map(thread_cta)
+        .collect();
+    (0..r.steps.len()).rev().find(|&j| {
+        let s = &r.steps[j];
+        let Some(from) = thread_cta(s) else { return false };
+        from != c && !reached.contains(&from) && arrives(s, &|x| x % per_cta == local && p.cta_of_barrier(x) != c)
+    })
+}
+
+/// The deadlocked barrier `b`, on whose declared group no thread arrives in any explored
+/// execution: the first arrival statement on that group whose guard (the innermost branch over
+/// it) some thread of its role saw skip the body while no execution ran the arrival: the guard admits
+/// no thread that runs it (an index of another role, a lane that is not there). An arrival
+/// never reached because its thread blocked before it is not this.
+pub(super) fn unreached_arrival(
+    model: &Model,
+    all: &Arrivals,
+    reached: &[BTreeSet<u32>],
+    b: u16,
+) -> Option<phasecheck_model::lang::ast::Span> {
+    let p = &model.proto;
+    let g = p.barrier_groups.iter().position(|g| (g.base..g.base + g.len).contains(&b))?;
+    let grp = &p.barrier_groups[g];
+    if (grp.base..grp.base + grp.len).any(|x| all.get(&x).is_some_and(|m| !m.is_empty())) {
+        return None;
+    }
+    let mut spans: Vec<phasecheck_model::lang::ast::Span> = Vec::new();
+    for (ri, role) in p.roles.iter().enumerate() {
+        let seen = reached.get(ri)?;
+        for (k, x) in role.code.instrs.iter().enumerate() {
+            let arrival = matches!(&x.kind, InstrKind::Op { op: IOp::Mbar(m @ MbarOp::Arrive { .. }), .. } if m.bar().group as usize == g);
+            if !arrival || seen.contains(&(k as u32)) {
+                continue;
+            }
+            let guard = (0..k)
+                .rev()
+                .find(|&q| matches!(role.code.instrs[q].kind, InstrKind::Branch { else_to, .. } if else_to as usize > k));
+            if guard.is_some_and(|q| seen.contains(&(q as u32 | super::writers::SKIPPED))) {
+                spans.push(x.span);
+            }
+        }
+    }
+    spans.sort_by_key(|s| s.start);
+    spans.first().copied()
+}
+
+/// A deadlock where a thread waits at a CTA-wide barrier (`syncthreads`) for threads that
+/// themselves wait on barrier `b`, whose arrival that thread makes only after the CTA barrier:
+/// the wait on `b` comes before the CTA barrier it should follow. Returns the wait's statement.
+pub(super) fn wait_before_cta_barrier(model: &Model, r: &Replayed) -> Option<phasecheck_model::lang::ast::Span> {
+    let p = &model.proto;
+    let last = r.last.as_ref()?;
+    let at = |t: usize| p.code_of(t).instrs.get(last.threads[t].pc as usize);
+    let blocked = |t: usize| last.threads[t].status != phasecheck_model::rt::state::Status::Done;
+    let at_cta: Vec<usize> = (0..p.threads.len())
+        .filter(|&t| blocked(t) && matches!(at(t).map(|x| &x.kind), Some(InstrKind::SyncThreads)))
+        .collect();
+    if at_cta.is_empty() {
+        return None;
+    }
+    (0..p.threads.len()).filter(|&t| blocked(t)).find_map(|t| {
+        let x = at(t)?;
+        let InstrKind::Op {
+            op: IOp::Mbar(MbarOp::Wait { bar, .. }),
+            ..
+        } = &x.kind
+        else {
+            return None;
+        };
+        let later_arrival = at_cta.iter().any(|&u| {
+            let code = p.code_of(u);
+            code.instrs[last.threads[u].pc as usize..]
+                .iter()
+                .any(|y| matches!(&y.kind, InstrKind::Op { op: IOp::Mbar(m @ MbarOp::Arrive { .. }), .. } if m.bar().group == bar.group))
+        });
+        later_arrival.then_some(x.span)
+    })
+}
+
+/// Every async copy issued along `r` that has not landed at its end: the step of the earliest.
+pub(super) fn copy_in_flight(r: &Replayed) -> Option<usize> {
+    let mut open: Vec<(usize, u16, i64)> = Vec::new();
+    for (j, s) in r.steps.iter().enumerate() {
+        for o in &s.obs {
+            match o {
+                Obs::CopyIssued { buf, version, .. } => open.push((j, *buf, *version)),
+                Obs::Landed { buf, version, .. } => {
+                    if let Some(k) = open.iter().position(|x| x.1 == *buf && x.2 == *version) {
+                        open.remove(k);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    open.first().map(|x| x.0)
 }

@@ -14,6 +14,9 @@ use phasecheck_model::rt::path::Replay;
 use phasecheck_model::rt::state::ThreadState;
 use phasecheck_model::rt::{Action, Model};
 
+/// Marks, in a set of reached pcs, a branch that was seen to skip its body (`pc | SKIPPED`).
+pub const SKIPPED: u32 = 1 << 31;
+
 /// How many local instructions one step may run before the walk gives up (the model's own
 /// budget is larger; a trace's steps run few).
 const WALK_BUDGET: usize = 1 << 16;
@@ -25,13 +28,25 @@ pub type Table = Vec<Vec<Option<Span>>>;
 /// The writers of every thread's locals as they stand before step `upto` (0-based) of the trace
 /// `actions` (all of it when `upto` is past the end).
 pub fn writers_before(model: &Model, actions: &[Action], upto: usize) -> Table {
+    let mut reached = Vec::new();
+    walk_trace(model, actions, upto, &mut reached)
+}
+
+/// Per role: the instructions (pcs) some thread of it ran along `actions`, local ones included.
+pub fn reached(model: &Model, actions: &[Action], into: &mut Vec<std::collections::BTreeSet<u32>>) {
+    walk_trace(model, actions, actions.len(), into);
+}
+
+fn walk_trace(model: &Model, actions: &[Action], upto: usize, reached: &mut Vec<std::collections::BTreeSet<u32>>) -> Table {
     let p = &model.proto;
+    reached.resize(p.roles.len(), Default::default());
     let (mut r, init) = Replay::start(model);
     let mut table: Table = (0..p.threads.len()).map(|t| vec![None; p.code_of(t).local_names.len()]).collect();
     if let Some(s) = &init.next {
         for t in 0..p.threads.len() {
             let zero = vec![0; s.threads[t].locals.len()];
-            walk(p.code_of(t), &p.threads[t], &mut table[t], &zero, 0, None, &s.threads[t]);
+            let seen = &mut reached[p.threads[t].role as usize];
+            walk(p.code_of(t), &p.threads[t], &mut table[t], &zero, 0, None, &s.threads[t], seen);
         }
     }
     for &a in actions.iter().take(upto) {
@@ -52,6 +67,7 @@ pub fn writers_before(model: &Model, actions: &[Action], upto: usize) -> Table {
             before.pc,
             Some(before.pc),
             &after.threads[t],
+            &mut reached[p.threads[t].role as usize],
         );
     }
     table
@@ -59,7 +75,17 @@ pub fn writers_before(model: &Model, actions: &[Action], upto: usize) -> Table {
 
 /// Re-run the instructions from `pc` (the visible one at `visible`, whose result the model
 /// computed, then the local ones) until the thread stands where `after` does, recording writers.
-fn walk(code: &Code, me: &ThreadInfo, writers: &mut [Option<Span>], start: &[i64], mut pc: u32, visible: Option<u32>, after: &ThreadState) {
+#[allow(clippy::too_many_arguments)]
+fn walk(
+    code: &Code,
+    me: &ThreadInfo,
+    writers: &mut [Option<Span>],
+    start: &[i64],
+    mut pc: u32,
+    visible: Option<u32>,
+    after: &ThreadState,
+    seen: &mut std::collections::BTreeSet<u32>,
+) {
     let mut locals = start.to_vec();
     let mut followed = true;
     let mut first = true;
@@ -75,6 +101,10 @@ fn walk(code: &Code, me: &ThreadInfo, writers: &mut [Option<Span>], start: &[i64
         if instr.visible && !is_visible_step {
             followed = pc == after.pc;
             break;
+        }
+        // A branch counts as run only where its outcome was followed.
+        if !matches!(instr.kind, InstrKind::Branch { .. }) {
+            seen.insert(pc);
         }
         match &instr.kind {
             InstrKind::SetLocal { slot, expr } => {
@@ -94,8 +124,15 @@ fn walk(code: &Code, me: &ThreadInfo, writers: &mut [Option<Span>], start: &[i64
             }
             InstrKind::Jump { to } => pc = *to,
             InstrKind::Branch { cond, else_to } => match cond.eval_pure(&locals, me) {
-                Some(c) if c != 0 => pc += 1,
-                Some(_) => pc = *else_to,
+                Some(c) if c != 0 => {
+                    seen.insert(pc);
+                    pc += 1
+                }
+                Some(_) => {
+                    seen.insert(pc);
+                    seen.insert(pc | SKIPPED);
+                    pc = *else_to
+                }
                 None => {
                     followed = false;
                     break;
