@@ -15,10 +15,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 /// Buggy twins whose first cause names another line than the change, and why (docs/known-debts.md).
-const NOT_YET: &[(&str, &str)] = &[(
-    "specs/soundness/roles_share_warp_commit.phase",
-    "the role layout: named at the commit",
-)];
+const NOT_YET: &[(&str, &str)] = &[];
 
 /// The code lines of a spec (1-based number, text with spaces squeezed): no comments, blank
 /// lines, `protocol` or `expect` lines, and no `param` lines when

@@ -14,6 +14,8 @@ pub(super) struct Decls {
     values: Vec<(String, i64)>,
     /// `for` loops by span: the bound, and whether the body holds only local statements.
     loops: Vec<(Span, Expr, bool)>,
+    /// The `warp_size N` line, when the spec declares one.
+    warp_size: Option<Span>,
 }
 
 impl Decls {
@@ -25,6 +27,7 @@ impl Decls {
             ops: Vec::new(),
             values: values.to_vec(),
             loops: Vec::new(),
+            warp_size: None,
         };
         let Ok(prog) = phasecheck_model::lang::parse(source) else {
             return d;
@@ -33,6 +36,7 @@ impl Decls {
             match item {
                 Item::Param(x) => d.params.push((x.name.name.clone(), line_of(source, x.name.span))),
                 Item::Buffer(x) => d.buffers.push((x.name.name.clone(), x.span)),
+                Item::WarpSize(e) => d.warp_size = Some(line_of(source, e.span)),
                 Item::Completion(x) => collect(&x.body, &mut d.ops, &mut d.loops),
                 Item::Role(x) => collect(&x.body, &mut d.ops, &mut d.loops),
                 Item::Function(x) => collect(&x.body, &mut d.ops, &mut d.loops),
@@ -40,6 +44,11 @@ impl Decls {
             }
         }
         d
+    }
+
+    /// The `warp_size` declaration's line.
+    pub(super) fn warp_size_declaration(&self) -> Option<Span> {
+        self.warp_size
     }
 
     /// For the operation of the statement at `at`: the declaration its transaction bytes come

@@ -43,10 +43,18 @@ pub(super) fn relocate(model: &Model, source: &str, decls: &Decls, r: &Replayed,
     };
     match v.kind {
         ViolationKind::OverArrival => announcing_arrival(model, r, i).map(|j| {
-            at(
-                r.steps[j].span,
-                "the phase's other arrival by the same thread is the arrive_expect_tx",
-            )
+            // The same statement again (a loop): nothing between the two arrivals waited for
+            // the phase, and the wait belongs after the thread's last statement before it.
+            match (r.steps[j].span == s.span).then(|| last_step_before(r, j, i)).flatten() {
+                Some(k) => at(
+                    r.steps[k].span,
+                    "the same arrival arrived on this phase one iteration earlier, and nothing between waited for it; the wait belongs after",
+                ),
+                None => at(
+                    r.steps[j].span,
+                    "the phase's other arrival by the same thread is the arrive_expect_tx",
+                ),
+            }
         }),
         ViolationKind::StaleRead if !v.message.contains("in flight") => {
             version_writer(r, i).map(|j| at(r.steps[j].span, "the version read was written"))
@@ -68,11 +76,32 @@ pub(super) fn relocate(model: &Model, source: &str, decls: &Decls, r: &Replayed,
             uncounted_arrive_ons(model, r, i).map(|sp| at(sp, "the count leaves out the .noinc arrive-ons: declared"))
         }
         ViolationKind::CompletionMisuse => completion_statement(model, s).map(|sp| at(sp, "the completion function's statement is")),
+        ViolationKind::Entanglement if warp_shared_by_roles(model, s) => decls
+            .warp_size_declaration()
+            .map(|sp| at(sp, "the roles share the committing warp: its width is declared")),
         ViolationKind::TxRange => decls
             .bytes_declaration(s.span)
             .map(|sp| at(sp, "the bytes come from the declaration")),
         _ => None,
     }
+}
+
+/// The last step of step `i`'s thread after step `j` and before `i`, at another statement.
+fn last_step_before(r: &Replayed, j: usize, i: usize) -> Option<usize> {
+    let actor = r.steps[i].action;
+    (j + 1..i)
+        .rev()
+        .find(|&k| r.steps[k].action == actor && r.steps[k].span != r.steps[i].span)
+}
+
+/// The warp of step `s`'s thread holds lanes of more than one role: a commit there is diverged
+/// by the layout itself (roles branch apart), not by an `if` a `syncwarp` would rejoin, so the
+/// line to change is the warp width (or the role sizes), not the commit.
+fn warp_shared_by_roles(model: &Model, s: &TraceStep) -> bool {
+    let Action::Thread(t) = s.action else { return false };
+    let threads = &model.proto.threads;
+    let Some(me) = threads.get(t as usize) else { return false };
+    threads.iter().any(|o| o.cta == me.cta && o.warp == me.warp && o.role != me.role)
 }
 
 fn instr_of<'m>(model: &'m Model, s: &TraceStep) -> Option<&'m Instr> {
