@@ -160,6 +160,29 @@ mod tests {
     }
 
     #[test]
+    fn a_data_file_one_byte_past_64_mib_is_refused_unread() {
+        // The cap on traces and results files is 64 MiB (`MAX_DATA_BYTES`'s doc says why). A sparse
+        // file, so that the test allocates nothing.
+        let d = scratch("cap");
+        let p = d.join("big.json");
+        let f = std::fs::File::create(&p).unwrap();
+        f.set_len(64 * 1024 * 1024 + 1).unwrap();
+        assert!(read_regular(&p, MAX_DATA_BYTES, "big.json").is_err());
+    }
+
+    #[test]
+    fn a_write_that_fails_after_its_temporary_exists_removes_the_temporary() {
+        let d = scratch("atomic-rename");
+        // A non-empty folder where the file should be: the temporary is written, the rename over
+        // the folder fails, and nothing of the attempt is left beside it.
+        let p = d.join("a.phase");
+        std::fs::create_dir_all(p.join("inside")).unwrap();
+        assert!(write_atomic(&p, b"new").is_err());
+        let left: Vec<_> = std::fs::read_dir(&d).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(left, vec![std::ffi::OsString::from("a.phase")]);
+    }
+
+    #[test]
     fn terminal_escapes_are_made_visible_and_plain_text_is_kept() {
         assert_eq!(escape_for_terminal("wait at line 3\n\tok"), "wait at line 3\n\tok");
         let e = escape_for_terminal("x\u{1b}]0;owned\u{7}\u{1b}[2Jy\u{202e}");

@@ -207,9 +207,7 @@ fn a_completion_function_takes_the_branch_its_condition_names() {
 fn a_byte_range_past_the_end_of_its_buffer_is_an_assertion_whichever_end_is_out() {
     use phasecheck_model::ViolationKind::Assertion;
     // Thread 1's range starts inside the buffer's 64 bytes and ends past them; thread 0's fits.
-    let src = |off: &str| {
-        format!("protocol p\nbuffer tile bytes 64\nrole w[2] {{\n  read(tile, offset = {off}, bytes = 48)\n}}\n")
-    };
+    let src = |off: &str| format!("protocol p\nbuffer tile bytes 64\nrole w[2] {{\n  read(tile, offset = {off}, bytes = 48)\n}}\n");
     assert!(reachable_kinds(&model_of(&src("tid * 32"))).contains(&Assertion));
     assert!(!reachable_kinds(&model_of(&src("tid * 8"))).contains(&Assertion));
 }

@@ -368,3 +368,22 @@ fn diagnostics_escape_every_character_that_reorders_or_breaks_a_line() {
     let rendered = first_error(src).render("t.phase", src);
     assert!(rendered.contains("déjà vu, 同期"), "{rendered}");
 }
+
+/// A name close to a declared param gets the param's name as a hint; a name close to none gets
+/// how to declare it. Both say which name is missing.
+#[test]
+fn e0_unknown_param_hints_the_close_name_or_how_to_declare_it() {
+    let close = first_error("protocol p\nparam ROUNDS = 2\nbarrier b count ROUND\nrole r[1] {\n  arrive(b)\n}\n");
+    assert!(close.message.contains("did you mean `ROUNDS`?"), "{}", close.message);
+    assert!(!close.message.contains("declare it with"), "{}", close.message);
+    let far = first_error("protocol p\nparam ROUNDS = 2\nbarrier b count QQQQQQ\nrole r[1] {\n  arrive(b)\n}\n");
+    assert!(far.message.contains("declare it with `param QQQQQQ = ...`"), "{}", far.message);
+}
+
+/// `break` inside a `while` leaves that loop: it is accepted, as inside a `for`.
+#[test]
+fn break_inside_a_while_loop_is_accepted() {
+    let src = "protocol p\nvar go = 1\nbarrier b count 1\nrole r[1] {\n  while go == 1 {\n    break\n  }\n  arrive(b)\n}\n";
+    let prog = parse(src).expect("parses");
+    check(&prog).unwrap_or_else(|d| panic!("{}", d.render("t.phase", src)));
+}

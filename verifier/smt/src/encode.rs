@@ -979,7 +979,11 @@ fn split_cases(f: &B, cx: &Ctx, concrete: bool) -> B {
     // at declared values the cases together may hold about a million nodes (a stale query with
     // its chains is split less, left whole beyond); with ranged parameters as solver variables
     // a query left whole can defeat the solver's arithmetic, so those keep the full split
-    let max: usize = if concrete { (1_000_000 / formula_size(f).max(1)).clamp(16, MAX_CASES) } else { MAX_CASES };
+    let max: usize = if concrete {
+        (1_000_000 / formula_size(f).max(1)).clamp(16, MAX_CASES)
+    } else {
+        MAX_CASES
+    };
     let mut cases: Vec<(BTreeMap<String, T>, Vec<B>)> = vec![(BTreeMap::new(), vec![])];
     for (k, len) in &cx.ks {
         let mut next = Vec::new();

@@ -198,7 +198,11 @@ impl<'a> Encoder<'a> {
                 let ea3 = self.ev_k(c3, a3, k2);
                 let va3 = self.visit(c3, a3, &ea3, k2, &|s| is_arr(s))?;
                 let mut wit = vec![ea3.dom.clone(), ea3.idx.clone().eq(k2.clone()), va3.eq(m.clone())];
-                for w3 in c3.sites.iter().filter(|w3| is_wait(w3) && w3.group == g && !disjoint(w3.share, a3.share)) {
+                for w3 in c3
+                    .sites
+                    .iter()
+                    .filter(|w3| is_wait(w3) && w3.group == g && !disjoint(w3.share, a3.share))
+                {
                     for link in Self::links(c3, w3, a3) {
                         let ew3 = self.ev_k(c3, w3, k);
                         let tie = match (link, &ew3.iv, &ea3.iv) {

@@ -420,16 +420,20 @@ impl<'a> Encoder<'a> {
         // the waits after the previous arrival: earlier in the iteration (or segment), or later
         // in the previous iteration
         let looped = c.segs[a.seg].is_some();
-        let between = c.sites.iter().filter(|w| is_wait(w) && w.seg == a.seg && !disjoint(w.share, a.share)).flat_map(|w| {
-            let mut v = Vec::new();
-            if w.pos < a.pos {
-                v.push((w, 0));
-            }
-            if looped && w.pos > a.pos {
-                v.push((w, -1));
-            }
-            v
-        });
+        let between = c
+            .sites
+            .iter()
+            .filter(|w| is_wait(w) && w.seg == a.seg && !disjoint(w.share, a.share))
+            .flat_map(|w| {
+                let mut v = Vec::new();
+                if w.pos < a.pos {
+                    v.push((w, 0));
+                }
+                if looped && w.pos > a.pos {
+                    v.push((w, -1));
+                }
+                v
+            });
         for (w, d) in between.collect::<Vec<_>>() {
             let g2 = s.groups.iter().find(|x| x.name == w.group).unwrap();
             let (k2, kd2) = self.kvar(g2);
