@@ -28,22 +28,21 @@ fn every_generated_kernel_compiles_for_sm90() {
     }
     let files = spec_files();
     assert!(files.len() >= 5, "expected the fixtures at least, found {files:?}");
+    let mut failures = Vec::new();
     let mut compiled = 0;
-    // Every compile is a job: each raw-PTX kernel alone (what `emit-cuda` prints: a fraction of a
-    // second each; libcu++ ones take ~2 s, so only in the module), and each backend's module of
-    // all its kernels (what `gpu run` compiles). NVRTC programs are independent, so the jobs run
-    // on every core.
-    let mut jobs: Vec<(String, String, String)> = Vec::new(); // (label, file name, source)
-    let mut modules = Vec::new();
     for backend in [Backend::Ptx, Backend::Libcu] {
         let mut kernels = Vec::new();
         for f in &files {
             let spec = load_spec(f, &[]).unwrap_or_else(|e| panic!("{e}"));
             match generate(&spec.proto, &spec.source, backend, kernels.len()) {
                 Ok(k) => {
+                    // A raw-PTX kernel compiles in a fraction of a second: check each alone (what
+                    // `emit-cuda` prints); libcu++ ones take ~2 s each, so only in the module below.
                     if backend == Backend::Ptx {
-                        let label = format!("{} [{}]", f.display(), backend.name());
-                        jobs.push((label, format!("{}.cu", k.symbol), k.source()));
+                        match nvrtc::compile_source(&k.source(), &format!("{}.cu", k.symbol)) {
+                            Ok(ptx) => assert!(ptx.contains(&k.symbol), "PTX lacks entry {}", k.symbol),
+                            Err(log) => failures.push(format!("{} [{}]:\n{log}", f.display(), backend.name())),
+                        }
                     }
                     compiled += 1;
                     kernels.push(k);
@@ -57,8 +56,9 @@ fn every_generated_kernel_compiles_for_sm90() {
                     if hw_barrier_form(&spec.proto).is_ok() {
                         let h = generate_hw_barrier(&spec.proto, &spec.source, backend, kernels.len()).unwrap();
                         if backend == Backend::Ptx {
-                            let label = format!("{} [{}, hardware barriers]", f.display(), backend.name());
-                            jobs.push((label, format!("{}.cu", h.symbol), h.source()));
+                            if let Err(log) = nvrtc::compile_source(&h.source(), &format!("{}.cu", h.symbol)) {
+                                failures.push(format!("{} [{}, hardware barriers]:\n{log}", f.display(), backend.name()));
+                            }
                         }
                         kernels.push(h);
                         compiled += 1;
@@ -67,39 +67,16 @@ fn every_generated_kernel_compiles_for_sm90() {
                 Err(e) => eprintln!("{} [{}]: {e}", f.display(), backend.name()),
             }
         }
-        modules.push((backend, kernels));
+        // ... and all of them in one module (what `gpu run` compiles).
+        match nvrtc::compile_module(&kernels, "all.cu") {
+            Ok(ptx) => {
+                for k in &kernels {
+                    assert!(ptx.contains(&format!(".entry {}", k.symbol)), "module PTX lacks entry {}", k.symbol);
+                }
+            }
+            Err(log) => failures.push(format!("module of all {} kernels [{}]:\n{log}", kernels.len(), backend.name())),
+        }
     }
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let failures = std::sync::Mutex::new(Vec::new());
-    let workers = std::thread::available_parallelism().map_or(2, |n| n.get()).max(2);
-    std::thread::scope(|sc| {
-        // The modules are the longest jobs: each gets a thread of its own from the start.
-        for (backend, kernels) in &modules {
-            let failures = &failures;
-            sc.spawn(move || match nvrtc::compile_module(kernels, "all.cu") {
-                Ok(ptx) => {
-                    for k in kernels {
-                        assert!(ptx.contains(&format!(".entry {}", k.symbol)), "module PTX lacks entry {}", k.symbol);
-                    }
-                }
-                Err(log) => failures
-                    .lock()
-                    .unwrap()
-                    .push(format!("module of all {} kernels [{}]:\n{log}", kernels.len(), backend.name())),
-            });
-        }
-        for _ in 0..workers {
-            sc.spawn(|| loop {
-                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let Some((label, name, source)) = jobs.get(i) else { break };
-                match nvrtc::compile_source(source, name) {
-                    Ok(ptx) => assert!(ptx.contains(name.trim_end_matches(".cu")), "PTX lacks entry {name}"),
-                    Err(log) => failures.lock().unwrap().push(format!("{label}:\n{log}")),
-                }
-            });
-        }
-    });
-    let failures = failures.into_inner().unwrap();
     assert!(
         failures.is_empty(),
         "{} compile failures:\n{}",
