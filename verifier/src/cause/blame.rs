@@ -7,8 +7,9 @@
 use super::writers::{locals_read, writers_before};
 use crate::trace::Replayed;
 use crate::tracefile::statement_text;
+use phasecheck_model::lang::ast::BinOp;
 use phasecheck_model::lang::ast::Span;
-use phasecheck_model::program::ir::{IOp, InstrKind};
+use phasecheck_model::program::ir::{Code, IExpr, IOp, InstrKind};
 use phasecheck_model::rt::copies::CopyOp;
 use phasecheck_model::rt::mbarrier::MbarOp;
 use phasecheck_model::rt::proxy::ProxyOp;
@@ -55,12 +56,45 @@ pub(super) fn wait_writer(model: &Model, source: &str, actions: &[Action], i: us
                 .is_some_and(|(lhs, rhs)| !rhs.starts_with('=') && lhs.trim().chars().all(|c| c.is_ascii_alphanumeric() || c == '_'));
         (assignment && span != instr.span).then_some(span)
     };
-    reads.iter().find_map(|&s| assigned(s).map(|d| (d, Operand::Parity))).or_else(|| {
-        index
-            .map(locals_read)
-            .unwrap_or_default()
-            .iter()
-            .find_map(|&s| assigned(s).map(|d| (d, Operand::StageIndex)))
+    let index_slots = index.map(locals_read).unwrap_or_default();
+    reads
+        .iter()
+        .find_map(|&s| {
+            assigned(s).map(|d| match unflipped_wrap(model.proto.code_of(t), pc, s, d, &index_slots) {
+                Some(wrap) => (d, Operand::Unflipped(wrap)),
+                None => (d, Operand::Parity),
+            })
+        })
+        .or_else(|| index_slots.iter().find_map(|&s| assigned(s).map(|d| (d, Operand::StageIndex))))
+}
+
+/// A parity that no statement of the thread's code flips, in a loop around the wait whose stage
+/// index wraps: the wrap (an assignment of a constant, or a `%`, to the index) is where the
+/// flip belongs, as in a pipeline-state advance that forgets `phase ^= 1`. The parity's one
+/// writer `def` (its `let`) is then right for the first round only.
+fn unflipped_wrap(code: &Code, wait: u32, parity: u16, def: Span, index: &[u16]) -> Option<Span> {
+    // The innermost loop around the wait: a jump back over it.
+    let (head, back) = code
+        .instrs
+        .iter()
+        .enumerate()
+        .filter_map(|(k, x)| match x.kind {
+            InstrKind::Jump { to } if k as u32 > wait && to <= wait => Some((to as usize, k)),
+            _ => None,
+        })
+        .min_by_key(|(to, k)| k - to)?;
+    let flipped = code
+        .instrs
+        .iter()
+        .any(|x| matches!(x.kind, InstrKind::SetLocal { slot, .. } if slot == parity) && x.span != def);
+    if flipped {
+        return None;
+    }
+    code.instrs[head..=back].iter().find_map(|x| match &x.kind {
+        InstrKind::SetLocal { slot, expr } if index.contains(slot) && matches!(expr, IExpr::Const(_) | IExpr::Binary(BinOp::Rem, ..)) => {
+            Some(x.span)
+        }
+        _ => None,
     })
 }
 
@@ -69,12 +103,15 @@ pub(super) fn wait_writer(model: &Model, source: &str, actions: &[Action], i: us
 pub(super) enum Operand {
     Parity,
     StageIndex,
+    /// The parity, from a writer right for the first round only: nothing flips it where the
+    /// stage index wraps (the span of that wrap).
+    Unflipped(Span),
 }
 
 impl Operand {
     pub(super) fn name(self) -> &'static str {
         match self {
-            Operand::Parity => "parity",
+            Operand::Parity | Operand::Unflipped(_) => "parity",
             Operand::StageIndex => "stage index",
         }
     }

@@ -340,7 +340,13 @@ fn divergence(
                 statement_text(source, d),
                 line(d)
             );
-            if let Some(n) = decls.trip_count_declaration(d) {
+            if let blame::Operand::Unflipped(w) = what {
+                out.push_str(&format!(
+                    ", and nothing flips it: the stage index wraps at line {} `{}` with the parity unchanged, so from the second pass over the stages on it names a phase already completed",
+                    line(w),
+                    statement_text(source, w)
+                ));
+            } else if let Some(n) = decls.trip_count_declaration(d) {
                 out.push_str(&format!(", in a loop run `{}` times (line {})", statement_text(source, n), line(n)));
             }
             out
@@ -350,6 +356,7 @@ fn divergence(
     // The statement a wrong parity's writer leads to: the writer, or the param that says how
     // often a loop of local assignments around it runs.
     let parity_site = |def: Option<(Span, blame::Operand)>, at: Span| match def {
+        Some((_, blame::Operand::Unflipped(w))) => w,
         Some((d, _)) => decls.trip_count_declaration(d).unwrap_or(d),
         None => at,
     };

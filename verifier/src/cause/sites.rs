@@ -9,6 +9,8 @@
 //!   access's target, or what orders it across CTAs, is the mistake, not the local access;
 //! - an async-proxy read racing with a generic write: the fence belongs after that write;
 //! - a barrier init the async proxy cannot see: the fence belongs after the init;
+//! - a use before a barrier's init that the program does run: the order (a syncthreads) belongs
+//!   after the init;
 //! - a wait with a token of another barrier: the wait (its token check runs after the step's
 //!   visible instruction);
 //! - a completion function that waits or arrives on its own barrier: that statement in its body;
@@ -70,6 +72,9 @@ pub(super) fn relocate(model: &Model, source: &str, decls: &Decls, r: &Replayed,
         }
         ViolationKind::Uninitialized if v.message.contains("async proxy") => {
             barrier_init(model, r, i).map(|j| at(r.steps[j].span, "the fence belongs after the init"))
+        }
+        ViolationKind::Uninitialized if v.message.contains("before it is initialised") => {
+            init_statement(model, &r.steps[i]).map(|sp| at(sp, "nothing orders the barrier's init before this use: a syncthreads belongs after the init"))
         }
         ViolationKind::Assertion => local_check(model, s).map(|sp| at(sp, "the failing check is")),
         ViolationKind::MissingWait => {
@@ -272,6 +277,26 @@ fn barrier_init(model: &Model, r: &Replayed, i: usize) -> Option<usize> {
                 ..
             })
         )
+    })
+}
+
+/// The `init` of the barrier step `s` uses, in the code of any thread (the trace may not have
+/// reached it yet): with it in the program, a use before it is a missing order, not a missing
+/// init, and the order belongs right after the init.
+fn init_statement(model: &Model, s: &TraceStep) -> Option<Span> {
+    let group = match instr_of(model, s).map(|x| &x.kind) {
+        Some(InstrKind::Op { op: IOp::Mbar(m), .. }) => m.bar().group,
+        _ => return None,
+    };
+    let p = &model.proto;
+    (0..p.threads.len()).find_map(|t| {
+        p.code_of(t).instrs.iter().find_map(|x| match &x.kind {
+            InstrKind::Op {
+                op: IOp::Mbar(MbarOp::Init { bar, .. }),
+                ..
+            } if bar.group == group => Some(x.span),
+            _ => None,
+        })
     })
 }
 
