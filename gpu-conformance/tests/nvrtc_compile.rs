@@ -18,7 +18,32 @@ fn spec_files() -> Vec<PathBuf> {
 }
 
 #[test]
-fn every_generated_kernel_compiles_for_sm90() {
+fn every_generated_raw_ptx_kernel_compiles_for_sm90() {
+    compiles_for_sm90(Backend::Ptx);
+}
+
+/// NVRTC compiles one program at a time in a process (compiles from several threads ran one
+/// after another), so the libcu++ half runs in a process of its own, beside the raw-PTX half.
+#[test]
+fn every_generated_libcu_kernel_compiles_for_sm90() {
+    let o = std::process::Command::new(std::env::current_exe().expect("the test binary"))
+        .args(["--ignored", "--exact", "libcu_kernels_in_a_process_of_their_own", "--nocapture"])
+        .output()
+        .expect("the test binary runs");
+    let err = String::from_utf8_lossy(&o.stderr);
+    eprint!("{err}");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "the libcu++ compiles failed:\n{out}\n{err}");
+    assert!(out.contains("1 passed"), "the libcu++ compiles did not run:\n{out}");
+}
+
+#[test]
+#[ignore = "run by every_generated_libcu_kernel_compiles_for_sm90, in a process of its own"]
+fn libcu_kernels_in_a_process_of_their_own() {
+    compiles_for_sm90(Backend::Libcu);
+}
+
+fn compiles_for_sm90(backend: Backend) {
     if !nvrtc::available() {
         if std::env::var("CI").is_ok_and(|v| v == "true" || v == "1") {
             panic!("NVRTC is not installed but CI=true: source gpu-conformance/ci/setup-nvrtc.sh (libnvrtc + CCCL wheels)");
@@ -30,7 +55,7 @@ fn every_generated_kernel_compiles_for_sm90() {
     assert!(files.len() >= 5, "expected the fixtures at least, found {files:?}");
     let mut failures = Vec::new();
     let mut compiled = 0;
-    for backend in [Backend::Ptx, Backend::Libcu] {
+    {
         let mut kernels = Vec::new();
         for f in &files {
             let spec = load_spec(f, &[]).unwrap_or_else(|e| panic!("{e}"));
