@@ -32,28 +32,56 @@ fn packing_then_unpacking_gives_back_every_reached_state_of_the_library() {
     for f in files {
         let spec = load(&f, &[]).unwrap_or_else(|e| panic!("{e}"));
         let m = Model::new(spec.proto);
-        let Some(init) = m.init().next else { continue };
-        let mut seen: HashSet<State> = HashSet::new();
-        let mut queue = VecDeque::from([init]);
-        let mut perm = Vec::new();
-        let mut actions = Vec::new();
-        while let Some(s) = queue.pop_front() {
-            if seen.len() >= STATES_PER_SPEC || !seen.insert(s.clone()) {
-                continue;
-            }
-            assert_eq!(roundtrip(&m, &s), s, "{}: raw state", f.display());
-            let mut c = s.clone();
-            m.canonical_form(&mut c, true, &mut perm);
-            assert_eq!(roundtrip(&m, &c), c, "{}: canonical state", f.display());
-            checked += 1;
-            actions.clear();
-            m.actions(&s, &mut actions);
-            for &a in &actions {
-                if let Some(n) = m.step(&s, a).next {
-                    queue.push_back(n);
-                }
+        checked += roundtrip_reached(&m, &f.display().to_string());
+    }
+    assert!(checked > 1000, "only {checked} states checked");
+}
+
+/// The states of `m` a bounded breadth-first walk reaches each give themselves back, raw and
+/// canonical; returns how many were checked.
+fn roundtrip_reached(m: &Model, label: &str) -> usize {
+    let Some(init) = m.init().next else { return 0 };
+    let mut checked = 0usize;
+    let mut seen: HashSet<State> = HashSet::new();
+    let mut queue = VecDeque::from([init]);
+    let mut perm = Vec::new();
+    let mut actions = Vec::new();
+    while let Some(s) = queue.pop_front() {
+        if seen.len() >= STATES_PER_SPEC || !seen.insert(s.clone()) {
+            continue;
+        }
+        assert_eq!(roundtrip(m, &s), s, "{label}: raw state");
+        let mut c = s.clone();
+        m.canonical_form(&mut c, true, &mut perm);
+        assert_eq!(roundtrip(m, &c), c, "{label}: canonical state");
+        checked += 1;
+        actions.clear();
+        m.actions(&s, &mut actions);
+        for &a in &actions {
+            if let Some(n) = m.step(&s, a).next {
+                queue.push_back(n);
             }
         }
     }
-    assert!(checked > 1000, "only {checked} states checked");
+    checked
+}
+
+/// Per-object flags are packed 32 to a word: protocols with more barriers and buffers than one
+/// word holds (31 to 65 of each, around the word edges), with and without the async proxy,
+/// give back every state they reach.
+#[test]
+fn packing_keeps_states_with_more_objects_than_a_flag_word_holds() {
+    for n in [31usize, 32, 33, 64, 65] {
+        for proxy in [false, true] {
+            let fence = if proxy { "  fence_proxy_async()\n" } else { "" };
+            let src = format!(
+                "protocol wide\nbarrier b[{n}] count 1\nbuffer d[{n}] bytes 4\nrole t[1] {{\n  for i in 0..{n} {{\n    write(d[i], 1)\n{fence}    arrive(b[i])\n  }}\n}}\n"
+            );
+            let ast = phasecheck_model::lang::parse(&src).unwrap_or_else(|e| panic!("{e:?}\n{src}"));
+            phasecheck_model::lang::check(&ast).unwrap_or_else(|e| panic!("{e:?}\n{src}"));
+            let m = Model::new(phasecheck_model::program::lower::lower(&ast, &[]).expect("lowers"));
+            let checked = roundtrip_reached(&m, &format!("{n} objects, proxy {proxy}"));
+            assert!(checked > n, "{n} objects, proxy {proxy}: only {checked} states");
+        }
+    }
 }

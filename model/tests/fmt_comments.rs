@@ -111,3 +111,20 @@ fn an_empty_block_keeps_its_comment() {
     assert!(out.contains("role t[1] {\n  // nothing yet\n}"), "{out}");
     assert!(out.contains("completion c {}"), "{out}");
 }
+
+/// A comment on the line after a one-line `if` or `for` is not that statement's trailer: it
+/// stays on a line of its own before the next statement, and the statement's brace gets none.
+#[test]
+fn a_comment_on_the_line_after_a_one_line_block_stays_on_its_own_line() {
+    let src = "protocol p\nbarrier b count 1\nrole t[1] {\n  if tid == 0 { work }\n  // about the arrival\n  arrive(b)\n  for i in 0..2 { work }\n  // about the wait\n  wait_parity(b, 0)\n}\n";
+    let out = fmt(src);
+    assert!(
+        out.contains("  if tid == 0 {\n    work\n  }\n  // about the arrival\n  arrive(b)\n"),
+        "got:\n{out}"
+    );
+    assert!(
+        out.contains("  for i in 0..2 {\n    work\n  }\n  // about the wait\n  wait_parity(b, 0)\n"),
+        "got:\n{out}"
+    );
+    assert_eq!(fmt(&out), out);
+}

@@ -224,3 +224,27 @@ fn gtid_counts_from_zero_in_every_cta_of_a_cluster() {
     let absent = src.replace("gtid == 0", "gtid == 2");
     assert!(reachable_kinds(&model_of(&absent)).contains(&Deadlock));
 }
+
+/// A uniform warp's arrivals are one step, recorded as one arrival per phase it reaches with the
+/// lanes that landed in it: 4 lanes on a count-2 barrier complete phase 0 with two of them and
+/// phase 1 with the other two (what a trace and the root causes read).
+#[test]
+fn a_uniform_warps_arrivals_are_recorded_per_phase_with_their_lanes() {
+    let m = model_of("protocol p\nwarp_size 4\nbarrier b count 2\nrole w warps 1 uniform {\n  arrive(b)\n}\n");
+    let s = m.init().next.unwrap();
+    let mut enabled = Vec::new();
+    m.actions(&s, &mut enabled);
+    assert_eq!(enabled.len(), 1, "one agent for the warp");
+    let out = m.step(&s, enabled[0]);
+    let obs = out.event.expect("event").obs;
+    let arrivals: Vec<(i64, i64)> = obs
+        .iter()
+        .filter_map(|o| match o {
+            Obs::Arrived { phase, count, .. } => Some((*phase, *count as i64)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(arrivals, vec![(0, 2), (1, 2)], "{obs:?}");
+    let completed = obs.iter().filter(|o| matches!(o, Obs::PhaseCompleted { .. })).count();
+    assert_eq!(completed, 2, "{obs:?}");
+}
