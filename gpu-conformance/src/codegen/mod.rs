@@ -42,6 +42,7 @@ mod frame;
 mod mbarrier;
 mod memory;
 mod named;
+mod plain;
 mod prelude;
 mod proxy;
 mod results;
@@ -51,6 +52,7 @@ mod warp;
 
 pub use expr::comment_text;
 pub use frame::smem_symbol;
+pub use plain::generate_plain;
 pub use prelude::prelude_text;
 pub use proxy::has_wgmma;
 pub use results::{block_words_of, status, BlockRecord, ThreadRecord, CAP, HEADER_WORDS, SRC_VERSIONS, THREAD_WORDS};
