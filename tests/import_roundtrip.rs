@@ -31,6 +31,10 @@ enum Bug {
     ProducerNoWait,
     /// The barriers' `init`s are not followed by `fence_mbarrier_init()` (with `manual`).
     NoInitFence,
+    /// `empty` is never initialised (with `manual`).
+    NoInit,
+    /// The consumer releases the slot before it reads it.
+    EarlyRelease,
 }
 
 /// A producer/consumer ring, as the `.phase` text a user would write.
@@ -50,7 +54,9 @@ struct Ring {
     /// The barriers are `manual_init`: the producer inits them, fences, and every role meets at
     /// a `syncthreads` (else they are ready before the roles run).
     manual: bool,
-    /// The consumer leaves `empty` with `arrive_and_drop` in its last round.
+    /// Consumer 0 of two leaves `empty` with `arrive_and_drop` in its last round (the other
+    /// keeps the count from falling to 0, itself a count-range violation), so the two consumers'
+    /// paths differ by `tid`.
     drop_last: bool,
     /// The consumers meet after each read on a barrier of their own, each waiting on the token
     /// its arrival returned.
@@ -97,14 +103,19 @@ impl Ring {
             let fence = if matches!(bug, Bug::NoInitFence) { "" } else { "  fence_mbarrier_init()\n" };
             (
                 " manual_init",
-                format!("  for k in 0..STAGES {{\n    init(full[k])\n    init(empty[k])\n  }}\n{fence}  syncthreads\n"),
+                format!(
+                    "  for k in 0..STAGES {{\n    init(full[k])\n{}  }}\n{fence}  syncthreads\n",
+                    if matches!(bug, Bug::NoInit) { "" } else { "    init(empty[k])\n" }
+                ),
                 "  syncthreads\n",
             )
         } else {
             ("", String::new(), "")
         };
-        let release = if drop_last {
-            "    if i == ITERS - 1 { arrive_and_drop(empty[s]) } else { arrive(empty[s]) }\n"
+        let release = if matches!(bug, Bug::EarlyRelease) {
+            ""
+        } else if drop_last {
+            "    if i == ITERS - 1 && tid == 0 { arrive_and_drop(empty[s]) } else { arrive(empty[s]) }\n"
         } else {
             "    arrive(empty[s])\n"
         };
@@ -113,6 +124,7 @@ impl Ring {
             Bug::ConsumerParity => "    wait_parity(full[s], 0)\n".into(),
             _ => "    wait_parity(full[s], (i / STAGES) % 2)\n".into(),
         };
+        let early = if matches!(bug, Bug::EarlyRelease) { "    arrive(empty[s])\n" } else { "" };
         let (meet_decl, meet_text) = if meet {
             (
                 format!("barrier meet count {consumers}\n"),
@@ -126,7 +138,7 @@ impl Ring {
              barrier full[STAGES] count {full_count}{decl}\nbarrier empty[STAGES] count {empty_count}{decl}\n\
              {meet_decl}buffer slot[STAGES] bytes {bytes}\n\n\
              role producer[1] {{\n{setup}  for i in 0..ITERS {{\n    let s = i % STAGES\n{producer_wait}{fill_text}  }}\n}}\n\n\
-             role consumer[{consumers}] {{\n{sync}  for i in 0..ITERS {{\n    let s = i % STAGES\n{consumer_wait}    read(slot[s])\n{meet_text}{release}  }}\n}}\n"
+             role consumer[{consumers}] {{\n{sync}  for i in 0..ITERS {{\n    let s = i % STAGES\n{consumer_wait}{early}    read(slot[s])\n{meet_text}{release}  }}\n}}\n"
         )
     }
 }
@@ -142,6 +154,8 @@ fn bug() -> impl Strategy<Value = Bug> {
         1 => Just(Bug::ConsumerNoWait),
         1 => Just(Bug::ProducerNoWait),
         1 => Just(Bug::NoInitFence),
+        1 => Just(Bug::NoInit),
+        1 => Just(Bug::EarlyRelease),
     ]
 }
 
@@ -157,9 +171,10 @@ fn ring() -> impl Strategy<Value = Ring> {
                 // a written slot has no tx bytes to get wrong
                 (2, _, Bug::TxBytes(_)) => Bug::None,
                 // ready-made barriers have no init to fence
-                (_, false, Bug::NoInitFence) => Bug::None,
+                (_, false, Bug::NoInitFence | Bug::NoInit) => Bug::None,
                 (_, _, b) => b,
             };
+            let drop_last = drop_last && consumers == 2;
             Ring {
                 stages,
                 iters,
