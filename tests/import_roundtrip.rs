@@ -84,7 +84,11 @@ impl Ring {
             Bug::TxBytes(d) => bytes + d,
             _ => bytes,
         };
-        let parity = if matches!(bug, Bug::ProducerParity) { "(i / STAGES) % 2" } else { "(i / STAGES + 1) % 2" };
+        let parity = if matches!(bug, Bug::ProducerParity) {
+            "(i / STAGES) % 2"
+        } else {
+            "(i / STAGES + 1) % 2"
+        };
         let producer_wait = match (bug, start_one) {
             (Bug::ProducerNoWait, _) => String::new(),
             (_, true) => format!("    wait_parity(empty[s], {parity})\n"),
@@ -100,7 +104,11 @@ impl Ring {
             ),
         };
         let (decl, setup, sync) = if manual {
-            let fence = if matches!(bug, Bug::NoInitFence) { "" } else { "  fence_mbarrier_init()\n" };
+            let fence = if matches!(bug, Bug::NoInitFence) {
+                ""
+            } else {
+                "  fence_mbarrier_init()\n"
+            };
             (
                 " manual_init",
                 format!(
@@ -124,7 +132,11 @@ impl Ring {
             Bug::ConsumerParity => "    wait_parity(full[s], 0)\n".into(),
             _ => "    wait_parity(full[s], (i / STAGES) % 2)\n".into(),
         };
-        let early = if matches!(bug, Bug::EarlyRelease) { "    arrive(empty[s])\n" } else { "" };
+        let early = if matches!(bug, Bug::EarlyRelease) {
+            "    arrive(empty[s])\n"
+        } else {
+            ""
+        };
         let (meet_decl, meet_text) = if meet {
             (
                 format!("barrier meet count {consumers}\n"),
@@ -164,30 +176,32 @@ fn ring() -> impl Strategy<Value = Ring> {
         (1i64..=3, 1i64..=5, 1u32..=2, prop_oneof![Just(16i64), Just(32i64)], 0u8..=3),
         (any::<bool>(), any::<bool>(), any::<bool>(), any::<bool>(), bug()),
     )
-        .prop_map(|((stages, iters, consumers, bytes, fill, ), (start_one, manual, drop_last, meet, bug))| {
-            // halves of a bulk copy are whole 16-byte chunks
-            let bytes = if fill == 3 { 32 } else { bytes };
-            let bug = match (fill, manual, bug) {
-                // a written slot has no tx bytes to get wrong
-                (2, _, Bug::TxBytes(_)) => Bug::None,
-                // ready-made barriers have no init to fence
-                (_, false, Bug::NoInitFence | Bug::NoInit) => Bug::None,
-                (_, _, b) => b,
-            };
-            let drop_last = drop_last && consumers == 2;
-            Ring {
-                stages,
-                iters,
-                consumers,
-                bytes,
-                fill,
-                start_one,
-                manual,
-                drop_last,
-                meet,
-                bug,
-            }
-        })
+        .prop_map(
+            |((stages, iters, consumers, bytes, fill), (start_one, manual, drop_last, meet, bug))| {
+                // halves of a bulk copy are whole 16-byte chunks
+                let bytes = if fill == 3 { 32 } else { bytes };
+                let bug = match (fill, manual, bug) {
+                    // a written slot has no tx bytes to get wrong
+                    (2, _, Bug::TxBytes(_)) => Bug::None,
+                    // ready-made barriers have no init to fence
+                    (_, false, Bug::NoInitFence | Bug::NoInit) => Bug::None,
+                    (_, _, b) => b,
+                };
+                let drop_last = drop_last && consumers == 2;
+                Ring {
+                    stages,
+                    iters,
+                    consumers,
+                    bytes,
+                    fill,
+                    start_one,
+                    manual,
+                    drop_last,
+                    meet,
+                    bug,
+                }
+            },
+        )
 }
 
 /// The verdict and the kinds of a spec, every kind explored (no allowance past a violation).
@@ -200,21 +214,21 @@ fn verdict(name: &str, text: &str) -> (Verdict, BTreeSet<&'static str>) {
             ..CheckOptions::default()
         },
     );
-    (c.verdict(), c.kinds().into_iter().collect())
+    // a search stopped at its bound reports what it found so far: say so in the verdict
+    let verdict = if c.report.bound.is_some() {
+        Verdict::Incomplete
+    } else {
+        c.verdict()
+    };
+    (verdict, c.kinds().into_iter().collect())
 }
 
 /// The spec text imported back from the plain kernel of `spec`.
 fn round_trip(spec: &str) -> Result<String, String> {
     let loaded = parse_spec("ring.phase", spec, &[]).map_err(|e| format!("the generated spec does not parse:\n{e}"))?;
     let cu = generate_plain(&loaded.proto, &loaded.source).map_err(|e| format!("emit-cuda --plain: {e}"))?;
-    let ptx = phasecheck_gpu::sys::compile_ptx(
-        &cu,
-        "ring.cu",
-        "sm_90a",
-        &[],
-        &["--std=c++17".to_string(), "-lineinfo".to_string()],
-    )
-    .map_err(|e| format!("NVRTC: {e}\n{cu}"))?;
+    let ptx = phasecheck_gpu::sys::compile_ptx(&cu, "ring.cu", "sm_90a", &[], &["--std=c++17".to_string(), "-lineinfo".to_string()])
+        .map_err(|e| format!("NVRTC: {e}\n{cu}"))?;
     let opts = phasecheck_import::Options {
         ptx_name: "ring.ptx".into(),
         ..Default::default()
@@ -272,4 +286,23 @@ proptest! {
             back
         );
     }
+}
+
+/// What the plain emitter does not cover it refuses, naming what and where: a uniform role, an
+/// `expect` whose version the kernel cannot carry, a statement without a plain form.
+#[test]
+fn plain_emission_refuses_what_it_cannot_express_with_the_reason() {
+    let refusal = |text: &str| {
+        let loaded = parse_spec("r.phase", text, &[]).unwrap();
+        generate_plain(&loaded.proto, &loaded.source).unwrap_err().to_string()
+    };
+    let uniform = refusal("protocol u\nbarrier b count 1\nrole w warps 1 uniform {\n  arrive(b)\n}\n");
+    assert!(uniform.contains("role w is uniform"), "{uniform}");
+    let expect = refusal(
+        "protocol e\nbarrier b count 1\nbuffer d bytes 16\nrole p[1] {\n  write(d, 1)\n  arrive(b)\n}\n\
+         role c[1] {\n  wait_parity(b, 0)\n  read(d, expect = 1)\n}\n",
+    );
+    assert!(expect.contains("line 10: a read with `expect`"), "{expect}");
+    let elect = refusal("protocol x\nbarrier b count 1\nrole w[1] {\n  let e = elect()\n  arrive(b)\n}\n");
+    assert!(elect.contains("line 4: elect() has no plain form"), "{elect}");
 }

@@ -60,21 +60,26 @@ fn sig(op: &Op) -> String {
     }
 }
 
-/// Adjacent reads of one buffer are one read of the bytes they span.
-pub fn merge_reads(events: Vec<Event>) -> Vec<Event> {
+/// Adjacent reads of one buffer are one read of the bytes they span, and adjacent writes of
+/// one buffer that continue each other are one write: a thread storing a slot word by word (the
+/// only way plain C++ writes 16 bytes) is one statement, not one step per word, whose
+/// interleavings the search would otherwise take apart (each another agent can race with just
+/// as well as with the whole). Writes with a gap between them stay apart, so no byte the
+/// kernel leaves alone is written in the spec.
+pub fn merge_accesses(events: Vec<Event>) -> Vec<Event> {
     let mut out: Vec<Event> = Vec::new();
     for e in events {
-        if let (Some(last), Op::Read { buf, off, bytes }) = (out.last_mut(), &e.op) {
-            if let Op::Read { buf: b, off: o, bytes: n } = &mut last.op {
-                if b == buf {
-                    let end = (*o + *n).max(off + bytes);
-                    *o = (*o).min(*off);
-                    *n = end - *o;
-                    continue;
-                }
+        match (out.last_mut().map(|l| &mut l.op), &e.op) {
+            (Some(Op::Read { buf: b, off: o, bytes: n }), Op::Read { buf, off, bytes }) if b == buf => {
+                let end = (*o + *n).max(off + bytes);
+                *o = (*o).min(*off);
+                *n = end - *o;
             }
+            (Some(Op::Write { buf: b, off: o, bytes: n }), Op::Write { buf, off, bytes }) if b == buf && *o + *n == *off => {
+                *n += bytes;
+            }
+            _ => out.push(e),
         }
-        out.push(e);
     }
     out
 }

@@ -33,6 +33,9 @@
 //! walk over a role's instructions and the dispatch of each to its object; `frame` emits the
 //! kernel around the roles, `check` rejects what a backend cannot express, `expr` prints
 //! expressions and places, and `results` defines the results the host reads back.
+//!
+//! `plain` stands apart: the protocol alone, without any of this instrumentation, for reading and
+//! for the import round trip (`phasecheck emit-cuda --plain`).
 
 mod check;
 mod cluster;

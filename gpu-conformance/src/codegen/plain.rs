@@ -112,12 +112,7 @@ pub fn generate_plain(p: &Protocol, source: &str) -> Result<String, NotExpressib
         } else {
             format!("threadIdx.x >= {first} && threadIdx.x <= {last}")
         };
-        let _ = writeln!(
-            out,
-            "  if ({range}) {{  // role {}[{}]",
-            super::comment_text(&r.name),
-            r.count
-        );
+        let _ = writeln!(out, "  if ({range}) {{  // role {}[{}]", super::comment_text(&r.name), r.count);
         role_body(p, source, &r.code, first, &format!("R{ri}_"), &mut out)?;
         out.push_str("  }\n");
     }
@@ -210,11 +205,17 @@ fn op_text(p: &Protocol, code: &Code, op: &IOp, result: Option<u16>, line: usize
             } => match (drop, expect_tx) {
                 (false, None) => format!("pc_arrive({}, {})", bar(b)?, e(n)?),
                 (true, None) => format!("pc_arrive_drop({}, {})", bar(b)?, e(n)?),
-                (false, Some(tx)) if result.is_none() && matches!(n, IExpr::Const(1)) => format!("pc_arrive_expect_tx({}, {})", bar(b)?, e(tx)?),
+                (false, Some(tx)) if result.is_none() && matches!(n, IExpr::Const(1)) => {
+                    format!("pc_arrive_expect_tx({}, {})", bar(b)?, e(tx)?)
+                }
                 (false, Some(tx)) => format!("(pc_expect_tx({b}, {}), pc_arrive({b}, {}))", e(tx)?, e(n)?, b = bar(b)?),
                 (true, Some(_)) => return refuse(),
             },
-            MbarOp::Wait { bar: b, target, try_: false } => match target {
+            MbarOp::Wait {
+                bar: b,
+                target,
+                try_: false,
+            } => match target {
                 WaitTarget::Parity(x) => format!("pc_wait_parity({}, {})", bar(b)?, e(x)?),
                 WaitTarget::Token(x) => format!("pc_wait({}, {})", bar(b)?, e(x)?),
             },
