@@ -253,7 +253,8 @@ fn nvrtc_or_skip() -> bool {
     if std::env::var_os("CI").is_some() {
         panic!("import_roundtrip: NVRTC is not available and CI is set (source gpu-conformance/ci/setup-nvrtc.sh)");
     }
-    println!("SKIPPED import_roundtrip: NVRTC is not available (source gpu-conformance/ci/setup-nvrtc.sh)");
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| println!("SKIPPED import_roundtrip: NVRTC is not available (source gpu-conformance/ci/setup-nvrtc.sh)"));
     false
 }
 
