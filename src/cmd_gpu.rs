@@ -1,7 +1,7 @@
 //! `phasecheck emit-cuda` and `phasecheck gpu ...` (issues 4 and 11): the command-line arguments,
 //! and thin glue over phasecheck-gpu (`runner::run`, `rejudge`, `report`).
 
-use phasecheck_gpu::codegen::{generate, Backend};
+use phasecheck_gpu::codegen::{generate, generate_plain, Backend};
 use phasecheck_gpu::plan::{Budget, Settings};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -31,6 +31,10 @@ pub struct EmitArgs {
     /// Override a parameter: NAME=VALUE (repeatable).
     #[arg(long = "param", value_name = "NAME=VALUE", value_parser = crate::load::parse_override)]
     pub params: Vec<(String, i64)>,
+    /// The barrier protocol alone, as a plain kernel (raw mbarrier PTX, one thread range per
+    /// role, no conformance instrumentation): readable, and what `phasecheck import` reads back.
+    #[arg(long, conflicts_with = "backend")]
+    pub plain: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -186,6 +190,18 @@ pub fn emit(a: EmitArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if a.plain {
+        return match generate_plain(&spec.proto, &spec.source) {
+            Ok(k) => {
+                say!("{k}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                noteln!("{}: --plain: {e}", spec.display);
+                ExitCode::from(1)
+            }
+        };
+    }
     match generate(&spec.proto, &spec.source, a.backend.backend(), 0) {
         Ok(k) => {
             say!("{}", k.source());

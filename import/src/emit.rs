@@ -60,21 +60,26 @@ fn sig(op: &Op) -> String {
     }
 }
 
-/// Adjacent reads of one buffer are one read of the bytes they span.
-pub fn merge_reads(events: Vec<Event>) -> Vec<Event> {
+/// Adjacent reads of one buffer are one read of the bytes they span, and adjacent writes of
+/// one buffer that continue each other are one write: a thread storing a slot word by word (the
+/// only way plain C++ writes 16 bytes) is one statement, not one step per word, whose
+/// interleavings the search would otherwise take apart (each another agent can race with just
+/// as well as with the whole). Writes with a gap between them stay apart, so no byte the
+/// kernel leaves alone is written in the spec.
+pub fn merge_accesses(events: Vec<Event>) -> Vec<Event> {
     let mut out: Vec<Event> = Vec::new();
     for e in events {
-        if let (Some(last), Op::Read { buf, off, bytes }) = (out.last_mut(), &e.op) {
-            if let Op::Read { buf: b, off: o, bytes: n } = &mut last.op {
-                if b == buf {
-                    let end = (*o + *n).max(off + bytes);
-                    *o = (*o).min(*off);
-                    *n = end - *o;
-                    continue;
-                }
+        match (out.last_mut().map(|l| &mut l.op), &e.op) {
+            (Some(Op::Read { buf: b, off: o, bytes: n }), Op::Read { buf, off, bytes }) if b == buf => {
+                let end = (*o + *n).max(off + bytes);
+                *o = (*o).min(*off);
+                *n = end - *o;
             }
+            (Some(Op::Write { buf: b, off: o, bytes: n }), Op::Write { buf, off, bytes }) if b == buf && *o + *n == *off => {
+                *n += bytes;
+            }
+            _ => out.push(e),
         }
-        out.push(e);
     }
     out
 }
@@ -225,41 +230,52 @@ pub fn names(m: &Module, runs: &[ThreadRun], facts: &mut Facts, ptx_name: &str) 
     }
 }
 
-/// A buffer whose copies all have one size S at multiples of S, whose other accesses each stay
-/// inside one S-byte element, and whose size is a multiple of S, is an array of S-byte elements:
-/// the `[STAGES][BYTES]` declaration of a ring, read back from how it is used.
+/// A buffer that async copies (or bulk stores) fill, whose accesses each stay inside one S-byte
+/// element, and whose size is a multiple of S, is an array of S-byte elements: the
+/// `[STAGES][BYTES]` declaration of a ring, read back from how it is used. S is the copies' size
+/// when they have one and it fits; else the smallest size of an access (at least every copy's)
+/// that fits: a slot filled by several copies of part of it and read whole is one element, not
+/// a row of copy-sized ones a read would straddle. Elements matter beyond naming: each is a
+/// buffer of its own in the spec, whose copies land independently of the other slots'.
 fn strides(runs: &[ThreadRun], buffers: &BTreeMap<String, (String, i64)>) -> BTreeMap<String, i64> {
     let mut out = BTreeMap::new();
     for (sym, (_, size)) in buffers {
-        let accesses: Vec<(bool, i64, i64)> = runs
+        // (kind, offset, bytes): kind 0 a copy, 1 a bulk store (a whole element), 2 any other
+        let accesses: Vec<(u8, i64, i64)> = runs
             .iter()
             .flat_map(|r| r.events.iter())
             .filter_map(|e| match &e.op {
-                Op::Copy { buf, off, bytes, .. } if buf == sym => Some((true, *off, *bytes)),
+                Op::Copy { buf, off, bytes, .. } if buf == sym => Some((0, *off, *bytes)),
                 Op::CpAsync { buf, off, bytes } | Op::Read { buf, off, bytes } | Op::Write { buf, off, bytes } if buf == sym => {
-                    Some((false, *off, *bytes))
+                    Some((2, *off, *bytes))
                 }
                 // a store of one element is placed like a copy; one of unknown size reads it all
-                Op::Store { buf, off, bytes } if buf == sym && *bytes > 0 => Some((true, *off, *bytes)),
-                Op::Store { buf, .. } if buf == sym => Some((false, 0, *size)),
+                Op::Store { buf, off, bytes } if buf == sym && *bytes > 0 => Some((1, *off, *bytes)),
+                Op::Store { buf, .. } if buf == sym => Some((2, 0, *size)),
                 _ => None,
             })
             .collect();
-        let sizes: BTreeSet<i64> = accesses.iter().filter(|a| a.0).map(|a| a.2).collect();
-        let [s] = sizes.iter().copied().collect::<Vec<_>>()[..] else {
+        let filled: BTreeSet<i64> = accesses.iter().filter(|a| a.0 < 2).map(|a| a.2).collect();
+        let Some(&widest) = filled.iter().next_back() else {
             continue;
         };
-        if s <= 0 || s >= *size || size % s != 0 {
-            continue;
+        let fits = |s: i64| {
+            s > 0
+                && s < *size
+                && size % s == 0
+                && accesses.iter().all(|&(kind, off, bytes)| match kind {
+                    1 => off % s == 0 && bytes == s,
+                    _ => off >= 0 && bytes > 0 && off / s == (off + bytes - 1) / s,
+                })
+        };
+        let mut candidates: Vec<i64> = Vec::new();
+        if filled.len() == 1 {
+            candidates.push(widest);
         }
-        let fits = accesses.iter().all(|&(copy, off, bytes)| {
-            if copy {
-                off % s == 0
-            } else {
-                off >= 0 && bytes > 0 && off / s == (off + bytes - 1) / s
-            }
-        });
-        if fits {
+        let mut wider: Vec<i64> = accesses.iter().map(|a| a.2).filter(|&b| b >= widest).collect();
+        wider.sort_unstable();
+        candidates.extend(wider);
+        if let Some(s) = candidates.into_iter().find(|&s| fits(s)) {
             out.insert(sym.clone(), s);
         }
     }

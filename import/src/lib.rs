@@ -118,7 +118,7 @@ pub fn import(ptx_text: &str, opts: &Options) -> Result<Imported, ImportError> {
         for y in 0..block[1] {
             for x in 0..block[0] {
                 let mut r = interp.run(entry, [x, y, z], &launch);
-                r.events = emit::merge_reads(r.events);
+                r.events = emit::merge_accesses(r.events);
                 runs.push(r);
             }
         }

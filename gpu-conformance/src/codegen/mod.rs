@@ -33,6 +33,9 @@
 //! walk over a role's instructions and the dispatch of each to its object; `frame` emits the
 //! kernel around the roles, `check` rejects what a backend cannot express, `expr` prints
 //! expressions and places, and `results` defines the results the host reads back.
+//!
+//! `plain` stands apart: the protocol alone, without any of this instrumentation, for reading and
+//! for the import round trip (`phasecheck emit-cuda --plain`).
 
 mod check;
 mod cluster;
@@ -42,6 +45,7 @@ mod frame;
 mod mbarrier;
 mod memory;
 mod named;
+mod plain;
 mod prelude;
 mod proxy;
 mod results;
@@ -51,6 +55,7 @@ mod warp;
 
 pub use expr::comment_text;
 pub use frame::smem_symbol;
+pub use plain::generate_plain;
 pub use prelude::prelude_text;
 pub use proxy::has_wgmma;
 pub use results::{block_words_of, status, BlockRecord, ThreadRecord, CAP, HEADER_WORDS, SRC_VERSIONS, THREAD_WORDS};
