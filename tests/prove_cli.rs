@@ -314,12 +314,13 @@ fn inline_functions_are_expanded_by_reference() {
 #[test]
 fn a_shared_var_is_the_value_published_before_the_first_syncthreads() {
     // a read after the reader's first syncthreads sees the writer's value: proved
-    let (code, t) = prove_soundness("prove_var_read_before_sync_fixed", &[]);
+    let (code, t) = prove_soundness("prove_var_written_after_sync_fixed", &[]);
     assert_eq!(code, Some(0), "{t}");
     let (code, t) = prove_soundness("var_indexed_wait_fixed", &[]);
     assert_eq!(code, Some(0), "{t}");
-    // a read before it may see the initial value: refuted with it, confirmed, never proved
-    let (code, t) = prove_soundness("prove_var_read_before_sync", &[]);
+    // a write after the writer's syncthreads (or a read before the reader's) may leave the
+    // initial value to see: refuted with it, confirmed, never proved
+    let (code, t) = prove_soundness("prove_var_written_after_sync", &[]);
     assert_eq!(code, Some(1), "refuted and confirmed:\n{t}");
     let (code, t) = prove_soundness("var_indexed_wait", &[]);
     assert_eq!(code, Some(1), "refuted and confirmed:\n{t}");

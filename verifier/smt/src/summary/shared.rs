@@ -7,8 +7,9 @@
 //! (docs/semantics.md: `syncthreads` joins the histories of its participants). The writer itself
 //! reads its own latest value (program order). A read that no `syncthreads` orders after the
 //! writes is given the initial value, and the answer is at best a refutation (the explicit
-//! search confirms it or `prove` says `unknown`). Any other var depends on the interleaving:
-//! refused.
+//! search confirms it or `prove` says `unknown`); so is a read of a var its one writer writes in
+//! straight-line code after its first `syncthreads` (or with none). Any other var depends on the
+//! interleaving: refused.
 
 use super::*;
 
@@ -19,6 +20,9 @@ pub(super) enum Shared {
     Constant(T),
     /// Written by the thread of role `writer` before its first `syncthreads`.
     Published { writer: String, init: T, value: T },
+    /// Written by the thread of role `writer` in its straight-line code, but not all before
+    /// its first `syncthreads`: another thread may read the initial value (refutable only).
+    Late { writer: String, init: T },
     /// Its value depends on the interleaving (the reason says why).
     Racy(String),
 }
@@ -66,8 +70,25 @@ impl Builder {
             return racy("written by a role of several threads");
         }
         let stmts = &r.body.stmts;
+        // every write a top-level statement of constant value: the writer knows its own value,
+        // and another thread may see the initial one (or, if ordered, the written one)
+        let straight = stmts
+            .iter()
+            .filter(|s| matches!(&s.kind, StmtKind::Assign { name: n, value: ast::Value::Expr(e) } if n.name == name && self.decl_expr(e).is_ok()))
+            .count()
+            == writes(&r.body, name);
+        let late = |why: &str| {
+            if straight {
+                Shared::Late {
+                    writer: r.name.name.clone(),
+                    init: init.clone(),
+                }
+            } else {
+                racy(why)
+            }
+        };
         let Some(sync) = stmts.iter().position(|s| matches!(s.kind, StmtKind::SyncThreads)) else {
-            return racy("whose writer never passes a `syncthreads`");
+            return late("whose writer never passes a `syncthreads`");
         };
         let before = ast::Block {
             stmts: stmts[..sync].to_vec(),
@@ -75,7 +96,7 @@ impl Builder {
         };
         let fn_syncs = program.functions().any(|f| block_syncs_cta(&f.body));
         if block_syncs_cta(&before) || block_returns(&before) || walk::block_breaks(&before) || (fn_syncs && block_calls(&before)) {
-            return racy("whose writer may not reach its first `syncthreads`");
+            return late("whose writer may not reach its first `syncthreads`");
         }
         let top: Vec<&ast::Expr> = stmts[..sync]
             .iter()
@@ -88,7 +109,7 @@ impl Builder {
             })
             .collect();
         if top.len() != writes(&r.body, name) {
-            return racy("written after its writer's first `syncthreads`, under a condition or in a loop");
+            return late("written after its writer's first `syncthreads`, under a condition or in a loop");
         }
         let mut value = init.clone();
         for e in top {
@@ -124,6 +145,16 @@ impl Builder {
                     Ok(init.clone())
                 }
             }
+            Some(Shared::Late { writer, init }) => {
+                if *writer == cx.role {
+                    return Ok(cx.var_now.get(n).cloned().unwrap_or_else(|| init.clone()));
+                }
+                self.refute_only.borrow_mut().get_or_insert(Unsupported {
+                    span,
+                    why: format!("`{n}` is a shared variable written after its writer's first `syncthreads` (or with no `syncthreads` ordering the write before this read); its value depends on the interleaving"),
+                });
+                Ok(init.clone())
+            }
             Some(Shared::Racy(why)) => unsupported(span, why.clone())?,
             None => unsupported(span, format!("`{n}` is a shared variable; its value depends on the interleaving"))?,
         }
@@ -134,6 +165,13 @@ impl Builder {
         match (self.shared.get(n), value) {
             (Some(Shared::Published { writer, .. }), ast::Value::Expr(e))
                 if *writer == cx.role && !cx.synced && cx.guard.is_empty() && cx.in_loop.is_none() && cx.share == Share::All =>
+            {
+                let t = self.decl_expr(e)?;
+                cx.var_now.insert(n.to_string(), t);
+                Ok(())
+            }
+            (Some(Shared::Late { writer, .. }), ast::Value::Expr(e))
+                if *writer == cx.role && cx.guard.is_empty() && cx.in_loop.is_none() && cx.share == Share::All =>
             {
                 let t = self.decl_expr(e)?;
                 cx.var_now.insert(n.to_string(), t);
