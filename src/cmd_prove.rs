@@ -165,6 +165,9 @@ pub fn prove(a: ProveArgs) -> ExitCode {
                 let _ = writeln!(text, "  line    {}", at(&spec, *sp));
             }
             js["law"] = json!(cx.law.name());
+            if cx.suspect.is_some() {
+                js["suspect"] = json!(true);
+            }
             js["barrier"] = json!(cx.group);
             js["what"] = json!(cx.what);
             js["assignment"] = json!(cx

@@ -252,8 +252,10 @@ fn prove_in(program: &ast::Program, opts: &Options, session: &solver::Session) -
             };
             cases += 1;
             // obligations first: they say whether the encoding applies at all
-            let mut ordered: Vec<&encode::Query> =
-                qs.iter().filter(|q| matches!(q.goal, Goal::Obligation(_) | Goal::Suspect(..))).collect();
+            let mut ordered: Vec<&encode::Query> = qs
+                .iter()
+                .filter(|q| matches!(q.goal, Goal::Obligation(_) | Goal::Suspect(..)))
+                .collect();
             ordered.extend(qs.iter().filter(|q| matches!(q.goal, Goal::Violation(_))));
             for q in ordered {
                 queries += 1;
@@ -294,44 +296,44 @@ fn prove_in(program: &ast::Program, opts: &Options, session: &solver::Session) -
                             }
                         }
                         match &q.goal {
-                        // The encoding may not describe every run here: no proof, but a
-                        // refutation still stands once the explicit search confirms it.
-                        Goal::Obligation(u) => {
-                            if refute_only.is_none() {
-                                refute_only = Some(u.clone());
+                            // The encoding may not describe every run here: no proof, but a
+                            // refutation still stands once the explicit search confirms it.
+                            Goal::Obligation(u) => {
+                                if refute_only.is_none() {
+                                    refute_only = Some(u.clone());
+                                }
                             }
-                        }
-                        Goal::Suspect(law, u) => {
-                            if refute_only.is_none() {
-                                refute_only = Some(u.clone());
-                            }
-                            suspect.get_or_insert(Counterexample {
-                                law: *law,
-                                group: q.group.clone(),
-                                what: u.why.clone(),
-                                assignment,
-                                details: q.show.iter().map(|(l, _)| l.clone()).zip(values).collect(),
-                                spans: q.spans.clone(),
-                                suspect: Some(u.why.clone()),
-                            });
-                        }
-                        Goal::Violation(law) => {
-                            report.cases = cases;
-                            report.queries = queries;
-                            return finish(
-                                report,
-                                Outcome::Refuted(Counterexample {
+                            Goal::Suspect(law, u) => {
+                                if refute_only.is_none() {
+                                    refute_only = Some(u.clone());
+                                }
+                                suspect.get_or_insert(Counterexample {
                                     law: *law,
                                     group: q.group.clone(),
-                                    what: q.what.clone(),
+                                    what: u.why.clone(),
                                     assignment,
                                     details: q.show.iter().map(|(l, _)| l.clone()).zip(values).collect(),
                                     spans: q.spans.clone(),
-                                    suspect: None,
-                                }),
-                            );
+                                    suspect: Some(u.why.clone()),
+                                });
+                            }
+                            Goal::Violation(law) => {
+                                report.cases = cases;
+                                report.queries = queries;
+                                return finish(
+                                    report,
+                                    Outcome::Refuted(Counterexample {
+                                        law: *law,
+                                        group: q.group.clone(),
+                                        what: q.what.clone(),
+                                        assignment,
+                                        details: q.show.iter().map(|(l, _)| l.clone()).zip(values).collect(),
+                                        spans: q.spans.clone(),
+                                        suspect: None,
+                                    }),
+                                );
+                            }
                         }
-                    }
                     }
                 }
             }

@@ -392,7 +392,10 @@ fn opk(op: &ast::Op, src: &str, out: &mut Vec<Edit>, lit: &mut Lit, prog: &ast::
                     },
                     text: new.to_string(),
                     size: 1,
-                    what: format!("{old} -> {new} (the expect {} its arrival)", if new == "expect_tx" { "without" } else { "with" }),
+                    what: format!(
+                        "{old} -> {new} (the expect {} its arrival)",
+                        if new == "expect_tx" { "without" } else { "with" }
+                    ),
                 });
             }
         }
@@ -460,7 +463,9 @@ fn moves(b: &ast::Block, src: &str, out: &mut Vec<Edit>, prog: &ast::Program, lv
             let end = match b.stmts.get(i + 1) {
                 Some(n) => src[..n.span.start as usize].rfind('\n').map_or(0, |k| k + 1) as u32,
                 // the last statement: its line, up to the newline
-                None => src[s.span.end as usize..].find('\n').map_or(s.span.end, |k| s.span.end + k as u32 + 1),
+                None => src[s.span.end as usize..]
+                    .find('\n')
+                    .map_or(s.span.end, |k| s.span.end + k as u32 + 1),
             };
             let start = src[..s.span.start as usize].rfind('\n').map_or(0, |k| k + 1) as u32;
             if end > s.span.end {
@@ -494,7 +499,10 @@ fn moves(b: &ast::Block, src: &str, out: &mut Vec<Edit>, prog: &ast::Program, lv
                 what: format!("`syncwarp` before `{}` (the lanes reconverge first)", text(src, s.span)),
             }),
             // a stage index wrapped to 0 with the phase left as it was
-            StmtKind::Assign { name, value: ast::Value::Expr(e) } if matches!(e.kind, ExprKind::Int(0)) => {
+            StmtKind::Assign {
+                name,
+                value: ast::Value::Expr(e),
+            } if matches!(e.kind, ExprKind::Int(0)) => {
                 let end = Span {
                     start: s.span.end,
                     end: s.span.end,
@@ -504,7 +512,10 @@ fn moves(b: &ast::Block, src: &str, out: &mut Vec<Edit>, prog: &ast::Program, lv
                         span: end,
                         text: format!("\n{}{p} = 1 - {p}", indent(s)),
                         size: 2,
-                        what: format!("`{p} = 1 - {p}` after `{}` (the phase flips when the index wraps)", text(src, s.span)),
+                        what: format!(
+                            "`{p} = 1 - {p}` after `{}` (the phase flips when the index wraps)",
+                            text(src, s.span)
+                        ),
                     });
                 }
             }
@@ -525,7 +536,10 @@ fn moves(b: &ast::Block, src: &str, out: &mut Vec<Edit>, prog: &ast::Program, lv
                         span: end,
                         text: format!("\n{}wait_parity({b}, {p})", indent(s)),
                         size: 2,
-                        what: format!("`wait_parity({b}, {p})` after `{}` (the copy lands before the next arrival)", text(src, s.span)),
+                        what: format!(
+                            "`wait_parity({b}, {p})` after `{}` (the copy lands before the next arrival)",
+                            text(src, s.span)
+                        ),
                     });
                 }
             }

@@ -8,9 +8,9 @@
 
 use crate::sym::{int, var, Cmp, B, T};
 use phasecheck_model::lang::ast::{self, BinOp, ExprKind, OpKind, Span, StmtKind, UnOp};
+use shared::Shared;
 use std::collections::{BTreeMap, HashMap};
 use walk::{block_assigns, block_calls, block_has_barrier_ops, block_returns, block_returns_always, block_syncs_cta, uses_identity};
-use shared::Shared;
 use warp::aligned_named_barriers;
 
 mod flow;

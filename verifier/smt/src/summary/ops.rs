@@ -274,7 +274,9 @@ impl Builder {
             }
         }
         for &(a, into) in &folds {
-            let SiteKind::Arrive { n: extra, .. } = cx.sites[a].kind.clone() else { unreachable!() };
+            let SiteKind::Arrive { n: extra, .. } = cx.sites[a].kind.clone() else {
+                unreachable!()
+            };
             if let SiteKind::Arrive { n, .. } = &mut cx.sites[into].kind {
                 *n = n.clone().add(extra);
             }

@@ -53,7 +53,11 @@ impl Builder {
     }
 
     fn classify_var(&self, program: &ast::Program, name: &str, init: T) -> Shared {
-        let racy = |why: &str| Shared::Racy(format!("`{name}` is a shared variable {why}; its value depends on the interleaving"));
+        let racy = |why: &str| {
+            Shared::Racy(format!(
+                "`{name}` is a shared variable {why}; its value depends on the interleaving"
+            ))
+        };
         if program.functions().any(|f| writes(&f.body, name) > 0) {
             return racy("written in a function");
         }
