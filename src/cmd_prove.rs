@@ -141,7 +141,12 @@ pub fn prove(a: ProveArgs) -> ExitCode {
         }
         Outcome::Refuted(cx) => {
             let assignment = cx.assignment.iter().map(|(n, v)| format!("{n}={v}")).collect::<Vec<_>>().join(" ");
-            let _ = writeln!(text, "violated: law {} on `{}`: {}", cx.law.name(), cx.group, cx.what);
+            if cx.suspect.is_some() {
+                // no law is refuted; the encoding's obligation gave a run that may violate one
+                let _ = writeln!(text, "suspect:  law {} on `{}`: {}", cx.law.name(), cx.group, cx.what);
+            } else {
+                let _ = writeln!(text, "violated: law {} on `{}`: {}", cx.law.name(), cx.group, cx.what);
+            }
             let _ = writeln!(
                 text,
                 "  at:     {}",
@@ -160,6 +165,9 @@ pub fn prove(a: ProveArgs) -> ExitCode {
                 let _ = writeln!(text, "  line    {}", at(&spec, *sp));
             }
             js["law"] = json!(cx.law.name());
+            if cx.suspect.is_some() {
+                js["suspect"] = json!(true);
+            }
             js["barrier"] = json!(cx.group);
             js["what"] = json!(cx.what);
             js["assignment"] = json!(cx
@@ -203,6 +211,9 @@ pub fn prove(a: ProveArgs) -> ExitCode {
                     } else {
                         let why = match r.verdict {
                             Verdict::Incomplete => "the explicit search hit its bound on that instance before confirming it".to_string(),
+                            // an obligation's model that the search does not confirm: the
+                            // obligation is what stands in the way of a proof
+                            _ if cx.suspect.is_some() => cx.suspect.clone().unwrap_or_default(),
                             _ => format!(
                                 "the explicit search finds no counting violation on that instance (found: {}); the protocol is outside the round discipline the laws assume",
                                 if r.violations.is_empty() { "nothing".to_string() } else { r.violations.iter().map(|v| v.kind.name()).collect::<Vec<_>>().join(", ") }

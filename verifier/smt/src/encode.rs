@@ -93,6 +93,11 @@ pub enum Goal {
     Violation(Law),
     /// Satisfiable: the encoding does not apply (the reason names the site).
     Obligation(Unsupported),
+    /// An obligation whose model is also a run the law may fail in (an arrival that may fall
+    /// into the thread's previous phase, its bytes in flight): when no law is refuted, it is
+    /// handed to the explicit search as a counterexample of the law, and only its confirmation
+    /// makes it a refutation.
+    Suspect(Law, Unsupported),
 }
 
 #[derive(Clone, Debug)]

@@ -64,6 +64,11 @@ pub struct Counterexample {
     pub details: Vec<(String, i64)>,
     #[serde(skip)]
     pub spans: Vec<Span>,
+    /// Set when no law is refuted and this is the model of an obligation the encoding could not
+    /// meet (`Goal::Suspect`): its reason, for the answer when the explicit search does not
+    /// confirm it (then `unknown`, never `refuted`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub suspect: Option<String>,
 }
 
 #[derive(Clone, Debug, serde::Serialize)]
@@ -174,6 +179,7 @@ fn prove_in(program: &ast::Program, opts: &Options, session: &solver::Session) -
         let (mut cases, mut queries) = (0usize, 0usize);
         let mut combo: Vec<i64> = sizes.iter().map(|s| s.1).collect();
         let mut refute_only: Option<summary::Unsupported> = None;
+        let mut suspect: Option<Counterexample> = None;
         loop {
             let mut bind: BTreeMap<String, Binding> = BTreeMap::new();
             for r in &opts.ranges {
@@ -246,7 +252,10 @@ fn prove_in(program: &ast::Program, opts: &Options, session: &solver::Session) -
             };
             cases += 1;
             // obligations first: they say whether the encoding applies at all
-            let mut ordered: Vec<&encode::Query> = qs.iter().filter(|q| matches!(q.goal, Goal::Obligation(_))).collect();
+            let mut ordered: Vec<&encode::Query> = qs
+                .iter()
+                .filter(|q| matches!(q.goal, Goal::Obligation(_) | Goal::Suspect(..)))
+                .collect();
             ordered.extend(qs.iter().filter(|q| matches!(q.goal, Goal::Violation(_))));
             for q in ordered {
                 queries += 1;
@@ -271,45 +280,61 @@ fn prove_in(program: &ast::Program, opts: &Options, session: &solver::Session) -
                             },
                         )
                     }
-                    solver::Answer::Sat { values, symbols } => match &q.goal {
-                        // The encoding may not describe every run here: no proof, but a
-                        // refutation still stands once the explicit search confirms it.
-                        Goal::Obligation(u) => {
-                            if refute_only.is_none() {
-                                refute_only = Some(u.clone());
+                    solver::Answer::Sat { values, symbols } => {
+                        let mut assignment: Vec<(String, i64)> = sizes.iter().zip(&combo).map(|((n, _, _), v)| (n.clone(), *v)).collect();
+                        for (n, v) in symbols {
+                            let n = n.clone();
+                            if !assignment.iter().any(|(m, _)| *m == n) {
+                                assignment.push((n, v));
                             }
                         }
-                        Goal::Violation(law) => {
-                            let mut assignment: Vec<(String, i64)> =
-                                sizes.iter().zip(&combo).map(|((n, _, _), v)| (n.clone(), *v)).collect();
-                            for (n, v) in symbols {
-                                let n = n.clone();
-                                if !assignment.iter().any(|(m, _)| *m == n) {
-                                    assignment.push((n, v));
+                        for (n, _, _) in &sizes {
+                            if let Some(a) = assignment.iter_mut().find(|(m, _)| m == n) {
+                                if program.roles().any(|r| &r.name.name == n) {
+                                    a.0 = format!("{n}.count");
                                 }
                             }
-                            for (n, _, _) in &sizes {
-                                if let Some(a) = assignment.iter_mut().find(|(m, _)| m == n) {
-                                    if program.roles().any(|r| &r.name.name == n) {
-                                        a.0 = format!("{n}.count");
-                                    }
+                        }
+                        match &q.goal {
+                            // The encoding may not describe every run here: no proof, but a
+                            // refutation still stands once the explicit search confirms it.
+                            Goal::Obligation(u) => {
+                                if refute_only.is_none() {
+                                    refute_only = Some(u.clone());
                                 }
                             }
-                            report.cases = cases;
-                            report.queries = queries;
-                            return finish(
-                                report,
-                                Outcome::Refuted(Counterexample {
+                            Goal::Suspect(law, u) => {
+                                if refute_only.is_none() {
+                                    refute_only = Some(u.clone());
+                                }
+                                suspect.get_or_insert(Counterexample {
                                     law: *law,
                                     group: q.group.clone(),
-                                    what: q.what.clone(),
+                                    what: u.why.clone(),
                                     assignment,
                                     details: q.show.iter().map(|(l, _)| l.clone()).zip(values).collect(),
                                     spans: q.spans.clone(),
-                                }),
-                            );
+                                    suspect: Some(u.why.clone()),
+                                });
+                            }
+                            Goal::Violation(law) => {
+                                report.cases = cases;
+                                report.queries = queries;
+                                return finish(
+                                    report,
+                                    Outcome::Refuted(Counterexample {
+                                        law: *law,
+                                        group: q.group.clone(),
+                                        what: q.what.clone(),
+                                        assignment,
+                                        details: q.show.iter().map(|(l, _)| l.clone()).zip(values).collect(),
+                                        spans: q.spans.clone(),
+                                        suspect: None,
+                                    }),
+                                );
+                            }
                         }
-                    },
+                    }
                 }
             }
             // next combination
@@ -319,6 +344,9 @@ fn prove_in(program: &ast::Program, opts: &Options, session: &solver::Session) -
                     report.laws = proven.into_iter().map(|(l, g)| (l, g.into_iter().collect())).collect();
                     report.cases = cases;
                     report.queries = queries;
+                    if let Some(cx) = suspect {
+                        return finish(report, Outcome::Refuted(cx));
+                    }
                     if let Some(u) = refute_only {
                         return finish(
                             report,
@@ -344,7 +372,7 @@ fn prove_in(program: &ast::Program, opts: &Options, session: &solver::Session) -
 fn law_of(g: &Goal) -> &'static str {
     match g {
         Goal::Violation(l) => l.name(),
-        Goal::Obligation(_) => "(encoding check)",
+        Goal::Obligation(_) | Goal::Suspect(..) => "(encoding check)",
     }
 }
 

@@ -74,7 +74,7 @@ pub fn repair(spec: &Spec, ranges: &[Range]) -> Result<Vec<Fix>, String> {
         })
     };
     edits.sort_by_key(|e| (!near(e), e.size, e.span.start));
-    edits.truncate(60);
+    edits.truncate(120);
     let mut fixes = Vec::new();
     let mut seen: Vec<String> = Vec::new();
     for e in edits {
@@ -205,6 +205,8 @@ fn candidates(spec: &Spec) -> Vec<Edit> {
                 // a role's size is the instance too: shrinking it hides bugs, it fixes none
                 stmts(&r.body, src, &mut out, &mut lit, &spec.ast, None);
             }
+            // an inline function's body is every caller's code (the pipeline state's advance)
+            ast::Item::Function(f) => stmts(&f.body, src, &mut out, &mut lit, &spec.ast, None),
             _ => {}
         }
     }
@@ -215,6 +217,7 @@ type Lit<'a> = dyn FnMut(&Expr, &str, &mut Vec<Edit>) + 'a;
 
 /// `lv`: the innermost loop variable around the block.
 fn stmts(b: &ast::Block, src: &str, out: &mut Vec<Edit>, lit: &mut Lit, prog: &ast::Program, lv: Option<&str>) {
+    moves(b, src, out, prog, lv);
     for s in &b.stmts {
         match &s.kind {
             StmtKind::For { var, hi, body, .. } => {
@@ -242,9 +245,22 @@ fn stmts(b: &ast::Block, src: &str, out: &mut Vec<Edit>, lit: &mut Lit, prog: &a
                 stmts(body, src, out, lit, prog, Some(&var.name));
             }
             StmtKind::If { cond, then, els } => {
-                if let ExprKind::Binary(op, _, r) = &cond.kind {
+                if let ExprKind::Binary(op, l, r) = &cond.kind {
                     if matches!(op, BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge | BinOp::Eq | BinOp::Ne) {
                         lit(r, "condition bound", out);
+                    }
+                    // the thread a role's one signalling thread is: the first of another role
+                    if let (BinOp::Eq, ExprKind::Name(n), ExprKind::Int(v)) = (op, &l.kind, &r.kind) {
+                        if n == "gtid" {
+                            for (role, first) in first_threads(prog).into_iter().filter(|(_, f)| f != v) {
+                                out.push(Edit {
+                                    span: r.span,
+                                    text: first.to_string(),
+                                    size: 2,
+                                    what: format!("condition: gtid == {v} -> gtid == {first} (the first thread of {role})"),
+                                });
+                            }
+                        }
                     }
                 }
                 stmts(then, src, out, lit, prog, lv);
@@ -253,6 +269,8 @@ fn stmts(b: &ast::Block, src: &str, out: &mut Vec<Edit>, lit: &mut Lit, prog: &a
                 }
             }
             StmtKind::While { body, .. } => stmts(body, src, out, lit, prog, lv),
+            // the lanes a `syncwarp(mask)` names
+            StmtKind::SyncWarpMask(m) => lit(m, "syncwarp mask", out),
             StmtKind::Op(op) => opk(op, src, out, lit, prog, lv),
             StmtKind::Let {
                 value: ast::Value::Op(op), ..
@@ -296,6 +314,29 @@ fn opk(op: &ast::Op, src: &str, out: &mut Vec<Edit>, lit: &mut Lit, prog: &ast::
                     });
                 }
             }
+            // a parity expression in a loop that names the wrong rounds: the loop variable's
+            // parity, the element's visit number's, or a constant
+            if let (false, Some(v)) = (matches!(parity.kind, ExprKind::Int(_)), lv) {
+                let len = prog
+                    .barriers()
+                    .find(|b| b.name.name == bar.name.name)
+                    .and_then(|b| b.len.as_ref())
+                    .map(|e| text(src, e.span).to_string());
+                let mut alts = vec![format!("{v} % 2"), format!("({v} + 1) % 2"), "0".to_string(), "1".to_string()];
+                if let Some(l) = len {
+                    alts.push(format!("({v} / {l}) % 2"));
+                    alts.push(format!("({v} / {l} + 1) % 2"));
+                }
+                let old = text(src, parity.span).to_string();
+                for t in alts.into_iter().filter(|t| norm(t) != norm(&old)) {
+                    out.push(Edit {
+                        span: parity.span,
+                        text: t.clone(),
+                        size: 2,
+                        what: format!("wait parity: {old} -> {t} (the rounds the wait names)"),
+                    });
+                }
+            }
             // one phase later or earlier: the parity flips
             let t = text(src, parity.span).to_string();
             let (span, text) = match &parity.kind {
@@ -323,7 +364,40 @@ fn opk(op: &ast::Op, src: &str, out: &mut Vec<Edit>, lit: &mut Lit, prog: &ast::
         }
         OpKind::Arrive { n: Some(n), .. } => lit(n, "arrival count", out),
         OpKind::ArriveExpectTx { bytes, .. } | OpKind::ExpectTx { bytes, .. } | OpKind::CompleteTx { bytes, .. } => {
-            lit(bytes, "bytes", out)
+            lit(bytes, "bytes", out);
+            // bytes of a parameter that count one of two tiles, or both of one
+            if !matches!(bytes.kind, ExprKind::Int(_)) {
+                let t = text(src, bytes.span).to_string();
+                for (new, what) in [(format!("2 * {t}"), "twice"), (format!("{t} / 2"), "half")] {
+                    out.push(Edit {
+                        span: bytes.span,
+                        text: new.clone(),
+                        size: 2,
+                        what: format!("bytes: {t} -> {new} ({what} the bytes)"),
+                    });
+                }
+            }
+            // an expect that should also arrive, or an arrival too many
+            let name = text(src, op.span);
+            let swap = match op.kind {
+                OpKind::ExpectTx { .. } if name.starts_with("expect_tx") => Some(("expect_tx", "arrive_expect_tx")),
+                OpKind::ArriveExpectTx { .. } if name.starts_with("arrive_expect_tx") => Some(("arrive_expect_tx", "expect_tx")),
+                _ => None,
+            };
+            if let Some((old, new)) = swap {
+                out.push(Edit {
+                    span: Span {
+                        start: op.span.start,
+                        end: op.span.start + old.len() as u32,
+                    },
+                    text: new.to_string(),
+                    size: 1,
+                    what: format!(
+                        "{old} -> {new} (the expect {} its arrival)",
+                        if new == "expect_tx" { "without" } else { "with" }
+                    ),
+                });
+            }
         }
         OpKind::CopyAsync { bytes: Some(b), .. } | OpKind::MemcpyAsync { bytes: Some(b), .. } => lit(b, "copy bytes", out),
         // the CTA a remote operation names, and the operation itself
@@ -335,6 +409,190 @@ fn opk(op: &ast::Op, src: &str, out: &mut Vec<Edit>, lit: &mut Lit, prog: &ast::
         }
         _ => {}
     }
+}
+
+/// Edits of a block's statements: two neighbours swapped (a wait, an arrival or a copy one step
+/// too early or too late), a `syncwarp` before a warp-batched `commit` (the lanes reconverge), an
+/// `arrive_and_drop` before a `return` (an exiting thread leaves the barrier's count).
+fn moves(b: &ast::Block, src: &str, out: &mut Vec<Edit>, prog: &ast::Program, lv: Option<&str>) {
+    let simple = |s: &ast::Stmt| {
+        matches!(
+            s.kind,
+            StmtKind::Op(_) | StmtKind::Let { .. } | StmtKind::Assign { .. } | StmtKind::SyncThreads | StmtKind::SyncWarp
+        ) && !text(src, s.span).contains('\n')
+    };
+    let barrier_op = |s: &ast::Stmt| {
+        matches!(
+            &s.kind,
+            StmtKind::Op(o) | StmtKind::Let { value: ast::Value::Op(o), .. } | StmtKind::Assign { value: ast::Value::Op(o), .. }
+                if o.kind.object() != ast::Object::Memory
+        ) || matches!(s.kind, StmtKind::SyncThreads | StmtKind::SyncWarp)
+    };
+    let indent = |s: &ast::Stmt| {
+        let line = src[..s.span.start as usize].rfind('\n').map_or(0, |i| i + 1);
+        src[line..s.span.start as usize].to_string()
+    };
+    // an `if` that leaves the loop or the thread, moved past the barrier operation after it
+    let exits = |s: &ast::Stmt| matches!(&s.kind, StmtKind::If { then, els: None, .. } if walk_exits(then));
+    for w in b.stmts.windows(2) {
+        let (x, y) = (&w[0], &w[1]);
+        let pair = (simple(x) && simple(y) && (barrier_op(x) || barrier_op(y)))
+            || (exits(x) && simple(y) && barrier_op(y))
+            || (simple(x) && barrier_op(x) && exits(y));
+        if pair {
+            let mid = &src[x.span.end as usize..y.span.start as usize];
+            out.push(Edit {
+                span: Span {
+                    start: x.span.start,
+                    end: y.span.end,
+                },
+                text: format!("{}{mid}{}", text(src, y.span), text(src, x.span)),
+                size: 1,
+                what: format!("`{}` moved after `{}`", text(src, x.span), text(src, y.span)),
+            });
+        }
+    }
+    for (i, s) in b.stmts.iter().enumerate() {
+        let at = Span {
+            start: s.span.start,
+            end: s.span.start,
+        };
+        // a barrier operation too many (a wait that names a phase the thread cannot know, a
+        // drop that empties the barrier): removed with its line, tried after the other edits
+        if simple(s) && barrier_op(s) && !matches!(s.kind, StmtKind::Let { .. }) {
+            let end = match b.stmts.get(i + 1) {
+                Some(n) => src[..n.span.start as usize].rfind('\n').map_or(0, |k| k + 1) as u32,
+                // the last statement: its line, up to the newline
+                None => src[s.span.end as usize..]
+                    .find('\n')
+                    .map_or(s.span.end, |k| s.span.end + k as u32 + 1),
+            };
+            let start = src[..s.span.start as usize].rfind('\n').map_or(0, |k| k + 1) as u32;
+            if end > s.span.end {
+                out.push(Edit {
+                    span: Span { start, end },
+                    text: String::new(),
+                    size: 3,
+                    what: format!("`{}` removed", text(src, s.span)),
+                });
+            }
+        }
+        // an exit from the count where the thread should only arrive
+        if let StmtKind::Op(o) = &s.kind {
+            if matches!(o.kind, OpKind::ArriveAndDrop { .. }) && text(src, o.span).starts_with("arrive_and_drop") {
+                out.push(Edit {
+                    span: Span {
+                        start: o.span.start,
+                        end: o.span.start + "arrive_and_drop".len() as u32,
+                    },
+                    text: "arrive".into(),
+                    size: 2,
+                    what: format!("`{}` -> an `arrive` (the thread stays in the count)", text(src, o.span)),
+                });
+            }
+        }
+        match &s.kind {
+            StmtKind::Op(o) if matches!(o.kind, OpKind::Commit { .. }) => out.push(Edit {
+                span: at,
+                text: format!("syncwarp\n{}", indent(s)),
+                size: 1,
+                what: format!("`syncwarp` before `{}` (the lanes reconverge first)", text(src, s.span)),
+            }),
+            // a stage index wrapped to 0 with the phase left as it was
+            StmtKind::Assign {
+                name,
+                value: ast::Value::Expr(e),
+            } if matches!(e.kind, ExprKind::Int(0)) => {
+                let end = Span {
+                    start: s.span.end,
+                    end: s.span.end,
+                };
+                for p in phase_names(prog).into_iter().filter(|p| *p != name.name) {
+                    out.push(Edit {
+                        span: end,
+                        text: format!("\n{}{p} = 1 - {p}", indent(s)),
+                        size: 2,
+                        what: format!(
+                            "`{p} = 1 - {p}` after `{}` (the phase flips when the index wraps)",
+                            text(src, s.span)
+                        ),
+                    });
+                }
+            }
+            // a wait for the bytes a copy lands before the thread arrives again
+            StmtKind::Op(o) if matches!(o.kind, OpKind::CopyAsync { .. }) => {
+                let OpKind::CopyAsync { bar, .. } = &o.kind else { unreachable!() };
+                let end = Span {
+                    start: s.span.end,
+                    end: s.span.end,
+                };
+                let b = text(src, bar.span).to_string();
+                let parities = match lv {
+                    Some(v) => vec![format!("{v} % 2"), format!("({v} + 1) % 2")],
+                    None => vec!["0".to_string(), "1".to_string()],
+                };
+                for p in parities {
+                    out.push(Edit {
+                        span: end,
+                        text: format!("\n{}wait_parity({b}, {p})", indent(s)),
+                        size: 2,
+                        what: format!(
+                            "`wait_parity({b}, {p})` after `{}` (the copy lands before the next arrival)",
+                            text(src, s.span)
+                        ),
+                    });
+                }
+            }
+            StmtKind::Return => {
+                for bar in prog.barriers().filter(|b| b.len.is_none()) {
+                    out.push(Edit {
+                        span: at,
+                        text: format!("arrive_and_drop({})\n{}", bar.name.name, indent(s)),
+                        size: 1,
+                        what: format!("`arrive_and_drop({})` before `return` (the thread leaves the count)", bar.name.name),
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Whether a block always leaves by `break` or `return`.
+fn walk_exits(b: &ast::Block) -> bool {
+    b.stmts.iter().any(|s| matches!(s.kind, StmtKind::Break | StmtKind::Return))
+}
+
+/// The parameters of the inline functions that hold a phase, by the pipeline state's naming
+/// (`phase`, `parity`): a state advance that wraps the index must flip them.
+fn phase_names(p: &ast::Program) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for f in p.functions() {
+        for prm in &f.params {
+            if prm.name.contains("phase") || prm.name.contains("parity") {
+                out.push(prm.name.clone());
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// The first thread (`gtid`) of each role, while the roles before it have literal sizes in
+/// threads.
+fn first_threads(p: &ast::Program) -> Vec<(String, i64)> {
+    let mut out = Vec::new();
+    let mut g = 0;
+    for r in p.roles() {
+        let ExprKind::Int(n) = r.count.kind else { break };
+        if r.unit != ast::RoleUnit::Threads {
+            break;
+        }
+        out.push((r.name.name.clone(), g));
+        g += n;
+    }
+    out
 }
 
 /// A unified diff (3 lines of context) between two versions of one file.

@@ -8,12 +8,15 @@
 
 use crate::sym::{int, var, Cmp, B, T};
 use phasecheck_model::lang::ast::{self, BinOp, ExprKind, OpKind, Span, StmtKind, UnOp};
+use shared::Shared;
 use std::collections::{BTreeMap, HashMap};
 use walk::{block_assigns, block_calls, block_has_barrier_ops, block_returns, block_returns_always, block_syncs_cta, uses_identity};
 use warp::aligned_named_barriers;
 
 mod flow;
 mod ops;
+mod shared;
+mod terms;
 mod walk;
 mod warp;
 
@@ -170,6 +173,8 @@ pub struct Builder {
     unfenced_init: std::cell::Cell<Option<Span>>,
     /// Whether a role uses the cluster barrier.
     cluster_barrier: std::cell::Cell<bool>,
+    /// What each shared var holds (`shared.rs`).
+    shared: HashMap<String, Shared>,
 }
 
 /// Locals: a term, or the token of an arrival site.
@@ -230,6 +235,15 @@ struct Ctx {
     role_threads: Option<(i64, i64)>,
     /// Commit sites of a per-thread class whose group has other lanes.
     group_commits: Vec<usize>,
+    /// The values this thread wrote to shared vars it publishes, and whether it passed a first
+    /// `syncthreads` that every path reaches (then it reads the published values).
+    var_now: HashMap<String, T>,
+    published: bool,
+    /// Inside a loop that is run iteration by iteration (unrolled, or a `while` of constant
+    /// tests): the guard depth and lanes at its body, where a `break` is known to be taken;
+    /// and whether one was taken (the rest of the iteration and the loop are skipped).
+    break_at: Option<(usize, Share)>,
+    broke: bool,
 }
 
 impl Builder {
@@ -250,6 +264,7 @@ impl Builder {
             warp_lanes: HashMap::new(),
             inits: Default::default(),
             unfenced_init: Default::default(),
+            shared: HashMap::new(),
         };
         let mut symbols = Vec::new();
         for p in program.params() {
@@ -303,6 +318,7 @@ impl Builder {
                 role_warps.insert(r.name.name.clone(), w);
             }
         }
+        b.shared = b.classify_vars(program)?;
         for buf in program.buffers() {
             let bytes = b.decl_expr(&buf.bytes)?;
             b.buffers.insert(buf.name.name.clone(), bytes);
@@ -524,6 +540,10 @@ impl Builder {
             elects: false,
             role_threads: None,
             group_commits: vec![],
+            var_now: HashMap::new(),
+            published: false,
+            break_at: None,
+            broke: false,
         };
         self.expr(e, &mut cx)
     }
@@ -573,6 +593,10 @@ impl Builder {
             elects: walk::block_elects(&r.body) || (!self.fns.is_empty() && block_calls(&r.body)),
             role_threads,
             group_commits: vec![],
+            var_now: HashMap::new(),
+            published: false,
+            break_at: None,
+            broke: false,
         };
         cx.cta = cta;
         cx.role = r.name.name.clone();
@@ -621,22 +645,7 @@ impl Builder {
                 )?;
             }
         }
-        // An arrive-on happens when the copies land, possibly after the thread's later
-        // arrivals: the j-th arrival of the thread is the j-th phase's only if all its
-        // arrivals on that barrier are arrive-ons (then which is j-th does not matter).
-        for &a in &cx.async_arrivals {
-            let g = &cx.sites[a].group;
-            if let Some(x) = cx
-                .sites
-                .iter()
-                .find(|x| &x.group == g && matches!(x.kind, SiteKind::Arrive { .. }) && !cx.async_arrivals.contains(&x.pos))
-            {
-                return unsupported(
-                    x.span,
-                    format!("an arrival on `{g}` by a thread that also arrives on it through cp_async_arrive_noinc, whose arrive-on may come later: the order of its arrivals is modelled only by the explicit search"),
-                )?;
-            }
-        }
+        self.fold_arrive_ons(&mut cx)?;
         Ok((cx.segs, cx.sites))
     }
 
@@ -644,7 +653,7 @@ impl Builder {
     fn block(&self, blk: &ast::Block, cx: &mut Ctx) -> R<()> {
         cx.locals.push(HashMap::new());
         for s in &blk.stmts {
-            if cx.dead {
+            if cx.dead || cx.broke {
                 break;
             }
             self.stmt(s, cx)?;
@@ -700,11 +709,8 @@ impl Builder {
                 cx.locals.last_mut().unwrap().insert(name.name.clone(), v);
             }
             StmtKind::Assign { name, value } => {
-                if self.vars.contains(&name.name) {
-                    return unsupported(
-                        s.span,
-                        format!("`{}` is a shared variable; its values depend on the interleaving", name.name),
-                    )?;
+                if self.vars.contains(&name.name) && self.lookup(&name.name, cx).is_none() {
+                    return self.shared_write(&name.name, value, s.span, cx);
                 }
                 let scope = cx.locals.iter().rposition(|m| m.contains_key(&name.name));
                 if cx.share != Share::All && scope.is_some_and(|ix| ix < cx.share_scope) {
@@ -759,17 +765,33 @@ impl Builder {
                     let (l, h) = (self.expr(lo, cx)?, self.expr(hi, cx)?);
                     match (l.as_int(), h.as_int()) {
                         (Some(l), Some(h)) if h - l <= UNROLL => {
+                            let outer = cx.break_at.replace((cx.guard.len(), cx.share));
                             for i in l..h {
                                 cx.locals.push(HashMap::from([(v.name.clone(), Local::Term(int(i)))]));
                                 cx.loop_vars.push(v.name.clone());
-                                self.block(body, cx)?;
+                                let run = self.block(body, cx);
                                 cx.loop_vars.pop();
                                 cx.locals.pop();
-                                if cx.dead {
+                                run?;
+                                if cx.dead || std::mem::take(&mut cx.broke) {
                                     break;
                                 }
                             }
+                            cx.break_at = outer;
                             return Ok(());
+                        }
+                        // bounds of ranged parameters: the caller gives them each value in turn
+                        (l2, h2) if l2.is_none() || h2.is_none() => {
+                            let bound = if l2.is_none() { l.clone() } else { h.clone() };
+                            match term_vars(&bound).into_iter().find(|v| !v.contains('@') && !v.contains('#')) {
+                                Some(v) => return Err(need_concrete_of(&var(&v), s.span)),
+                                None => {
+                                    return unsupported(
+                                        s.span,
+                                        format!("a loop to unroll needs constant bounds and at most {UNROLL} iterations"),
+                                    )?
+                                }
+                            }
                         }
                         _ => {
                             return unsupported(
@@ -811,7 +833,9 @@ impl Builder {
                 cx.locals.push(HashMap::from([(v.name.clone(), Local::Term(var(&name)))]));
                 cx.loop_scope = cx.locals.len();
                 cx.loop_vars.push(v.name.clone());
+                let outer = cx.break_at.take();
                 self.block(body, cx)?;
+                cx.break_at = outer;
                 cx.loop_vars.pop();
                 cx.locals.pop();
                 cx.in_loop = None;
@@ -833,6 +857,12 @@ impl Builder {
                         self.block(e, cx)?;
                     }
                     return Ok(());
+                }
+                // a `break` under a ranged parameter: the caller gives it each value in turn
+                if cx.break_at.is_some() && (walk::block_breaks(then) || els.as_ref().is_some_and(walk::block_breaks)) {
+                    if let Some(v) = cond_vars(&c).into_iter().find(|v| !v.contains('@') && !v.contains('#')) {
+                        return Err(need_concrete_of(&var(&v), cond.span));
+                    }
                 }
                 let then_ret = block_returns_always(then);
                 let else_ret = els.as_ref().is_some_and(block_returns_always);
@@ -900,6 +930,7 @@ impl Builder {
                         self.unfenced_init.set(Some(sp));
                     }
                     cx.synced = true;
+                    cx.published = cx.guard.is_empty() && cx.in_loop.is_none() && cx.share == Share::All;
                 }
                 let g = format!("{SYNCTHREADS}{}", cta_suffix(self.ctas, cx.cta));
                 let a = self.push(cx, s.span, g.clone(), int(0), SiteKind::Arrive { n: int(1), drop: false });
@@ -921,6 +952,9 @@ impl Builder {
                 });
             }
             StmtKind::While { cond, body } => self.while_loop(s.span, cond, body, cx)?,
+            // In a loop run iteration by iteration, a `break` every path of the iteration
+            // reaches here ends the loop.
+            StmtKind::Break if cx.break_at == Some((cx.guard.len(), cx.share)) => cx.broke = true,
             StmtKind::Break => {
                 return unsupported(
                     s.span,
@@ -989,101 +1023,6 @@ impl Builder {
             Some(e) => self.expr(e, cx),
             None => Ok(self.buffers.get(&buf.name.name).cloned().unwrap_or(int(0))),
         }
-    }
-
-    fn cond(&self, e: &ast::Expr, cx: &mut Ctx) -> R<B> {
-        Ok(match &e.kind {
-            ExprKind::Binary(op, a, b) => match op {
-                BinOp::And => B::and(vec![self.cond(a, cx)?, self.cond(b, cx)?]),
-                BinOp::Or => B::or(vec![self.cond(a, cx)?, self.cond(b, cx)?]),
-                BinOp::Eq | BinOp::Ne | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge => {
-                    let c = match op {
-                        BinOp::Eq => Cmp::Eq,
-                        BinOp::Ne => Cmp::Ne,
-                        BinOp::Lt => Cmp::Lt,
-                        BinOp::Le => Cmp::Le,
-                        BinOp::Gt => Cmp::Gt,
-                        _ => Cmp::Ge,
-                    };
-                    self.expr(a, cx)?.cmp(c, self.expr(b, cx)?)
-                }
-                _ => self.expr(e, cx)?.cmp(Cmp::Ne, int(0)),
-            },
-            ExprKind::Unary(UnOp::Not, a) => self.cond(a, cx)?.not(),
-            _ => self.expr(e, cx)?.cmp(Cmp::Ne, int(0)),
-        })
-    }
-
-    fn expr(&self, e: &ast::Expr, cx: &mut Ctx) -> R<T> {
-        Ok(match &e.kind {
-            ExprKind::Int(v) => int(*v),
-            ExprKind::Name(n) => {
-                if let Some(l) = self.lookup(n, cx) {
-                    match l {
-                        Local::Term(t) => t,
-                        Local::Token(_) => return unsupported(e.span, "a token used as a number")?,
-                        Local::Elect => return unsupported(
-                            e.span,
-                            "an elect() result used other than as the condition of an `if`: prove counts the elected block, not the values",
-                        )?,
-                    }
-                } else if let Some(t) = self.params.get(n) {
-                    t.clone()
-                } else if self.vars.contains(n) {
-                    return unsupported(e.span, format!("`{n}` is a shared variable; its value depends on the interleaving"))?;
-                } else if n == "cta" {
-                    int(cx.cta)
-                } else {
-                    let (tid, gtid, ws) = match cx.me {
-                        Some(m) => m,
-                        None => return unsupported(e.span, format!("`{n}` is not a parameter or a local known to prove"))?,
-                    };
-                    match n.as_str() {
-                        "tid" => int(tid),
-                        "gtid" => int(gtid),
-                        "lane" => int(gtid % ws),
-                        "warp" => int(gtid / ws),
-                        _ => return unsupported(e.span, format!("`{n}` is not a parameter or a local known to prove"))?,
-                    }
-                }
-            }
-            ExprKind::RoleCount(r) => match self.roles.get(r) {
-                Some(t) => t.clone(),
-                None => return unsupported(e.span, format!("`{r}.count` is not known here"))?,
-            },
-            ExprKind::Unary(UnOp::Neg, a) => self.expr(a, cx)?.neg(),
-            ExprKind::Unary(UnOp::Not, _) => T::ite(self.cond(e, cx)?, int(1), int(0)),
-            ExprKind::Binary(op, a, b) => {
-                let x = self.expr(a, cx)?;
-                match op {
-                    BinOp::Add => x.add(self.expr(b, cx)?),
-                    BinOp::Sub => x.sub(self.expr(b, cx)?),
-                    BinOp::Mul => x.mul(self.expr(b, cx)?),
-                    BinOp::Div | BinOp::Rem => {
-                        let y = self.expr(b, cx)?;
-                        let m = match y.as_int() {
-                            Some(m) => m,
-                            None => return Err(need_concrete_of(&y, b.span)),
-                        };
-                        if m <= 0 {
-                            return unsupported(b.span, format!("division by {m}: prove handles division by a positive constant"))?;
-                        }
-                        if let Some(v) = x.as_int() {
-                            return Ok(int(if *op == BinOp::Div { v / m } else { v % m }));
-                        }
-                        if m == 1 {
-                            return Ok(if *op == BinOp::Div { x } else { int(0) });
-                        }
-                        if *op == BinOp::Div {
-                            T::Div(Box::new(x), m)
-                        } else {
-                            T::Mod(Box::new(x), m)
-                        }
-                    }
-                    _ => T::ite(self.cond(e, cx)?, int(1), int(0)),
-                }
-            }
-        })
     }
 }
 

@@ -452,7 +452,7 @@ impl<'a> Encoder<'a> {
             parts.push(B::or(vec![ew.dom.clone().not(), m.cmp(Cmp::Lt, int(0)), unordered]));
         }
         self.push_q(Query {
-            goal: Goal::Obligation(Unsupported {
+            goal: Goal::Suspect(Law::TxBalance, Unsupported {
                 span: a.span,
                 why: format!(
                     "{} arrives on `{}` again with nothing since its last arrival there that waits for that phase; the arrival may fall into that phase while its bytes are in flight (over-arrival), which only the explicit search models",

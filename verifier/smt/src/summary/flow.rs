@@ -10,19 +10,21 @@ impl Builder {
     /// ends exactly when `wait_parity(B, P)` would pass, so it is that wait; a loop whose
     /// condition is a constant at every test (locals and parameters of known value, as a
     /// persistent kernel's `while blk < BLOCKS { ...; blk = blk + 1 }`) is run as often as it
-    /// runs, at most `UNROLL` times. Anything else (a shared var, a symbolic bound, `break`)
-    /// depends on the interleaving or on values prove does not enumerate: refused.
+    /// runs, at most `UNROLL` times, and a `break` whose condition is a constant there ends it
+    /// (a persistent consumer's `while 1 { ...; if tile == TILES { break } }`). Anything else (a
+    /// shared var, a symbolic bound, a `break` under a condition prove does not know, a
+    /// `return`) depends on the interleaving or on values prove does not enumerate: refused.
     pub(super) fn while_loop(&self, span: Span, cond: &ast::Expr, body: &ast::Block, cx: &mut Ctx) -> R<()> {
         let refuse = || -> R<()> {
             unsupported(
                 span,
-                "a `while` loop whose condition is not a constant at each test, or that holds a `break`: its trip count depends on the interleaving or on values prove does not enumerate; only the explicit search models it",
+                "a `while` loop that holds a `return`: its trip count depends on the interleaving; only the explicit search models it",
             )?
         };
         if let Some(r) = self.spin_wait(cond, body, cx) {
             return r;
         }
-        if walk::block_breaks(body) || block_returns(body) {
+        if block_returns(body) {
             return refuse();
         }
         if cx.in_loop.is_some() && block_has_barrier_ops(body) {
@@ -31,6 +33,21 @@ impl Builder {
                 "a nested loop with barrier operations or a return: prove handles one loop level",
             )?;
         }
+        let outer = cx.break_at.replace((cx.guard.len(), cx.share));
+        let run = self.while_trips(span, cond, body, cx);
+        cx.break_at = outer;
+        run
+    }
+
+    /// The iterations of a `while` whose tests are constants, until one is false or a `break`
+    /// that the iteration's every path reaches.
+    fn while_trips(&self, span: Span, cond: &ast::Expr, body: &ast::Block, cx: &mut Ctx) -> R<()> {
+        let refuse = || -> R<()> {
+            unsupported(
+                span,
+                "a `while` loop whose condition is not a constant at each test, or that holds a `break` under a condition not known here: its trip count depends on the interleaving or on values prove does not enumerate; only the explicit search models it",
+            )?
+        };
         let mut trips = 0;
         loop {
             match self.cond(cond, cx) {
@@ -50,6 +67,9 @@ impl Builder {
                 Err(e) => return Err(e),
             }
             self.block(body, cx)?;
+            if std::mem::take(&mut cx.broke) || cx.dead {
+                return Ok(());
+            }
             trips += 1;
         }
     }
@@ -160,7 +180,9 @@ impl Builder {
         cx.loop_scope = 2;
         cx.share_scope = 1;
         cx.inlining += 1;
+        let breaks = cx.break_at.take();
         let run = self.block(&f.body, cx);
+        cx.break_at = breaks;
         cx.inlining -= 1;
         let after = std::mem::replace(&mut cx.locals, saved);
         cx.loop_vars = saved_loop_vars;

@@ -244,4 +244,70 @@ impl Builder {
             other => return unsupported(sp, &format!("`{}` is modelled only by the explicit search", other.keyword()))?,
         })
     }
+
+    /// An arrive-on happens when the copies land, possibly after the thread's later
+    /// arrivals: the j-th arrival of the thread is the j-th phase's only if all its arrivals
+    /// on that barrier are arrive-ons (then which is j-th does not matter). A `.noinc` arrive-on
+    /// followed, with no wait on the barrier between, by an arrival of the thread under the
+    /// same guard is counted with that arrival, in its round: the phase then needs both, so a
+    /// count that leaves the arrive-on out is refuted. The arrive-on may also come a phase
+    /// later, which the explicit search models: such a protocol is refuted (once the search
+    /// confirms it), never proved. Any other mix is refused.
+    pub(super) fn fold_arrive_ons(&self, cx: &mut Ctx) -> R<()> {
+        let is_wait = |k: &SiteKind| matches!(k, SiteKind::WaitParity { .. } | SiteKind::WaitToken { .. });
+        let mut folds: Vec<(usize, usize)> = Vec::new();
+        for &a in &cx.async_arrivals {
+            let g = &cx.sites[a].group;
+            let own = |x: &Site| &x.group == g && matches!(x.kind, SiteKind::Arrive { .. }) && !cx.async_arrivals.contains(&x.pos);
+            let Some(x) = cx.sites.iter().find(|x| own(x)) else { continue };
+            let (sa, next) = (&cx.sites[a], cx.sites[a + 1..].iter().find(|y| &y.group == g));
+            match next {
+                Some(y) if own(y) && y.seg == sa.seg && y.share == sa.share && y.guard == sa.guard && !is_wait(&y.kind) => {
+                    folds.push((a, y.pos))
+                }
+                _ => {
+                    return unsupported(
+                        x.span,
+                        format!("an arrival on `{g}` by a thread that also arrives on it through cp_async_arrive_noinc, whose arrive-on may come later: the order of its arrivals is modelled only by the explicit search"),
+                    )?
+                }
+            }
+        }
+        for &(a, into) in &folds {
+            let SiteKind::Arrive { n: extra, .. } = cx.sites[a].kind.clone() else {
+                unreachable!()
+            };
+            if let SiteKind::Arrive { n, .. } = &mut cx.sites[into].kind {
+                *n = n.clone().add(extra);
+            }
+        }
+        // the folded arrive-ons leave the site list, the positions after them move down
+        for &(a, _) in folds.iter().rev() {
+            self.refute_only.borrow_mut().get_or_insert(Unsupported {
+                span: cx.sites[a].span,
+                why: format!("a cp_async_arrive_noinc on `{}` beside the thread's own arrival: its arrive-on may land in the next phase, which only the explicit search models (the laws can be refuted here, not proved)", cx.sites[a].group),
+            });
+            cx.sites.remove(a);
+            for x in cx.sites.iter_mut().skip(a) {
+                x.pos -= 1;
+            }
+            for x in cx.sites.iter_mut() {
+                if let SiteKind::WaitToken { arrive } = &mut x.kind {
+                    if *arrive > a {
+                        *arrive -= 1;
+                    }
+                }
+            }
+            for c in cx.group_commits.iter_mut().chain(cx.async_arrivals.iter_mut()) {
+                if *c > a {
+                    *c -= 1;
+                }
+            }
+            cx.async_arrivals.retain(|&x| x != a);
+            if let Some(c) = cx.cluster_arrive.as_mut().filter(|c| **c > a) {
+                *c -= 1;
+            }
+        }
+        Ok(())
+    }
 }
