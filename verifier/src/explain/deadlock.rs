@@ -206,19 +206,31 @@ fn blocked_wait(model: &Model, s: &State, h: &History, t: usize, bar: usize, nam
             .collect();
         // Dropping is advice only where it is legal: the expected count must stay at least 1.
         let drop_ok = b.expected - exited.len() as i64 >= 1;
-        let (they, them, their) = if exited.len() == 1 {
-            ("it", "it is", "its loop runs")
-        } else {
-            ("they", "they are", "their loops run")
+        // A thread that arrived in earlier phases and not this one ran out of rounds; one that
+        // never arrived took a path past its arrival, and trip counts say nothing about it.
+        let never = exited.iter().all(|&u| h.by[u][bar].phases.is_empty());
+        let (they, them, their) = match (exited.len() == 1, never) {
+            (true, false) => ("it", "it is", "its loop runs fewer rounds than the waits (compare the trip counts)"),
+            (false, false) => (
+                "they",
+                "they are",
+                "their loops run fewer rounds than the waits (compare the trip counts)",
+            ),
+            (true, true) => ("it", "it is", "the path it took skips its arrival (a branch or a return before it)"),
+            (false, true) => (
+                "they",
+                "they are",
+                "the paths they took skip their arrivals (a branch or a return before them)",
+            ),
         };
         let advice = if drop_ok {
             format!(
-                "if {them} finished with {name}, {they} must arrive_and_drop before exiting; if {they} should arrive in phase {}, {their} fewer rounds than the waits (compare the trip counts)",
+                "if {them} finished with {name}, {they} must arrive_and_drop before exiting; if {they} should arrive in phase {}, {their}",
                 b.phase
             )
         } else {
             format!(
-                "{name} counts no one else, so a drop would take its count to zero: {they} must arrive in phase {}, and {their} fewer rounds than the waits (compare the trip counts)",
+                "{name} counts no one else, so a drop would take its count to zero: {they} must arrive in phase {}, and {their}",
                 b.phase
             )
         };
