@@ -2,7 +2,7 @@
 
 use crate::codegen::{module_source, Kernel};
 
-pub const ARCH: &str = "sm_90";
+pub const ARCH: &str = "sm_90a";
 
 /// Include folders for `<cuda/barrier>`: `$PHASECHECK_CCCL_INCLUDE`, else the CUDA toolkit's.
 pub fn include_paths() -> Vec<String> {

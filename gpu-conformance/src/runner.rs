@@ -23,7 +23,7 @@
 //! uninitialized) gets its own.
 
 use crate::child::{run_jobs, ChildEvent, Job, JobFile, JobResult};
-use crate::codegen::{has_commit, has_wgmma, Backend, Kernel};
+use crate::codegen::{has_commit, has_wgmma, software_barriers, Backend, Kernel};
 use crate::compare::{as_forced, judge_launch_hung, judge_replay, judge_stress, outcome_of, Flags, Verdict, LAUNCH_HUNG};
 use crate::plan::{plan_spec, progress_line, Settings, SpecPlan, TraceIndex};
 use crate::report::{today, Case, Report, SpecRow};
@@ -577,16 +577,21 @@ fn judge_case(s: &SpecPlan, k: &Kernel, b: Backend, mode: &str, trace: Option<us
         note.push_str("commit emulated (the model's convergence rule); ");
     }
     if has_wgmma(&s.model.proto) {
-        // wgmma.mma_async is executed by a whole warpgroup (128 threads, .sync.aligned); a spec's
-        // agent is one thread (or one warp's lanes), so its operand reads are bulk stores.
-        note.push_str("wgmma emulated (bulk stores of its operands: the issuing agent is not a warpgroup of 128 threads); ");
-    }
-    if mode == "stress-hw-barrier" {
-        note.push_str("execution barriers on the hardware (barrier.sync / barrier.arrive, unbounded: a launch that does not return is ended by the host); ");
-    } else {
-        for what in software_barriers(&s.model.proto) {
-            note.push_str(&format!("{what} emulated (a bounded software barrier); "));
+        match &k.wgmma_emulated {
+            // wgmma.mma_async is executed by a whole warpgroup (128 threads, .sync.aligned) and the
+            // spec's agent is one thread (or one warp's lanes): a helper warpgroup issues its wgmmas.
+            None => note.push_str("wgmma on the hardware (wgmma.mma_async by a helper warpgroup per issuing agent, over descriptors of the spec's buffers); "),
+            Some(why) => note.push_str(&format!("wgmma emulated (bulk stores of its operands: {why}); ")),
         }
+    }
+    let hw_form = mode == "stress-hw-barrier";
+    if hw_form && s.model.proto.cluster > 1 {
+        note.push_str("cluster barrier on the hardware (barrier.cluster, unbounded: a launch that does not return is ended by the host); ");
+    } else if hw_form {
+        note.push_str("execution barriers on the hardware (barrier.sync / barrier.arrive, unbounded: a launch that does not return is ended by the host); ");
+    }
+    for what in software_barriers(&s.model.proto, hw_form) {
+        note.push_str(&format!("{what} emulated (a bounded software barrier); "));
     }
     let proto = &s.model.proto;
     let uniform: Vec<&str> = proto.roles.iter().filter(|r| r.uniform).map(|r| r.name.as_str()).collect();
@@ -758,23 +763,4 @@ impl Progress {
     fn waiting_line(&self, s: &SpecPlan, spent: Duration) -> String {
         format!("{} running {} ({:.1} s on it so far)", self.head(), s.display, spent.as_secs_f64())
     }
-}
-
-/// The execution barriers a spec uses that its kernels run in software (bounded, so that a hang
-/// is recorded rather than a kernel that never returns): the case says so (`emulated`), since the
-/// H200 then checks the model against the generator's copy of the rule, not the hardware's.
-fn software_barriers(p: &phasecheck_model::program::ir::Protocol) -> Vec<&'static str> {
-    use phasecheck_model::program::ir::InstrKind;
-    let any = |f: &dyn Fn(&InstrKind) -> bool| p.roles.iter().any(|r| r.code.instrs.iter().any(|i| f(&i.kind)));
-    let mut v = Vec::new();
-    if any(&|k| matches!(k, InstrKind::SyncThreads)) {
-        v.push("syncthreads");
-    }
-    if any(&|k| matches!(k, InstrKind::NamedBar { .. })) {
-        v.push("named barriers");
-    }
-    if any(&|k| matches!(k, InstrKind::ClusterArrive { .. } | InstrKind::ClusterWait { .. })) {
-        v.push("cluster barrier");
-    }
-    v
 }

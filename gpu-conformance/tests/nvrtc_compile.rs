@@ -178,7 +178,7 @@ fn the_hardware_barrier_form_runs_bar_sync_and_bar_arrive_on_the_hardware() {
         assert!(s.body.contains("barrier.sync 0;"), "syncthreads on barrier 0:\n{}", s.body);
         assert!(!s.body.contains("pc_sync(th, &s.block_sync)"));
     }
-    // Specs whose software barriers meet other software (uniform lanes, commits, clusters) have none.
+    // Specs whose software barriers meet other software (uniform lanes, commits) have none.
     let uniform = load_spec(&root.join("benches/realshape/pingpong_gemm_bug_warp_arrives.phase"), &[]).unwrap();
     let why = hw_barrier_form(&uniform.proto).unwrap_err();
     assert!(why.contains("uniform"), "{why}");

@@ -154,3 +154,65 @@ fn a_copy_version_past_the_source_rows_is_refused() {
     let prelude = phasecheck_gpu::codegen::prelude_text(Backend::Ptx);
     assert!(prelude.contains("#define PC_SRC_VERSIONS 256"));
 }
+
+/// The hardware form of a cluster kernel (`stress-hw-barrier`): the spec's cluster barrier is the
+/// hardware's own `barrier.cluster.arrive` / `.wait`, and a finished thread, which cannot exit
+/// while a peer may reach its shared memory, stands in for an exited one: it arrives on every
+/// later phase until its CTA counts the whole cluster finished.
+#[test]
+fn cluster_mailbox_ptx_hw_barrier() {
+    let f = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/cluster_mailbox.phase");
+    let spec = load_spec(&f, &[]).unwrap();
+    let k = phasecheck_gpu::codegen::generate_hw_barrier(&spec.proto, &spec.source, Backend::Ptx, 0).unwrap();
+    assert!(k.symbol.ends_with("_hwb"));
+    assert!(!k.body.contains("pc_cluster_arrive(") && !k.body.contains("pc_cluster_wait("), "no software cluster barrier");
+    assert!(!k.body.contains("pc_cluster_leave("), "a finished thread does not leave a software barrier");
+    assert!(k.body.contains("barrier.cluster.arrive.release;\" ::: \"memory\");  // the hardware's own"));
+    assert!(k.body.contains("barrier.cluster.wait.acquire;\" ::: \"memory\");  // unbounded"));
+    assert!(k.body.contains("for (int r = 0; r < 2; r++) atomicAdd((int*)pc_mapa((const void*)&s.cfin, r), 1);"));
+    assert!(k.body.contains("while (*(volatile int*)&s.cfin < NT)"), "the exit loop reads its own CTA's count");
+    assert!(
+        !k.body.contains("pc_cluster_barrier_hw();  // no CTA exits"),
+        "the exit is the count-and-arrive loop, not one more barrier.cluster that a short spec thread would shift"
+    );
+    insta::assert_snapshot!(k.body);
+}
+
+/// A spec's wgmma runs on the hardware's `wgmma.mma_async`: the issuing agent posts to a helper
+/// warpgroup placed after the model's threads, which reads the spec's buffer through descriptors.
+#[test]
+fn a_wgmma_agent_gets_a_helper_warpgroup_that_issues_real_wgmma() {
+    use phasecheck_gpu::codegen::{wgmma_agents, wgmma_hw_form};
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let spec = load_spec(&root.join("specs/hopper/wgmma_release_before_wait_fixed.phase"), &[]).unwrap();
+    for b in [Backend::Ptx, Backend::Libcu] {
+        let k = generate(&spec.proto, &spec.source, b, 0).unwrap();
+        assert_eq!(k.wgmma_emulated, None);
+        assert_eq!(wgmma_agents(&spec.proto), vec![1], "the consumer issues wgmma");
+        // Two model threads, rounded up to one warpgroup, then the consumer's helper warpgroup.
+        assert_eq!(k.block_dim, 256);
+        assert!(k.body.contains("constexpr int WG_BASE = 128;"));
+        assert!(k.body.contains("__device__ const int wg_of[NT] = {-1, 0};"));
+        assert!(k.body.contains("wgmma.mma_async.sync.aligned.m64n8k32.s32.u8.u8"));
+        assert!(k.body.contains("pc_wg_mma(th, &s.wg[wg_of[th.t]], 1, ops, bytes)"));
+        assert!(k.body.contains("pc_wg_wait(th, &s.wg[wg_of[th.t]], 0LL)"));
+        assert!(k.body.contains("pc_wg_serve(&s.wg[(threadIdx.x - WG_BASE) / 128]"));
+        assert!(!k.body.contains("wgmma_async, emulated"), "no bulk-store emulation left");
+    }
+    // A 64-byte operand is under the smallest descriptor read: the kernel emulates it, and says why.
+    let dir = std::env::temp_dir().join(format!("phasecheck-wgmma-small-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join("small.phase");
+    std::fs::write(
+        &f,
+        "protocol small\nexpect holds\nbarrier full count 1\nbuffer a bytes 64\nrole p[1] {\n  arrive_expect_tx(full, 64)\n  copy_async(a, full)\n  wait_parity(full, 0)\n  wgmma_async(a)\n  wgmma_wait(0)\n}\n",
+    )
+    .unwrap();
+    let small = load_spec(&f, &[]).unwrap_or_else(|e| panic!("{e}"));
+    let why = wgmma_hw_form(&small.proto, 1).unwrap_err();
+    assert!(why.contains("64 bytes"), "{why}");
+    let k = generate(&small.proto, &small.source, Backend::Ptx, 0).unwrap();
+    assert!(k.wgmma_emulated.is_some());
+    assert!(k.body.contains("wgmma_async, emulated"));
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -26,9 +26,9 @@ impl Gen<'_> {
                 r.name
             )));
         }
-        if let Some(r) = p.roles.iter().find(|r| code_bulk_groups(&r.code) && code_wgmma(&r.code)) {
+        if let Some(r) = p.roles.iter().find(|r| !self.wgmma_hw && code_bulk_groups(&r.code) && code_wgmma(&r.code)) {
             return Err(NotExpressible(format!(
-                "role {} uses both wgmma groups and bulk groups: a real wgmma needs sm_90a and matrix descriptors, so the kernel emulates its operand reads with bulk stores, whose groups would mix with the role's own TMA store groups",
+                "role {} uses both wgmma groups and bulk groups: its wgmma reads are emulated here (see the note on wgmma), by bulk stores whose groups would mix with the role's own TMA store groups",
                 r.name
             )));
         }

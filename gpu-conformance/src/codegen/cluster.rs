@@ -76,6 +76,21 @@ impl Gen<'_> {
     /// The spec's cluster barrier (`InstrKind::ClusterArrive`, `ClusterWait`).
     pub(super) fn cluster_instr(&mut self, code: &Code, kind: &InstrKind) {
         match kind {
+            InstrKind::ClusterArrive { slot } if self.hw_cluster_barrier => {
+                let l = Self::local_name(code, *slot);
+                // The same undefined use the software form stops at: a second arrival before the wait.
+                self.w(format!("  if ({l} != 0 || s.cbar_out[th.t]) {{ th.status = PC_ASSERT; return; }}"));
+                self.w("  __threadfence_block();  // my writes before the arrival");
+                self.w("  asm volatile(\"barrier.cluster.arrive.release;\" ::: \"memory\");  // the hardware's own, unbounded");
+                self.w(format!("  {l} = 1; s.cbar_out[th.t] = 1;"));
+            }
+            InstrKind::ClusterWait { slot } if self.hw_cluster_barrier => {
+                let l = Self::local_name(code, *slot);
+                self.w(format!("  if ({l} == 0) {{ th.status = PC_ASSERT; return; }}  // a wait with no arrival: undefined"));
+                self.w("  pc_turn_end(th, th.turnp);  // the wait is the step; the release follows the last arrival");
+                self.w("  asm volatile(\"barrier.cluster.wait.acquire;\" ::: \"memory\");  // unbounded: the host ends a launch that does not return");
+                self.w(format!("  {l} = 0; s.cbar_out[th.t] = 0;"));
+            }
             InstrKind::ClusterArrive { slot } => {
                 let (b, l) = (self.cluster_bar(), Self::local_name(code, *slot));
                 self.w(format!(

@@ -8,7 +8,8 @@ use super::cluster::uses_cluster_barrier;
 use super::expr::{comment_text, ident, line_of};
 use super::memory::words_of;
 use super::named::has_named;
-use super::prelude::UNIFORM_HELPERS;
+use super::prelude::{UNIFORM_HELPERS, WGMMA_HELPERS};
+use super::proxy::{wgmma_agents, WARPGROUP};
 use super::results::{block_words_of, Layout, COMPLETIONS_CPP, END_VARS_FROM_PROBES_CPP, HEADER_CPP, PROBES_CPP};
 use super::warp::{code_commits, has_commit, has_warp_ops};
 use super::{has_uniform, thread_lanes, Backend, Gen, NotExpressible};
@@ -44,8 +45,24 @@ impl Gen<'_> {
         if uni {
             self.w(UNIFORM_HELPERS);
         }
+        if self.wgmma_hw {
+            self.w(WGMMA_HELPERS);
+        }
         self.w(format!("namespace {ns} {{"));
         self.w(format!("constexpr int NT = {nt};        // model threads"));
+        if self.wgmma_hw {
+            let agents = wgmma_agents(p);
+            let base = block_dim - WARPGROUP * agents.len();
+            let of: Vec<String> = (0..nt)
+                .map(|t| agents.iter().position(|&a| a == t).map_or(-1, |i| i as i64).to_string())
+                .collect();
+            self.w(format!(
+                "constexpr int NWG = {};        // helper warpgroups: one per agent that issues wgmma",
+                agents.len()
+            ));
+            self.w(format!("constexpr int WG_BASE = {base};  // the first helper thread"));
+            self.w(format!("__device__ const int wg_of[NT] = {{{}}};  // per model thread: its helper warpgroup, or -1", of.join(", ")));
+        }
         if uni {
             let nl: u32 = thread_lanes(p).iter().sum();
             self.w(format!(
@@ -141,6 +158,14 @@ impl Gen<'_> {
         self.w("  volatile int turn;      // replay turnstile");
         if uses_cluster_barrier(p) {
             self.w("  PcClusterBar cbar;      // the cluster barrier (CTA 0's is the cluster's)");
+        }
+        if self.wgmma_hw {
+            self.w("  PcWg wg[NWG];           // per helper warpgroup: its agent's requests and wgmma groups");
+            self.w("  alignas(128) unsigned char wg_ones[2048];  // the wgmma A operand: 64 x 32 bytes of 1");
+        }
+        if self.hw_cluster_barrier {
+            self.w("  volatile int cbar_out[NT];  // barrier.cluster: arrived on a phase not yet waited for, per model thread");
+            self.w("  int cfin;               // model threads of the cluster that finished (each CTA counts them all)");
         }
         self.w("  PcSync block_sync;      // syncthreads");
         self.w("  PcSync warp_sync[NW];   // syncwarp, per model warp");
@@ -307,6 +332,14 @@ impl Gen<'_> {
         if uses_cluster_barrier(p) {
             self.w("    s.cbar = PcClusterBar{0, 0, NT, 0};  // every model thread of the cluster");
         }
+        if self.hw_cluster_barrier {
+            self.w("    s.cfin = 0; for (int i = 0; i < NT; i++) s.cbar_out[i] = 0;");
+        }
+        if self.wgmma_hw {
+            self.w("    { int* z = (int*)&s.wg[0]; for (int i = 0; i < (int)(sizeof(s.wg) / sizeof(int)); i++) z[i] = 0; }");
+            self.w("    for (int i = 0; i < 2048; i++) s.wg_ones[i] = 1;");
+            self.w("    pc_fence_proxy_async();  // the ones and the buffers' first stamps, for the tensor cores' reads");
+        }
         self.w("    for (int w = 0; w < NW; w++) s.warp_sync[w] = PcSync{0, 0, warp_n[w], 0};");
         if has_named(p) {
             self.w("    for (int i = 0; i < 16; i++) s.named[i] = PcNamed{0, 0, 0, 0};");
@@ -323,6 +356,9 @@ impl Gen<'_> {
         self.w("  __syncthreads();");
         if nc > 1 {
             self.w("  pc_cluster_barrier_hw();  // every CTA's barriers are initialised before any thread of the cluster runs");
+        }
+        if self.wgmma_hw {
+            self.w("  if ((int)threadIdx.x >= WG_BASE) { pc_wg_serve(&s.wg[(threadIdx.x - WG_BASE) / 128], s.wg_ones, timeout_ns); return; }");
         }
         self.w("  if (me < 0) return;");
         self.w("  PcThread th = {};");
@@ -378,6 +414,9 @@ impl Gen<'_> {
         }
         self.w("  }");
         self.w("  if (th.status == PC_RUNNING) th.status = PC_FINISHED;");
+        if self.wgmma_hw {
+            self.w("  if (wg_of[me] >= 0) pc_wg_leave(th, &s.wg[wg_of[me]]);  // its helper warpgroup retires every group and leaves");
+        }
         self.w("  // An exited thread no longer holds back syncthreads / syncwarp.");
         if uni {
             self.w("  pc_leave(&s.block_sync);");
@@ -397,7 +436,7 @@ impl Gen<'_> {
         if has_warp_ops(p) {
             self.w("  __threadfence_block(); s.wdone[me] = 1; atomicAnd((unsigned*)&s.walive[th.warp], ~(1u << th.lane));  // nor a syncwarp(mask) or elect()");
         }
-        if uses_cluster_barrier(p) {
+        if uses_cluster_barrier(p) && !self.hw_cluster_barrier {
             self.w(format!(
                 "  pc_cluster_leave(th, {});  // nor the cluster barrier",
                 self.cluster_bar()
@@ -408,11 +447,31 @@ impl Gen<'_> {
             self.w("  }");
         }
         self.end_probes();
-        if nc > 1 {
+        if self.hw_cluster_barrier {
+            self.cluster_hw_exit();
+        } else if nc > 1 {
             self.w("  pc_cluster_barrier_hw();  // no CTA exits while a peer may still reach its shared memory");
         }
         self.w("}");
         Ok(())
+    }
+
+    /// The end of a model thread in the hardware cluster-barrier form. It cannot exit while a peer
+    /// may still reach its CTA's shared memory, and a thread that has not exited holds back
+    /// `barrier.cluster`, where the spec's exited threads must not. So it waits for the phase it
+    /// arrived on (if any), counts itself finished in every CTA of the cluster, and arrives and
+    /// waits on every phase until its own CTA's count says the whole cluster finished; then it
+    /// exits, which releases a thread still in a phase (the hardware counts only threads not
+    /// exited). The count is read in the thread's own CTA, which is alive while the thread is, and
+    /// a CTA's count is full only after every increment aimed at it, so no increment reaches a CTA
+    /// that is gone.
+    fn cluster_hw_exit(&mut self) {
+        let nc = self.cluster;
+        self.w("  // barrier.cluster: a finished thread stands in for an exited one until the cluster is done");
+        self.w("  if (s.cbar_out[th.t]) asm volatile(\"barrier.cluster.wait.acquire;\" ::: \"memory\");  // the phase it arrived on");
+        self.w(format!("  for (int r = 0; r < {nc}; r++) atomicAdd((int*)pc_mapa((const void*)&s.cfin, r), 1);"));
+        self.w("  while (*(volatile int*)&s.cfin < NT)");
+        self.w("    asm volatile(\"barrier.cluster.arrive.release;\\n\\tbarrier.cluster.wait.acquire;\" ::: \"memory\");");
     }
 
     /// The last model thread to exit reads every live barrier's phase parity with both

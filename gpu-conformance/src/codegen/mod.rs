@@ -57,7 +57,7 @@ pub use expr::comment_text;
 pub use frame::smem_symbol;
 pub use plain::generate_plain;
 pub use prelude::prelude_text;
-pub use proxy::has_wgmma;
+pub use proxy::{has_wgmma, wgmma_agents, wgmma_hw_form};
 pub use results::{block_words_of, status, BlockRecord, ThreadRecord, CAP, HEADER_WORDS, SRC_VERSIONS, THREAD_WORDS};
 pub use uniform::{has_uniform, thread_lanes};
 pub use warp::{has_commit, PATH_CAP};
@@ -132,6 +132,9 @@ pub struct Kernel {
     /// CTAs per execution: the kernel is compiled with this cluster dimension and launched with
     /// `cluster` blocks per execution, which share one result record.
     pub cluster: u32,
+    /// Why its wgmma reads are emulated (bulk stores), or None: no wgmma, or they run on the
+    /// hardware's `wgmma.mma_async` by helper warpgroups.
+    pub wgmma_emulated: Option<String>,
 }
 
 impl Kernel {
@@ -166,8 +169,13 @@ struct Gen<'a> {
     pc: usize,
     /// Warp-batched commits as the hardware batches them ([`generate_hw_commit`]).
     hw_commit: bool,
-    /// Execution barriers on the hardware's own instructions ([`generate_hw_barrier`]).
+    /// `syncthreads` and named barriers on the hardware's own instructions ([`generate_hw_barrier`],
+    /// one CTA).
     hw_barrier: bool,
+    /// The spec's cluster barrier on `barrier.cluster` ([`generate_hw_barrier`], a cluster).
+    hw_cluster_barrier: bool,
+    /// wgmma reads on the hardware's `wgmma.mma_async`, by helper warpgroups (`proxy`).
+    wgmma_hw: bool,
     /// CTAs in the cluster (1: none). A CTA's shared memory holds one copy of each object (the
     /// lowered program's CTA-major tables are folded onto it, see `local_group`).
     cluster: usize,
@@ -196,6 +204,8 @@ pub fn expression_cpp(p: &Protocol, code: &Code, e: &IExpr) -> String {
         pc: 0,
         hw_commit: false,
         hw_barrier: false,
+        hw_cluster_barrier: false,
+        wgmma_hw: false,
         cluster: p.cluster.max(1) as usize,
         remote: None,
         lanes: false,
@@ -228,14 +238,23 @@ pub fn generate_hw_barrier(p: &Protocol, source: &str, backend: Backend, index: 
     generate_form(p, source, backend, index, Form::HwBarrier)
 }
 
-/// Whether a spec has a hardware-barrier form: it uses `syncthreads` or named barriers, and
-/// nothing whose software form the hardware barrier would meet. A uniform role's lanes meet in
-/// software around every step, a warp-batched `commit` waits in software for its converged
-/// lanes, and the cluster barrier shares the hardware's `barrier.cluster` with the harness's own
-/// cluster barriers (after init, before exit); those specs keep the software barriers.
+/// Whether a spec has a hardware-barrier form: it uses `syncthreads` or named barriers (one CTA),
+/// or the cluster barrier (a cluster), and nothing whose software form the hardware barrier would
+/// meet. A uniform role's lanes meet in software around every step, and a warp-batched `commit`
+/// waits in software for its converged lanes; those specs keep the software barriers.
+///
+/// In a cluster the form runs the spec's cluster barrier on `barrier.cluster` and keeps
+/// `syncthreads` and named barriers in software: a finished thread cannot exit there (its CTA's
+/// shared memory must outlive every peer's access), so it stays in the harness's exit loop, which
+/// arrives on every later phase of the cluster barrier as an exited thread would not hold it back,
+/// but would hold back a `barrier.sync` of its CTA ([`cluster_hw_exit`] in `frame`).
 pub fn hw_barrier_form(p: &Protocol) -> Result<(), String> {
     let any = |f: &dyn Fn(&InstrKind) -> bool| p.roles.iter().any(|r| r.code.instrs.iter().any(|i| f(&i.kind)));
-    if !any(&|k| matches!(k, InstrKind::SyncThreads | InstrKind::NamedBar { .. })) {
+    let cluster = p.cluster > 1;
+    if cluster && !cluster::uses_cluster_barrier(p) {
+        return Err("no cluster barrier (a cluster kernel keeps syncthreads and named barriers in software)".into());
+    }
+    if !cluster && !any(&|k| matches!(k, InstrKind::SyncThreads | InstrKind::NamedBar { .. })) {
         return Err("no syncthreads or named barrier".into());
     }
     if has_uniform(p) {
@@ -244,10 +263,26 @@ pub fn hw_barrier_form(p: &Protocol) -> Result<(), String> {
     if has_commit(p) {
         return Err("a warp-batched commit waits in software for its converged lanes".into());
     }
-    if p.cluster > 1 {
-        return Err("a cluster kernel's own barrier.cluster stands beside the spec's".into());
-    }
     Ok(())
+}
+
+/// The execution barriers a kernel of this form runs in software (bounded), by name: what its
+/// cases emulate rather than run on the hardware's own barrier.
+pub fn software_barriers(p: &Protocol, hw_form: bool) -> Vec<&'static str> {
+    let any = |f: &dyn Fn(&InstrKind) -> bool| p.roles.iter().any(|r| r.code.instrs.iter().any(|i| f(&i.kind)));
+    let cta_hw = hw_form && p.cluster <= 1;
+    let cluster_hw = hw_form && p.cluster > 1;
+    let mut v = Vec::new();
+    if !cta_hw && any(&|k| matches!(k, InstrKind::SyncThreads)) {
+        v.push("syncthreads");
+    }
+    if !cta_hw && any(&|k| matches!(k, InstrKind::NamedBar { .. })) {
+        v.push("named barriers");
+    }
+    if !cluster_hw && any(&|k| matches!(k, InstrKind::ClusterArrive { .. } | InstrKind::ClusterWait { .. })) {
+        v.push("cluster barrier");
+    }
+    v
 }
 
 /// Which kernel of a spec is generated: the software form every case can force, or one with a
@@ -310,6 +345,23 @@ fn generate_form(p: &Protocol, source: &str, backend: Backend, index: usize, for
     if let Some(b) = p.buffers.iter().find(|b| b.bytes <= 0) {
         return Err(NotExpressible(format!("buffer {} has {} bytes", b.name, b.bytes)));
     }
+    // wgmma reads on the hardware need a helper warpgroup per issuing agent after the model's threads.
+    let wgmma_form = proxy::wgmma_hw_form(p, block_dim);
+    let wgmma_hw = wgmma_form.is_ok();
+    let wgmma_emulated = match wgmma_form {
+        Err(why) if has_wgmma(p) => Some(why),
+        _ => None,
+    };
+    let block_dim = if wgmma_hw {
+        proxy::helper_base(block_dim) + proxy::WARPGROUP * proxy::wgmma_agents(p).len()
+    } else {
+        block_dim
+    };
+    if wgmma_hw && buffer_bytes + lane_bytes + WGMMA_BYTES * proxy::wgmma_agents(p).len() + WGMMA_ONES_BYTES > MAX_SHARED_BYTES {
+        return Err(NotExpressible(format!(
+            "buffers ({buffer_bytes} bytes) and the wgmma helpers' bookkeeping exceed {MAX_SHARED_BYTES} bytes of dynamic shared memory"
+        )));
+    }
     let group_completion: Vec<Option<u16>> = p.barrier_groups.iter().map(|g| p.barriers[g.base as usize].completion).collect();
     let mut g = Gen {
         p,
@@ -320,7 +372,9 @@ fn generate_form(p: &Protocol, source: &str, backend: Backend, index: usize, for
         track: false,
         pc: 0,
         hw_commit: form == Form::HwCommit,
-        hw_barrier: form == Form::HwBarrier,
+        hw_barrier: form == Form::HwBarrier && p.cluster <= 1,
+        hw_cluster_barrier: form == Form::HwBarrier && p.cluster > 1,
+        wgmma_hw,
         cluster: p.cluster.max(1) as usize,
         remote: None,
         lanes: false,
@@ -350,6 +404,7 @@ fn generate_form(p: &Protocol, source: &str, backend: Backend, index: usize, for
         block_words,
         src_words,
         cluster: p.cluster.max(1),
+        wgmma_emulated,
     })
 }
 
@@ -357,6 +412,11 @@ fn generate_form(p: &Protocol, source: &str, backend: Backend, index: usize, for
 /// H200's opt-in limit of 227 KiB is left to barriers and bookkeeping (the launch checks the
 /// kernel's exact size against the device's limit).
 const MAX_SHARED_BYTES: usize = 222 * 1024;
+
+/// Shared memory of one helper warpgroup's bookkeeping (`PcWg`, prelude/wgmma.cuh), rounded up,
+/// and of the wgmma A operand of ones (64 x 32 bytes) the helpers multiply the spec's buffers by.
+const WGMMA_BYTES: usize = 512;
+const WGMMA_ONES_BYTES: usize = 2048;
 
 impl<'a> Gen<'a> {
     fn w(&mut self, s: impl AsRef<str>) {

@@ -42,6 +42,10 @@ const CLUSTER: &str = concat!("\n", include_str!("prelude/cluster.cuh"));
 /// include guard, so that the shared prelude and the other kernels stay as they are.
 pub(super) const UNIFORM_HELPERS: &str = include_str!("prelude/uniform.cuh");
 
+/// wgmma on the hardware by helper warpgroups (`proxy`): emitted in the body of each kernel whose
+/// wgmma reads run on the hardware, behind an include guard, as the uniform helpers are.
+pub(super) const WGMMA_HELPERS: &str = include_str!("prelude/wgmma.cuh");
+
 /// The first lines of a translation unit: what generated it, and the backend's include.
 fn header(backend: Backend) -> &'static str {
     match backend {

@@ -2,10 +2,17 @@
 //!
 //! A TMA store (`copy_store_async`) is a cp.async.bulk shared::cta -> global in a bulk group, into a
 //! sink nobody reads back: what matters is its asynchronous read of shared memory. `wait_group(N)`
-//! needs an immediate N: 0..7 are generated, a larger N stops the thread as unsupported. A wgmma
-//! needs sm_90a and matrix descriptors, so `wgmma_async` is emulated by bulk stores of its operands
-//! (one bulk group per statement) and `wgmma_wait(N)` by `cp.async.bulk.wait_group.read N`: the same
-//! asynchronous reads of shared memory, retired by the same kind of wait.
+//! needs an immediate N: 0..7 are generated, a larger N stops the thread as unsupported.
+//!
+//! `wgmma_async` runs on the hardware's `wgmma.mma_async` ([`wgmma_hw_form`]): each issuing agent
+//! has a warpgroup of helper threads placed after the model's threads, which issue its wgmmas with
+//! matrix descriptors over the spec's own buffers and retire them with `wgmma.wait_group N`
+//! (`prelude/wgmma.cuh` says how, and how a group that read bytes the buffer did not hold when it
+//! was issued is counted). Where that cannot be done (an operand under 128 bytes, the smallest
+//! read a descriptor makes; more threads than a block holds; a cluster) the kernel
+//! emulates it as before: bulk stores of its operands (one bulk group per statement) and
+//! `cp.async.bulk.wait_group.read N`, the same asynchronous reads retired by the same kind of wait,
+//! and the cases say `emulated`.
 //!
 //! What the lanes of a warp share (bulk and wgmma groups) a uniform agent does once, by its
 //! leader ([`shared_by_the_warp`]).
@@ -39,9 +46,69 @@ pub(super) fn code_wgmma(code: &Code) -> bool {
     })
 }
 
-/// Some role issues wgmma reads: its kernels emulate them (module docs), and the cases say so.
+/// Some role issues wgmma reads.
 pub fn has_wgmma(p: &Protocol) -> bool {
     p.roles.iter().any(|r| code_wgmma(&r.code))
+}
+
+/// Threads per helper warpgroup (a hardware warpgroup).
+pub(super) const WARPGROUP: usize = 128;
+
+/// The smallest operand a descriptor read covers exactly (one m64n8k32 u8 B operand).
+const WGMMA_CHUNK: i64 = 256;
+
+/// The model threads that issue wgmma reads, in order: agent i's helper warpgroup is the i-th.
+pub fn wgmma_agents(p: &Protocol) -> Vec<usize> {
+    (0..p.threads.len()).filter(|&t| code_wgmma(&p.roles[p.threads[t].role as usize].code)).collect()
+}
+
+/// Whether the protocol's wgmma reads run on the hardware's `wgmma.mma_async` (module docs), or
+/// why they are emulated. `model_threads` is the block's hardware threads before the helpers.
+pub fn wgmma_hw_form(p: &Protocol, model_threads: usize) -> Result<(), String> {
+    if !has_wgmma(p) {
+        return Err("no wgmma".into());
+    }
+    if p.cluster > 1 {
+        return Err("a cluster kernel keeps its wgmma reads emulated".into());
+    }
+    for r in &p.roles {
+        for i in &r.code.instrs {
+            if let InstrKind::Op {
+                op: IOp::Proxy(ProxyOp::Wgmma { bufs }),
+                ..
+            } = &i.kind
+            {
+                if bufs.len() > 4 {
+                    return Err("a wgmma of more than four operands".into());
+                }
+                for b in bufs {
+                    let g = &p.buffer_groups[b.group as usize];
+                    let bytes = p.buffers[g.base as usize].bytes;
+                    if bytes < WGMMA_CHUNK / 2 || bytes % 16 != 0 {
+                        return Err(format!(
+                            "operand {} has {bytes} bytes: a descriptor reads 128 or 256 bytes at 16-byte offsets, so an operand under 128 bytes (or not a multiple of 16) cannot be read exactly",
+                            g.name
+                        ));
+                    }
+                    if (bytes + WGMMA_CHUNK - 1) / WGMMA_CHUNK > 64 {
+                        return Err(format!("operand {} has {bytes} bytes: more than 64 chunks of 256", g.name));
+                    }
+                }
+            }
+        }
+    }
+    let total = helper_base(model_threads) + WARPGROUP * wgmma_agents(p).len();
+    if total > 1024 {
+        return Err(format!(
+            "{model_threads} threads and a helper warpgroup per issuing agent make {total} threads per block: at most 1024"
+        ));
+    }
+    Ok(())
+}
+
+/// The first helper thread: the model's threads rounded up to a whole warpgroup.
+pub(super) fn helper_base(model_threads: usize) -> usize {
+    model_threads.div_ceil(WARPGROUP) * WARPGROUP
 }
 
 /// The operation acts on state the warp's lanes share (its bulk and wgmma groups): an agent of a
@@ -75,6 +142,31 @@ impl Gen<'_> {
             ProxyOp::WaitGroup { n, read } => {
                 let n = self.expr(code, n);
                 self.w(format!("  if (!pc_bulk_wait(th, {n}, {read})) return;"));
+            }
+            ProxyOp::Wgmma { bufs } if self.wgmma_hw => {
+                self.w("  { // wgmma_async: wgmma.mma_async by this agent's helper warpgroup, over the operands' descriptors");
+                let mut ptrs = Vec::new();
+                let mut sizes = Vec::new();
+                for b in bufs {
+                    let (d, chk) = self.place(code, b, false);
+                    if let Some(c) = chk {
+                        self.w(format!("    {c}"));
+                    }
+                    ptrs.push(format!("(const int*){d}"));
+                    sizes.push(format!("(int)sizeof({d})"));
+                }
+                self.w(format!("    const int* ops[] = {{{}}};", ptrs.join(", ")));
+                self.w(format!("    const int bytes[] = {{{}}};", sizes.join(", ")));
+                self.w(format!(
+                    "    if (!pc_wg_mma(th, &s.wg[wg_of[th.t]], {}, ops, bytes)) return; }}",
+                    bufs.len()
+                ));
+            }
+            ProxyOp::WgmmaWait { n } if self.wgmma_hw => {
+                let n = self.expr(code, n);
+                self.w(format!(
+                    "  if (!pc_wg_wait(th, &s.wg[wg_of[th.t]], {n})) return;  // wgmma.wait_group, by the helper warpgroup"
+                ));
             }
             ProxyOp::Wgmma { bufs } => {
                 self.w("  // wgmma_async, emulated: a bulk store of each operand, one bulk group (the same async reads)");
