@@ -1,4 +1,5 @@
-//! NVRTC compilation of generated modules for sm_90 (through `sys`).
+//! NVRTC compilation of generated modules for sm_90a (through `sys`): the arch-specific target, since
+//! the wgmma helpers issue `wgmma.mma_async`, which has no plain sm_90 form.
 
 use crate::codegen::{module_source, Kernel};
 
