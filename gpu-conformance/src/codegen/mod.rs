@@ -263,6 +263,9 @@ pub fn hw_barrier_form(p: &Protocol) -> Result<(), String> {
     if has_commit(p) {
         return Err("a warp-batched commit waits in software for its converged lanes".into());
     }
+    if has_wgmma(p) && any(&|k| matches!(k, InstrKind::SyncThreads)) {
+        return Err("the wgmma helper warpgroups never reach the hardware's barrier 0, which counts every thread of the block".into());
+    }
     Ok(())
 }
 
