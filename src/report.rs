@@ -102,7 +102,7 @@ pub fn render_text(spec: &Spec, model: &Model, report: &Report) -> String {
     if st.past_violation_skipped > 0 {
         let _ = writeln!(
             out,
-            "         {} states past a violation were set aside when their allowance ran out (--all-kinds explores them)",
+            "         {} states past a violation were set aside when their allowance ran out (without --past-violation-factor every one is explored)",
             st.past_violation_skipped
         );
     }
