@@ -113,6 +113,10 @@ pub struct Stats {
     pub reduced_states: usize,
     /// Enabled steps those expansions left out.
     pub pruned_steps: u64,
+    /// The partial-order reduction was asked for but a construct of the protocol turns it off:
+    /// which, and where (the report header names it).
+    #[serde(skip)]
+    pub por_off: Option<phasecheck_model::rt::footprint::PorOff>,
 }
 
 #[derive(Clone, Debug)]
@@ -227,6 +231,7 @@ fn check_from_unguarded(model: &Model, prefix: &[Action], opts: &CheckOptions) -
         past_violation_skipped: t.past_violation_skipped,
         reduced_states: t.reduced_states,
         pruned_steps: t.pruned_actions,
+        por_off: if opts.por { model.por.off.clone() } else { None },
     };
     let mut internal = explored.internal.map(|(e, actions)| Internal {
         rule: e.rule.to_string(),
