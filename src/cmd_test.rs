@@ -8,7 +8,7 @@
 
 use crate::{bad_input, limits, load, model_for, options, Format, SearchArgs};
 use phasecheck_model::ViolationKind;
-use phasecheck_verifier::{check, CheckOptions, Verdict};
+use phasecheck_verifier::{check, Verdict};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -128,11 +128,9 @@ pub fn run(t: &TestArgs) -> ExitCode {
         Ok(s) => s,
         Err(e) => return bad_input(&e),
     };
-    // Expect lines list every kind: explore past violations to the end.
-    let opts = CheckOptions {
-        past_violation_factor: None,
-        ..options(a)
-    };
+    // The same exploration as `check` for the same options (expect lines are written from
+    // either): every kind unless a bound is given, and a bound makes a row `incomplete`.
+    let opts = options(a);
     let mut rows = Vec::new();
     for spec in &specs {
         let model = model_for(&spec.proto, a);

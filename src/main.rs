@@ -68,11 +68,17 @@ pub(crate) struct SearchArgs {
     #[arg(long)]
     self_check: bool,
     /// Explore executions past their first violation to the end, to list every kind reachable
-    /// there too. By default about 10x the states stored when the first violation was found are
-    /// explored past violations (at least 2,000): executions without a violation are always
-    /// explored in full, so the verdict is the same.
-    #[arg(long)]
+    /// there too. This is the default of every command and of the library API; the flag stays
+    /// for command lines that name it.
+    #[arg(long, conflicts_with = "past_violation_factor")]
     all_kinds: bool,
+    /// Explore states past a violation only up to about F x the states stored when the first
+    /// violation was found (at least 2,000), then stop looking for more kinds: quicker on a
+    /// buggy spec whose broken executions fan out. Executions without a violation are still
+    /// explored in full (the verdict is the same); when states were set aside the search ends
+    /// `violated, then incomplete` at this bound, and `test` says `incomplete`.
+    #[arg(long, value_name = "F", value_parser = parse_factor)]
+    past_violation_factor: Option<f64>,
     /// Store every ordering of interchangeable threads (turns the symmetry reduction off; the
     /// verdict is the same, the state count larger).
     #[arg(long)]
@@ -87,6 +93,13 @@ pub(crate) struct SearchArgs {
     /// Plant a defect in the model (tests only: they show the guards catch it).
     #[arg(long, hide = true, value_parser = parse_mutant)]
     mutant: Option<phasecheck_model::rt::Mutant>,
+}
+
+fn parse_factor(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(f) if f.is_finite() && f >= 1.0 => Ok(f),
+        _ => Err(format!("`{s}` is not a number of at least 1")),
+    }
 }
 
 pub(crate) fn parse_mutant(s: &str) -> Result<phasecheck_model::rt::Mutant, String> {
@@ -177,7 +190,9 @@ pub(crate) fn options(a: &SearchArgs) -> CheckOptions {
         max_memory_bytes: limits::memory(a).0,
         stop: Some(bounds::requested),
         stop_at_first: a.stop_at_first,
-        past_violation_factor: if a.all_kinds { None } else { Some(10.0) },
+        // One exploration policy for `check`, `test`, the API and the GPU stage: every
+        // execution to its end unless a bound is given.
+        past_violation_factor: if a.all_kinds { None } else { a.past_violation_factor },
         progress: Some(progress),
         self_check: a.self_check,
         symmetry: !a.no_symmetry,

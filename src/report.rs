@@ -2,6 +2,7 @@
 
 use crate::load::Spec;
 use phasecheck_model::lang::diag::line_col;
+use phasecheck_model::rt::footprint::PorOff;
 use phasecheck_model::rt::Model;
 use phasecheck_model::ViolationKind;
 use phasecheck_verifier::cause::{root_causes, Cause};
@@ -92,6 +93,9 @@ pub fn render_text(spec: &Spec, model: &Model, report: &Report) -> String {
             st.reductions.join(", ")
         }
     );
+    if let Some(off) = &st.por_off {
+        let _ = writeln!(out, "         partial-order: off, turned off by {}", por_off_text(&spec.source, off));
+    }
     if st.reduced_states > 0 {
         let _ = writeln!(
             out,
@@ -102,7 +106,7 @@ pub fn render_text(spec: &Spec, model: &Model, report: &Report) -> String {
     if st.past_violation_skipped > 0 {
         let _ = writeln!(
             out,
-            "         {} states past a violation were set aside when their allowance ran out (--all-kinds explores them)",
+            "         {} states past a violation were set aside when their allowance ran out (without --past-violation-factor every one is explored)",
             st.past_violation_skipped
         );
     }
@@ -231,6 +235,33 @@ pub fn cause_json(c: &Cause) -> Value {
     })
 }
 
+/// The construct that turned the partial-order reduction off, with its line where a statement is
+/// to blame.
+fn por_off_text(source: &str, off: &PorOff) -> String {
+    match por_off_line(source, off) {
+        Some(line) => {
+            // The statement as written (a lowered one, `cluster_sync` say, has another name).
+            let text = off
+                .span
+                .and_then(|sp| source.get(sp.start as usize..sp.end as usize))
+                .and_then(|t| t.lines().next())
+                .map(|t| t.trim().chars().take(60).collect::<String>())
+                .unwrap_or_default();
+            format!("{} at line {line}: {text}", off.construct)
+        }
+        None => off.construct.clone(),
+    }
+}
+
+fn por_off_line(source: &str, off: &PorOff) -> Option<usize> {
+    off.span
+        .map(|sp| line_col(source, sp.start as usize).0)
+}
+
+fn por_off_json(source: &str, off: &PorOff) -> Value {
+    json!({"construct": off.construct, "line": por_off_line(source, off)})
+}
+
 pub fn render_json(spec: &Spec, model: &Model, report: &Report) -> Value {
     let (causes, of) = root_causes(model, &spec.source, &report.violations);
     let violations: Vec<Value> = report
@@ -268,6 +299,7 @@ pub fn render_json(spec: &Spec, model: &Model, report: &Report) -> Value {
             "past_violation_skipped": s.past_violation_skipped,
             "reduced_states": s.reduced_states,
             "pruned_steps": s.pruned_steps,
+            "partial_order_off": s.por_off.as_ref().map(|o| por_off_json(&spec.source, o)),
         },
     })
 }

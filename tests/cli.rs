@@ -243,3 +243,33 @@ fn the_readme_worked_example_is_what_the_tool_prints() {
         "README.md's worked example is out of date"
     );
 }
+
+/// Where a construct forbids the partial-order reduction, the header says which one and the
+/// line of the statement (text and JSON); where the reduction runs, or `--no-por` is given,
+/// nothing is blamed.
+#[test]
+fn the_header_names_the_construct_that_turns_the_partial_order_reduction_off() {
+    for (spec, blame) in [
+        (
+            "specs/hopper/cutlass_pipeline_tma_async_cluster_multicast.phase",
+            "turned off by cluster scope at line 34: cluster_sync()",
+        ),
+        ("specs/hopper/spin_wait_missing_arrive_fixed.phase", "turned off by a `while` loop at line 23: while ok == 0 {"),
+        ("specs/kinds/uninitialized_fixed.phase", "turned off by `syncthreads` at line 10: syncthreads"),
+        ("specs/mistakes/diverged_warp_commit.phase", "turned off by `commit` at line 37: commit(empty[s])"),
+        ("specs/hopper/cp_async_group_wait_too_shallow.phase", "turned off by `cp_async` at line 13"),
+    ] {
+        let out = text(&phasecheck(&["check", spec, "--max-states", "2000"]).stdout);
+        assert!(out.contains(&format!("partial-order: off, {blame}")), "{spec}:\n{out}");
+        let line: usize = blame.split("at line ").nth(1).unwrap().split(':').next().unwrap().parse().unwrap();
+        let o = phasecheck(&["check", spec, "--max-states", "2000", "--format", "json"]);
+        let v: serde_json::Value = serde_json::from_str(text(&o.stdout).lines().next().unwrap()).unwrap();
+        assert_eq!(v["stats"]["partial_order_off"]["line"], line, "{spec}");
+        let out = text(&phasecheck(&["check", spec, "--max-states", "2000", "--no-por"]).stdout);
+        assert!(!out.contains("turned off by"), "{spec} --no-por:\n{out}");
+    }
+    let o = phasecheck(&["check", DOUBLE_BUFFER, "--format", "json"]);
+    let v: serde_json::Value = serde_json::from_str(text(&o.stdout).lines().next().unwrap()).unwrap();
+    assert!(v["stats"]["partial_order_off"].is_null(), "{v}");
+    assert!(v["stats"]["reductions"].to_string().contains("partial-order"), "{v}");
+}

@@ -27,6 +27,9 @@ pub enum Bound {
     MaxMemory,
     /// One step ran more local instructions than `phasecheck_model::rt::STEP_BUDGET`.
     StepBudget,
+    /// States past a violation were set aside when their allowance ran out
+    /// (`CheckOptions::past_violation_factor`): the kinds reachable only through them are open.
+    PastViolation,
 }
 
 impl Bound {
@@ -36,6 +39,7 @@ impl Bound {
             Bound::MaxSeconds => "--max-seconds",
             Bound::MaxMemory => "--max-memory",
             Bound::StepBudget => "the step budget (16,777,216 local instructions in one step)",
+            Bound::PastViolation => "--past-violation-factor",
         }
     }
 }
@@ -119,6 +123,7 @@ fn code(b: Bound) -> u8 {
         Bound::MaxSeconds => 2,
         Bound::MaxMemory => 3,
         Bound::StepBudget => 4,
+        Bound::PastViolation => 5,
     }
 }
 
@@ -129,6 +134,7 @@ pub fn requested() -> Option<Bound> {
         2 => Some(Bound::MaxSeconds),
         3 => Some(Bound::MaxMemory),
         4 => Some(Bound::StepBudget),
+        5 => Some(Bound::PastViolation),
         _ => None,
     }
 }

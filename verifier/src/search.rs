@@ -27,9 +27,12 @@ pub struct CheckOptions {
     pub stop: Option<fn() -> Option<Bound>>,
     pub stop_at_first: bool,
     /// States past the first violation of their execution are expanded up to about `factor` x
-    /// the states stored when the first violation was found (at least 2,000), then set aside; `None` explores them all
-    /// (`--all-kinds`, and `phasecheck test`, whose expect lines list every kind). Executions
-    /// without a violation are always explored in full, so the verdict never depends on it.
+    /// the states stored when the first violation was found (at least 2,000), then set aside.
+    /// `None` (the default of the API and of every command) explores them all, so every
+    /// reachable kind is reported. Executions without a violation are always explored in full,
+    /// so the verdict never depends on it; a search that set states aside ends with the bound
+    /// `Bound::PastViolation` (kinds reachable only through them are open, and `test` says
+    /// `incomplete` rather than a mismatch).
     pub past_violation_factor: Option<f64>,
     /// Called about every two seconds with progress; the CLI prints it to stderr.
     pub progress: Option<fn(&Progress)>,
@@ -110,6 +113,10 @@ pub struct Stats {
     pub reduced_states: usize,
     /// Enabled steps those expansions left out.
     pub pruned_steps: u64,
+    /// The partial-order reduction was asked for but a construct of the protocol turns it off:
+    /// which, and where (the report header names it).
+    #[serde(skip)]
+    pub por_off: Option<phasecheck_model::rt::footprint::PorOff>,
 }
 
 #[derive(Clone, Debug)]
@@ -224,6 +231,7 @@ fn check_from_unguarded(model: &Model, prefix: &[Action], opts: &CheckOptions) -
         past_violation_skipped: t.past_violation_skipped,
         reduced_states: t.reduced_states,
         pruned_steps: t.pruned_actions,
+        por_off: if opts.por { model.por.off.clone() } else { None },
     };
     let mut internal = explored.internal.map(|(e, actions)| Internal {
         rule: e.rule.to_string(),
@@ -260,7 +268,12 @@ fn check_from_unguarded(model: &Model, prefix: &[Action], opts: &CheckOptions) -
             }
         }
     }
-    finish(model, found, explored.stopped, stats, start, internal)
+    // States set aside past a violation are a bound like any other: the kinds behind them
+    // were not looked for.
+    let bound = explored
+        .stopped
+        .or((t.past_violation_skipped > 0).then_some(crate::bounds::Bound::PastViolation));
+    finish(model, found, bound, stats, start, internal)
 }
 
 /// The message of `f`'s kind as the concrete trace tells it: raised by its last step, or by the

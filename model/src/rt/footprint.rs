@@ -210,6 +210,8 @@ pub struct Footprints {
     id: u64,
     /// The reduction applies (no CTA-wide or warp-batched collectives, no `while`).
     pub applicable: bool,
+    /// When it does not: the first construct that forbids it, for the report's header.
+    pub off: Option<PorOff>,
     barriers: usize,
     buffers: usize,
     objects: usize,
@@ -251,6 +253,84 @@ pub struct Footprints {
     /// (what `lookahead` narrows to an element without walking the expressions again).
     own: Vec<Vec<Footprint>>,
     own_vars: Vec<Vec<Footprint>>,
+}
+
+/// Why the partial-order reduction is off for a protocol: the construct, and the statement it
+/// came from where one statement is to blame (`None`: a property of the whole protocol), so a
+/// user sees which line costs the reduction.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PorOff {
+    pub construct: String,
+    pub span: Option<crate::lang::ast::Span>,
+}
+
+/// The first construct, in role and statement order, that turns the reduction off, or `None`
+/// when it applies. `Footprints::applicable` is exactly `why_off(..).is_none()`.
+pub fn why_off(p: &Protocol, fine_grained: bool, objects: usize) -> Option<PorOff> {
+    let whole = |construct: String| Some(PorOff { construct, span: None });
+    if fine_grained {
+        return whole("fine-grained steps (one instruction a step)".to_string());
+    }
+    let at = |construct: String, i: &Instr| Some(PorOff { construct, span: Some(i.span) });
+    let every = || p.roles.iter().flat_map(|r| r.code.instrs.iter());
+    if p.cluster != 1 {
+        // Blame the first statement that acts across CTAs; a cluster that never does still
+        // has its CTAs' exits unordered with nothing recorded.
+        let cross = every().find(|i| {
+            matches!(
+                i.kind,
+                InstrKind::ClusterArrive { .. } | InstrKind::ClusterWait { .. } | InstrKind::Op { op: IOp::Remote { .. }, .. }
+            )
+        });
+        return match cross {
+            Some(i) => at("cluster scope".to_string(), i),
+            None => whole(format!("cluster scope (a cluster of {} CTAs)", p.cluster)),
+        };
+    }
+    if objects > MAX_OBJECTS {
+        return whole(format!(
+            "more than {MAX_OBJECTS} shared objects (barriers, buffers, vars, named barriers, warps)"
+        ));
+    }
+    for r in &p.roles {
+        for (pc, i) in r.code.instrs.iter().enumerate() {
+            if is_collective(i) || without_footprint(i) {
+                return at(format!("`{}`", instr_name(i)), i);
+            }
+            if r.code.has_while && is_while_back_edge(&r.code, pc) {
+                return at("a `while` loop".to_string(), i);
+            }
+        }
+        if r.code.has_while {
+            return whole(format!("a `while` loop in role {}", r.name));
+        }
+    }
+    None
+}
+
+/// The statement an instruction stands for, by its name in the language.
+fn instr_name(i: &Instr) -> &'static str {
+    match &i.kind {
+        InstrKind::SyncThreads => "syncthreads",
+        InstrKind::ClusterArrive { .. } => "cluster_arrive",
+        InstrKind::ClusterWait { .. } => "cluster_wait",
+        InstrKind::Op { op, .. } => op.name(),
+        _ => "statement",
+    }
+}
+
+/// The jump back to a `while` loop's head. A `for` loop's jump back carries its variable's span,
+/// which holds none of the body's statements (the increment before the jump shares it); a
+/// `while` loop's carries the whole statement's, which holds every statement of its body.
+fn is_while_back_edge(code: &Code, pc: usize) -> bool {
+    let InstrKind::Jump { to } = code.instrs[pc].kind else { return false };
+    let (head, own) = (to as usize, code.instrs[pc].span);
+    if head > pc {
+        return false;
+    }
+    let inside = |x: crate::lang::ast::Span| x != own && own.start <= x.start && x.end <= own.end;
+    let body = &code.instrs[head + 1..pc];
+    body.is_empty() && code.instrs[head].span == own || body.iter().any(|i| inside(i.span))
 }
 
 /// `syncthreads` (any exit in the CTA may release it) and the warp-batched `commit` (its arrival
@@ -351,12 +431,17 @@ impl Footprints {
         };
         // Cluster scope: a CTA's exit conflicts with every later remote access to it, which no
         // footprint here records: a cluster is expanded in full.
-        let applicable = !fine_grained
-            && p.cluster == 1
-            && objects <= MAX_OBJECTS
-            && p.roles
-                .iter()
-                .all(|r| !r.code.has_while && !r.code.instrs.iter().any(|i| is_collective(i) || without_footprint(i)));
+        let off = why_off(p, fine_grained, objects);
+        let applicable = off.is_none();
+        debug_assert_eq!(
+            applicable,
+            !fine_grained
+                && p.cluster == 1
+                && objects <= MAX_OBJECTS
+                && p.roles
+                    .iter()
+                    .all(|r| !r.code.has_while && !r.code.instrs.iter().any(|i| is_collective(i) || without_footprint(i)))
+        );
         let mut fence = Footprint::empty(objects);
         for i in code() {
             match &i.kind {
@@ -379,6 +464,7 @@ impl Footprints {
         let mut f = Footprints {
             id: IDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             applicable,
+            off,
             barriers,
             buffers,
             objects,

@@ -45,7 +45,7 @@ pub struct Limits<'a, M: Packed> {
     /// while an allowance lasts: `Some(f)` allows `max((f - 1) x the states stored when the first
     /// violation was found, PAST_VIOLATION_FLOOR)` of them, so that the whole search stores about
     /// f times what `--stop-at-first` stores. `None` explores them all (every kind reachable,
-    /// `--all-kinds`). States reached without a violation are always all explored.
+    /// the default). States reached without a violation are always all explored.
     pub past_violation_factor: Option<f64>,
     /// Worker threads for expansion (1: expand on the calling thread).
     pub threads: usize,

@@ -163,7 +163,7 @@ pub fn replay_edited(model: &Model, t: &TraceFile, opts: &CheckOptions) -> FixRe
             let mut rest = opts.clone();
             rest.max_seconds = opts.max_seconds.map(|m| (m - r.stats.seconds).max(0.0));
             // Every execution to its end, past other violations too: a kind reached only after
-            // another violation is still reached (`check --all-kinds` would report it), and a
+            // another violation is still reached (`check` reports it), and a
             // search that stops exploring past violations early could not rule it out.
             rest.past_violation_factor = None;
             rest.stop_at_first = false;
