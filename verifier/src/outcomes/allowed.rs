@@ -3,6 +3,7 @@
 
 use super::format::{AllowedSet, End, Outcome, ThreadOutcome, Undefined};
 use super::machine::{cause_of, cut_error, Machine, Move, Next, Partial, Situation};
+use super::reduce::Reduction;
 use crate::engine::futures::{fold, Edge as FoldEdge, FoldLimits, FoldStop, Futures};
 use phasecheck_model::rt::path::Replay;
 use phasecheck_model::rt::state::State;
@@ -56,7 +57,7 @@ pub fn allowed_outcomes(model: &Model, limit: usize) -> AllowedSet {
 pub fn allowed_outcomes_capped(model: &Model, limit: usize, futures: usize) -> AllowedSet {
     let m = Machine::new(model);
     match m.start() {
-        Ok((s0, p0)) => explore(&m, s0, p0, limit, None, futures),
+        Ok((s0, p0)) => explore(&m, s0, p0, limit, None, futures, true),
         Err(_) => allowed_outcomes_within(model, limit, None),
     }
 }
@@ -64,9 +65,19 @@ pub fn allowed_outcomes_capped(model: &Model, limit: usize, futures: usize) -> A
 /// [`allowed_outcomes`] with a deadline as well: past it the set is incomplete
 /// (`stopped_by() == Some("seconds")`).
 pub fn allowed_outcomes_within(model: &Model, limit: usize, deadline: Option<Instant>) -> AllowedSet {
+    enumerate(model, limit, deadline, true)
+}
+
+/// [`allowed_outcomes`] with every state expanded by all of its moves (no partial-order
+/// reduction): the reference the reduced enumeration is checked against (`reduce.rs`).
+pub fn allowed_outcomes_unreduced(model: &Model, limit: usize) -> AllowedSet {
+    enumerate(model, limit, None, false)
+}
+
+fn enumerate(model: &Model, limit: usize, deadline: Option<Instant>, reduce: bool) -> AllowedSet {
     let m = Machine::new(model);
     match m.start() {
-        Ok((s0, p0)) => explore(&m, s0, p0, limit, deadline, MAX_HELD_FUTURES),
+        Ok((s0, p0)) => explore(&m, s0, p0, limit, deadline, MAX_HELD_FUTURES, reduce),
         Err(Some(u)) => {
             let mut set = AllowedSet {
                 complete: true,
@@ -117,7 +128,7 @@ pub fn allowed_after(
         }
     }
     let (s, p) = r.into_state().expect("the prefix did not end the execution");
-    Ok(explore(&m, s, p, limit, deadline, MAX_HELD_FUTURES))
+    Ok(explore(&m, s, p, limit, deadline, MAX_HELD_FUTURES, true))
 }
 
 /// The widened machine seen by the engine's fold: a key is the model state with the racy, hung
@@ -128,6 +139,7 @@ struct Widened<'a> {
     empty: Outcome,
     /// Some step ran past the model's step budget: the enumeration is incomplete.
     cut: std::cell::Cell<bool>,
+    reduction: Reduction,
 }
 
 impl Futures for Widened<'_> {
@@ -143,25 +155,12 @@ impl Futures for Widened<'_> {
             Situation::ExitInFlight => vec![FoldEdge::Leaf((Some(ViolationKind::Lifetime), p.obs.clone(), End::default()))],
             Situation::WarpCollective => vec![FoldEdge::Leaf((Some(ViolationKind::Assertion), p.obs.clone(), End::default()))],
             Situation::Moves(moves) => {
-                let mut edges = Vec::new();
-                for mv in moves {
-                    for n in m.apply(s, &p, mv, true) {
-                        edges.push(match n {
-                            Next::Cut => {
-                                self.cut.set(true);
-                                continue;
-                            }
-                            Next::Undefined(u) => {
-                                let mut head = u.prefix;
-                                head.fault = false;
-                                FoldEdge::Leaf((Some(u.cause), head, End::default()))
-                            }
-                            Next::Continue(s2, mut p2) => {
-                                let head = std::mem::replace(&mut p2.obs, self.empty.clone());
-                                FoldEdge::Step(head, (s2, p2))
-                            }
-                        });
-                    }
+                let Some((set, rest)) = self.reduction.persistent(m, s, &moves) else {
+                    return self.expand(s, &p, &moves).0;
+                };
+                let (mut edges, clean) = self.expand(s, &p, &set);
+                if !clean {
+                    edges.extend(self.expand(s, &p, &rest).0);
                 }
                 edges
             }
@@ -173,13 +172,49 @@ impl Futures for Widened<'_> {
     }
 }
 
+impl Widened<'_> {
+    /// The edges of `moves` from `(s, p)`, and whether every one of them is a plain step that
+    /// observes nothing (no read, try_wait, token or completion run recorded: the head equals
+    /// `p.obs`), reaches no undefined behaviour and is not cut by the step budget: a reduced
+    /// set must be clean (`reduce.rs`, "why the outcomes are kept").
+    fn expand(&self, s: &State, p: &Partial, moves: &[Move]) -> (Vec<FoldEdge<(State, Partial), Outcome, Tail>>, bool) {
+        let m = self.m;
+        let mut edges = Vec::new();
+        let mut clean = true;
+        for &mv in moves {
+            for n in m.apply(s, p, mv, true) {
+                edges.push(match n {
+                    Next::Cut => {
+                        self.cut.set(true);
+                        clean = false;
+                        continue;
+                    }
+                    Next::Undefined(u) => {
+                        clean = false;
+                        let mut head = u.prefix;
+                        head.fault = false;
+                        FoldEdge::Leaf((Some(u.cause), head, End::default()))
+                    }
+                    Next::Continue(s2, mut p2) => {
+                        let head = std::mem::replace(&mut p2.obs, self.empty.clone());
+                        clean &= head == p.obs;
+                        FoldEdge::Step(head, (s2, p2))
+                    }
+                });
+            }
+        }
+        (edges, clean)
+    }
+}
+
 /// Every future of `(s0, p0)`, through the engine's fold; `p0.obs` (the observations made before)
 /// prefixes every outcome.
-fn explore(m: &Machine, s0: State, p0: Partial, limit: usize, deadline: Option<Instant>, futures: usize) -> AllowedSet {
+fn explore(m: &Machine, s0: State, p0: Partial, limit: usize, deadline: Option<Instant>, futures: usize, reduce: bool) -> AllowedSet {
     let w = Widened {
         m,
         empty: Outcome::empty(&m.model),
         cut: std::cell::Cell::new(false),
+        reduction: Reduction::new(m, reduce),
     };
     let limits = FoldLimits {
         states: limit,

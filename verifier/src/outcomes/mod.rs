@@ -75,11 +75,14 @@ mod allowed;
 mod forced;
 mod format;
 mod machine;
+mod reduce;
 pub mod schedule;
 #[cfg(test)]
 mod tests;
 
-pub use allowed::{allowed_after, allowed_outcomes, allowed_outcomes_capped, allowed_outcomes_within, MAX_HELD_FUTURES};
+pub use allowed::{
+    allowed_after, allowed_outcomes, allowed_outcomes_capped, allowed_outcomes_unreduced, allowed_outcomes_within, MAX_HELD_FUTURES,
+};
 pub use forced::{forced, forced_outcome, prefix_observations, Forced, ThreadEnd};
 pub use format::{
     completion_vars, recorded, AllowedSet, End, Judged, Outcome, Recorded, ThreadOutcome, Undefined, PROBE_BOTH, PROBE_NEITHER, PROBE_NONE,
