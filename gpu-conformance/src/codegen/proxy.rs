@@ -57,6 +57,21 @@ pub(super) fn shared_by_the_warp(op: &IOp) -> bool {
     )
 }
 
+/// Why the kernel cannot emit this async-proxy operation, if it cannot: the emulation of wgmma
+/// (bulk stores of its operands in the issuing thread's bulk groups) has no group shared by the
+/// four warps of a warpgroup, and a bulk store records no version of what it read.
+pub(super) fn proxy_inexpressible(op: &IOp) -> Option<String> {
+    match op {
+        IOp::Proxy(ProxyOp::Wgmma { warpgroup: true, .. }) | IOp::Proxy(ProxyOp::WgmmaWait { warpgroup: true, .. }) => Some(
+            "a warpgroup-scoped wgmma (warpgroup_mma / warpgroup_wait) is not expressible: a real wgmma needs sm_90a and matrix descriptors, and its emulation by bulk stores keeps groups per thread, not one group for the four warps of a warpgroup".to_string(),
+        ),
+        IOp::Proxy(ProxyOp::Wgmma { expect: Some(_), .. }) => Some(
+            "a wgmma_async with `expect = V` is not expressible: its emulation by bulk stores records no version of the operands it reads".to_string(),
+        ),
+        _ => None,
+    }
+}
+
 impl Gen<'_> {
     /// An operation of the async proxy (`ProxyOp::StoreAsync`, `CommitGroup`, `WaitGroup`, `Wgmma`,
     /// `WgmmaWait`, `FenceProxyAsync`, `FenceMbarrierInit`).
@@ -76,7 +91,7 @@ impl Gen<'_> {
                 let n = self.expr(code, n);
                 self.w(format!("  if (!pc_bulk_wait(th, {n}, {read})) return;"));
             }
-            ProxyOp::Wgmma { bufs } => {
+            ProxyOp::Wgmma { bufs, .. } => {
                 self.w("  // wgmma_async, emulated: a bulk store of each operand, one bulk group (the same async reads)");
                 for b in bufs {
                     let (d, chk) = self.place(code, b, false);
@@ -87,7 +102,7 @@ impl Gen<'_> {
                 }
                 self.w("  pc_bulk_commit();");
             }
-            ProxyOp::WgmmaWait { n } => {
+            ProxyOp::WgmmaWait { n, .. } => {
                 let n = self.expr(code, n);
                 self.w(format!("  if (!pc_bulk_wait(th, {n}, true)) return;  // wgmma_wait, emulated"));
             }
