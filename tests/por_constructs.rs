@@ -256,6 +256,33 @@ fn fence_handoff(seed: u64) -> String {
     )
 }
 
+/// A warpgroup-scoped MMA pipeline: an elected producer lane fills a stage; the warps of a
+/// uniform consumer warpgroup issue one MMA together (`warpgroup_mma`), wait for it
+/// (`warpgroup_wait`) and one signalling lane releases the stage. Mistakes: the release before
+/// the wait, a warp that skips the MMA, a wait that keeps the newest group, a stale operand.
+fn warpgroup_pipeline(seed: u64) -> String {
+    let mut d = Dice(seed);
+    let iters = 1 + d.pick(2);
+    let signaller = 1 + d.pick(4);
+    let release_first = d.mistake(3) == 1;
+    let skipper = if d.mistake(4) == 1 { format!("if warp != {} {{ ", 1 + d.pick(4)) } else { String::new() };
+    let close = if skipper.is_empty() { "" } else { " }" };
+    let keep = if d.mistake(3) == 1 { 1 } else { 0 };
+    let expect = if d.mistake(3) == 1 { "0" } else { "i" };
+    let parity = if d.mistake(4) == 1 { "0" } else { "i % 2" };
+    let release = format!("    if warp == {signaller} {{ let e = elect(); if e == 1 {{ arrive(empty) }} }}\n");
+    let wait = format!("    warpgroup_wait({keep})\n");
+    let (first, second) = if release_first { (&release, &wait) } else { (&wait, &release) };
+    format!(
+        "protocol g\nwarp_size 32\nbarrier full count 1\nbarrier empty count 1\nbuffer a bytes 64\n\
+         role producer warps 1 uniform {{\n  let e = elect()\n  if e == 1 {{\n    for i in 0..{iters} {{\n\
+         \x20     if i > 0 {{ wait_parity(empty, (i + 1) % 2) }}\n      arrive_expect_tx(full, 64)\n\
+         \x20     copy_async(a, full, version = i)\n    }}\n  }}\n}}\n\
+         role mma warpgroups 1 uniform {{\n  for i in 0..{iters} {{\n    wait_parity(full, {parity})\n\
+         \x20   {skipper}warpgroup_mma(a, expect = {expect}){close}\n{first}{second}  }}\n  warpgroup_wait(0)\n}}\n"
+    )
+}
+
 /// Kinds found, or `None` when the search did not finish within its bound.
 fn kinds(src: &str, por: bool, symmetry: bool, mutant: Option<Mutant>) -> Option<BTreeSet<ViolationKind>> {
     let ast = lang::parse(src).unwrap_or_else(|d| panic!("generated protocol does not parse: {d:?}\n{src}"));
@@ -323,6 +350,14 @@ proptest! {
     #[test]
     fn reduction_keeps_the_kinds_of_fences_by_other_threads(seed in any::<u64>()) {
         same_kinds(&fence_handoff(seed))?;
+    }
+
+    /// Law: on warpgroups issuing one MMA together and releasing its operands from one lane
+    /// after a wait (the group record shared by the warpgroup's agents), the reduction keeps the
+    /// kinds.
+    #[test]
+    fn reduction_keeps_the_kinds_of_warpgroup_mma_pipelines(seed in any::<u64>()) {
+        same_kinds(&warpgroup_pipeline(seed))?;
     }
 }
 

@@ -194,7 +194,7 @@ fn a_wgmma_agent_gets_a_helper_warpgroup_that_issues_real_wgmma() {
         assert!(k.body.contains("constexpr int WG_BASE = 128;"));
         assert!(k.body.contains("__device__ const int wg_of[NT] = {-1, 0};"));
         assert!(k.body.contains("wgmma.mma_async.sync.aligned.m64n8k32.s32.u8.u8"));
-        assert!(k.body.contains("pc_wg_mma(th, &s.wg[wg_of[th.t]], 1, ops, bytes)"));
+        assert!(k.body.contains("pc_wg_mma(th, &s.wg[wg_of[th.t]], 1, ops, bytes, -1LL)"));
         assert!(k.body.contains("pc_wg_wait(th, &s.wg[wg_of[th.t]], 0LL)"));
         assert!(k.body.contains("pc_wg_serve(&s.wg[(threadIdx.x - WG_BASE) / 128]"));
         assert!(!k.body.contains("wgmma_async, emulated"), "no bulk-store emulation left");

@@ -2,7 +2,7 @@
 //! spec line it comes from.
 
 use super::expr::line_of;
-use super::proxy::{code_bulk_groups, code_wgmma};
+use super::proxy::{code_bulk_groups, code_wgmma, proxy_inexpressible};
 use super::warp::{code_commits, code_warp_ops};
 use super::{Backend, Gen, NotExpressible};
 use phasecheck_model::program::ir::*;
@@ -51,6 +51,7 @@ impl Gen<'_> {
                     | IOp::Copy(CopyOp::CopyPart { .. })
                     | IOp::Copy(CopyOp::CpAsync { .. })
                     | IOp::Copy(CopyOp::CpAsyncArrive { .. }) => self.copy_inexpressible(op),
+                    IOp::Proxy(_) => proxy_inexpressible(op, self.wgmma_hw),
                     _ => None,
                 };
                 if let Some(why) = why {

@@ -74,7 +74,7 @@ pub fn wgmma_hw_form(p: &Protocol, model_threads: usize) -> Result<(), String> {
     for r in &p.roles {
         for i in &r.code.instrs {
             if let InstrKind::Op {
-                op: IOp::Proxy(ProxyOp::Wgmma { bufs }),
+                op: IOp::Proxy(ProxyOp::Wgmma { bufs, .. }),
                 ..
             } = &i.kind
             {
@@ -124,6 +124,21 @@ pub(super) fn shared_by_the_warp(op: &IOp) -> bool {
     )
 }
 
+/// Why the kernel cannot emit this async-proxy operation, if it cannot: the emulation of wgmma
+/// (bulk stores of its operands in the issuing thread's bulk groups) has no group shared by the
+/// four warps of a warpgroup, and a bulk store records no version of what it read.
+pub(super) fn proxy_inexpressible(op: &IOp, wgmma_hw: bool) -> Option<String> {
+    match op {
+        IOp::Proxy(ProxyOp::Wgmma { warpgroup: true, .. }) | IOp::Proxy(ProxyOp::WgmmaWait { warpgroup: true, .. }) => Some(
+            "a warpgroup-scoped wgmma (warpgroup_mma / warpgroup_wait) is not expressible: a real wgmma needs sm_90a and matrix descriptors, and its emulation by bulk stores keeps groups per thread, not one group for the four warps of a warpgroup".to_string(),
+        ),
+        IOp::Proxy(ProxyOp::Wgmma { expect: Some(_), .. }) if !wgmma_hw => Some(
+            "a wgmma_async with `expect = V` is not expressible: its emulation by bulk stores records no version of the operands it reads".to_string(),
+        ),
+        _ => None,
+    }
+}
+
 impl Gen<'_> {
     /// An operation of the async proxy (`ProxyOp::StoreAsync`, `CommitGroup`, `WaitGroup`, `Wgmma`,
     /// `WgmmaWait`, `FenceProxyAsync`, `FenceMbarrierInit`).
@@ -143,7 +158,7 @@ impl Gen<'_> {
                 let n = self.expr(code, n);
                 self.w(format!("  if (!pc_bulk_wait(th, {n}, {read})) return;"));
             }
-            ProxyOp::Wgmma { bufs } if self.wgmma_hw => {
+            ProxyOp::Wgmma { bufs, expect, .. } if self.wgmma_hw => {
                 self.w("  { // wgmma_async: wgmma.mma_async by this agent's helper warpgroup, over the operands' descriptors");
                 let mut ptrs = Vec::new();
                 let mut sizes = Vec::new();
@@ -157,18 +172,21 @@ impl Gen<'_> {
                 }
                 self.w(format!("    const int* ops[] = {{{}}};", ptrs.join(", ")));
                 self.w(format!("    const int bytes[] = {{{}}};", sizes.join(", ")));
+                // `expect = V`: every operand must hold version V at the issue (a stale operand is
+                // counted as a wrong version, as a read's is); -1: no expectation.
+                let v = expect.as_ref().map_or("-1LL".to_string(), |e| self.expr(code, e));
                 self.w(format!(
-                    "    if (!pc_wg_mma(th, &s.wg[wg_of[th.t]], {}, ops, bytes)) return; }}",
+                    "    if (!pc_wg_mma(th, &s.wg[wg_of[th.t]], {}, ops, bytes, {v})) return; }}",
                     bufs.len()
                 ));
             }
-            ProxyOp::WgmmaWait { n } if self.wgmma_hw => {
+            ProxyOp::WgmmaWait { n, .. } if self.wgmma_hw => {
                 let n = self.expr(code, n);
                 self.w(format!(
                     "  if (!pc_wg_wait(th, &s.wg[wg_of[th.t]], {n})) return;  // wgmma.wait_group, by the helper warpgroup"
                 ));
             }
-            ProxyOp::Wgmma { bufs } => {
+            ProxyOp::Wgmma { bufs, .. } => {
                 self.w("  // wgmma_async, emulated: a bulk store of each operand, one bulk group (the same async reads)");
                 for b in bufs {
                     let (d, chk) = self.place(code, b, false);
@@ -179,7 +197,7 @@ impl Gen<'_> {
                 }
                 self.w("  pc_bulk_commit();");
             }
-            ProxyOp::WgmmaWait { n } => {
+            ProxyOp::WgmmaWait { n, .. } => {
                 let n = self.expr(code, n);
                 self.w(format!("  if (!pc_bulk_wait(th, {n}, true)) return;  // wgmma_wait, emulated"));
             }

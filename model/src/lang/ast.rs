@@ -388,12 +388,19 @@ pub enum OpKind {
     },
     /// `wgmma_async(A, B)`: `wgmma.fence; wgmma.mma_async ...; wgmma.commit_group` folded into
     /// one statement: the async proxy reads the operand buffers until `wgmma_wait` retires them.
+    /// `warpgroup_mma(A, B)` is the same instruction executed by every warp of a warpgroup
+    /// (`.sync.aligned`): its group belongs to the warpgroup, not to the issuing agent.
+    /// `expect = V`: the operands must hold version V when the MMA reads them.
     WgmmaAsync {
         bufs: Vec<Place>,
+        expect: Option<Expr>,
+        warpgroup: bool,
     },
-    /// `wgmma_wait(N)`: `wgmma.wait_group N`: all but the `N` most recent wgmma groups are done.
+    /// `wgmma_wait(N)`: `wgmma.wait_group N`: all but the `N` most recent wgmma groups are done;
+    /// `warpgroup_wait(N)` (CUTLASS's `warpgroup_wait<N>()`) counts the warpgroup's groups.
     WgmmaWait {
         n: Expr,
+        warpgroup: bool,
     },
     /// `fence_proxy_async()`: `fence.proxy.async.shared::cta`: the thread's (and what it has
     /// acquired) generic-proxy writes are ordered before its later async-proxy operations.
@@ -496,8 +503,10 @@ impl OpKind {
             OpKind::CommitGroup => "commit_group",
             OpKind::WaitGroup { read: false, .. } => "wait_group",
             OpKind::WaitGroup { read: true, .. } => "wait_group_read",
-            OpKind::WgmmaAsync { .. } => "wgmma_async",
-            OpKind::WgmmaWait { .. } => "wgmma_wait",
+            OpKind::WgmmaAsync { warpgroup: false, .. } => "wgmma_async",
+            OpKind::WgmmaAsync { warpgroup: true, .. } => "warpgroup_mma",
+            OpKind::WgmmaWait { warpgroup: false, .. } => "wgmma_wait",
+            OpKind::WgmmaWait { warpgroup: true, .. } => "warpgroup_wait",
             OpKind::FenceProxyAsync => "fence_proxy_async",
             OpKind::FenceMbarrierInit => "fence_mbarrier_init",
             OpKind::Remote { op, .. } => op.kind.keyword(),
@@ -816,8 +825,13 @@ impl Op {
             }
             // The async proxy.
             OpKind::CopyStoreAsync { buf } => place(buf, f),
-            OpKind::WgmmaAsync { bufs } => bufs.iter().for_each(|b| place(b, f)),
-            OpKind::WaitGroup { n, .. } | OpKind::WgmmaWait { n } => f(n),
+            OpKind::WgmmaAsync { bufs, expect, .. } => {
+                bufs.iter().for_each(|b| place(b, f));
+                if let Some(e) = expect {
+                    f(e)
+                }
+            }
+            OpKind::WaitGroup { n, .. } | OpKind::WgmmaWait { n, .. } => f(n),
             OpKind::CommitGroup | OpKind::FenceProxyAsync | OpKind::FenceMbarrierInit => {}
             OpKind::CpAsyncWait { n: Some(n) } => f(n),
             OpKind::CpAsyncCommitGroup | OpKind::CpAsyncWait { n: None } => {}

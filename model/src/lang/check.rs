@@ -831,12 +831,13 @@ impl Checker {
                 ));
             }
             OpKind::CopyStoreAsync { buf } => self.place(buf, false, kw)?,
-            OpKind::WgmmaAsync { bufs } => {
+            OpKind::WgmmaAsync { bufs, expect, .. } => {
                 for b in bufs {
                     self.place(b, false, kw)?;
                 }
+                exprs.extend(expect);
             }
-            OpKind::WaitGroup { n, .. } | OpKind::WgmmaWait { n } => exprs.push(n),
+            OpKind::WaitGroup { n, .. } | OpKind::WgmmaWait { n, .. } => exprs.push(n),
             OpKind::CommitGroup | OpKind::FenceProxyAsync | OpKind::FenceMbarrierInit => {}
             OpKind::CpAsyncWait { n: Some(n) } => exprs.push(n),
             OpKind::CpAsyncCommitGroup | OpKind::CpAsyncWait { n: None } => {}

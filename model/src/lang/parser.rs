@@ -52,6 +52,8 @@ pub const OPS: &[&str] = &[
     "wait_group_read",
     "wgmma_async",
     "wgmma_wait",
+    "warpgroup_mma",
+    "warpgroup_wait",
     "fence_proxy_async",
     "fence_mbarrier_init",
     // Cluster scope.

@@ -432,8 +432,11 @@ pub fn op_str(op: &Op) -> String {
         }
         // The async proxy.
         OpKind::CopyStoreAsync { buf } => args.push(place(buf)),
-        OpKind::WgmmaAsync { bufs } => args.extend(bufs.iter().map(place)),
-        OpKind::WaitGroup { n, .. } | OpKind::WgmmaWait { n } => args.push(expr(n)),
+        OpKind::WgmmaAsync { bufs, expect, .. } => {
+            args.extend(bufs.iter().map(place));
+            named_args(&mut args, &[("expect", expect)]);
+        }
+        OpKind::WaitGroup { n, .. } | OpKind::WgmmaWait { n, .. } => args.push(expr(n)),
         OpKind::CommitGroup | OpKind::FenceProxyAsync | OpKind::FenceMbarrierInit => {}
         OpKind::CpAsyncWait { n: Some(n) } => args.push(expr(n)),
         OpKind::CpAsyncCommitGroup | OpKind::CpAsyncWait { n: None } => {}
@@ -752,11 +755,16 @@ fn so(op: &Op) -> Op {
         },
         // The async proxy.
         OpKind::CopyStoreAsync { buf } => OpKind::CopyStoreAsync { buf: sp(buf) },
-        OpKind::WgmmaAsync { bufs } => OpKind::WgmmaAsync {
+        OpKind::WgmmaAsync { bufs, expect, warpgroup } => OpKind::WgmmaAsync {
             bufs: bufs.iter().map(sp).collect(),
+            expect: oe(expect),
+            warpgroup: *warpgroup,
         },
         OpKind::WaitGroup { n, read } => OpKind::WaitGroup { n: se(n), read: *read },
-        OpKind::WgmmaWait { n } => OpKind::WgmmaWait { n: se(n) },
+        OpKind::WgmmaWait { n, warpgroup } => OpKind::WgmmaWait {
+            n: se(n),
+            warpgroup: *warpgroup,
+        },
         OpKind::CommitGroup => OpKind::CommitGroup,
         OpKind::CpAsyncCommitGroup => OpKind::CpAsyncCommitGroup,
         OpKind::CpAsyncWait { n } => OpKind::CpAsyncWait { n: n.as_ref().map(se) },

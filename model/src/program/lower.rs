@@ -217,6 +217,7 @@ pub fn lower(program: &ast::Program, overrides: &[(String, i64)]) -> Result<Prot
                     ),
                 ));
             }
+            warpgroup_scope(r, &code, warp_size)?;
             if r.uniform {
                 crate::program::uniform::analyse(&r.name.name, &mut code, warp_size)?;
             }
@@ -663,10 +664,15 @@ impl CodeBuilder<'_> {
                 n: self.expr(n)?,
                 read: *read,
             }),
-            OpKind::WgmmaAsync { bufs } => IOp::Proxy(ProxyOp::Wgmma {
+            OpKind::WgmmaAsync { bufs, expect, warpgroup } => IOp::Proxy(ProxyOp::Wgmma {
                 bufs: bufs.iter().map(|b| self.buf(b)).collect::<Result<_, _>>()?,
+                expect: expect.as_ref().map(|e| self.expr(e)).transpose()?,
+                warpgroup: *warpgroup,
             }),
-            OpKind::WgmmaWait { n } => IOp::Proxy(ProxyOp::WgmmaWait { n: self.expr(n)? }),
+            OpKind::WgmmaWait { n, warpgroup } => IOp::Proxy(ProxyOp::WgmmaWait {
+                n: self.expr(n)?,
+                warpgroup: *warpgroup,
+            }),
             OpKind::FenceProxyAsync => IOp::Proxy(ProxyOp::FenceProxyAsync),
             OpKind::FenceMbarrierInit => IOp::Proxy(ProxyOp::FenceMbarrierInit),
             OpKind::Remote { .. } | OpKind::ClusterArrive | OpKind::ClusterWait | OpKind::ClusterSync => {
@@ -721,4 +727,54 @@ impl CodeBuilder<'_> {
             _ => Ok(false),
         }
     }
+}
+
+/// `warpgroup_mma`/`warpgroup_wait` count the groups of a warpgroup, so the role must be laid out
+/// in warpgroups (`role NAME warpgroups N`), and its wgmma groups must all be the warpgroup's:
+/// PTX has one group sequence, which `wgmma_async`/`wgmma_wait` (the agent's own) would split.
+fn warpgroup_scope(r: &ast::RoleDecl, code: &Code, warp_size: u32) -> Result<(), Diagnostic> {
+    let wgmma = |wg: bool| {
+        code.instrs.iter().find(|i| {
+            matches!(
+                &i.kind,
+                InstrKind::Op {
+                    op: IOp::Proxy(ProxyOp::Wgmma { warpgroup, .. } | ProxyOp::WgmmaWait { warpgroup, .. }),
+                    ..
+                } if *warpgroup == wg
+            )
+        })
+    };
+    let Some(first) = wgmma(true) else { return Ok(()) };
+    if r.unit != ast::RoleUnit::Warpgroups {
+        return Err(Diagnostic::new(
+            "E117",
+            first.span,
+            format!(
+                "role `{}` issues a warpgroup-scoped wgmma, but it is not laid out in warpgroups; declare it `role {} warpgroups N` so that each four warps of it form one warpgroup",
+                r.name.name, r.name.name
+            ),
+        ));
+    }
+    if !r.uniform && 4 * warp_size > 64 {
+        return Err(Diagnostic::new(
+            "E117",
+            first.span,
+            format!(
+                "role `{}` issues a warpgroup-scoped wgmma with one agent per lane, {} per warpgroup; the model follows at most 64: declare the role `uniform`, or use `warp_size 16` or less",
+                r.name.name,
+                4 * warp_size
+            ),
+        ));
+    }
+    if let Some(other) = wgmma(false) {
+        return Err(Diagnostic::new(
+            "E117",
+            other.span,
+            format!(
+                "role `{}` mixes wgmma_async/wgmma_wait (groups of the agent) with warpgroup_mma/warpgroup_wait (groups of the warpgroup); the hardware has one group sequence per warpgroup: use the warpgroup forms throughout",
+                r.name.name
+            ),
+        ));
+    }
+    Ok(())
 }

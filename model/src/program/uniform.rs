@@ -171,6 +171,10 @@ pub fn analyse(role: &str, code: &mut Code, warp_size: u32) -> Result<(), Diagno
                     op: IOp::Warp(WarpOp::Commit { .. }),
                     ..
                 } => Some("a warp-batched `commit`, whose arrivals depend on the warp's convergence"),
+                InstrKind::Op {
+                    op: IOp::Proxy(ProxyOp::Wgmma { warpgroup: true, .. } | ProxyOp::WgmmaWait { warpgroup: true, .. }),
+                    ..
+                } => Some("a warpgroup-scoped wgmma, which every lane of the warpgroup executes (`.sync.aligned`)"),
                 InstrKind::Return => Some("a `return`: the elected lane would exit while the others run on"),
                 InstrKind::Jump { to } if *to < lo || *to > hi => {
                     if pc + 1 == hi && *to > hi {

@@ -65,6 +65,11 @@ pub struct Touch<'a> {
     /// A proxy fence: it covers the generic writes of every buffer a thread writes and the inits
     /// of every barrier a thread initialises (`Footprints::fence`).
     pub fence: bool,
+    /// A warpgroup-scoped wgmma (`warpgroup_mma`, `warpgroup_wait`): it reads or changes the
+    /// group record the agents of its warpgroup share (resolved per thread into the records of
+    /// the warpgroup's warps by `Footprints::for_thread`), and a wait retires the other agents'
+    /// reads too.
+    pub warpgroup: bool,
     /// What the step does to phases, for the look-ahead that cuts a thread's future at waits.
     pub phase: PhaseEffect<'a>,
     pub scope: Scope,
@@ -107,6 +112,7 @@ impl<'a> Touch<'a> {
             reads: &[],
             retires: false,
             fence: false,
+            warpgroup: false,
             phase,
             scope: Scope::Objects,
         }
@@ -121,6 +127,7 @@ impl<'a> Touch<'a> {
             reads: &[],
             retires: false,
             fence: false,
+            warpgroup: false,
             phase,
             scope,
         }
@@ -157,6 +164,8 @@ pub struct Footprint {
     pub warp_sync: bool,
     /// The step retires the thread's asynchronous reads (resolved per thread, like `warp_sync`).
     pub retires: bool,
+    /// The step touches its warpgroup's wgmma groups (resolved per thread, like `warp_sync`).
+    pub warpgroup: bool,
     pub read: [u64; WORDS],
     pub write: [u64; WORDS],
 }
@@ -182,6 +191,7 @@ impl Footprint {
         self.lands |= o.lands;
         self.warp_sync |= o.warp_sync;
         self.retires |= o.retires;
+        self.warpgroup |= o.warpgroup;
         for (a, b) in self.read.iter_mut().zip(&o.read) {
             *a |= b;
         }
@@ -667,6 +677,7 @@ impl Footprints {
                     }
                     fp.lands |= touch.lands;
                     fp.retires |= touch.retires;
+                    fp.warpgroup |= touch.warpgroup;
                     if touch.fence {
                         fp.union(&self.fence);
                     }
@@ -748,6 +759,20 @@ impl Footprints {
                 Footprint::set(&mut fp.read, self.barriers + r.buf as usize);
             }
         }
+        if fp.warpgroup {
+            // The warpgroup's group record lives in its warps' records; a wait retires every
+            // member's reads (docs/model.md, "Warpgroup-scoped wgmma").
+            let members = m.proto.warpgroup_of(t);
+            for &a in &members {
+                Footprint::set(&mut fp.write, self.warp_base + m.proto.threads[a].warp as usize);
+            }
+            if fp.retires || future {
+                for r in s.proxy.reads.iter().filter(|r| r.warpgroup && members.contains(&(r.issuer as usize))) {
+                    Footprint::set(&mut fp.read, self.barriers + r.buf as usize);
+                }
+            }
+        }
+        fp.warpgroup = false;
         if m.mutant == Some(Mutant::PorForgetsNamedBarriers) {
             for k in 0..self.named {
                 let i = self.named_base + k;

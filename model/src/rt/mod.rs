@@ -383,6 +383,7 @@ impl Model {
             if th.status == Status::Running
                 && matches!(self.wait_check(s, t), WaitCheck::NotAWait | WaitCheck::Ready)
                 && self.commit_ready(s, t)
+                && self.warpgroup_wait_ready(s, t)
             {
                 out.push(Action::Thread(t as u16));
             } else if th.status == Status::AtSyncWarp && self.at_elect(s, t).is_some() {
@@ -454,15 +455,15 @@ impl Model {
             return out;
         }
         // The async proxy: shared memory released under a read still in flight.
-        if let Some(r) = s.proxy.reads.first().filter(|_| s.all_done()) {
+        if let Some(r) = s.proxy.reads.iter().find(|r| r.done == 0).filter(|_| s.all_done()) {
             out.push(Violation {
                 kind: K::Lifetime,
                 message: format!(
                     "every thread has exited while {} issued by {} still reads {} (no {} retired it); the CTA's shared memory is released under it",
-                    if r.wgmma { "a wgmma_async" } else { "a TMA store" },
+                    if r.warpgroup { "a warpgroup_mma" } else if r.wgmma { "a wgmma_async" } else { "a TMA store" },
                     p.thread_label(r.issuer as usize),
                     p.buffers[r.buf as usize].name,
-                    if r.wgmma { "wgmma_wait" } else { "wait_group / wait_group_read" }
+                    if r.warpgroup { "warpgroup_wait" } else if r.wgmma { "wgmma_wait" } else { "wait_group / wait_group_read" }
                 ),
             });
             return out;

@@ -310,9 +310,12 @@ impl Model {
                 for r in &x.reads {
                     w.extend_from_slice(&[
                         r.buf as u32 | (r.issuer as u32) << 16,
-                        r.age as u32 | (r.wgmma as u32) << 16,
+                        r.age as u32 | (r.wgmma as u32) << 16 | (r.warpgroup as u32) << 17,
                         r.stmt.start,
                         r.stmt.end,
+                        r.done,
+                        r.waited as u32,
+                        (r.waited >> 32) as u32,
                     ]);
                 }
             }
@@ -475,8 +478,11 @@ impl Model {
                 buf: a as u16,
                 issuer: (a >> 16) as u16,
                 age: b as u16,
-                wgmma: b >> 16 != 0,
+                wgmma: b >> 16 & 1 != 0,
+                warpgroup: b >> 17 & 1 != 0,
                 stmt: Span { start: r.u(), end: r.u() },
+                done: r.u(),
+                waited: r.u() as u64 | (r.u() as u64) << 32,
             });
         }
         State {

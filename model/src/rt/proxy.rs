@@ -31,10 +31,16 @@ pub enum ProxyOp {
     /// `wait_group(N)` / `wait_group_read(N)`: every bulk group of the thread but the `N` newest
     /// is complete (the model retires their reads here).
     WaitGroup { n: IExpr, read: bool },
-    /// `wgmma_async(BUF...)`: one wgmma group reading these operand buffers.
-    Wgmma { bufs: Vec<Ref> },
-    /// `wgmma_wait(N)`: every wgmma group of the thread but the `N` newest is complete.
-    WgmmaWait { n: IExpr },
+    /// `wgmma_async(BUF...)`: one wgmma group reading these operand buffers; with `expect`, the
+    /// version they must hold. `warpgroup` (`warpgroup_mma`): the group is the warpgroup's.
+    Wgmma {
+        bufs: Vec<Ref>,
+        expect: Option<IExpr>,
+        warpgroup: bool,
+    },
+    /// `wgmma_wait(N)`: every wgmma group of the thread but the `N` newest is complete;
+    /// `warpgroup_wait(N)`: of the thread's warpgroup (see `warpgroup_wait_ready`).
+    WgmmaWait { n: IExpr, warpgroup: bool },
     /// `fence_proxy_async()`.
     FenceProxyAsync,
     /// `fence_mbarrier_init()`.
@@ -51,16 +57,22 @@ impl ProxyOp {
         use crate::rt::footprint::PhaseEffect as P;
         match self {
             ProxyOp::StoreAsync { buf } => Touch::objects(None, Some((buf, false)), P::None),
-            ProxyOp::Wgmma { bufs } => match bufs.split_first() {
+            ProxyOp::Wgmma { bufs, warpgroup, .. } => match bufs.split_first() {
                 Some((first, rest)) => Touch {
                     reads: rest,
+                    warpgroup: *warpgroup,
                     ..Touch::objects(None, Some((first, false)), P::None)
                 },
                 None => Touch::objects(None, None, P::None),
             },
             ProxyOp::CommitGroup => Touch::objects(None, None, P::None),
-            ProxyOp::WaitGroup { .. } | ProxyOp::WgmmaWait { .. } => Touch {
+            ProxyOp::WaitGroup { .. } => Touch {
                 retires: true,
+                ..Touch::objects(None, None, P::None)
+            },
+            ProxyOp::WgmmaWait { warpgroup, .. } => Touch {
+                retires: true,
+                warpgroup: *warpgroup,
                 ..Touch::objects(None, None, P::None)
             },
             ProxyOp::FenceProxyAsync | ProxyOp::FenceMbarrierInit => Touch {
@@ -74,12 +86,15 @@ impl ProxyOp {
     pub fn exprs(&self, f: &mut dyn FnMut(&IExpr)) {
         match self {
             ProxyOp::StoreAsync { buf } => buf.exprs(f),
-            ProxyOp::Wgmma { bufs } => {
+            ProxyOp::Wgmma { bufs, expect, .. } => {
                 for b in bufs {
                     b.exprs(f)
                 }
+                if let Some(e) = expect {
+                    f(e)
+                }
             }
-            ProxyOp::WaitGroup { n, .. } | ProxyOp::WgmmaWait { n } => f(n),
+            ProxyOp::WaitGroup { n, .. } | ProxyOp::WgmmaWait { n, .. } => f(n),
             ProxyOp::CommitGroup | ProxyOp::FenceProxyAsync | ProxyOp::FenceMbarrierInit => {}
         }
     }
@@ -90,8 +105,10 @@ impl ProxyOp {
             ProxyOp::StoreAsync { .. } => "copy_store_async",
             ProxyOp::CommitGroup => "commit_group",
             ProxyOp::WaitGroup { .. } => "wait_group",
-            ProxyOp::Wgmma { .. } => "wgmma_async",
-            ProxyOp::WgmmaWait { .. } => "wgmma_wait",
+            ProxyOp::Wgmma { warpgroup: false, .. } => "wgmma_async",
+            ProxyOp::Wgmma { warpgroup: true, .. } => "warpgroup_mma",
+            ProxyOp::WgmmaWait { warpgroup: false, .. } => "wgmma_wait",
+            ProxyOp::WgmmaWait { warpgroup: true, .. } => "warpgroup_wait",
             ProxyOp::FenceProxyAsync => "fence_proxy_async",
             ProxyOp::FenceMbarrierInit => "fence_mbarrier_init",
         }
@@ -120,10 +137,72 @@ pub struct AsyncRead {
     pub issuer: u16,
     /// A wgmma operand (its group is a wgmma group); else a TMA store (a bulk group).
     pub wgmma: bool,
+    /// A `warpgroup_mma` operand: its group is the issuer's warpgroup's (`age` still counts the
+    /// issuer's own groups; `Protocol::warpgroup_of` says which agents share them).
+    pub warpgroup: bool,
+    /// A `warpgroup_mma` operand read that a wait of the warpgroup saw complete: the epoch of
+    /// the buffer's async engine its read is recorded at (0: still in flight).
+    pub done: u32,
+    /// The agents of the warpgroup (bits in `Protocol::warpgroup_of` order) whose wait covered
+    /// it; the entry is dropped once all have.
+    pub waited: u64,
     /// 0: not yet in a committed group (bulk only); k >= 1: its group is the issuer's k-th newest.
     pub age: u16,
     /// The statement that issued it.
     pub stmt: crate::lang::ast::Span,
+}
+
+impl Protocol {
+    /// The agents of thread `t`'s warpgroup: the agents of its role whose warps lie in the same
+    /// four consecutive warps, counted from the role's first warp (a role declared `warpgroups
+    /// N` holds N of them; `warpgroup_mma` is refused elsewhere, E117).
+    pub fn warpgroup_of(&self, t: usize) -> Vec<usize> {
+        let me = &self.threads[t];
+        let first = self.roles[me.role as usize].first_gtid / self.warp_size;
+        let group = |w: u32| (w - first) / 4;
+        self.threads
+            .iter()
+            .enumerate()
+            .filter(|(_, o)| o.role == me.role && group(o.warp) == group(me.warp))
+            .map(|(a, _)| a)
+            .collect()
+    }
+}
+
+impl Model {
+    /// Whether thread `t`, standing at a `warpgroup_wait(N)`, may pass it now: the groups it
+    /// waits for are complete only once every agent of its warpgroup has issued them
+    /// (`wgmma.mma_async` is `.sync.aligned`: the MMA runs once the whole warpgroup issued it).
+    /// An agent that exited without issuing keeps the others waiting (a deadlock). True for
+    /// every other instruction, and when N cannot be evaluated (the step reports the fault).
+    pub fn warpgroup_wait_ready(&self, s: &State, t: usize) -> bool {
+        let th = &s.threads[t];
+        let Some(Instr {
+            kind: InstrKind::Op {
+                op: IOp::Proxy(ProxyOp::WgmmaWait { n, warpgroup: true }),
+                ..
+            },
+            ..
+        }) = self.proto.code_of(t).instrs.get(th.pc as usize)
+        else {
+            return true;
+        };
+        let me = &self.proto.threads[t];
+        let Ok(keep) = n.eval(&th.locals, Some(me), &mut |v| Ok(s.vars[v as usize].value)) else {
+            return true;
+        };
+        let issued = |a: usize| -> i64 {
+            s.proxy
+                .reads
+                .iter()
+                .filter(|r| r.issuer as usize == a && r.warpgroup)
+                .map(|r| r.age as i64)
+                .max()
+                .unwrap_or(0)
+        };
+        let least = self.proto.warpgroup_of(t).into_iter().map(issued).min().unwrap_or(0);
+        issued(t) - least <= keep
+    }
 }
 
 /// Whether the protocol can observe the async proxy: it has an async-proxy statement, or it
@@ -169,21 +248,30 @@ impl Exec<'_> {
         match op {
             ProxyOp::StoreAsync { buf } => {
                 let d = self.resolve_buf(buf, locals)?;
-                self.async_read_issue(t, d, false, "a TMA store (copy_store_async)");
+                self.async_read_issue(t, d, false, false, "a TMA store (copy_store_async)");
                 Ok(None)
             }
-            ProxyOp::Wgmma { bufs } => {
+            ProxyOp::Wgmma { bufs, expect, warpgroup } => {
                 let mut ds = Vec::with_capacity(bufs.len());
                 for b in bufs {
                     ds.push(self.resolve_buf(b, locals)?);
                 }
+                let want = match expect {
+                    Some(e) => Some(self.ev(e, locals)?),
+                    None => None,
+                };
                 // wgmma.commit_group is folded in: the operands of this statement are one group,
-                // the thread's newest.
-                for r in self.s.proxy.reads.iter_mut().filter(|r| r.issuer as usize == t && r.wgmma) {
+                // the thread's newest (of its warpgroup's groups, for `warpgroup_mma`).
+                let wg = *warpgroup;
+                for r in self.s.proxy.reads.iter_mut().filter(|r| r.issuer as usize == t && r.wgmma && r.warpgroup == wg) {
                     r.age = r.age.saturating_add(1);
                 }
+                let what = if wg { "warpgroup_mma" } else { "wgmma_async" };
                 for d in ds {
-                    self.async_read_issue(t, d, true, "wgmma_async");
+                    self.async_read_issue(t, d, true, wg, what);
+                    if let Some(w) = want {
+                        self.operand_version(d, w, what);
+                    }
                 }
                 Ok(None)
             }
@@ -193,7 +281,19 @@ impl Exec<'_> {
                 }
                 Ok(None)
             }
-            ProxyOp::WaitGroup { n, .. } | ProxyOp::WgmmaWait { n } => {
+            ProxyOp::WgmmaWait { n, warpgroup: true } => {
+                let n = self.ev(n, locals)?;
+                if n < 0 {
+                    self.fail(
+                        K::Assertion,
+                        format!("{}: warpgroup_wait({n}) names a negative number of groups", self.label()),
+                    );
+                    return Err(());
+                }
+                self.retire_warpgroup(t, n);
+                Ok(None)
+            }
+            ProxyOp::WaitGroup { n, .. } | ProxyOp::WgmmaWait { n, .. } => {
                 let wgmma = matches!(op, ProxyOp::WgmmaWait { .. });
                 let n = self.ev(n, locals)?;
                 if n < 0 {
@@ -249,7 +349,7 @@ impl Exec<'_> {
 
     /// The async proxy starts reading buffer `d` for thread `t`: the data it reads must be
     /// ordered before the issue (happens-before) and visible to the async proxy (fenced).
-    fn async_read_issue(&mut self, t: usize, d: usize, wgmma: bool, what: &str) {
+    fn async_read_issue(&mut self, t: usize, d: usize, wgmma: bool, warpgroup: bool, what: &str) {
         let cell = &self.s.buffers[d];
         let name = self.p().buffers[d].name.clone();
         if cell.in_flight {
@@ -282,6 +382,9 @@ impl Exec<'_> {
             buf: d as u16,
             issuer: t as u16,
             wgmma,
+            warpgroup,
+            done: 0,
+            waited: 0,
             age,
             stmt: self.stmt,
         });
@@ -294,7 +397,7 @@ impl Exec<'_> {
         let mut i = 0;
         while i < self.s.proxy.reads.len() {
             let r = self.s.proxy.reads[i];
-            if r.issuer as usize == t && r.wgmma == wgmma && r.age >= 1 && r.age as i64 > keep {
+            if r.issuer as usize == t && r.wgmma == wgmma && !r.warpgroup && r.age >= 1 && r.age as i64 > keep {
                 self.s.proxy.reads.remove(i);
                 let acc = self.access();
                 let cell = &mut self.s.buffers[r.buf as usize];
@@ -309,13 +412,105 @@ impl Exec<'_> {
         }
     }
 
+    /// The operand buffer `d` an MMA reads must hold version `want` in every byte: otherwise the
+    /// MMA multiplies other data than the protocol means (a stale read, as for `read`).
+    fn operand_version(&mut self, d: usize, want: i64, what: &str) {
+        let size = self.p().buffers[d].bytes;
+        let got = self.version_in(d, 0, size);
+        if got != want {
+            let msg = format!(
+                "{} issues {what} reading {} of {} as an operand, but the protocol means version {want}",
+                self.label(),
+                super::memory::version_text(got),
+                self.p().buffers[d].name
+            );
+            self.fail(K::StaleRead, msg);
+        }
+    }
+
+    /// `warpgroup_wait(keep)` by agent `t`: every group of its warpgroup but the `keep` newest of
+    /// `t`'s is complete (the step is enabled only once every agent of the warpgroup has issued
+    /// them: `Model::warpgroup_wait_ready`). The MMA is one operation of the warpgroup, so its
+    /// operand reads end once, at the first wait that sees them complete: each is recorded as a
+    /// read by the buffer's async engine at a fresh epoch (`AsyncRead::done`), and every agent of
+    /// the warpgroup whose own wait covers the group acquires that epoch (it knows the read is
+    /// over, and nothing else). One signalling thread of the warpgroup may then release the
+    /// operands after its own wait, without a sync with the other warps. An entry is dropped
+    /// once every agent of the warpgroup has waited for it.
+    fn retire_warpgroup(&mut self, t: usize, keep: i64) {
+        let members = self.p().warpgroup_of(t);
+        let n = self.p().threads.len();
+        let bit = |a: usize| members.iter().position(|&m| m == a).map_or(0u64, |i| 1u64 << (i % 64));
+        let all = members.iter().fold(0u64, |m, &a| m | bit(a));
+        let issued = |s: &ProxyState, a: usize| -> i64 {
+            s.reads
+                .iter()
+                .filter(|r| r.issuer as usize == a && r.warpgroup)
+                .map(|r| r.age as i64)
+                .max()
+                .unwrap_or(0)
+        };
+        let mine = issued(&self.s.proxy, t);
+        let counts: Vec<(usize, i64)> = members.iter().map(|&a| (a, issued(&self.s.proxy, a))).collect();
+        let mut ended: Vec<usize> = Vec::new();
+        let mut i = 0;
+        while i < self.s.proxy.reads.len() {
+            let r = self.s.proxy.reads[i];
+            let own = counts.iter().find(|(a, _)| *a == r.issuer as usize).map(|&(_, c)| c);
+            // Agent a's group of age k is the warpgroup's group `issued_a - k + 1` (counted from
+            // the oldest not dropped); `t` waits for those up to `mine - keep`.
+            let covered = r.warpgroup && own.is_some_and(|c| r.age as i64 >= c - mine + keep + 1);
+            if !covered {
+                i += 1;
+                continue;
+            }
+            let d = r.buf as usize;
+            let done = if r.done != 0 {
+                r.done
+            } else {
+                let epoch = self.s.engines[d][n + d];
+                if !ended.contains(&d) {
+                    ended.push(d);
+                    let acc = Access {
+                        agent: (n + d) as u16,
+                        epoch,
+                        in_completion: false,
+                    };
+                    let cell = &mut self.s.buffers[d];
+                    match cell.reads.binary_search_by_key(&acc.agent, |a| a.agent) {
+                        Ok(k) => cell.reads[k] = acc,
+                        Err(k) => cell.reads.insert(k, acc),
+                    }
+                    self.obs.push(Obs::AsyncReadDone { buf: r.buf, wgmma: true });
+                }
+                epoch
+            };
+            let clock = &mut self.s.threads[t].clock[n + d];
+            *clock = (*clock).max(done);
+            let e = &mut self.s.proxy.reads[i];
+            e.done = done;
+            e.waited |= bit(t);
+            if e.waited == all {
+                self.s.proxy.reads.remove(i);
+            } else {
+                i += 1;
+            }
+        }
+        // Later events of the engines (landings, later MMAs' reads) are not known to the waiters.
+        for d in ended {
+            self.s.engines[d][n + d] += 1;
+        }
+    }
+
     /// A write (a thread's, or a copy's issue) into buffer `d` while the async proxy still reads
     /// it: a data race, whoever writes.
     pub(super) fn check_async_reads(&mut self, d: usize) {
-        let Some(r) = self.s.proxy.reads.iter().find(|r| r.buf as usize == d).copied() else {
+        let Some(r) = self.s.proxy.reads.iter().find(|r| r.buf as usize == d && r.done == 0).copied() else {
             return;
         };
-        let how = if r.wgmma {
+        let how = if r.warpgroup {
+            "a warpgroup_mma issued by {} still reads it as an operand (no warpgroup_wait of its warpgroup saw it complete yet)"
+        } else if r.wgmma {
             "a wgmma_async issued by {} still reads it as an operand (no wgmma_wait retired it yet)"
         } else {
             "a TMA store issued by {} still reads it (no wait_group_read retired its group yet)"

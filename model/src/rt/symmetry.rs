@@ -14,7 +14,7 @@
 //!   still be stored twice (less reduction, never a lost state).
 
 use super::thread::status_word;
-use crate::program::ir::{IOp, InstrKind, Protocol, WarpOp};
+use crate::program::ir::{IOp, InstrKind, Protocol, ProxyOp, WarpOp};
 use crate::rt::state::{Access, State, ThreadState};
 use crate::rt::{Action, Model};
 
@@ -41,6 +41,21 @@ pub fn symmetry_classes(p: &Protocol) -> Vec<Vec<usize>> {
                     }
                 )
             });
+        // A warpgroup-scoped wgmma ties an agent to its warpgroup's: only the agents of one
+        // warpgroup are interchangeable then.
+        let warpgroups = role.code.instrs.iter().any(|i| {
+            matches!(
+                i.kind,
+                InstrKind::Op {
+                    op: IOp::Proxy(ProxyOp::Wgmma { warpgroup: true, .. } | ProxyOp::WgmmaWait { warpgroup: true, .. }),
+                    ..
+                }
+            )
+        });
+        // (the waits of a warpgroup are recorded by member position): none are, for now.
+        if warpgroups {
+            continue;
+        }
         let key = (info.role, if whole_warps { u32::MAX } else { info.warp });
         match classes.iter_mut().find(|(k, _)| *k == key) {
             Some((_, members)) => members.push(t),
@@ -212,6 +227,11 @@ fn normalise_sorted(s: &mut State, agents: usize) {
             cols[a as usize].push(e);
         }
     }
+    // A completed warpgroup MMA read: an epoch of its buffer's engine (proxy.rs).
+    let n = s.threads.len();
+    for r in s.proxy.reads.iter().filter(|r| r.done != 0) {
+        cols[n + r.buf as usize].push(r.done);
+    }
     for c in cols.iter_mut() {
         c.sort_unstable();
         c.dedup();
@@ -230,6 +250,10 @@ fn rename_epochs(s: &mut State, rank: &dyn Fn(usize, u32) -> u32) {
         if let Some((a, e)) = &mut b.init_by {
             *e = rank(*a as usize, *e);
         }
+    }
+    let n = s.threads.len();
+    for r in s.proxy.reads.iter_mut().filter(|r| r.done != 0) {
+        r.done = rank(n + r.buf as usize, r.done);
     }
     for c in s.buffers.iter_mut().chain(s.vars.iter_mut()) {
         for acc in c.accesses_mut() {

@@ -105,6 +105,23 @@ pub struct RunResult {
 /// step there releases a group), uniform roles, cp.async, partial copies and cluster scope do not
 /// map onto: those are refused there.
 pub fn supported(proto: &Protocol, directed: bool) -> Result<(), Unsupported> {
+    // The warpgroup's collective MMA and the operand versions an MMA checks have no engine here.
+    for code in proto.roles.iter().map(|r| &r.code) {
+        for i in &code.instrs {
+            let what = match &i.kind {
+                InstrKind::Op {
+                    op: IOp::Proxy(phasecheck_model::program::ir::ProxyOp::Wgmma { warpgroup: true, .. } | phasecheck_model::program::ir::ProxyOp::WgmmaWait { warpgroup: true, .. }),
+                    ..
+                } => "warpgroup-scoped wgmma (warpgroup_mma / warpgroup_wait)",
+                InstrKind::Op {
+                    op: IOp::Proxy(phasecheck_model::program::ir::ProxyOp::Wgmma { expect: Some(_), .. }),
+                    ..
+                } => "operand versions of a wgmma (`wgmma_async(..., expect = V)`)",
+                _ => continue,
+            };
+            return Err(Unsupported(format!("the runtime does not model {what}")));
+        }
+    }
     if !directed {
         return Ok(());
     }

@@ -240,7 +240,7 @@ fn async_reads(model: &Model, r: &Replayed, k: usize, bufs: &[u16]) -> bool {
     };
     let refs: Vec<u16> = match &instr.kind {
         InstrKind::Op {
-            op: IOp::Proxy(ProxyOp::Wgmma { bufs }),
+            op: IOp::Proxy(ProxyOp::Wgmma { bufs, .. }),
             ..
         } => bufs.iter().map(|b| b.group).collect(),
         InstrKind::Op {

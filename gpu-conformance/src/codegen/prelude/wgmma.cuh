@@ -62,7 +62,7 @@ __device__ bool pc_wg_post(PcThread& th, PcWg* w, int op, int n) {
   return true;
 }
 // wgmma_async(bufs): one group of the agent's, issued by its warpgroup.
-__device__ bool pc_wg_mma(PcThread& th, PcWg* w, int nops, const int* const* bufs, const int* bytes) {
+__device__ bool pc_wg_mma(PcThread& th, PcWg* w, int nops, const int* const* bufs, const int* bytes, i64 expect) {
   if (w->issued - w->retired >= PC_WG_SLOTS) { th.status = PC_UNSUPPORTED; return false; }
   int slot = w->issued % PC_WG_SLOTS;
   int sums[8] = {0, 0, 0, 0, 0, 0, 0, 0};
@@ -77,6 +77,14 @@ __device__ bool pc_wg_mma(PcThread& th, PcWg* w, int nops, const int* const* buf
     for (int c = 0; c < full; c++) pc_wg_sums(p + 256 * c, sums);
     if (op.last >= 0) pc_wg_sums(p + op.last, sums);
     for (int h = 0; h < 2; h++) if (op.half[h] >= 0) pc_wg_half_sums(p + op.half[h], sums);
+  }
+  if (expect >= 0) {  // `expect = V`: every word of every operand holds V when the MMA is issued
+    bool stale = false;
+    for (int o = 0; o < nops; o++) {
+      const volatile int* b = bufs[o];
+      for (int i = 0; i < bytes[o] / 4; i++) stale |= (i64)b[i] != expect;
+    }
+    if (stale) th.nbad++;
   }
   for (int n = 0; n < 8; n++) w->expect[slot][n] = sums[n];
   w->bad[slot] = 0;

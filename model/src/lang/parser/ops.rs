@@ -132,6 +132,19 @@ impl Parser {
         if let Some(kind) = named_barrier_op(&kw, &mut pos_args) {
             return Ok(Op { kind, span });
         }
+        if kw == "wgmma_async" || kw == "warpgroup_mma" {
+            let bufs = pos_args
+                .into_iter()
+                .filter_map(|a| if let Arg::Place(p) = a { Some(p) } else { None })
+                .collect();
+            let expect = named.into_iter().find(|(n, _, _)| n == "expect").map(|(_, e, _)| e);
+            let kind = OpKind::WgmmaAsync {
+                bufs,
+                expect,
+                warpgroup: kw == "warpgroup_mma",
+            };
+            return Ok(Op { kind, span });
+        }
         let pos_args = match async_proxy_op(&kw, pos_args) {
             Ok(kind) => return Ok(Op { kind, span }),
             Err(args) => args,
@@ -442,10 +455,17 @@ pub(super) fn signature(op: &str) -> Sig {
         "wgmma_async" => (
             &[Place, Place, Place, Place],
             1,
-            &[],
-            "`wgmma_async(A)` or `wgmma_async(A, B)` (one to four operand buffers)",
+            &["expect"],
+            "`wgmma_async(A)` or `wgmma_async(A, B)` (one to four operand buffers), optionally with `expect = V`",
         ),
         "wgmma_wait" => (&[Expr], 1, &[], "`wgmma_wait(N)`"),
+        "warpgroup_mma" => (
+            &[Place, Place, Place, Place],
+            1,
+            &["expect"],
+            "`warpgroup_mma(A)` or `warpgroup_mma(A, B)` (one to four operand buffers), optionally with `expect = V`",
+        ),
+        "warpgroup_wait" => (&[Expr], 1, &[], "`warpgroup_wait(N)`"),
         "fence_proxy_async" => (&[], 0, &[], "`fence_proxy_async()`"),
         "fence_mbarrier_init" => (&[], 0, &[], "`fence_mbarrier_init()`"),
         "cluster_arrive" => (&[], 0, &[], "`cluster_arrive()`"),
@@ -535,12 +555,14 @@ pub(super) fn async_proxy_op(kw: &str, args: Vec<Arg>) -> Result<OpKind, Vec<Arg
         "copy_store_async" => OpKind::CopyStoreAsync {
             buf: places(args).remove(0),
         },
-        "wgmma_async" => OpKind::WgmmaAsync { bufs: places(args) },
         "wait_group" | "wait_group_read" => OpKind::WaitGroup {
             n: first_expr(args),
             read: kw == "wait_group_read",
         },
-        "wgmma_wait" => OpKind::WgmmaWait { n: first_expr(args) },
+        "wgmma_wait" | "warpgroup_wait" => OpKind::WgmmaWait {
+            n: first_expr(args),
+            warpgroup: kw == "warpgroup_wait",
+        },
         "cp_async_wait_group" => OpKind::CpAsyncWait { n: Some(first_expr(args)) },
         _ => return Err(args),
     })

@@ -10,7 +10,7 @@ impl World {
     pub(crate) fn proxy_op(&self, op: &ProxyOp, ctx: &mut Ctx) -> Result<Option<i64>, Stop> {
         match op {
             // The async proxy (proxy.rs); a negative group count is the model's assertion.
-            ProxyOp::WaitGroup { n, .. } | ProxyOp::WgmmaWait { n } => {
+            ProxyOp::WaitGroup { n, .. } | ProxyOp::WgmmaWait { n, .. } => {
                 let keep = self.eval(n, ctx)?;
                 if keep < 0 {
                     return Err(Stop::Ub(Ub::new(ViolationKind::Assertion, "a negative group count")));
@@ -23,7 +23,7 @@ impl World {
                 self.proxy_read_issue(ctx, d, false)?;
                 Ok(None)
             }
-            ProxyOp::Wgmma { bufs } => {
+            ProxyOp::Wgmma { bufs, .. } => {
                 let ds = bufs.iter().map(|b| self.buf(b, ctx)).collect::<Result<Vec<_>, _>>()?;
                 self.proxy_age(ctx, true)?;
                 for d in ds {
