@@ -101,14 +101,17 @@ fn barrier_like(op: &Op) -> Option<&Bar> {
     }
 }
 
-fn buffer_of(op: &Op) -> Option<(&String, i64)> {
+/// The buffers an operation touches, each with the end of the bytes it touches (0: unknown).
+fn buffers_of(op: &Op) -> Vec<(&String, i64)> {
     match op {
         Op::Copy { buf, off, bytes, .. }
         | Op::CpAsync { buf, off, bytes }
         | Op::Read { buf, off, bytes }
-        | Op::Write { buf, off, bytes } => Some((buf, off + bytes)),
-        Op::Store { buf, off, bytes } => Some((buf, if *bytes > 0 { off + bytes } else { 0 })),
-        _ => None,
+        | Op::Write { buf, off, bytes } => vec![(buf, off + bytes)],
+        Op::Store { buf, off, bytes } => vec![(buf, if *bytes > 0 { off + bytes } else { 0 })],
+        // a descriptor gives where an operand starts, not its extent
+        Op::Wgmma { bufs } => bufs.iter().map(|(b, _)| (b, 0)).collect(),
+        _ => Vec::new(),
     }
 }
 
@@ -190,7 +193,7 @@ pub fn names(m: &Module, runs: &[ThreadRun], facts: &mut Facts, ptx_name: &str) 
     let mut buffers = BTreeMap::new();
     for r in runs {
         for e in &r.events {
-            if let Some((buf, end)) = buffer_of(&e.op) {
+            for (buf, end) in buffers_of(&e.op) {
                 if slots.contains_key(buf) {
                     facts.unresolved(
                         format!("data access to `{}`", demangle(buf)),
@@ -285,7 +288,14 @@ fn strides(runs: &[ThreadRun], buffers: &BTreeMap<String, (String, i64)>) -> BTr
 fn is_collective(op: &Op) -> bool {
     matches!(
         op,
-        Op::SyncThreads | Op::SyncWarp { .. } | Op::BarSync { .. } | Op::BarArrive { .. }
+        Op::SyncThreads
+            | Op::SyncWarp { .. }
+            | Op::BarSync { .. }
+            | Op::BarArrive { .. }
+            | Op::ClusterArrive
+            | Op::ClusterWait
+            | Op::Wgmma { .. }
+            | Op::WgmmaWait { .. }
     )
 }
 
@@ -306,10 +316,13 @@ fn units(runs: &[ThreadRun], facts: &mut Facts) -> Vec<Unit> {
             for (k, s) in sigs.iter().enumerate() {
                 by_sig.entry(s).or_default().push(k);
             }
+            // a uniform role cannot hold its lanes' own writes (each lane writes its words) nor cluster barriers (the model refuses them there)
             let writes = |evs: &[Event], mask: &[bool]| {
                 evs.iter()
                     .zip(mask)
-                    .any(|(e, x)| !x && matches!(e.op, Op::Write { .. } | Op::CpAsync { .. }))
+                    .any(|(e, x)| {
+                        !x && matches!(e.op, Op::Write { .. } | Op::CpAsync { .. } | Op::ClusterArrive | Op::ClusterWait)
+                    })
             };
             if by_sig.len() == 1 {
                 let events = lane_union(runs, &lanes, None);
@@ -506,6 +519,28 @@ impl Ctx<'_> {
                     None => format!("copy_store_async({})", self.buf(buf)),
                 }
             }
+            Op::CpAsyncCommit => "cp_async_commit_group()".into(),
+            Op::CpAsyncWait { n: Some(n) } => format!("cp_async_wait_group({n})"),
+            Op::CpAsyncWait { n: None } => "cp_async_wait_all()".into(),
+            Op::ClusterArrive => "cluster_arrive()".into(),
+            Op::ClusterWait => "cluster_wait()".into(),
+            Op::Wgmma { bufs } => {
+                // an operand is the element its descriptor starts in, or the whole buffer (a
+                // wider read than the kernel's: races are over-reported, never missed)
+                let mut places: Vec<String> = Vec::new();
+                for (buf, off) in bufs {
+                    self.names.buffers.get(buf)?;
+                    let p = match self.names.strides.get(buf) {
+                        Some(_) => self.place(buf, *off, 1).0,
+                        None => self.buf(buf),
+                    };
+                    if !places.contains(&p) {
+                        places.push(p);
+                    }
+                }
+                format!("wgmma_async({})", places.join(", "))
+            }
+            Op::WgmmaWait { n } => format!("wgmma_wait({n})"),
             Op::CommitGroup => "commit_group()".into(),
             Op::WaitGroup { n, read } => format!("wait_group{}({n})", if *read { "_read" } else { "" }),
             Op::FenceProxy => "fence_proxy_async()".into(),

@@ -9,6 +9,7 @@
 //! ([`facts`]).
 
 pub mod cfg;
+pub mod desc;
 pub mod emit;
 pub mod exec;
 pub mod facts;
