@@ -186,7 +186,7 @@ fn every_unmapped_barrier_form_is_unresolved_at_its_line() {
         (30, "CTA rank"),
         (31, "tcgen05"),
         (32, "call"),
-        (33, "no or more than four"),
+        (33, "without a shared-memory operand"),
         (34, "barrier.cluster.sync"),
     ] {
         let l = stderr

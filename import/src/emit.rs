@@ -56,6 +56,7 @@ pub fn origin(src: &SrcLoc, pos: crate::ptx::Pos, m: &Module, ptx_name: &str) ->
 fn sig(op: &Op) -> String {
     match op {
         Op::Read { buf, .. } => format!("read {buf}"),
+        Op::WarpWrite { buf, .. } => format!("warp write {buf}"),
         o => format!("{o:?}"),
     }
 }
@@ -101,16 +102,18 @@ fn barrier_like(op: &Op) -> Option<&Bar> {
     }
 }
 
-/// The buffers an operation touches, each with the end of the bytes it touches (0: unknown).
-fn buffers_of(op: &Op) -> Vec<(&String, i64)> {
+/// The buffers an operation touches, each with the first byte and the end of the bytes it
+/// touches (end 0: unknown).
+fn buffers_of(op: &Op) -> Vec<(&String, i64, i64)> {
     match op {
         Op::Copy { buf, off, bytes, .. }
         | Op::CpAsync { buf, off, bytes }
         | Op::Read { buf, off, bytes }
-        | Op::Write { buf, off, bytes } => vec![(buf, off + bytes)],
-        Op::Store { buf, off, bytes } => vec![(buf, if *bytes > 0 { off + bytes } else { 0 })],
+        | Op::Write { buf, off, bytes }
+        | Op::WarpWrite { buf, off, bytes } => vec![(buf, *off, off + bytes)],
+        Op::Store { buf, off, bytes } => vec![(buf, *off, if *bytes > 0 { off + bytes } else { 0 })],
         // a descriptor gives where an operand starts, not its extent
-        Op::Wgmma { bufs } => bufs.iter().map(|(b, _)| (b, 0)).collect(),
+        Op::Wgmma { bufs } => bufs.iter().map(|(b, o)| (b, *o, 0)).collect(),
         _ => Vec::new(),
     }
 }
@@ -193,18 +196,33 @@ pub fn names(m: &Module, runs: &[ThreadRun], facts: &mut Facts, ptx_name: &str) 
     let mut buffers = BTreeMap::new();
     for r in runs {
         for e in &r.events {
-            for (buf, end) in buffers_of(&e.op) {
-                if slots.contains_key(buf) {
-                    facts.unresolved(
-                        format!("data access to `{}`", demangle(buf)),
-                        "the symbol also holds barriers: the importer does not split one symbol into barriers and data",
+            for (buf, start, end) in buffers_of(&e.op) {
+                // one symbol carved into data and barriers (a kernel's dynamic shared memory):
+                // the data is a buffer of its own, as long as no access reaches a barrier
+                if let Some(offs) = slots.get(buf) {
+                    // (an access of unknown extent reads the spec's buffer, which is the data alone)
+                    if end != 0 && offs.iter().any(|&o| start < o + 8 && o < end) {
+                        facts.unresolved(
+                            format!("data access to `{}`", demangle(buf)),
+                            "the bytes it touches hold barriers too",
+                            e.pos,
+                            e.src,
+                        );
+                        continue;
+                    }
+                    facts.assumed(
+                        format!("the data of `{}` -> a buffer apart from its barriers", demangle(buf)),
+                        "one symbol holds barriers and data; no access of the data reaches a barrier's 8 bytes",
                         e.pos,
                         e.src,
                     );
-                    continue;
                 }
                 let entry = buffers.entry(buf.clone()).or_insert_with(|| {
-                    let n = unique(demangle(buf));
+                    let n = unique(if slots.contains_key(buf) {
+                        format!("{}_data", demangle(buf))
+                    } else {
+                        demangle(buf)
+                    });
                     let size = m.shared_var(buf).and_then(|v| v.bytes).map_or(0, |b| b as i64);
                     if size == 0 {
                         facts.assumed(
@@ -249,7 +267,12 @@ fn strides(runs: &[ThreadRun], buffers: &BTreeMap<String, (String, i64)>) -> BTr
             .flat_map(|r| r.events.iter())
             .filter_map(|e| match &e.op {
                 Op::Copy { buf, off, bytes, .. } if buf == sym => Some((0, *off, *bytes)),
-                Op::CpAsync { buf, off, bytes } | Op::Read { buf, off, bytes } | Op::Write { buf, off, bytes } if buf == sym => {
+                Op::CpAsync { buf, off, bytes }
+                | Op::Read { buf, off, bytes }
+                | Op::Write { buf, off, bytes }
+                | Op::WarpWrite { buf, off, bytes }
+                    if buf == sym && *bytes > 0 =>
+                {
                     Some((2, *off, *bytes))
                 }
                 // a store of one element is placed like a copy; one of unknown size reads it all
@@ -324,9 +347,26 @@ fn units(runs: &[ThreadRun], facts: &mut Facts) -> Vec<Unit> {
                         !x && matches!(e.op, Op::Write { .. } | Op::CpAsync { .. } | Op::ClusterArrive | Op::ClusterWait)
                     })
             };
+            // a warp-collective store is one write of the warp: in a uniform role, an elected
+            // lane's (each lane of the role writing it would be a race of the lanes)
+            let mut collective = |events: &[Event], extra: &mut Vec<bool>| {
+                for (k, e) in events.iter().enumerate() {
+                    if matches!(e.op, Op::WarpWrite { .. }) {
+                        extra[k] = true;
+                        facts.assumed(
+                            format!("warp {w}: a warp-collective store -> a write in an elect() block"),
+                            "the warp's lanes store their rows in one instruction: one write of their union, by one lane for the warp",
+                            e.pos,
+                            e.src,
+                        );
+                    }
+                }
+            };
             if by_sig.len() == 1 {
                 let events = lane_union(runs, &lanes, None);
-                let extra = vec![false; events.len()];
+                let mut extra = vec![false; events.len()];
+                collective(&events, &mut extra);
+                let (events, extra) = merge_warp_writes(events, extra);
                 if !writes(&events, &extra) {
                     out.push(Unit::Warp { warp: w, events, extra });
                     done = true;
@@ -343,6 +383,9 @@ fn units(runs: &[ThreadRun], facts: &mut Facts) -> Vec<Unit> {
                         let ev = &runs[lanes[e] as usize].events;
                         let ok = !ev.iter().zip(&extra).any(|(x, m)| *m && is_collective(&x.op));
                         let events = lane_union(runs, &lanes, Some((e, &extra, &sigs[base])));
+                        let mut extra = extra;
+                        collective(&events, &mut extra);
+                        let (events, extra) = merge_warp_writes(events, extra);
                         if ok && !writes(&events, &extra) {
                             let r = &runs[lanes[e] as usize];
                             let first = events.iter().zip(&extra).find(|(_, m)| **m).map(|(x, _)| (x.pos, x.src));
@@ -428,14 +471,42 @@ fn lane_union(runs: &[ThreadRun], lanes: &[u32], odd: Option<(usize, &Vec<bool>,
         let other = &runs[t as usize].events;
         for (k, e) in events.iter_mut().enumerate() {
             let Some(ci) = common_idx[k] else { continue };
-            if let (Op::Read { off, bytes, .. }, Some(Op::Read { off: o2, bytes: n2, .. })) = (&mut e.op, other.get(ci).map(|x| &x.op)) {
-                let end = (*off + *bytes).max(o2 + n2);
-                *off = (*off).min(*o2);
-                *bytes = end - *off;
+            match (&mut e.op, other.get(ci).map(|x| &x.op)) {
+                (Op::Read { off, bytes, .. }, Some(Op::Read { off: o2, bytes: n2, .. }))
+                | (Op::WarpWrite { off, bytes, .. }, Some(Op::WarpWrite { off: o2, bytes: n2, .. })) => {
+                    if *n2 > 0 {
+                        let end = if *bytes > 0 { (*off + *bytes).max(o2 + n2) } else { o2 + n2 };
+                        *off = if *bytes > 0 { (*off).min(*o2) } else { *o2 };
+                        *bytes = end - *off;
+                    }
+                }
+                _ => {}
             }
         }
     }
     events
+}
+
+/// A warp's successive matrix stores of one buffer are one write of their span (the extra
+/// marks, which lane runs each event, follow).
+fn merge_warp_writes(events: Vec<Event>, extra: Vec<bool>) -> (Vec<Event>, Vec<bool>) {
+    let mut out: Vec<Event> = Vec::new();
+    let mut marks: Vec<bool> = Vec::new();
+    for (e, x) in events.into_iter().zip(extra) {
+        if let (Some(Event { op: Op::WarpWrite { buf: b, off: o, bytes: n }, .. }), Some(&px), Op::WarpWrite { buf, off, bytes }) =
+            (out.last_mut(), marks.last(), &e.op)
+        {
+            if b == buf && *n > 0 && *bytes > 0 && px == x {
+                let end = (*o + *n).max(off + bytes);
+                *o = (*o).min(*off);
+                *n = end - *o;
+                continue;
+            }
+        }
+        out.push(e);
+        marks.push(x);
+    }
+    (out, marks)
 }
 
 struct Ctx<'a> {
@@ -538,6 +609,16 @@ impl Ctx<'_> {
                         places.push(p);
                     }
                 }
+                if places.len() > 4 {
+                    // more operand elements than a statement names: the whole buffers
+                    places = Vec::new();
+                    for (buf, _) in bufs {
+                        let b = self.buf(buf);
+                        if !places.contains(&b) {
+                            places.push(b);
+                        }
+                    }
+                }
                 format!("wgmma_async({})", places.join(", "))
             }
             Op::WgmmaWait { n } => format!("wgmma_wait({n})"),
@@ -556,7 +637,8 @@ impl Ctx<'_> {
                     (p, Some((o, n))) => format!("read({p}, offset = {o}, bytes = {n})"),
                 }
             }
-            Op::Write { buf, off, bytes } => {
+            Op::WarpWrite { bytes: 0, .. } => return None,
+            Op::Write { buf, off, bytes } | Op::WarpWrite { buf, off, bytes } => {
                 self.names.buffers.get(buf)?;
                 *writes += 1;
                 match self.place(buf, *off, *bytes) {

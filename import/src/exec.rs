@@ -133,6 +133,14 @@ pub enum Op {
         off: i64,
         bytes: i64,
     },
+    /// A warp-collective store (`stmatrix`): every lane of the warp runs it, each writing its
+    /// own rows (`bytes` 0: a lane that gives no address); a warp's lanes are one write of
+    /// their union.
+    WarpWrite {
+        buf: String,
+        off: i64,
+        bytes: i64,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -974,17 +982,7 @@ impl<'m> Interp<'m> {
                                     _ => None,
                                 };
                                 let name = crate::names::demangle(&buf);
-                                let index = tmap
-                                    .as_ref()
-                                    .and_then(|t| entry.params.iter().position(|p| p == t))
-                                    .map(|k| k.to_string());
-                                let given = tmap
-                                    .as_ref()
-                                    .and_then(|t| launch.tma_bytes.get(t))
-                                    .or_else(|| index.as_ref().and_then(|k| launch.tma_bytes.get(k)))
-                                    .or_else(|| launch.tma_bytes.get(&name))
-                                    .or_else(|| launch.tma_bytes.get(&buf));
-                                match given {
+                                match given_bytes(launch, entry, tmap.as_ref(), &buf).as_ref() {
                                     Some(b) => {
                                         self.facts
                                             .exact(format!("{f_name} -> copy_async, {b} bytes from --tma-bytes"), ins.pos, ins.src);
@@ -1031,7 +1029,15 @@ impl<'m> Interp<'m> {
                                         ins.src,
                                     );
                                     let bytes = if tensor {
-                                        0
+                                        // the box is in the tensor map: --tma-bytes, else the whole buffer
+                                        let tmap = match ops.first() {
+                                            Some(Operand::Addr(b, _)) => match get(fr, b) {
+                                                Val::Param(p) => Some(p),
+                                                _ => None,
+                                            },
+                                            _ => None,
+                                        };
+                                        given_bytes(launch, entry, tmap.as_ref(), &buf).unwrap_or(0)
                                     } else {
                                         ops.get(2).map(|o| get(fr, o)).as_ref().and_then(int).unwrap_or(0)
                                     };
@@ -1238,8 +1244,8 @@ impl<'m> Interp<'m> {
                     Some("commit_group") => {
                         if wgmma_lost {
                             unresolved_bar(self, "a wgmma group with an operand the importer could not follow");
-                        } else if wgmma_bufs.is_empty() || wgmma_bufs.len() > 4 {
-                            unresolved_bar(self, "a wgmma group of no or more than four shared-memory operands is not a wgmma_async");
+                        } else if wgmma_bufs.is_empty() {
+                            unresolved_bar(self, "a wgmma group without a shared-memory operand is not a wgmma_async");
                         } else {
                             self.facts.exact("wgmma.commit_group -> wgmma_async (the group's operands)", ins.pos, ins.src);
                             emit(Op::Wgmma { bufs: std::mem::take(&mut wgmma_bufs) }, &mut run);
@@ -1260,6 +1266,48 @@ impl<'m> Interp<'m> {
                     self,
                     "tcgen05 reads shared memory through descriptors the importer does not follow",
                 ),
+                "stmatrix" | "ldmatrix" => {
+                    // .xN: lanes 0..8N each give the address of one 16-byte row
+                    let n = ins.parts().iter().find_map(|p| p.strip_prefix('x').and_then(|k| k.parse::<u32>().ok())).unwrap_or(1);
+                    let at = if head == "stmatrix" { ops.first() } else { ops.get(1) };
+                    let gives = lane < 8 * n;
+                    match (at.map(|o| addr(fr, o)), gives) {
+                        (Some(Val::Sh(buf, off)), _) => {
+                            self.facts.exact(
+                                format!("{head} -> {} of the warp's rows", if head == "stmatrix" { "write" } else { "read" }),
+                                ins.pos,
+                                ins.src,
+                            );
+                            let bytes = if gives { 16 } else { 0 };
+                            let op = if head == "stmatrix" {
+                                Op::WarpWrite { buf, off, bytes }
+                            } else {
+                                Op::Read { buf, off, bytes }
+                            };
+                            if head == "stmatrix" || gives {
+                                emit(op, &mut run);
+                            }
+                        }
+                        // a lane whose address the instruction does not use
+                        (_, false) if head == "stmatrix" => {
+                            if let Some(Op::WarpWrite { buf, off, .. }) = run.events.iter().rev().find_map(|e| match &e.op {
+                                o @ Op::WarpWrite { .. } => Some(o.clone()),
+                                _ => None,
+                            }) {
+                                emit(Op::WarpWrite { buf, off, bytes: 0 }, &mut run);
+                            } else {
+                                unresolved_bar(self, "a shared-memory matrix store whose buffer the importer cannot tell");
+                            }
+                        }
+                        (_, false) => {}
+                        _ => unresolved_bar(self, "a shared-memory matrix access at an address the importer cannot compute"),
+                    }
+                    if head == "ldmatrix" {
+                        if let Some(Operand::List(v)) = ops.first() {
+                            v.iter().for_each(|o| set(fr, o, Val::Unknown));
+                        }
+                    }
+                }
                 "shfl" => {
                     // shfl.sync.MODE.b32 d[|p], a, b, c, membermask: lane j's `a`, where j follows
                     // from b and c as the PTX ISA says; j's value is known when j ran first
@@ -1375,4 +1423,15 @@ fn expected_tx(run: &ThreadRun, bar: &Bar) -> i64 {
             _ => None,
         })
         .unwrap_or(0)
+}
+
+/// The bytes `--tma-bytes` gives a tensor copy or store: by its tensor-map param (PTX name or
+/// index), else by its shared buffer.
+fn given_bytes(launch: &Launch, entry: &Function, tmap: Option<&String>, buf: &str) -> Option<i64> {
+    let index = tmap.and_then(|t| entry.params.iter().position(|p| p == t)).map(|k| k.to_string());
+    tmap.and_then(|t| launch.tma_bytes.get(t))
+        .or_else(|| index.as_ref().and_then(|k| launch.tma_bytes.get(k)))
+        .or_else(|| launch.tma_bytes.get(&crate::names::demangle(buf)))
+        .or_else(|| launch.tma_bytes.get(buf))
+        .copied()
 }
