@@ -188,6 +188,7 @@ fn every_unmapped_barrier_form_is_unresolved_at_its_line() {
         (32, "call"),
         (33, "without a shared-memory operand"),
         (34, "barrier.cluster.sync"),
+        (35, "hold barriers too"),
     ] {
         let l = stderr
             .lines()
@@ -256,4 +257,30 @@ fn a_warp_index_broadcast_by_shfl_decides_the_roles() {
     );
     // an even lane reads lane + 1, which has not run yet: unknown, and dropped as data
     assert!(stderr.contains("shfl (value unknown) 1"), "{stderr}");
+}
+
+#[test]
+fn a_warp_collective_store_and_a_carved_symbol_become_an_elected_write_and_a_buffer() {
+    let (spec, stderr, code) = import("epilogue_forms.ptx", &["--tma-bytes", "0=512"]);
+    assert_eq!(code, 0, "{stderr}");
+    // the barrier and the tile share one dynamic symbol: a barrier and a buffer apart
+    assert!(spec.contains("barrier smem count 1 manual_init"), "{spec}");
+    assert!(spec.contains("buffer smem_data bytes 512"), "{spec}");
+    // the 32 lanes' stmatrix rows (16 bytes each) are one write, by one lane for the warp
+    assert!(
+        spec.contains("  let e2 = elect()                                     // from epilogue_forms.ptx:30\n  if e2 == 1 {\n    write(smem_data, 0)"),
+        "{spec}"
+    );
+    statement_from(&spec, "copy_store_async(smem_data)", "epilogue_forms.ptx", 40);
+    statement_from(&spec, "arrive(smem)", "epilogue_forms.ptx", 43);
+    for what in ["a warp-collective store -> a write in an elect() block", "a buffer apart from its barriers"] {
+        assert!(stderr.contains(what), "{what}:\n{stderr}");
+    }
+    // fenced, ordered by the named barrier, read back before the CTA exits: it holds
+    let path = std::env::temp_dir().join(format!("epilogue_forms_{}.phase", std::process::id()));
+    std::fs::write(&path, &spec).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_phasecheck")).arg("check").arg(&path).output().unwrap();
+    let _ = std::fs::remove_file(&path);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("verdict: holds"), "{text}");
 }

@@ -47,7 +47,7 @@ run() {
   grep -E '^import: |^  (role|assumed|unresolved)|error' "$WORK/$test.facts" | cut -c1-300 | head -n 40 || true
   echo "import exit $code"
   if [ -s "$WORK/$test.phase" ]; then
-    [ -n "${KEEP:-}" ] && cp "$WORK/$test.phase" "$KEEP/"
+    if [ -n "${KEEP:-}" ]; then cp "$WORK/$test.phase" "$KEEP/"; fi
     "$PC" check "$WORK/$test.phase" --max-seconds "${MAX_SECONDS:-120}" 2>/dev/null | grep -E '^(verdict|stats|violation)' | cut -c1-200 || true
   fi
 }

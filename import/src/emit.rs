@@ -36,6 +36,42 @@ pub struct Names {
     pub buffers: BTreeMap<String, (String, i64)>,
     /// Buffers split into equal elements (`slot[STAGES][BYTES]`): symbol -> element bytes.
     pub strides: BTreeMap<String, i64>,
+    /// Carved shared memory split into the byte ranges its accesses cover: symbol -> (first
+    /// byte, end, name) of each range.
+    pub regions: BTreeMap<String, Vec<(i64, i64, String)>>,
+}
+
+/// The data of a symbol that also holds barriers, when it is not an array of equal elements:
+/// the disjoint byte ranges its accesses cover (overlapping accesses are one range), each a
+/// buffer of its own, as a kernel carving its dynamic shared memory into tiles declares them.
+/// An access of unknown extent (a wgmma operand, a tensor store without `--tma-bytes`) belongs
+/// to the range it starts in; `None` when one starts in none.
+fn regions(runs: &[ThreadRun], sym: &str, name: &str) -> Option<Vec<(i64, i64, String)>> {
+    let mut ranges: Vec<(i64, i64)> = Vec::new();
+    let mut points: Vec<i64> = Vec::new();
+    for e in runs.iter().flat_map(|r| r.events.iter()) {
+        for (b, start, end) in buffers_of(&e.op) {
+            if b == sym {
+                if end > start {
+                    ranges.push((start, end));
+                } else {
+                    points.push(start);
+                }
+            }
+        }
+    }
+    ranges.sort_unstable();
+    let mut merged: Vec<(i64, i64)> = Vec::new();
+    for (a, b) in ranges {
+        match merged.last_mut() {
+            Some(last) if a < last.1 => last.1 = last.1.max(b),
+            _ => merged.push((a, b)),
+        }
+    }
+    if merged.len() < 2 || !points.iter().all(|p| merged.iter().any(|r| r.0 <= *p && *p < r.1)) {
+        return None;
+    }
+    Some(merged.into_iter().map(|(a, b)| (a, b, format!("{name}_{a}"))).collect())
 }
 
 /// A statement's origin: `tma_ring.cu:33`, and the helper's line when it was inlined.
@@ -144,14 +180,24 @@ pub fn names(m: &Module, runs: &[ThreadRun], facts: &mut Facts, ptx_name: &str) 
         }
         n
     };
+    let data: BTreeSet<&str> = runs
+        .iter()
+        .flat_map(|r| r.events.iter())
+        .flat_map(|e| buffers_of(&e.op))
+        .map(|(b, _, _)| b.as_str())
+        .collect();
     let mut bars = BTreeMap::new();
     let mut bar_decls = Vec::new();
     for (sym, offs) in &slots {
         let base = demangle(sym);
         let counts: BTreeSet<Option<i64>> = offs.iter().map(|o| inits.get(&(sym.clone(), *o)).map(|c| c.0)).collect();
-        let strided = offs.iter().all(|o| o % 8 == 0);
-        let decl_len = m.shared_var(sym).and_then(|v| v.bytes).map(|b| (b / 8) as i64);
-        let max_slot = offs.iter().max().copied().unwrap_or(0) / 8 + 1;
+        // barriers carved out of dynamic shared memory or out of a symbol that holds data too
+        // start where the first of them lies; a symbol of barriers alone is an array as declared
+        let carved = m.shared_var(sym).and_then(|v| v.bytes).is_none() || data.contains(sym.as_str());
+        let first = if carved { offs.iter().min().copied().unwrap_or(0) } else { 0 };
+        let strided = offs.iter().all(|o| (o - first) % 8 == 0);
+        let decl_len = m.shared_var(sym).and_then(|v| v.bytes).map(|b| (b / 8) as i64).filter(|_| !carved);
+        let max_slot = (offs.iter().max().copied().unwrap_or(0) - first) / 8 + 1;
         let len = decl_len.unwrap_or(max_slot).max(max_slot);
         let name = unique(base.clone());
         let where_ = |o: i64| {
@@ -175,16 +221,16 @@ pub fn names(m: &Module, runs: &[ThreadRun], facts: &mut Facts, ptx_name: &str) 
         if strided && counts.len() == 1 && len > 1 {
             let count = counts.iter().next().copied().flatten().unwrap_or(1);
             for o in offs {
-                bars.insert((sym.clone(), *o), format!("{name}[{}]", o / 8));
+                bars.insert((sym.clone(), *o), format!("{name}[{}]", (o - first) / 8));
             }
             let (src, pos) = where_(*offs.iter().next().unwrap_or(&0));
             bar_decls.push((name.clone(), format!("barrier {name}[{len}] count {count} manual_init"), src, pos));
         } else {
             for o in offs {
-                let n = if offs.len() == 1 && *o == 0 {
+                let n = if offs.len() == 1 && *o == first {
                     name.clone()
                 } else {
-                    format!("{name}_{}", o / 8)
+                    format!("{name}_{}", (o - first) / 8)
                 };
                 let count = inits.get(&(sym.clone(), *o)).map_or(1, |c| c.0);
                 bars.insert((sym.clone(), *o), n.clone());
@@ -243,11 +289,17 @@ pub fn names(m: &Module, runs: &[ThreadRun], facts: &mut Facts, ptx_name: &str) 
     }
     let _ = ptx_name;
     let strides = strides(runs, &buffers);
+    let regions = buffers
+        .iter()
+        .filter(|(sym, _)| slots.contains_key(*sym) && !strides.contains_key(*sym))
+        .filter_map(|(sym, (name, _))| regions(runs, sym, name).map(|r| (sym.clone(), r)))
+        .collect();
     Names {
         bars,
         bar_decls,
         buffers,
         strides,
+        regions,
     }
 }
 
@@ -525,6 +577,10 @@ impl Ctx<'_> {
     /// `slot[1]` and the range relative to it, or `slot` and the range as it is; the range is
     /// `None` when the access covers the whole (element of the) buffer.
     fn place(&self, buf: &str, off: i64, bytes: i64) -> (String, Option<(i64, i64)>) {
+        if let Some((a, b, n)) = self.names.regions.get(buf).and_then(|rs| rs.iter().find(|r| r.0 <= off && off < r.1)) {
+            let rel = off - a;
+            return (n.clone(), (rel != 0 || bytes != b - a).then_some((rel, bytes)));
+        }
         let name = self.buf(buf);
         let size = self.names.buffers.get(buf).map_or(0, |b| b.1);
         match self.names.strides.get(buf) {
@@ -585,9 +641,9 @@ impl Ctx<'_> {
                 // with a stride every store of the buffer is one whole element (strides saw to
                 // it); without one the statement stores the whole buffer, a wider read than
                 // the kernel's (races are over-reported, never missed)
-                match self.names.strides.get(buf) {
-                    Some(_) => format!("copy_store_async({})", self.place(buf, *off, *bytes).0),
-                    None => format!("copy_store_async({})", self.buf(buf)),
+                match (self.names.strides.get(buf), self.names.regions.contains_key(buf)) {
+                    (Some(_), _) | (None, true) => format!("copy_store_async({})", self.place(buf, *off, *bytes).0),
+                    (None, false) => format!("copy_store_async({})", self.buf(buf)),
                 }
             }
             Op::CpAsyncCommit => "cp_async_commit_group()".into(),
@@ -601,9 +657,9 @@ impl Ctx<'_> {
                 let mut places: Vec<String> = Vec::new();
                 for (buf, off) in bufs {
                     self.names.buffers.get(buf)?;
-                    let p = match self.names.strides.get(buf) {
-                        Some(_) => self.place(buf, *off, 1).0,
-                        None => self.buf(buf),
+                    let p = match (self.names.strides.get(buf), self.names.regions.contains_key(buf)) {
+                        (Some(_), _) | (None, true) => self.place(buf, *off, 1).0,
+                        (None, false) => self.buf(buf),
                     };
                     if !places.contains(&p) {
                         places.push(p);
@@ -709,6 +765,12 @@ pub fn spec_body(m: &Module, runs: &[ThreadRun], facts: &mut Facts, ptx_name: &s
         barriers.push(decl.clone());
     }
     for (sym, (name, bytes)) in &names.buffers {
+        if let Some(rs) = names.regions.get(sym) {
+            for (a, b, n) in rs {
+                let _ = writeln!(out, "buffer {n} bytes {}", b - a);
+            }
+            continue;
+        }
         match names.strides.get(sym) {
             Some(s) => {
                 let _ = writeln!(out, "buffer {name}[{}] bytes {s}", bytes / s);
