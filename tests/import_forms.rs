@@ -233,7 +233,9 @@ fn cluster_wgmma_and_cp_async_group_forms_become_their_statements() {
         (46, "on a shared address -> a number"),
     ] {
         assert!(
-            stderr.lines().any(|l| l.starts_with(&format!("  assumed     cluster_forms.ptx:{line} ")) && l.contains(what)),
+            stderr
+                .lines()
+                .any(|l| l.starts_with(&format!("  assumed     cluster_forms.ptx:{line} ")) && l.contains(what)),
             "line {line} is not assumed ({what}):\n{stderr}"
         );
     }
@@ -268,18 +270,27 @@ fn a_warp_collective_store_and_a_carved_symbol_become_an_elected_write_and_a_buf
     assert!(spec.contains("buffer smem_data bytes 512"), "{spec}");
     // the 32 lanes' stmatrix rows (16 bytes each) are one write, by one lane for the warp
     assert!(
-        spec.contains("  let e2 = elect()                                     // from epilogue_forms.ptx:30\n  if e2 == 1 {\n    write(smem_data, 0)"),
+        spec.contains(
+            "  let e2 = elect()                                     // from epilogue_forms.ptx:30\n  if e2 == 1 {\n    write(smem_data, 0)"
+        ),
         "{spec}"
     );
     statement_from(&spec, "copy_store_async(smem_data)", "epilogue_forms.ptx", 40);
     statement_from(&spec, "arrive(smem)", "epilogue_forms.ptx", 43);
-    for what in ["a warp-collective store -> a write in an elect() block", "a buffer apart from its barriers"] {
+    for what in [
+        "a warp-collective store -> a write in an elect() block",
+        "a buffer apart from its barriers",
+    ] {
         assert!(stderr.contains(what), "{what}:\n{stderr}");
     }
     // fenced, ordered by the named barrier, read back before the CTA exits: it holds
     let path = std::env::temp_dir().join(format!("epilogue_forms_{}.phase", std::process::id()));
     std::fs::write(&path, &spec).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_phasecheck")).arg("check").arg(&path).output().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_phasecheck"))
+        .arg("check")
+        .arg(&path)
+        .output()
+        .unwrap();
     let _ = std::fs::remove_file(&path);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("verdict: holds"), "{text}");

@@ -395,9 +395,7 @@ fn units(runs: &[ThreadRun], facts: &mut Facts) -> Vec<Unit> {
             let writes = |evs: &[Event], mask: &[bool]| {
                 evs.iter()
                     .zip(mask)
-                    .any(|(e, x)| {
-                        !x && matches!(e.op, Op::Write { .. } | Op::CpAsync { .. } | Op::ClusterArrive | Op::ClusterWait)
-                    })
+                    .any(|(e, x)| !x && matches!(e.op, Op::Write { .. } | Op::CpAsync { .. } | Op::ClusterArrive | Op::ClusterWait))
             };
             // a warp-collective store is one write of the warp: in a uniform role, an elected
             // lane's (each lane of the role writing it would be a race of the lanes)
@@ -545,8 +543,14 @@ fn merge_warp_writes(events: Vec<Event>, extra: Vec<bool>) -> (Vec<Event>, Vec<b
     let mut out: Vec<Event> = Vec::new();
     let mut marks: Vec<bool> = Vec::new();
     for (e, x) in events.into_iter().zip(extra) {
-        if let (Some(Event { op: Op::WarpWrite { buf: b, off: o, bytes: n }, .. }), Some(&px), Op::WarpWrite { buf, off, bytes }) =
-            (out.last_mut(), marks.last(), &e.op)
+        if let (
+            Some(Event {
+                op: Op::WarpWrite { buf: b, off: o, bytes: n },
+                ..
+            }),
+            Some(&px),
+            Op::WarpWrite { buf, off, bytes },
+        ) = (out.last_mut(), marks.last(), &e.op)
         {
             if b == buf && *n > 0 && *bytes > 0 && px == x {
                 let end = (*o + *n).max(off + bytes);
@@ -577,7 +581,12 @@ impl Ctx<'_> {
     /// `slot[1]` and the range relative to it, or `slot` and the range as it is; the range is
     /// `None` when the access covers the whole (element of the) buffer.
     fn place(&self, buf: &str, off: i64, bytes: i64) -> (String, Option<(i64, i64)>) {
-        if let Some((a, b, n)) = self.names.regions.get(buf).and_then(|rs| rs.iter().find(|r| r.0 <= off && off < r.1)) {
+        if let Some((a, b, n)) = self
+            .names
+            .regions
+            .get(buf)
+            .and_then(|rs| rs.iter().find(|r| r.0 <= off && off < r.1))
+        {
             let rel = off - a;
             return (n.clone(), (rel != 0 || bytes != b - a).then_some((rel, bytes)));
         }

@@ -7,162 +7,12 @@
 //! counted.
 
 use crate::cfg::Cfg;
+use crate::events::{expected_tx, given_bytes};
+pub use crate::events::{Bar, Event, Launch, Op, ThreadRun, Val};
 use crate::facts::Facts;
-use crate::ptx::{type_bytes, Function, Instr, Module, Operand, Pos, SrcLoc};
+use crate::ptx::{type_bytes, Function, Module, Operand, SrcLoc};
+use crate::values::{family, norm, shfl_source, ty_of, vec_len};
 use std::collections::HashMap;
-
-#[derive(Clone, Debug, PartialEq)]
-pub enum Val {
-    Int(i64),
-    /// An address in shared memory: symbol + byte offset.
-    Sh(String, i64),
-    /// The address of a kernel param (a `__grid_constant__` tensor map).
-    Param(String),
-    /// The state an `mbarrier.arrive` returned: the thread's token number.
-    Token(usize),
-    Unknown,
-}
-
-/// A barrier: shared symbol + byte offset.
-pub type Bar = (String, i64);
-
-#[derive(Clone, Debug, PartialEq)]
-pub enum Op {
-    Init {
-        bar: Bar,
-        count: i64,
-    },
-    Arrive {
-        bar: Bar,
-        count: i64,
-        token: Option<usize>,
-    },
-    ArriveExpectTx {
-        bar: Bar,
-        bytes: i64,
-    },
-    ExpectTx {
-        bar: Bar,
-        bytes: i64,
-    },
-    CompleteTx {
-        bar: Bar,
-        bytes: i64,
-    },
-    ArriveDrop {
-        bar: Bar,
-    },
-    WaitParity {
-        bar: Bar,
-        parity: i64,
-    },
-    WaitToken {
-        bar: Bar,
-        token: usize,
-    },
-    Inval {
-        bar: Bar,
-    },
-    Copy {
-        buf: String,
-        off: i64,
-        bytes: i64,
-        bar: Bar,
-    },
-    CpAsync {
-        buf: String,
-        off: i64,
-        bytes: i64,
-    },
-    CpAsyncArrive {
-        bar: Bar,
-        noinc: bool,
-    },
-    /// `cp.async.commit_group`: the thread's uncommitted `cp.async`s form a group.
-    CpAsyncCommit,
-    /// `cp.async.wait_group N` (`None`: `cp.async.wait_all`).
-    CpAsyncWait {
-        n: Option<i64>,
-    },
-    /// A bulk store reading `bytes` from `off` (`bytes` is 0 when the size is not a constant:
-    /// the whole buffer is taken as read).
-    Store {
-        buf: String,
-        off: i64,
-        bytes: i64,
-    },
-    CommitGroup,
-    WaitGroup {
-        n: i64,
-        read: bool,
-    },
-    FenceProxy,
-    FenceInit,
-    SyncThreads,
-    BarSync {
-        id: i64,
-        count: i64,
-    },
-    BarArrive {
-        id: i64,
-        count: i64,
-    },
-    SyncWarp {
-        mask: i64,
-    },
-    /// `barrier.cluster.arrive[.relaxed]` (a cluster of one CTA: every thread of the block).
-    ClusterArrive,
-    /// `barrier.cluster.wait`.
-    ClusterWait,
-    /// One wgmma group: the shared-memory operand buffers its `wgmma.mma_async`s read through
-    /// their descriptors, closed by `wgmma.commit_group`.
-    Wgmma {
-        bufs: Vec<(String, i64)>,
-    },
-    /// `wgmma.wait_group N`.
-    WgmmaWait {
-        n: i64,
-    },
-    Read {
-        buf: String,
-        off: i64,
-        bytes: i64,
-    },
-    Write {
-        buf: String,
-        off: i64,
-        bytes: i64,
-    },
-    /// A warp-collective store (`stmatrix`): every lane of the warp runs it, each writing its
-    /// own rows (`bytes` 0: a lane that gives no address); a warp's lanes are one write of
-    /// their union.
-    WarpWrite {
-        buf: String,
-        off: i64,
-        bytes: i64,
-    },
-}
-
-#[derive(Clone, Debug)]
-pub struct Event {
-    pub op: Op,
-    pub pos: Pos,
-    pub src: SrcLoc,
-}
-
-/// What one thread did.
-#[derive(Clone, Debug, Default)]
-pub struct ThreadRun {
-    pub events: Vec<Event>,
-    /// The thread's `elect.sync` returned true at least once.
-    pub elected: bool,
-}
-
-pub struct Launch<'a> {
-    pub block: [u32; 3],
-    pub params: &'a HashMap<String, i64>,
-    pub tma_bytes: &'a HashMap<String, i64>,
-}
 
 const STEP_LIMIT: usize = 2_000_000;
 
@@ -186,39 +36,6 @@ pub struct Interp<'m> {
     shfl_sent: HashMap<(u32, (u32, u32), usize), Val>,
     /// Numbers for shared addresses whose bits the kernel takes apart.
     layout: crate::desc::Layout,
-}
-
-fn ty_of(ins: &Instr) -> (u32, bool) {
-    // The first type suffix: what the destination is.
-    for p in ins.parts().iter().skip(1) {
-        let s = format!(".{p}");
-        if *p == "pred" {
-            return (1, false);
-        }
-        if let Some(b) = type_bytes(&s) {
-            return ((b * 8) as u32, p.starts_with('s'));
-        }
-    }
-    (64, false)
-}
-
-fn norm(v: i64, bits: u32, signed: bool) -> i64 {
-    match (bits, signed) {
-        (1, _) => (v != 0) as i64,
-        (8, false) => v as u8 as i64,
-        (8, true) => v as i8 as i64,
-        (16, false) => v as u16 as i64,
-        (16, true) => v as i16 as i64,
-        (32, false) => v as u32 as i64,
-        (32, true) => v as i32 as i64,
-        _ => v,
-    }
-}
-
-/// The innermost `mbarrier.*` / `cp.async.*` family a fact is filed under.
-fn family(op: &str) -> String {
-    let p: Vec<&str> = op.split('.').collect();
-    p.iter().take(2).copied().collect::<Vec<_>>().join(".")
 }
 
 impl<'m> Interp<'m> {
@@ -1323,18 +1140,7 @@ impl<'m> Interp<'m> {
                     let mode = ins.parts().get(2).copied().unwrap_or("");
                     let src = match (b, c, mask) {
                         (Some(b), Some(c), Some(m)) if m & 0xffff_ffff == 0xffff_ffff && ins.has("sync") => {
-                            let (l, bv, cv, sm) = (lane as i64, b & 31, c & 31, (c >> 8) & 31);
-                            let max_lane = (l & sm) | (cv & !sm);
-                            let min_lane = l & sm;
-                            let (j, ok) = match mode {
-                                "up" => (l - bv, l - bv >= max_lane),
-                                "down" => (l + bv, l + bv <= max_lane),
-                                "bfly" => (l ^ bv, (l ^ bv) <= max_lane),
-                                "idx" => (min_lane | (bv & !sm), (min_lane | (bv & !sm)) <= max_lane),
-                                _ => (l, false),
-                            };
-                            let known_mode = matches!(mode, "up" | "down" | "bfly" | "idx");
-                            known_mode.then_some(if ok { j } else { l })
+                            shfl_source(mode, lane as i64, b, c)
                         }
                         _ => None,
                     };
@@ -1399,39 +1205,4 @@ impl<'m> Interp<'m> {
         }
         run
     }
-}
-
-fn vec_len(ins: &Instr) -> i64 {
-    for p in ins.parts() {
-        if let Some(n) = p.strip_prefix('v') {
-            if let Ok(n) = n.parse::<i64>() {
-                return n;
-            }
-        }
-    }
-    1
-}
-
-/// The bytes the thread announced on `bar` most recently (for a tensor copy without
-/// `--tma-bytes`).
-fn expected_tx(run: &ThreadRun, bar: &Bar) -> i64 {
-    run.events
-        .iter()
-        .rev()
-        .find_map(|e| match &e.op {
-            Op::ArriveExpectTx { bar: b, bytes } | Op::ExpectTx { bar: b, bytes } if b == bar => Some(*bytes),
-            _ => None,
-        })
-        .unwrap_or(0)
-}
-
-/// The bytes `--tma-bytes` gives a tensor copy or store: by its tensor-map param (PTX name or
-/// index), else by its shared buffer.
-fn given_bytes(launch: &Launch, entry: &Function, tmap: Option<&String>, buf: &str) -> Option<i64> {
-    let index = tmap.and_then(|t| entry.params.iter().position(|p| p == t)).map(|k| k.to_string());
-    tmap.and_then(|t| launch.tma_bytes.get(t))
-        .or_else(|| index.as_ref().and_then(|k| launch.tma_bytes.get(k)))
-        .or_else(|| launch.tma_bytes.get(&crate::names::demangle(buf)))
-        .or_else(|| launch.tma_bytes.get(buf))
-        .copied()
 }

@@ -23,7 +23,9 @@ pub fn demangle(sym: &str) -> String {
         loop {
             let digits: String = rest[at..].chars().take_while(|c| c.is_ascii_digit()).collect();
             let Ok(n) = digits.parse::<usize>() else { break };
-            let Some(name) = rest.get(at + digits.len()..at + digits.len() + n) else { break };
+            let Some(name) = rest.get(at + digits.len()..at + digits.len() + n) else {
+                break;
+            };
             last = Some(name);
             at += digits.len() + n;
         }
