@@ -29,11 +29,11 @@ run() {
   local start
   start="$(grep -n '^/* *KERNEL' "$src" | cut -d: -f1)"
   {
-    sed -n "1,${start}p" "$src" | grep -E '^(#include|using namespace)' \
-      | grep -vE 'cutlass_unit_test|thrust|testbed|reference/host|GPU_Clock|print_error|core_io|cluster_launch'
+    head -n "$start" "$src" | grep -E '^(#include|using namespace)' \
+      | grep -vE 'cutlass_unit_test|thrust|testbed|reference/host|GPU_Clock|print_error|core_io|cluster_launch' || true
     echo "#line $start \"$test.cu\""
     # the KERNEL section ends at the first line of 50+ slashes
-    sed -n "$start,\$p" "$src" | sed '/^\/\{50,\}$/q'
+    awk -v s="$start" 'NR >= s { print; if (length($0) >= 50 && $0 ~ /^\/+$/) exit }' "$src"
     echo "template __global__ void pipeline_device<Shape<_1,_1,_1>, $stages>($arg);"
   } > "$cu"
   echo "== $test (cluster 1x1, $stages stages, block $block, $params)"
