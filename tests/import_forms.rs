@@ -178,15 +178,17 @@ fn every_unmapped_barrier_form_is_unresolved_at_its_line() {
     assert_eq!(code, 3, "{stderr}");
     for (line, what) in [
         (22, "noComplete"),
-        (23, "mapa"),
-        (24, "multicast"),
-        (25, "barrier.cluster"),
-        (26, "barrier.cluster"),
-        (27, "cp.async.commit_group"),
-        (28, "cp.async.wait_group"),
-        (29, "wgmma"),
-        (30, "tcgen05"),
-        (31, "call"),
+        (23, "peer CTA"),
+        (24, "leaves out CTA 0"),
+        (26, "descriptor"),
+        (27, "could not follow"),
+        (29, "cp.async.wait_group"),
+        (30, "CTA rank"),
+        (31, "tcgen05"),
+        (32, "call"),
+        (33, "without a shared-memory operand"),
+        (34, "barrier.cluster.sync"),
+        (35, "hold barriers too"),
     ] {
         let l = stderr
             .lines()
@@ -196,4 +198,100 @@ fn every_unmapped_barrier_form_is_unresolved_at_its_line() {
     }
     // what was mapped is still there
     assert!(spec.contains("init(bar, 1)") && spec.contains("arrive(bar)"), "{spec}");
+}
+
+#[test]
+fn cluster_wgmma_and_cp_async_group_forms_become_their_statements() {
+    let (spec, stderr, code) = import("cluster_forms.ptx", &["--tma-bytes", "1=256"]);
+    assert_eq!(code, 0, "{stderr}");
+    for (stmt, line) in [
+        // an arrive and the wait right after it: the block's barrier in a one-CTA cluster
+        ("syncthreads", 26),
+        // through mapa of rank 0: the CTA's own barrier
+        ("arrive_expect_tx(bars[0], 256)", 32),
+        // a multicast to CTA 0 alone
+        ("copy_async(tile[0], bars[0])", 36),
+        ("copy_async(tile[1], bars[1])", 39),
+        // the descriptors' start addresses (bits 0..14, in 16-byte units) name both stages
+        ("wgmma_async(tile[0], tile[1])", 53),
+        ("wgmma_wait(0)", 54),
+        ("cp_async(stage)", 56),
+        ("cp_async_commit_group()", 57),
+        ("cp_async_wait_group(1)", 58),
+        ("cp_async_wait_all()", 59),
+        // split by an arrival: the cluster barrier's two halves
+        ("cluster_arrive()", 60),
+        ("arrive(bars[1])", 61),
+        ("cluster_wait()", 62),
+    ] {
+        statement_from(&spec, stmt, "cluster_forms.ptx", line);
+    }
+    for (line, what) in [
+        (26, "barrier.cluster.arrive.relaxed -> cluster_arrive"),
+        (31, "mapa of rank 0"),
+        (36, "multicast mask 0x1"),
+        (46, "on a shared address -> a number"),
+    ] {
+        assert!(
+            stderr
+                .lines()
+                .any(|l| l.starts_with(&format!("  assumed     cluster_forms.ptx:{line} ")) && l.contains(what)),
+            "line {line} is not assumed ({what}):\n{stderr}"
+        );
+    }
+    assert!(stderr.contains("wgmma.fence: no statement of its own"), "{stderr}");
+    assert!(stderr.contains(" 0 unresolved"), "{stderr}");
+    phasecheck_verifier::api::parse_spec("cluster_forms", &spec, &[]).unwrap();
+}
+
+#[test]
+fn a_warp_index_broadcast_by_shfl_decides_the_roles() {
+    let (spec, stderr, code) = import("shfl_roles.ptx", &[]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(spec.contains("role warp0 warps 1 uniform {"), "{spec}");
+    assert!(spec.contains("role warp1 warps 1 uniform {\n  syncthreads"), "{spec}");
+    statement_from(&spec, "arrive(bar)", "shfl_roles.ptx", 26);
+    statement_from(&spec, "wait_parity(bar, 0)", "shfl_roles.ptx", 29);
+    assert!(!spec.contains("warp1 warps 1 uniform {\n  syncthreads\n  arrive"), "{spec}");
+    assert!(
+        stderr.contains("assumed     shfl_roles.ptx:16") && stderr.contains("the lanes are converged"),
+        "{stderr}"
+    );
+    // an even lane reads lane + 1, which has not run yet: unknown, and dropped as data
+    assert!(stderr.contains("shfl (value unknown) 1"), "{stderr}");
+}
+
+#[test]
+fn a_warp_collective_store_and_a_carved_symbol_become_an_elected_write_and_a_buffer() {
+    let (spec, stderr, code) = import("epilogue_forms.ptx", &["--tma-bytes", "0=512"]);
+    assert_eq!(code, 0, "{stderr}");
+    // the barrier and the tile share one dynamic symbol: a barrier and a buffer apart
+    assert!(spec.contains("barrier smem count 1 manual_init"), "{spec}");
+    assert!(spec.contains("buffer smem_data bytes 512"), "{spec}");
+    // the 32 lanes' stmatrix rows (16 bytes each) are one write, by one lane for the warp
+    assert!(
+        spec.contains(
+            "  let e2 = elect()                                     // from epilogue_forms.ptx:30\n  if e2 == 1 {\n    write(smem_data, 0)"
+        ),
+        "{spec}"
+    );
+    statement_from(&spec, "copy_store_async(smem_data)", "epilogue_forms.ptx", 40);
+    statement_from(&spec, "arrive(smem)", "epilogue_forms.ptx", 43);
+    for what in [
+        "a warp-collective store -> a write in an elect() block",
+        "a buffer apart from its barriers",
+    ] {
+        assert!(stderr.contains(what), "{what}:\n{stderr}");
+    }
+    // fenced, ordered by the named barrier, read back before the CTA exits: it holds
+    let path = std::env::temp_dir().join(format!("epilogue_forms_{}.phase", std::process::id()));
+    std::fs::write(&path, &spec).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_phasecheck"))
+        .arg("check")
+        .arg(&path)
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&path);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("verdict: holds"), "{text}");
 }

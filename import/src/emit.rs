@@ -36,6 +36,42 @@ pub struct Names {
     pub buffers: BTreeMap<String, (String, i64)>,
     /// Buffers split into equal elements (`slot[STAGES][BYTES]`): symbol -> element bytes.
     pub strides: BTreeMap<String, i64>,
+    /// Carved shared memory split into the byte ranges its accesses cover: symbol -> (first
+    /// byte, end, name) of each range.
+    pub regions: BTreeMap<String, Vec<(i64, i64, String)>>,
+}
+
+/// The data of a symbol that also holds barriers, when it is not an array of equal elements:
+/// the disjoint byte ranges its accesses cover (overlapping accesses are one range), each a
+/// buffer of its own, as a kernel carving its dynamic shared memory into tiles declares them.
+/// An access of unknown extent (a wgmma operand, a tensor store without `--tma-bytes`) belongs
+/// to the range it starts in; `None` when one starts in none.
+fn regions(runs: &[ThreadRun], sym: &str, name: &str) -> Option<Vec<(i64, i64, String)>> {
+    let mut ranges: Vec<(i64, i64)> = Vec::new();
+    let mut points: Vec<i64> = Vec::new();
+    for e in runs.iter().flat_map(|r| r.events.iter()) {
+        for (b, start, end) in buffers_of(&e.op) {
+            if b == sym {
+                if end > start {
+                    ranges.push((start, end));
+                } else {
+                    points.push(start);
+                }
+            }
+        }
+    }
+    ranges.sort_unstable();
+    let mut merged: Vec<(i64, i64)> = Vec::new();
+    for (a, b) in ranges {
+        match merged.last_mut() {
+            Some(last) if a < last.1 => last.1 = last.1.max(b),
+            _ => merged.push((a, b)),
+        }
+    }
+    if merged.len() < 2 || !points.iter().all(|p| merged.iter().any(|r| r.0 <= *p && *p < r.1)) {
+        return None;
+    }
+    Some(merged.into_iter().map(|(a, b)| (a, b, format!("{name}_{a}"))).collect())
 }
 
 /// A statement's origin: `tma_ring.cu:33`, and the helper's line when it was inlined.
@@ -56,6 +92,7 @@ pub fn origin(src: &SrcLoc, pos: crate::ptx::Pos, m: &Module, ptx_name: &str) ->
 fn sig(op: &Op) -> String {
     match op {
         Op::Read { buf, .. } => format!("read {buf}"),
+        Op::WarpWrite { buf, .. } => format!("warp write {buf}"),
         o => format!("{o:?}"),
     }
 }
@@ -101,14 +138,19 @@ fn barrier_like(op: &Op) -> Option<&Bar> {
     }
 }
 
-fn buffer_of(op: &Op) -> Option<(&String, i64)> {
+/// The buffers an operation touches, each with the first byte and the end of the bytes it
+/// touches (end 0: unknown).
+fn buffers_of(op: &Op) -> Vec<(&String, i64, i64)> {
     match op {
         Op::Copy { buf, off, bytes, .. }
         | Op::CpAsync { buf, off, bytes }
         | Op::Read { buf, off, bytes }
-        | Op::Write { buf, off, bytes } => Some((buf, off + bytes)),
-        Op::Store { buf, off, bytes } => Some((buf, if *bytes > 0 { off + bytes } else { 0 })),
-        _ => None,
+        | Op::Write { buf, off, bytes }
+        | Op::WarpWrite { buf, off, bytes } => vec![(buf, *off, off + bytes)],
+        Op::Store { buf, off, bytes } => vec![(buf, *off, if *bytes > 0 { off + bytes } else { 0 })],
+        // a descriptor gives where an operand starts, not its extent
+        Op::Wgmma { bufs } => bufs.iter().map(|(b, o)| (b, *o, 0)).collect(),
+        _ => Vec::new(),
     }
 }
 
@@ -138,14 +180,24 @@ pub fn names(m: &Module, runs: &[ThreadRun], facts: &mut Facts, ptx_name: &str) 
         }
         n
     };
+    let data: BTreeSet<&str> = runs
+        .iter()
+        .flat_map(|r| r.events.iter())
+        .flat_map(|e| buffers_of(&e.op))
+        .map(|(b, _, _)| b.as_str())
+        .collect();
     let mut bars = BTreeMap::new();
     let mut bar_decls = Vec::new();
     for (sym, offs) in &slots {
         let base = demangle(sym);
         let counts: BTreeSet<Option<i64>> = offs.iter().map(|o| inits.get(&(sym.clone(), *o)).map(|c| c.0)).collect();
-        let strided = offs.iter().all(|o| o % 8 == 0);
-        let decl_len = m.shared_var(sym).and_then(|v| v.bytes).map(|b| (b / 8) as i64);
-        let max_slot = offs.iter().max().copied().unwrap_or(0) / 8 + 1;
+        // barriers carved out of dynamic shared memory or out of a symbol that holds data too
+        // start where the first of them lies; a symbol of barriers alone is an array as declared
+        let carved = m.shared_var(sym).and_then(|v| v.bytes).is_none() || data.contains(sym.as_str());
+        let first = if carved { offs.iter().min().copied().unwrap_or(0) } else { 0 };
+        let strided = offs.iter().all(|o| (o - first) % 8 == 0);
+        let decl_len = m.shared_var(sym).and_then(|v| v.bytes).map(|b| (b / 8) as i64).filter(|_| !carved);
+        let max_slot = (offs.iter().max().copied().unwrap_or(0) - first) / 8 + 1;
         let len = decl_len.unwrap_or(max_slot).max(max_slot);
         let name = unique(base.clone());
         let where_ = |o: i64| {
@@ -169,16 +221,16 @@ pub fn names(m: &Module, runs: &[ThreadRun], facts: &mut Facts, ptx_name: &str) 
         if strided && counts.len() == 1 && len > 1 {
             let count = counts.iter().next().copied().flatten().unwrap_or(1);
             for o in offs {
-                bars.insert((sym.clone(), *o), format!("{name}[{}]", o / 8));
+                bars.insert((sym.clone(), *o), format!("{name}[{}]", (o - first) / 8));
             }
             let (src, pos) = where_(*offs.iter().next().unwrap_or(&0));
             bar_decls.push((name.clone(), format!("barrier {name}[{len}] count {count} manual_init"), src, pos));
         } else {
             for o in offs {
-                let n = if offs.len() == 1 && *o == 0 {
+                let n = if offs.len() == 1 && *o == first {
                     name.clone()
                 } else {
-                    format!("{name}_{}", o / 8)
+                    format!("{name}_{}", (o - first) / 8)
                 };
                 let count = inits.get(&(sym.clone(), *o)).map_or(1, |c| c.0);
                 bars.insert((sym.clone(), *o), n.clone());
@@ -190,18 +242,33 @@ pub fn names(m: &Module, runs: &[ThreadRun], facts: &mut Facts, ptx_name: &str) 
     let mut buffers = BTreeMap::new();
     for r in runs {
         for e in &r.events {
-            if let Some((buf, end)) = buffer_of(&e.op) {
-                if slots.contains_key(buf) {
-                    facts.unresolved(
-                        format!("data access to `{}`", demangle(buf)),
-                        "the symbol also holds barriers: the importer does not split one symbol into barriers and data",
+            for (buf, start, end) in buffers_of(&e.op) {
+                // one symbol carved into data and barriers (a kernel's dynamic shared memory):
+                // the data is a buffer of its own, as long as no access reaches a barrier
+                if let Some(offs) = slots.get(buf) {
+                    // (an access of unknown extent reads the spec's buffer, which is the data alone)
+                    if end != 0 && offs.iter().any(|&o| start < o + 8 && o < end) {
+                        facts.unresolved(
+                            format!("data access to `{}`", demangle(buf)),
+                            "the bytes it touches hold barriers too",
+                            e.pos,
+                            e.src,
+                        );
+                        continue;
+                    }
+                    facts.assumed(
+                        format!("the data of `{}` -> a buffer apart from its barriers", demangle(buf)),
+                        "one symbol holds barriers and data; no access of the data reaches a barrier's 8 bytes",
                         e.pos,
                         e.src,
                     );
-                    continue;
                 }
                 let entry = buffers.entry(buf.clone()).or_insert_with(|| {
-                    let n = unique(demangle(buf));
+                    let n = unique(if slots.contains_key(buf) {
+                        format!("{}_data", demangle(buf))
+                    } else {
+                        demangle(buf)
+                    });
                     let size = m.shared_var(buf).and_then(|v| v.bytes).map_or(0, |b| b as i64);
                     if size == 0 {
                         facts.assumed(
@@ -222,11 +289,17 @@ pub fn names(m: &Module, runs: &[ThreadRun], facts: &mut Facts, ptx_name: &str) 
     }
     let _ = ptx_name;
     let strides = strides(runs, &buffers);
+    let regions = buffers
+        .iter()
+        .filter(|(sym, _)| slots.contains_key(*sym) && !strides.contains_key(*sym))
+        .filter_map(|(sym, (name, _))| regions(runs, sym, name).map(|r| (sym.clone(), r)))
+        .collect();
     Names {
         bars,
         bar_decls,
         buffers,
         strides,
+        regions,
     }
 }
 
@@ -246,7 +319,12 @@ fn strides(runs: &[ThreadRun], buffers: &BTreeMap<String, (String, i64)>) -> BTr
             .flat_map(|r| r.events.iter())
             .filter_map(|e| match &e.op {
                 Op::Copy { buf, off, bytes, .. } if buf == sym => Some((0, *off, *bytes)),
-                Op::CpAsync { buf, off, bytes } | Op::Read { buf, off, bytes } | Op::Write { buf, off, bytes } if buf == sym => {
+                Op::CpAsync { buf, off, bytes }
+                | Op::Read { buf, off, bytes }
+                | Op::Write { buf, off, bytes }
+                | Op::WarpWrite { buf, off, bytes }
+                    if buf == sym && *bytes > 0 =>
+                {
                     Some((2, *off, *bytes))
                 }
                 // a store of one element is placed like a copy; one of unknown size reads it all
@@ -285,7 +363,14 @@ fn strides(runs: &[ThreadRun], buffers: &BTreeMap<String, (String, i64)>) -> BTr
 fn is_collective(op: &Op) -> bool {
     matches!(
         op,
-        Op::SyncThreads | Op::SyncWarp { .. } | Op::BarSync { .. } | Op::BarArrive { .. }
+        Op::SyncThreads
+            | Op::SyncWarp { .. }
+            | Op::BarSync { .. }
+            | Op::BarArrive { .. }
+            | Op::ClusterArrive
+            | Op::ClusterWait
+            | Op::Wgmma { .. }
+            | Op::WgmmaWait { .. }
     )
 }
 
@@ -306,14 +391,32 @@ fn units(runs: &[ThreadRun], facts: &mut Facts) -> Vec<Unit> {
             for (k, s) in sigs.iter().enumerate() {
                 by_sig.entry(s).or_default().push(k);
             }
+            // a uniform role cannot hold its lanes' own writes (each lane writes its words) nor cluster barriers (the model refuses them there)
             let writes = |evs: &[Event], mask: &[bool]| {
                 evs.iter()
                     .zip(mask)
-                    .any(|(e, x)| !x && matches!(e.op, Op::Write { .. } | Op::CpAsync { .. }))
+                    .any(|(e, x)| !x && matches!(e.op, Op::Write { .. } | Op::CpAsync { .. } | Op::ClusterArrive | Op::ClusterWait))
+            };
+            // a warp-collective store is one write of the warp: in a uniform role, an elected
+            // lane's (each lane of the role writing it would be a race of the lanes)
+            let mut collective = |events: &[Event], extra: &mut Vec<bool>| {
+                for (k, e) in events.iter().enumerate() {
+                    if matches!(e.op, Op::WarpWrite { .. }) {
+                        extra[k] = true;
+                        facts.assumed(
+                            format!("warp {w}: a warp-collective store -> a write in an elect() block"),
+                            "the warp's lanes store their rows in one instruction: one write of their union, by one lane for the warp",
+                            e.pos,
+                            e.src,
+                        );
+                    }
+                }
             };
             if by_sig.len() == 1 {
                 let events = lane_union(runs, &lanes, None);
-                let extra = vec![false; events.len()];
+                let mut extra = vec![false; events.len()];
+                collective(&events, &mut extra);
+                let (events, extra) = merge_warp_writes(events, extra);
                 if !writes(&events, &extra) {
                     out.push(Unit::Warp { warp: w, events, extra });
                     done = true;
@@ -330,6 +433,9 @@ fn units(runs: &[ThreadRun], facts: &mut Facts) -> Vec<Unit> {
                         let ev = &runs[lanes[e] as usize].events;
                         let ok = !ev.iter().zip(&extra).any(|(x, m)| *m && is_collective(&x.op));
                         let events = lane_union(runs, &lanes, Some((e, &extra, &sigs[base])));
+                        let mut extra = extra;
+                        collective(&events, &mut extra);
+                        let (events, extra) = merge_warp_writes(events, extra);
                         if ok && !writes(&events, &extra) {
                             let r = &runs[lanes[e] as usize];
                             let first = events.iter().zip(&extra).find(|(_, m)| **m).map(|(x, _)| (x.pos, x.src));
@@ -415,14 +521,48 @@ fn lane_union(runs: &[ThreadRun], lanes: &[u32], odd: Option<(usize, &Vec<bool>,
         let other = &runs[t as usize].events;
         for (k, e) in events.iter_mut().enumerate() {
             let Some(ci) = common_idx[k] else { continue };
-            if let (Op::Read { off, bytes, .. }, Some(Op::Read { off: o2, bytes: n2, .. })) = (&mut e.op, other.get(ci).map(|x| &x.op)) {
-                let end = (*off + *bytes).max(o2 + n2);
-                *off = (*off).min(*o2);
-                *bytes = end - *off;
+            match (&mut e.op, other.get(ci).map(|x| &x.op)) {
+                (Op::Read { off, bytes, .. }, Some(Op::Read { off: o2, bytes: n2, .. }))
+                | (Op::WarpWrite { off, bytes, .. }, Some(Op::WarpWrite { off: o2, bytes: n2, .. })) => {
+                    if *n2 > 0 {
+                        let end = if *bytes > 0 { (*off + *bytes).max(o2 + n2) } else { o2 + n2 };
+                        *off = if *bytes > 0 { (*off).min(*o2) } else { *o2 };
+                        *bytes = end - *off;
+                    }
+                }
+                _ => {}
             }
         }
     }
     events
+}
+
+/// A warp's successive matrix stores of one buffer are one write of their span (the extra
+/// marks, which lane runs each event, follow).
+fn merge_warp_writes(events: Vec<Event>, extra: Vec<bool>) -> (Vec<Event>, Vec<bool>) {
+    let mut out: Vec<Event> = Vec::new();
+    let mut marks: Vec<bool> = Vec::new();
+    for (e, x) in events.into_iter().zip(extra) {
+        if let (
+            Some(Event {
+                op: Op::WarpWrite { buf: b, off: o, bytes: n },
+                ..
+            }),
+            Some(&px),
+            Op::WarpWrite { buf, off, bytes },
+        ) = (out.last_mut(), marks.last(), &e.op)
+        {
+            if b == buf && *n > 0 && *bytes > 0 && px == x {
+                let end = (*o + *n).max(off + bytes);
+                *o = (*o).min(*off);
+                *n = end - *o;
+                continue;
+            }
+        }
+        out.push(e);
+        marks.push(x);
+    }
+    (out, marks)
 }
 
 struct Ctx<'a> {
@@ -441,6 +581,15 @@ impl Ctx<'_> {
     /// `slot[1]` and the range relative to it, or `slot` and the range as it is; the range is
     /// `None` when the access covers the whole (element of the) buffer.
     fn place(&self, buf: &str, off: i64, bytes: i64) -> (String, Option<(i64, i64)>) {
+        if let Some((a, b, n)) = self
+            .names
+            .regions
+            .get(buf)
+            .and_then(|rs| rs.iter().find(|r| r.0 <= off && off < r.1))
+        {
+            let rel = off - a;
+            return (n.clone(), (rel != 0 || bytes != b - a).then_some((rel, bytes)));
+        }
         let name = self.buf(buf);
         let size = self.names.buffers.get(buf).map_or(0, |b| b.1);
         match self.names.strides.get(buf) {
@@ -501,11 +650,43 @@ impl Ctx<'_> {
                 // with a stride every store of the buffer is one whole element (strides saw to
                 // it); without one the statement stores the whole buffer, a wider read than
                 // the kernel's (races are over-reported, never missed)
-                match self.names.strides.get(buf) {
-                    Some(_) => format!("copy_store_async({})", self.place(buf, *off, *bytes).0),
-                    None => format!("copy_store_async({})", self.buf(buf)),
+                match (self.names.strides.get(buf), self.names.regions.contains_key(buf)) {
+                    (Some(_), _) | (None, true) => format!("copy_store_async({})", self.place(buf, *off, *bytes).0),
+                    (None, false) => format!("copy_store_async({})", self.buf(buf)),
                 }
             }
+            Op::CpAsyncCommit => "cp_async_commit_group()".into(),
+            Op::CpAsyncWait { n: Some(n) } => format!("cp_async_wait_group({n})"),
+            Op::CpAsyncWait { n: None } => "cp_async_wait_all()".into(),
+            Op::ClusterArrive => "cluster_arrive()".into(),
+            Op::ClusterWait => "cluster_wait()".into(),
+            Op::Wgmma { bufs } => {
+                // an operand is the element its descriptor starts in, or the whole buffer (a
+                // wider read than the kernel's: races are over-reported, never missed)
+                let mut places: Vec<String> = Vec::new();
+                for (buf, off) in bufs {
+                    self.names.buffers.get(buf)?;
+                    let p = match (self.names.strides.get(buf), self.names.regions.contains_key(buf)) {
+                        (Some(_), _) | (None, true) => self.place(buf, *off, 1).0,
+                        (None, false) => self.buf(buf),
+                    };
+                    if !places.contains(&p) {
+                        places.push(p);
+                    }
+                }
+                if places.len() > 4 {
+                    // more operand elements than a statement names: the whole buffers
+                    places = Vec::new();
+                    for (buf, _) in bufs {
+                        let b = self.buf(buf);
+                        if !places.contains(&b) {
+                            places.push(b);
+                        }
+                    }
+                }
+                format!("wgmma_async({})", places.join(", "))
+            }
+            Op::WgmmaWait { n } => format!("wgmma_wait({n})"),
             Op::CommitGroup => "commit_group()".into(),
             Op::WaitGroup { n, read } => format!("wait_group{}({n})", if *read { "_read" } else { "" }),
             Op::FenceProxy => "fence_proxy_async()".into(),
@@ -521,7 +702,8 @@ impl Ctx<'_> {
                     (p, Some((o, n))) => format!("read({p}, offset = {o}, bytes = {n})"),
                 }
             }
-            Op::Write { buf, off, bytes } => {
+            Op::WarpWrite { bytes: 0, .. } => return None,
+            Op::Write { buf, off, bytes } | Op::WarpWrite { buf, off, bytes } => {
                 self.names.buffers.get(buf)?;
                 *writes += 1;
                 match self.place(buf, *off, *bytes) {
@@ -592,6 +774,12 @@ pub fn spec_body(m: &Module, runs: &[ThreadRun], facts: &mut Facts, ptx_name: &s
         barriers.push(decl.clone());
     }
     for (sym, (name, bytes)) in &names.buffers {
+        if let Some(rs) = names.regions.get(sym) {
+            for (a, b, n) in rs {
+                let _ = writeln!(out, "buffer {n} bytes {}", b - a);
+            }
+            continue;
+        }
         match names.strides.get(sym) {
             Some(s) => {
                 let _ = writeln!(out, "buffer {name}[{}] bytes {s}", bytes / s);

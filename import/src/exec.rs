@@ -7,135 +7,12 @@
 //! counted.
 
 use crate::cfg::Cfg;
+use crate::events::{expected_tx, given_bytes};
+pub use crate::events::{Bar, Event, Launch, Op, ThreadRun, Val};
 use crate::facts::Facts;
-use crate::ptx::{type_bytes, Function, Instr, Module, Operand, Pos, SrcLoc};
+use crate::ptx::{type_bytes, Function, Module, Operand, SrcLoc};
+use crate::values::{family, norm, shfl_source, ty_of, vec_len};
 use std::collections::HashMap;
-
-#[derive(Clone, Debug, PartialEq)]
-pub enum Val {
-    Int(i64),
-    /// An address in shared memory: symbol + byte offset.
-    Sh(String, i64),
-    /// The address of a kernel param (a `__grid_constant__` tensor map).
-    Param(String),
-    /// The state an `mbarrier.arrive` returned: the thread's token number.
-    Token(usize),
-    Unknown,
-}
-
-/// A barrier: shared symbol + byte offset.
-pub type Bar = (String, i64);
-
-#[derive(Clone, Debug, PartialEq)]
-pub enum Op {
-    Init {
-        bar: Bar,
-        count: i64,
-    },
-    Arrive {
-        bar: Bar,
-        count: i64,
-        token: Option<usize>,
-    },
-    ArriveExpectTx {
-        bar: Bar,
-        bytes: i64,
-    },
-    ExpectTx {
-        bar: Bar,
-        bytes: i64,
-    },
-    CompleteTx {
-        bar: Bar,
-        bytes: i64,
-    },
-    ArriveDrop {
-        bar: Bar,
-    },
-    WaitParity {
-        bar: Bar,
-        parity: i64,
-    },
-    WaitToken {
-        bar: Bar,
-        token: usize,
-    },
-    Inval {
-        bar: Bar,
-    },
-    Copy {
-        buf: String,
-        off: i64,
-        bytes: i64,
-        bar: Bar,
-    },
-    CpAsync {
-        buf: String,
-        off: i64,
-        bytes: i64,
-    },
-    CpAsyncArrive {
-        bar: Bar,
-        noinc: bool,
-    },
-    /// A bulk store reading `bytes` from `off` (`bytes` is 0 when the size is not a constant:
-    /// the whole buffer is taken as read).
-    Store {
-        buf: String,
-        off: i64,
-        bytes: i64,
-    },
-    CommitGroup,
-    WaitGroup {
-        n: i64,
-        read: bool,
-    },
-    FenceProxy,
-    FenceInit,
-    SyncThreads,
-    BarSync {
-        id: i64,
-        count: i64,
-    },
-    BarArrive {
-        id: i64,
-        count: i64,
-    },
-    SyncWarp {
-        mask: i64,
-    },
-    Read {
-        buf: String,
-        off: i64,
-        bytes: i64,
-    },
-    Write {
-        buf: String,
-        off: i64,
-        bytes: i64,
-    },
-}
-
-#[derive(Clone, Debug)]
-pub struct Event {
-    pub op: Op,
-    pub pos: Pos,
-    pub src: SrcLoc,
-}
-
-/// What one thread did.
-#[derive(Clone, Debug, Default)]
-pub struct ThreadRun {
-    pub events: Vec<Event>,
-    /// The thread's `elect.sync` returned true at least once.
-    pub elected: bool,
-}
-
-pub struct Launch<'a> {
-    pub block: [u32; 3],
-    pub params: &'a HashMap<String, i64>,
-    pub tma_bytes: &'a HashMap<String, i64>,
-}
 
 const STEP_LIMIT: usize = 2_000_000;
 
@@ -153,39 +30,12 @@ pub struct Interp<'m> {
     m: &'m Module,
     cfgs: HashMap<String, Cfg>,
     pub facts: Facts,
-}
-
-fn ty_of(ins: &Instr) -> (u32, bool) {
-    // The first type suffix: what the destination is.
-    for p in ins.parts().iter().skip(1) {
-        let s = format!(".{p}");
-        if *p == "pred" {
-            return (1, false);
-        }
-        if let Some(b) = type_bytes(&s) {
-            return ((b * 8) as u32, p.starts_with('s'));
-        }
-    }
-    (64, false)
-}
-
-fn norm(v: i64, bits: u32, signed: bool) -> i64 {
-    match (bits, signed) {
-        (1, _) => (v != 0) as i64,
-        (8, false) => v as u8 as i64,
-        (8, true) => v as i8 as i64,
-        (16, false) => v as u16 as i64,
-        (16, true) => v as i16 as i64,
-        (32, false) => v as u32 as i64,
-        (32, true) => v as i32 as i64,
-        _ => v,
-    }
-}
-
-/// The innermost `mbarrier.*` / `cp.async.*` family a fact is filed under.
-fn family(op: &str) -> String {
-    let p: Vec<&str> = op.split('.').collect();
-    p.iter().take(2).copied().collect::<Vec<_>>().join(".")
+    /// The value each thread passed to each execution of a `shfl.sync`: (thread, PTX line and
+    /// column, how many times before the thread ran it) -> the value. Threads run in order, so
+    /// a lane reading a lower lane (`__shfl_sync(~0, x, 0)`) finds its value here.
+    shfl_sent: HashMap<(u32, (u32, u32), usize), Val>,
+    /// Numbers for shared addresses whose bits the kernel takes apart.
+    layout: crate::desc::Layout,
 }
 
 impl<'m> Interp<'m> {
@@ -200,6 +50,8 @@ impl<'m> Interp<'m> {
             m,
             cfgs,
             facts: Facts::default(),
+            shfl_sent: HashMap::new(),
+            layout: crate::desc::Layout::new(m),
         }
     }
 
@@ -227,6 +79,10 @@ impl<'m> Interp<'m> {
         let linear = tid[0] + tid[1] * b[0] + tid[2] * b[0] * b[1];
         let lane = linear % 32;
         let mut tokens = 0usize;
+        let mut shfl_runs: HashMap<(u32, u32), usize> = HashMap::new();
+        // the shared-memory operands of the wgmma group being built (closed by its commit)
+        let mut wgmma_bufs: Vec<(String, i64)> = Vec::new();
+        let mut wgmma_lost = false;
         let mut kparams = HashMap::new();
         for (k, p) in entry.params.iter().enumerate() {
             let v = launch
@@ -255,8 +111,12 @@ impl<'m> Interp<'m> {
                 "%laneid" => lane as i64,
                 "%warpid" => (linear / 32) as i64,
                 "%nwarpid" => 48,
-                "%ctaid.x" | "%ctaid.y" | "%ctaid.z" | "%cluster_ctarank" | "%clusterid.x" => 0,
+                "%ctaid.x" | "%ctaid.y" | "%ctaid.z" | "%cluster_ctarank" => 0,
+                "%clusterid.x" | "%clusterid.y" | "%clusterid.z" => 0,
+                "%cluster_ctaid.x" | "%cluster_ctaid.y" | "%cluster_ctaid.z" => 0,
                 "%nctaid.x" | "%nctaid.y" | "%nctaid.z" | "%cluster_nctarank" => 1,
+                "%cluster_nctaid.x" | "%cluster_nctaid.y" | "%cluster_nctaid.z" => 1,
+                "%nclusterid.x" | "%nclusterid.y" | "%nclusterid.z" => 1,
                 "%lanemask_eq" => 1i64 << lane,
                 "%lanemask_lt" => (1i64 << lane) - 1,
                 "%lanemask_le" => (1i64 << (lane + 1)) - 1,
@@ -309,11 +169,17 @@ impl<'m> Interp<'m> {
                 }
             };
             // The address an operand `[x+off]` names.
+            // a number in a shared-memory operand is an address under the assumed layout
+            let shared_space = ins.opcode.split('.').any(|p| p.starts_with("shared")) || ins.opcode.starts_with("mbarrier");
             let addr = |fr: &Frame, o: &Operand| -> Val {
                 match o {
                     Operand::Addr(base, off) => match get(fr, base) {
                         Val::Sh(s, k) => Val::Sh(s, k + off),
                         Val::Param(p) => Val::Param(p),
+                        Val::Int(a) if shared_space => match self.layout.symbol(a + off) {
+                            Some((s, k)) => Val::Sh(s, k),
+                            None => Val::Unknown,
+                        },
                         _ => Val::Unknown,
                     },
                     _ => Val::Unknown,
@@ -368,12 +234,38 @@ impl<'m> Interp<'m> {
             };
             match head {
                 "mov" => {
-                    let v = ops.get(1).map_or(Val::Unknown, |o| get(fr, o));
-                    let v = match v {
-                        Val::Int(x) => Val::Int(norm(x, bits, signed)),
-                        v => v,
-                    };
-                    set(fr, &ops[0], v);
+                    match (&ops[0], ops.get(1)) {
+                        // mov.b64 d, {lo, hi}: the halves packed
+                        (_, Some(Operand::List(v))) if v.len() == 2 => {
+                            let half = (bits / 2).max(1);
+                            let m = if half >= 64 { -1i64 } else { (1i64 << half) - 1 };
+                            let r = match (get(fr, &v[0]), get(fr, &v[1])) {
+                                (Val::Int(lo), Val::Int(hi)) => Val::Int((lo & m) | (hi & m).wrapping_shl(half)),
+                                _ => Val::Unknown,
+                            };
+                            set(fr, &ops[0], r);
+                        }
+                        // mov.b64 {lo, hi}, s: the halves taken apart
+                        (Operand::List(d), Some(src)) if d.len() == 2 => {
+                            let half = (bits / 2).max(1);
+                            let m = if half >= 64 { -1i64 } else { (1i64 << half) - 1 };
+                            match get(fr, src) {
+                                Val::Int(x) => {
+                                    set(fr, &d[0], Val::Int(x & m));
+                                    set(fr, &d[1], Val::Int(x.wrapping_shr(half) & m));
+                                }
+                                _ => d.iter().for_each(|o| set(fr, o, Val::Unknown)),
+                            }
+                        }
+                        _ => {
+                            let v = ops.get(1).map_or(Val::Unknown, |o| get(fr, o));
+                            let v = match v {
+                                Val::Int(x) => Val::Int(norm(x, bits, signed)),
+                                v => v,
+                            };
+                            set(fr, &ops[0], v);
+                        }
+                    }
                 }
                 "add" | "sub" | "mul" | "mad" | "div" | "rem" | "and" | "or" | "xor" | "shl" | "shr" | "min" | "max" => {
                     let wide = ins.has("wide");
@@ -381,6 +273,32 @@ impl<'m> Interp<'m> {
                     let a = ops.get(1).map_or(Val::Unknown, |o| get(fr, o));
                     let bv = ops.get(2).map_or(Val::Unknown, |o| get(fr, o));
                     let na = |x: i64| norm(x, sb, sg);
+                    // an address taken apart (masked, shifted, packed into a descriptor) or
+                    // combined with another symbol's is a number under the assumed layout
+                    let follows = matches!(
+                        (head, &a, &bv),
+                        ("add", Val::Sh(..), Val::Int(_))
+                            | ("add", Val::Int(_), Val::Sh(..))
+                            | ("sub", Val::Sh(..), Val::Int(_))
+                    ) || matches!((head, &a, &bv), ("sub", Val::Sh(s, _), Val::Sh(t, _)) if s == t);
+                    let (a, bv) = if !follows && (matches!(a, Val::Sh(..)) || matches!(bv, Val::Sh(..))) {
+                        let num = |v: Val| match v {
+                            Val::Sh(s, k) => self.layout.address(&s, k).map_or(Val::Unknown, Val::Int),
+                            v => v,
+                        };
+                        let (a, bv) = (num(a), num(bv));
+                        if matches!((&a, &bv), (Val::Int(_), Val::Int(_))) {
+                            self.facts.assumed(
+                                format!("`{}` on a shared address -> a number", ins.opcode),
+                                "the address is taken as the compiler's layout would place it (static symbols in order at their alignment, dynamic shared memory after them)",
+                                ins.pos,
+                                ins.src,
+                            );
+                        }
+                        (a, bv)
+                    } else {
+                        (a, bv)
+                    };
                     let r = match (head, &a, &bv) {
                         ("add", Val::Sh(s, k), Val::Int(x)) | ("add", Val::Int(x), Val::Sh(s, k)) => Val::Sh(s.clone(), k + x),
                         ("sub", Val::Sh(s, k), Val::Int(x)) => Val::Sh(s.clone(), k - x),
@@ -505,8 +423,29 @@ impl<'m> Interp<'m> {
                     set(fr, &ops[0], v);
                 }
                 "mapa" => {
-                    unresolved_bar(self, "a peer CTA's shared memory (clusters are not imported)");
-                    set(fr, &ops[0], Val::Unknown);
+                    // the import is of a cluster of one CTA: rank 0 is the CTA itself
+                    let a = ops.get(1).map_or(Val::Unknown, |o| get(fr, o));
+                    let rank = ops.get(2).map(|o| get(fr, o)).as_ref().and_then(int);
+                    let v = match (a, rank) {
+                        (Val::Sh(s, k), Some(0)) => {
+                            self.facts.assumed(
+                                "mapa of rank 0 -> the CTA's own shared address",
+                                "the cluster is one CTA (the import's launch): rank 0 is this CTA, and no peer CTA is imported",
+                                ins.pos,
+                                ins.src,
+                            );
+                            Val::Sh(s, k)
+                        }
+                        (_, Some(r)) if r != 0 => {
+                            unresolved_bar(self, "a peer CTA's shared memory (the import is of a cluster of one CTA)");
+                            Val::Unknown
+                        }
+                        _ => {
+                            unresolved_bar(self, "the address or the CTA rank is not a value the importer can compute");
+                            Val::Unknown
+                        }
+                    };
+                    set(fr, &ops[0], v);
                 }
                 "ld" | "ldu" => {
                     let a = ops.get(1).map_or(Val::Unknown, |o| addr(fr, o));
@@ -818,8 +757,24 @@ impl<'m> Interp<'m> {
                             self.facts.drop_instr("cp.async.bulk.prefetch", ins.pos);
                         } else if ins.has("mbarrier::complete_tx::bytes") {
                             if ins.has("multicast::cluster") {
-                                unresolved_bar(self, "multicast copies (clusters) are not imported");
-                                continue;
+                                // the CTA mask comes last, before a cache policy
+                                let at = ops.len().saturating_sub(if ins.has("L2::cache_hint") { 2 } else { 1 });
+                                match ops.get(at).map(|o| get(fr, o)).as_ref().and_then(int) {
+                                    Some(m) if m & 1 == 1 => self.facts.assumed(
+                                        format!("multicast mask {m:#x} -> a copy into this CTA"),
+                                        "the cluster is one CTA (the import's launch): the copy lands in CTA 0 alone",
+                                        ins.pos,
+                                        ins.src,
+                                    ),
+                                    Some(_) => {
+                                        unresolved_bar(self, "a multicast that leaves out CTA 0 (the import is of a cluster of one CTA)");
+                                        continue;
+                                    }
+                                    None => {
+                                        unresolved_bar(self, "the multicast CTA mask is not a value the importer can compute");
+                                        continue;
+                                    }
+                                }
                             }
                             let tensor = ins.has("tensor");
                             let dst = ops.first().map(|o| addr(fr, o));
@@ -844,17 +799,7 @@ impl<'m> Interp<'m> {
                                     _ => None,
                                 };
                                 let name = crate::names::demangle(&buf);
-                                let index = tmap
-                                    .as_ref()
-                                    .and_then(|t| entry.params.iter().position(|p| p == t))
-                                    .map(|k| k.to_string());
-                                let given = tmap
-                                    .as_ref()
-                                    .and_then(|t| launch.tma_bytes.get(t))
-                                    .or_else(|| index.as_ref().and_then(|k| launch.tma_bytes.get(k)))
-                                    .or_else(|| launch.tma_bytes.get(&name))
-                                    .or_else(|| launch.tma_bytes.get(&buf));
-                                match given {
+                                match given_bytes(launch, entry, tmap.as_ref(), &buf).as_ref() {
                                     Some(b) => {
                                         self.facts
                                             .exact(format!("{f_name} -> copy_async, {b} bytes from --tma-bytes"), ins.pos, ins.src);
@@ -901,7 +846,15 @@ impl<'m> Interp<'m> {
                                         ins.src,
                                     );
                                     let bytes = if tensor {
-                                        0
+                                        // the box is in the tensor map: --tma-bytes, else the whole buffer
+                                        let tmap = match ops.first() {
+                                            Some(Operand::Addr(b, _)) => match get(fr, b) {
+                                                Val::Param(p) => Some(p),
+                                                _ => None,
+                                            },
+                                            _ => None,
+                                        };
+                                        given_bytes(launch, entry, tmap.as_ref(), &buf).unwrap_or(0)
                                     } else {
                                         ops.get(2).map(|o| get(fr, o)).as_ref().and_then(int).unwrap_or(0)
                                     };
@@ -938,11 +891,22 @@ impl<'m> Interp<'m> {
                                 "the destination or size of the cp.async is not a value the importer can compute",
                             ),
                         }
+                    } else if p.get(1) == Some(&"async") && p.get(2) == Some(&"commit_group") {
+                        self.facts.exact("cp.async.commit_group -> cp_async_commit_group", ins.pos, ins.src);
+                        emit(Op::CpAsyncCommit, &mut run);
+                    } else if p.get(1) == Some(&"async") && p.get(2) == Some(&"wait_all") {
+                        self.facts.exact("cp.async.wait_all -> cp_async_wait_all", ins.pos, ins.src);
+                        emit(Op::CpAsyncWait { n: None }, &mut run);
+                    } else if p.get(1) == Some(&"async") && p.get(2) == Some(&"wait_group") {
+                        match ops.first().map(|o| get(fr, o)).as_ref().and_then(int) {
+                            Some(n) => {
+                                self.facts.exact("cp.async.wait_group -> cp_async_wait_group", ins.pos, ins.src);
+                                emit(Op::CpAsyncWait { n: Some(n) }, &mut run);
+                            }
+                            None => unresolved_bar(self, "the group count is not a constant"),
+                        }
                     } else {
-                        unresolved_bar(
-                            self,
-                            "cp.async groups (commit_group / wait_group of sm_80 cp.async) are not modelled",
-                        );
+                        unresolved_bar(self, "a cp.async form the importer does not map");
                     }
                 }
                 "fence" | "membar" => {
@@ -975,7 +939,38 @@ impl<'m> Interp<'m> {
                         continue;
                     }
                     if p.get(1) == Some(&"cluster") {
-                        unresolved_bar(self, "cluster barriers are not imported");
+                        match p.get(2) {
+                            Some(&"arrive") if ins.has("relaxed") => {
+                                self.facts.assumed(
+                                    "barrier.cluster.arrive.relaxed -> cluster_arrive",
+                                    "the spec's cluster_arrive also releases the thread's earlier writes, which .relaxed does not: a race that only this arrive orders is not reported",
+                                    ins.pos,
+                                    ins.src,
+                                );
+                                emit(Op::ClusterArrive, &mut run);
+                            }
+                            Some(&"arrive") => {
+                                self.facts.exact("barrier.cluster.arrive -> cluster_arrive", ins.pos, ins.src);
+                                emit(Op::ClusterArrive, &mut run);
+                            }
+                            Some(&"wait") => {
+                                // in a cluster of one CTA an arrive and the wait right after it
+                                // are the block's barrier: every thread of the block takes part
+                                if run.events.last().is_some_and(|e| e.op == Op::ClusterArrive) {
+                                    let e = run.events.pop().unwrap();
+                                    self.facts.exact(
+                                        "barrier.cluster.arrive + barrier.cluster.wait -> syncthreads (a cluster of one CTA: every thread of the block)",
+                                        ins.pos,
+                                        ins.src,
+                                    );
+                                    run.events.push(Event { op: Op::SyncThreads, ..e });
+                                } else {
+                                    self.facts.exact("barrier.cluster.wait -> cluster_wait", ins.pos, ins.src);
+                                    emit(Op::ClusterWait, &mut run);
+                                }
+                            }
+                            _ => unresolved_bar(self, "a cluster barrier form the importer does not map"),
+                        }
                         continue;
                     }
                     let kind = if p.len() == 1 || p[1] == "sync" || p[1] == "aligned" {
@@ -1028,10 +1023,154 @@ impl<'m> Interp<'m> {
                         o => set(fr, o, Val::Int(me as i64)),
                     }
                 }
-                "wgmma" | "tcgen05" => unresolved_bar(
+                "wgmma" => match ins.parts().get(1).copied() {
+                    Some("fence") => self.facts.exact(
+                        "wgmma.fence: no statement of its own (it orders the warpgroup's accesses before its next wgmma, which wgmma_async carries)",
+                        ins.pos,
+                        ins.src,
+                    ),
+                    Some("mma_async") => {
+                        // operands: d, a (a descriptor, or registers), b (a descriptor), ...
+                        let mut found = true;
+                        for o in [ops.get(1), ops.get(2)].into_iter().flatten() {
+                            let operand = match o {
+                                Operand::List(_) => Some(crate::desc::Operand::Registers),
+                                o => crate::desc::operand_buffer(&self.layout, &get(fr, o)),
+                            };
+                            match operand {
+                                Some(crate::desc::Operand::Shared(buf, off)) => {
+                                    if !wgmma_bufs.contains(&(buf.clone(), off)) {
+                                        wgmma_bufs.push((buf, off))
+                                    }
+                                }
+                                Some(crate::desc::Operand::Registers) => {}
+                                None => found = false,
+                            }
+                        }
+                        if found && !wgmma_bufs.is_empty() {
+                            self.facts.exact("wgmma.mma_async -> an operand of wgmma_async", ins.pos, ins.src);
+                        } else if found {
+                            // register operands only (a d = a * b from registers is not possible:
+                            // b is always a descriptor)
+                            unresolved_bar(self, "a wgmma without a shared-memory operand");
+                        } else {
+                            unresolved_bar(self, "the operand descriptor does not name a shared-memory symbol the importer can compute");
+                            wgmma_lost = true;
+                        }
+                    }
+                    Some("commit_group") => {
+                        if wgmma_lost {
+                            unresolved_bar(self, "a wgmma group with an operand the importer could not follow");
+                        } else if wgmma_bufs.is_empty() {
+                            unresolved_bar(self, "a wgmma group without a shared-memory operand is not a wgmma_async");
+                        } else {
+                            self.facts.exact("wgmma.commit_group -> wgmma_async (the group's operands)", ins.pos, ins.src);
+                            emit(Op::Wgmma { bufs: std::mem::take(&mut wgmma_bufs) }, &mut run);
+                        }
+                        wgmma_bufs.clear();
+                        wgmma_lost = false;
+                    }
+                    Some("wait_group") => match ops.first().map(|o| get(fr, o)).as_ref().and_then(int) {
+                        Some(n) => {
+                            self.facts.exact("wgmma.wait_group -> wgmma_wait", ins.pos, ins.src);
+                            emit(Op::WgmmaWait { n }, &mut run);
+                        }
+                        None => unresolved_bar(self, "the group count is not a constant"),
+                    },
+                    _ => unresolved_bar(self, "a wgmma form the importer does not map"),
+                },
+                "tcgen05" => unresolved_bar(
                     self,
-                    "wgmma/tcgen05 read shared memory through descriptors the importer does not follow",
+                    "tcgen05 reads shared memory through descriptors the importer does not follow",
                 ),
+                "stmatrix" | "ldmatrix" => {
+                    // .xN: lanes 0..8N each give the address of one 16-byte row
+                    let n = ins.parts().iter().find_map(|p| p.strip_prefix('x').and_then(|k| k.parse::<u32>().ok())).unwrap_or(1);
+                    let at = if head == "stmatrix" { ops.first() } else { ops.get(1) };
+                    let gives = lane < 8 * n;
+                    match (at.map(|o| addr(fr, o)), gives) {
+                        (Some(Val::Sh(buf, off)), _) => {
+                            self.facts.exact(
+                                format!("{head} -> {} of the warp's rows", if head == "stmatrix" { "write" } else { "read" }),
+                                ins.pos,
+                                ins.src,
+                            );
+                            let bytes = if gives { 16 } else { 0 };
+                            let op = if head == "stmatrix" {
+                                Op::WarpWrite { buf, off, bytes }
+                            } else {
+                                Op::Read { buf, off, bytes }
+                            };
+                            if head == "stmatrix" || gives {
+                                emit(op, &mut run);
+                            }
+                        }
+                        // a lane whose address the instruction does not use
+                        (_, false) if head == "stmatrix" => {
+                            if let Some(Op::WarpWrite { buf, off, .. }) = run.events.iter().rev().find_map(|e| match &e.op {
+                                o @ Op::WarpWrite { .. } => Some(o.clone()),
+                                _ => None,
+                            }) {
+                                emit(Op::WarpWrite { buf, off, bytes: 0 }, &mut run);
+                            } else {
+                                unresolved_bar(self, "a shared-memory matrix store whose buffer the importer cannot tell");
+                            }
+                        }
+                        (_, false) => {}
+                        _ => unresolved_bar(self, "a shared-memory matrix access at an address the importer cannot compute"),
+                    }
+                    if head == "ldmatrix" {
+                        if let Some(Operand::List(v)) = ops.first() {
+                            v.iter().for_each(|o| set(fr, o, Val::Unknown));
+                        }
+                    }
+                }
+                "shfl" => {
+                    // shfl.sync.MODE.b32 d[|p], a, b, c, membermask: lane j's `a`, where j follows
+                    // from b and c as the PTX ISA says; j's value is known when j ran first
+                    let key = (ins.pos.line, ins.pos.col);
+                    let n = shfl_runs.entry(key).or_insert(0);
+                    let occurrence = *n;
+                    *n += 1;
+                    let a = ops.get(1).map_or(Val::Unknown, |o| get(fr, o));
+                    self.shfl_sent.insert((linear, key, occurrence), a.clone());
+                    let b = ops.get(2).map(|o| get(fr, o)).as_ref().and_then(int);
+                    let c = ops.get(3).map(|o| get(fr, o)).as_ref().and_then(int);
+                    let mask = ops.get(4).map(|o| get(fr, o)).as_ref().and_then(int);
+                    let mode = ins.parts().get(2).copied().unwrap_or("");
+                    let src = match (b, c, mask) {
+                        (Some(b), Some(c), Some(m)) if m & 0xffff_ffff == 0xffff_ffff && ins.has("sync") => {
+                            shfl_source(mode, lane as i64, b, c)
+                        }
+                        _ => None,
+                    };
+                    let v = match src {
+                        Some(j) if j == lane as i64 => a,
+                        Some(j) if j < lane as i64 => {
+                            let from = linear - lane + j as u32;
+                            self.shfl_sent.get(&(from, key, occurrence)).cloned().unwrap_or(Val::Unknown)
+                        }
+                        _ => Val::Unknown,
+                    };
+                    if !matches!(v, Val::Unknown) {
+                        self.facts.assumed(
+                            "shfl.sync: the source lane's value",
+                            "the lanes are converged (the full-mask .sync): a lane's n-th shuffle meets the source lane's n-th",
+                            ins.pos,
+                            ins.src,
+                        );
+                    } else {
+                        self.facts.drop_instr("shfl (value unknown)", ins.pos);
+                    }
+                    match ops.first() {
+                        Some(Operand::Pair(d, p)) => {
+                            set(fr, d, v);
+                            set(fr, p, if src.is_some() { Val::Int(1) } else { Val::Unknown });
+                        }
+                        Some(o) => set(fr, o, v),
+                        None => {}
+                    }
+                }
                 "nanosleep" | "pmevent" | "prefetch" | "prefetchu" | "setmaxnreg" | "griddepcontrol" | "discard" | "createpolicy"
                 | "applypriority" => self.facts.drop_instr(head, ins.pos),
                 _ => {
@@ -1066,28 +1205,4 @@ impl<'m> Interp<'m> {
         }
         run
     }
-}
-
-fn vec_len(ins: &Instr) -> i64 {
-    for p in ins.parts() {
-        if let Some(n) = p.strip_prefix('v') {
-            if let Ok(n) = n.parse::<i64>() {
-                return n;
-            }
-        }
-    }
-    1
-}
-
-/// The bytes the thread announced on `bar` most recently (for a tensor copy without
-/// `--tma-bytes`).
-fn expected_tx(run: &ThreadRun, bar: &Bar) -> i64 {
-    run.events
-        .iter()
-        .rev()
-        .find_map(|e| match &e.op {
-            Op::ArriveExpectTx { bar: b, bytes } | Op::ExpectTx { bar: b, bytes } if b == bar => Some(*bytes),
-            _ => None,
-        })
-        .unwrap_or(0)
 }

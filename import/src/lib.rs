@@ -9,12 +9,15 @@
 //! ([`facts`]).
 
 pub mod cfg;
+pub mod desc;
 pub mod emit;
+pub mod events;
 pub mod exec;
 pub mod facts;
 pub mod names;
 pub mod ptx;
 pub mod reroll;
+pub mod values;
 
 use std::collections::HashMap;
 

@@ -16,6 +16,23 @@ pub fn demangle(sym: &str) -> String {
             }
         }
     }
+    if let Some(rest) = sym.strip_prefix("_ZN") {
+        // _ZN <len><name>... (E | I <template args>): a namespace member, by its last name
+        let rest = rest.trim_start_matches(['K', 'V', 'r']);
+        let (mut at, mut last) = (0, None);
+        loop {
+            let digits: String = rest[at..].chars().take_while(|c| c.is_ascii_digit()).collect();
+            let Ok(n) = digits.parse::<usize>() else { break };
+            let Some(name) = rest.get(at + digits.len()..at + digits.len() + n) else {
+                break;
+            };
+            last = Some(name);
+            at += digits.len() + n;
+        }
+        if let Some(name) = last {
+            return sanitize(name);
+        }
+    }
     if let Some(rest) = sym.strip_prefix("_Z") {
         let digits: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
         if let Ok(n) = digits.parse::<usize>() {
@@ -48,5 +65,14 @@ mod tests {
         assert_eq!(super::demangle("_ZZ8tma_ringE4slot"), "slot");
         assert_eq!(super::demangle("_ZZ8tma_ringE5empty"), "empty");
         assert_eq!(super::demangle("smem$1"), "smem_1");
+    }
+
+    #[test]
+    fn namespace_members_keep_their_last_name() {
+        assert_eq!(super::demangle("_ZN9deep_gemm11smem_bufferE"), "smem_buffer");
+        assert_eq!(
+            super::demangle("_ZN9deep_gemm19sm90_bf16_gemm_implILN4cute4UMMA5MajorE0EEEvPi"),
+            "sm90_bf16_gemm_impl"
+        );
     }
 }
