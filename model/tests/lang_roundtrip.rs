@@ -124,8 +124,12 @@ fn op() -> impl Strategy<Value = Op> {
         p().prop_map(|buf| OpKind::CopyStoreAsync { buf }),
         Just(OpKind::CommitGroup),
         (x(), any::<bool>()).prop_map(|(n, read)| OpKind::WaitGroup { n, read }),
-        prop::collection::vec(p(), 1..=4).prop_map(|bufs| OpKind::WgmmaAsync { bufs }),
-        x().prop_map(|n| OpKind::WgmmaWait { n }),
+        (prop::collection::vec(p(), 1..=4), ox(), any::<bool>()).prop_map(|(bufs, expect, warpgroup)| OpKind::WgmmaAsync {
+            bufs,
+            expect,
+            warpgroup
+        }),
+        (x(), any::<bool>()).prop_map(|(n, warpgroup)| OpKind::WgmmaWait { n, warpgroup }),
         Just(OpKind::FenceProxyAsync),
         Just(OpKind::FenceMbarrierInit),
     ];
