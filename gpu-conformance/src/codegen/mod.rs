@@ -240,8 +240,9 @@ pub fn generate_hw_barrier(p: &Protocol, source: &str, backend: Backend, index: 
 
 /// Whether a spec has a hardware-barrier form: it uses `syncthreads` or named barriers (one CTA),
 /// or the cluster barrier (a cluster), and nothing whose software form the hardware barrier would
-/// meet. A uniform role's lanes meet in software around every step, and a warp-batched `commit`
-/// waits in software for its converged lanes; those specs keep the software barriers.
+/// meet: a warp-batched `commit` waits in software for its converged lanes, so those specs keep
+/// the software barriers. A uniform agent's lanes meet (bounded) before and after each step, so
+/// every lane reaches the hardware barrier in the same step and each warp arrives whole.
 ///
 /// In a cluster the form runs the spec's cluster barrier on `barrier.cluster` and keeps
 /// `syncthreads` and named barriers in software: a finished thread cannot exit there (its CTA's
@@ -256,9 +257,6 @@ pub fn hw_barrier_form(p: &Protocol) -> Result<(), String> {
     }
     if !cluster && !any(&|k| matches!(k, InstrKind::SyncThreads | InstrKind::NamedBar { .. })) {
         return Err("no syncthreads or named barrier".into());
-    }
-    if has_uniform(p) {
-        return Err("a uniform role's lanes meet in software around each step".into());
     }
     if has_commit(p) {
         return Err("a warp-batched commit waits in software for its converged lanes".into());

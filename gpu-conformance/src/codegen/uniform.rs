@@ -246,7 +246,13 @@ impl Gen<'_> {
                     self.w(begin);
                     self.w(format!("  {end}  // the arrival is the step; the release follows it"));
                 }
-                self.w("  if (!pc_sync(th, &s.block_sync)) return;  // every lane takes part");
+                if self.hw_barrier {
+                    // barrier 0 of the hardware: every lane of every agent takes part, as every
+                    // thread of the block not exited does (an exit releases it); unbounded.
+                    self.w("  asm volatile(\"barrier.sync 0;\" ::: \"memory\");  // every lane takes part");
+                } else {
+                    self.w("  if (!pc_sync(th, &s.block_sync)) return;  // every lane takes part");
+                }
             }
             InstrKind::Elect { slot } => {
                 if step {
