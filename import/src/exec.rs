@@ -88,9 +88,10 @@ impl<'m> Interp<'m> {
     /// - one of its two ways runs straight into `trap` (a kernel's own check that aborts, such
     ///   as cooperative groups' `grid.sync()` on a grid that was not launched cooperatively, or
     ///   an `assert`): the other way is taken, as on every run that does not abort;
-    /// - it leaves (or stays in) a loop whose only effects are loads of global memory (a spin
-    ///   on a flag another CTA sets, as `grid.sync()`'s wait for the other blocks): the loop
-    ///   is taken as ending, since what other CTAs write is outside a one-CTA import.
+    /// - it leaves (or stays in) a loop whose only effects are loads of global memory (`.global`,
+    ///   or generic at `.gpu`/`.sys` scope: a spin on a flag another CTA sets, as `grid.sync()`'s
+    ///   wait for the other blocks): the loop is taken as ending, since what other CTAs write is
+    ///   outside a one-CTA import.
     ///
     /// Every other unknown branch stays `unresolved`.
     fn unknown_branch(&self, f: &Function, i: usize) -> Option<(bool, String, String)> {
@@ -136,7 +137,11 @@ impl<'m> Interp<'m> {
         let spin = body.iter().all(|&k| {
             let x = &f.body[k];
             let h = x.parts()[0];
-            PURE.contains(&h) || h == "ld" && !x.has("shared") && !x.has("param") && !x.has("local") || h == "nanosleep"
+            // a load of global memory: `.global`, or a generic load at GPU or system scope (what
+            // other CTAs write; `grid.sync()`'s `ld.acquire.gpu`); a generic load without a
+            // scope may read shared memory, a flag of this CTA's, so such a loop is not decided
+            let global = x.has("global") || x.has("gpu") || x.has("sys");
+            PURE.contains(&h) || h == "ld" && global && !x.has("shared") && !x.has("param") && !x.has("local") || h == "nanosleep"
         }) && body.iter().any(|&k| f.body[k].parts()[0] == "ld");
         if !spin {
             return None;
