@@ -357,3 +357,16 @@ fn a_field_of_a_struct_param_is_set_by_its_offset() {
         "{stderr}"
     );
 }
+
+#[test]
+fn an_entry_without_a_protocol_says_so() {
+    let (spec, stderr, code) = import("no_protocol.ptx", &[]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(spec.is_empty(), "{spec}");
+    assert!(
+        stderr.contains("no_protocol.ptx: error: `no_protocol` has no barrier operation")
+            && stderr.contains("there is no protocol to import"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("please report") && !stderr.contains("panicked"), "{stderr}");
+}
