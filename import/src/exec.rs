@@ -18,8 +18,8 @@ const STEP_LIMIT: usize = 2_000_000;
 
 /// Register-only instructions: no memory, no synchronisation, no control flow but `bra`.
 const PURE: &[&str] = &[
-    "bra", "setp", "selp", "mov", "add", "sub", "mul", "mad", "div", "rem", "and", "or", "xor", "not", "shl", "shr", "cvt",
-    "min", "max", "neg", "abs", "bfe", "bfi", "prmt", "set", "slct", "clz", "popc", "brev", "lop3",
+    "bra", "setp", "selp", "mov", "add", "sub", "mul", "mad", "div", "rem", "and", "or", "xor", "not", "shl", "shr", "cvt", "min", "max",
+    "neg", "abs", "bfe", "bfi", "prmt", "set", "slct", "clz", "popc", "brev", "lop3",
 ];
 
 fn head_is_bra(ins: &crate::ptx::Instr) -> bool {
