@@ -349,6 +349,8 @@ fn a_field_of_a_struct_param_is_set_by_its_offset() {
     assert_eq!(code, 0, "{stderr}");
     assert!(spec.contains("init(bar, 2)"), "{spec}");
     assert!(spec.contains("for r in 0..3 {\n      arrive(bar)"), "{spec}");
+    // `[%r11+-4]`, 8 bytes into `data` less 4
+    assert!(spec.contains("read(data, offset = 4, bytes = 4)"), "{spec}");
     // the whole param's value is not its fields': given as `0=3`, the fields stay unknown
     let (_, stderr, code) = import("param_fields.ptx", &["--param", "0=3"]);
     assert_eq!(code, 3, "{stderr}");

@@ -782,7 +782,11 @@ impl Parser {
                 let base = self.operand1()?;
                 let mut off = 0;
                 while self.is_punct('+') || self.is_punct('-') {
-                    let neg = self.next()?.tok == Tok::Punct('-');
+                    let mut neg = self.next()?.tok == Tok::Punct('-');
+                    // `[%rd2+-2480]`: NVCC writes a negative offset after the `+`
+                    if self.eat_punct('-') {
+                        neg = !neg;
+                    }
                     let v = self.int()?;
                     off += if neg { -v } else { v };
                 }
