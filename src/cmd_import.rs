@@ -19,8 +19,9 @@ pub(crate) struct ImportArgs {
     /// Threads per block, X[,Y,Z] (default: the entry's .reqntid or .maxntid).
     #[arg(long, value_name = "X[,Y,Z]", value_parser = parse_block)]
     block: Option<[u32; 3]>,
-    /// A kernel param's value: NAME=V, by its PTX name (`kernel_param_2`) or index (`2=V`).
-    #[arg(long = "param", value_name = "NAME=V", value_parser = parse_kv)]
+    /// A kernel param's value: NAME=V, by its PTX name (`kernel_param_2`) or index (`2=V`); a
+    /// field of a struct param by its byte offset: NAME+OFF=V (`0+1152=128`).
+    #[arg(long = "param", value_name = "NAME[+OFF]=V", value_parser = parse_kv)]
     params: Vec<(String, i64)>,
     /// Bytes a tensor copy delivers, by its tensor-map param or destination buffer: NAME=B.
     #[arg(long = "tma-bytes", value_name = "NAME=B", value_parser = parse_kv)]

@@ -90,6 +90,7 @@ fn html_extras(model: &Model, cause: Option<&Cause>) -> render::Extras {
     render::Extras {
         init_counts: counts,
         cause: cause.map(|c| (c.summary.clone(), c.facts())),
+        cause_line: cause.map(|c| c.line),
     }
 }
 

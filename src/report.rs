@@ -148,7 +148,7 @@ pub fn render_text(spec: &Spec, model: &Model, report: &Report) -> String {
     }
     if !report.violations.is_empty() {
         let (causes, _) = root_causes(model, &spec.source, &report.violations);
-        out.push_str(&causes_text(&causes));
+        out.push_str(&causes_text(&causes, &spec.source));
         let _ = writeln!(out);
     }
     let verdict = match report.verdict {
@@ -196,7 +196,7 @@ fn step_json(spec: &Spec, model: &Model, i: usize, s: &TraceStep) -> Value {
 
 /// The root causes of a violated check, numbered, each with its barrier facts and the kinds it
 /// explains ("root cause:" alone when there is one).
-pub fn causes_text(causes: &[Cause]) -> String {
+pub fn causes_text(causes: &[Cause], source: &str) -> String {
     let mut out = String::new();
     for c in causes {
         let head = if causes.len() == 1 {
@@ -205,6 +205,10 @@ pub fn causes_text(causes: &[Cause]) -> String {
             format!("root cause {}/{}: ", c.id, causes.len())
         };
         let _ = writeln!(out, "{head}{}", c.summary);
+        // an imported spec cites the kernel's line on the statement
+        if let Some(cited) = phasecheck_verifier::trace::render::cited_source(Some(source), c.line) {
+            let _ = writeln!(out, "  from: {cited}");
+        }
         let facts = c.facts();
         if !facts.is_empty() {
             let _ = writeln!(out, "  {facts}");

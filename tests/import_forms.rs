@@ -295,3 +295,80 @@ fn a_warp_collective_store_and_a_carved_symbol_become_an_elected_write_and_a_buf
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("verdict: holds"), "{text}");
 }
+
+#[test]
+fn a_grid_sync_is_two_syncthreads_under_stated_assumptions() {
+    let (spec, stderr, code) = import("grid_sync.ptx", &["--entry", "grid_sync"]);
+    assert_eq!(code, 0, "{stderr}");
+    // the workspace check does not trap, thread 0's spin ends: every thread meets both bar.syncs
+    // and the barrier it waits on
+    for role in ["role warp0 warps 1 uniform {", "role warp1 warps 1 uniform {"] {
+        let body = spec.split(role).nth(1).unwrap_or_else(|| panic!("no `{role}` in\n{spec}"));
+        let body = body.split("\n}").next().unwrap();
+        assert_eq!(body.matches("syncthreads").count(), 2, "{role}\n{spec}");
+        assert!(body.contains("wait(bar, tok"), "{role}\n{spec}");
+    }
+    for (line, what) in [
+        (14, "one way to `trap`"),
+        (15, "a loop that only polls global memory"),
+    ] {
+        assert!(
+            stderr
+                .lines()
+                .any(|l| l.starts_with(&format!("  assumed     kernel.cu:{line} ")) && l.contains(what)),
+            "kernel.cu:{line} is not assumed ({what}):\n{stderr}"
+        );
+    }
+    // helper.h:5 was inlined into helper.h:30, itself inlined into kernel.cu:12: the kernel's line
+    assert!(
+        spec.lines()
+            .any(|l| l.trim_start().starts_with("init(bar, 64)") && l.ends_with("// from kernel.cu:12 (inlined from helper.h:5)")),
+        "{spec}"
+    );
+    statement_from(&spec, "syncthreads", "kernel.cu", 16);
+    assert!(stderr.contains(" 0 unresolved"), "{stderr}");
+}
+
+#[test]
+fn a_spin_that_may_touch_shared_memory_stays_unresolved() {
+    // one that also writes shared memory, one whose generic load has no scope
+    for entry in ["not_a_spin", "generic_spin"] {
+        let (_, stderr, code) = import("grid_sync.ptx", &["--entry", entry]);
+        assert_eq!(code, 3, "{entry}: {stderr}");
+        assert!(
+            stderr.lines().any(|l| l.starts_with("  unresolved  grid_sync.ptx:") && l.contains("guard @%p2 of `bra`")),
+            "{entry}: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn a_field_of_a_struct_param_is_set_by_its_offset() {
+    // the loop bound is the u32 at byte 8 of the struct param, the barrier count at byte 12
+    let (spec, stderr, code) = import("param_fields.ptx", &["--param", "0+8=3", "--param", "param_fields_param_0+12=2"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(spec.contains("init(bar, 2)"), "{spec}");
+    assert!(spec.contains("for r in 0..3 {\n      arrive(bar)"), "{spec}");
+    // `[%r11+-4]`, 8 bytes into `data` less 4
+    assert!(spec.contains("read(data, offset = 4, bytes = 4)"), "{spec}");
+    // the whole param's value is not its fields': given as `0=3`, the fields stay unknown
+    let (_, stderr, code) = import("param_fields.ptx", &["--param", "0=3"]);
+    assert_eq!(code, 3, "{stderr}");
+    assert!(
+        stderr.lines().any(|l| l.starts_with("  unresolved  param_fields.ptx:") && l.contains("init count")),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn an_entry_without_a_protocol_says_so() {
+    let (spec, stderr, code) = import("no_protocol.ptx", &[]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(spec.is_empty(), "{spec}");
+    assert!(
+        stderr.contains("no_protocol.ptx: error: `no_protocol` has no barrier operation")
+            && stderr.contains("there is no protocol to import"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("please report") && !stderr.contains("panicked"), "{stderr}");
+}

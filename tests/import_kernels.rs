@@ -286,3 +286,63 @@ fn tma_store_epilogue_wrong_expect_tx_bytes() {
         line,
     );
 }
+
+/// The round trip's last leg: `check` on an imported twin names the kernel's line in its trace
+/// and its root cause, and the HTML report shows the kernel's source line beside every step.
+#[test]
+fn check_of_an_imported_twin_cites_the_kernel_line_in_trace_cause_and_html() {
+    if !nvrtc_or_skip("tma_ring") {
+        return;
+    }
+    let line = line_of("tma_ring", Some("#ifdef PLANT_WRONG_TX"), "SLOT_BYTES / 2");
+    let from = format!("tma_ring.cu:{line}");
+    let (spec, code, stderr) = import("tma_ring", &["-DPLANT_WRONG_TX"]);
+    assert_eq!(code, 0, "{stderr}");
+    let dir = std::env::temp_dir();
+    let path = dir.join(format!("phasecheck-import-html-{}.phase", std::process::id()));
+    let html = dir.join(format!("phasecheck-import-html-{}.html", std::process::id()));
+    std::fs::write(&path, &spec).unwrap();
+    let r = Command::new(env!("CARGO_BIN_EXE_phasecheck"))
+        .arg("check")
+        .arg(&path)
+        .arg("--html")
+        .arg(&html)
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&r.stdout).into_owned();
+    let page = std::fs::read_to_string(&html).unwrap_or_default();
+    let _ = std::fs::remove_file(&path);
+    let _ = std::fs::remove_file(&html);
+    assert_eq!(r.status.code(), Some(1), "{out}");
+    // the trace: the planted statement's step, with its kernel line
+    assert!(
+        out.lines()
+            .any(|l| l.contains("| arrive_expect_tx(full[") && l.contains(&format!("// from {from} "))),
+        "no trace step from {from}:\n{out}"
+    );
+    // the root cause of the tx mismatch names the planted kernel line
+    let lines: Vec<&str> = out.lines().collect();
+    let k = lines
+        .iter()
+        .position(|l| l.starts_with("root cause") && l.contains("tx mismatch"))
+        .unwrap_or_else(|| panic!("no tx-mismatch root cause:\n{out}"));
+    assert!(
+        lines.get(k + 1).is_some_and(|l| l.starts_with(&format!("  from: {from} "))),
+        "the root cause does not cite {from}:\n{out}"
+    );
+    // the HTML: a kernel-source column, filled on every step row, the planted step among them
+    assert!(page.contains("<th>kernel source</th>"), "{page}");
+    let rows: Vec<&str> = page.lines().filter(|l| l.starts_with("<tr id=\"t")).collect();
+    let steps: Vec<&&str> = rows.iter().filter(|l| !l.contains("-end\"")).collect();
+    assert!(!steps.is_empty(), "{page}");
+    for row in &steps {
+        assert!(row.contains("<td class=\"mono cited\">tma_ring.cu:"), "a step without its kernel line: {row}");
+    }
+    assert!(
+        steps
+            .iter()
+            .any(|r| r.contains("arrive_expect_tx(full[") && r.contains(&format!("<td class=\"mono cited\">{from} "))),
+        "no step row cites {from}"
+    );
+    assert!(page.contains(&format!("<span class=\"cited\">from {from} ")), "the root cause block does not cite {from}");
+}

@@ -9,7 +9,8 @@ pub enum Val {
     Int(i64),
     /// An address in shared memory: symbol + byte offset.
     Sh(String, i64),
-    /// The address of a kernel param (a `__grid_constant__` tensor map).
+    /// The address of a kernel param (a `__grid_constant__` tensor map), or of a field of a
+    /// struct param: `NAME` or `NAME+OFF` (see [`param_key`]).
     Param(String),
     /// The state an `mbarrier.arrive` returned: the thread's token number.
     Token(usize),
@@ -172,9 +173,43 @@ pub fn expected_tx(run: &ThreadRun, bar: &Bar) -> i64 {
 
 /// The bytes `--tma-bytes` gives a tensor copy or store: by its tensor-map param (PTX name or
 /// index), else by its shared buffer.
+/// The key of the param `name` at byte offset `off`: `name`, or `name+off` for a field of a
+/// struct param (`__grid_constant__` globals, as ThunderKittens passes them).
+pub fn param_key(name: &str, off: i64) -> String {
+    if off == 0 {
+        name.to_string()
+    } else {
+        format!("{name}+{off}")
+    }
+}
+
+/// A `--param`/`--tma-bytes` key (`NAME`, `K`, `NAME+OFF` or `K+OFF`) as the entry's
+/// [`param_key`], when it names one of the entry's params.
+pub fn entry_param_key(entry: &Function, key: &str) -> Option<String> {
+    let (base, off) = match key.rsplit_once('+') {
+        Some((b, o)) => (b, o.trim().parse::<i64>().ok()?),
+        None => (key, 0),
+    };
+    let base = base.trim();
+    let name = if entry.params.iter().any(|p| p == base) {
+        base.to_string()
+    } else {
+        entry.params.get(base.parse::<usize>().ok()?)?.clone()
+    };
+    Some(param_key(&name, off))
+}
+
 pub fn given_bytes(launch: &Launch, entry: &Function, tmap: Option<&String>, buf: &str) -> Option<i64> {
+    let by_param = tmap.and_then(|t| {
+        launch
+            .tma_bytes
+            .iter()
+            .find(|(k, _)| entry_param_key(entry, k).as_ref() == Some(t))
+            .map(|(_, v)| v)
+    });
     let index = tmap.and_then(|t| entry.params.iter().position(|p| p == t)).map(|k| k.to_string());
-    tmap.and_then(|t| launch.tma_bytes.get(t))
+    by_param
+        .or_else(|| tmap.and_then(|t| launch.tma_bytes.get(t)))
         .or_else(|| index.as_ref().and_then(|k| launch.tma_bytes.get(k)))
         .or_else(|| launch.tma_bytes.get(&crate::names::demangle(buf)))
         .or_else(|| launch.tma_bytes.get(buf))

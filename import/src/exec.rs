@@ -16,6 +16,16 @@ use std::collections::HashMap;
 
 const STEP_LIMIT: usize = 2_000_000;
 
+/// Register-only instructions: no memory, no synchronisation, no control flow but `bra`.
+const PURE: &[&str] = &[
+    "bra", "setp", "selp", "mov", "add", "sub", "mul", "mad", "div", "rem", "and", "or", "xor", "not", "shl", "shr", "cvt", "min", "max",
+    "neg", "abs", "bfe", "bfi", "prmt", "set", "slct", "clz", "popc", "brev", "lop3",
+];
+
+fn head_is_bra(ins: &crate::ptx::Instr) -> bool {
+    ins.parts()[0] == "bra"
+}
+
 struct Frame<'m> {
     f: &'m Function,
     pc: usize,
@@ -72,6 +82,82 @@ impl<'m> Interp<'m> {
         Some(pure)
     }
 
+    /// A `bra` at `i` whose predicate is unknown, and which the importer can still decide:
+    /// whether it is taken, and the fact (what, why). Two such branches:
+    ///
+    /// - one of its two ways runs straight into `trap` (a kernel's own check that aborts, such
+    ///   as cooperative groups' `grid.sync()` on a grid that was not launched cooperatively, or
+    ///   an `assert`): the other way is taken, as on every run that does not abort;
+    /// - it leaves (or stays in) a loop whose only effects are loads of global memory (`.global`,
+    ///   or generic at `.gpu`/`.sys` scope: a spin on a flag another CTA sets, as `grid.sync()`'s
+    ///   wait for the other blocks): the loop is taken as ending, since what other CTAs write is
+    ///   outside a one-CTA import.
+    ///
+    /// Every other unknown branch stays `unresolved`.
+    fn unknown_branch(&self, f: &Function, i: usize) -> Option<(bool, String, String)> {
+        let ins = &f.body[i];
+        let target = *f.labels.get(crate::cfg::branch_target(ins)?)?;
+        let aborts = |mut k: usize| -> bool {
+            let mut seen = 0;
+            while let Some(x) = f.body.get(k) {
+                if x.guard.is_some() || seen > 64 {
+                    return false;
+                }
+                match x.parts()[0] {
+                    "trap" => return true,
+                    // the message an assert prints before it aborts
+                    "call" => {
+                        let callee = x.operands.iter().find_map(|o| match o {
+                            Operand::Sym(s) if self.m.function(s).map_or(true, |g| g.body.is_empty()) => Some(s.as_str()),
+                            _ => None,
+                        });
+                        if !matches!(callee, Some("__assertfail" | "vprintf")) {
+                            return false;
+                        }
+                    }
+                    h if PURE.contains(&h) || (h == "st" || h == "ld") && x.has("param") || h == "cvta" => {}
+                    _ => return false,
+                }
+                seen += 1;
+                k += 1;
+            }
+            false
+        };
+        let (to_trap, other) = (aborts(target), aborts(i + 1));
+        if to_trap != other {
+            return Some((
+                !to_trap,
+                format!("`{}` on an unknown value, one way to `trap`", ins.opcode),
+                "the kernel's own check does not abort (the way to `trap` is not imported)".into(),
+            ));
+        }
+        let cfg = self.cfgs.get(&f.name)?;
+        let l = cfg.innermost_loop(i)?;
+        let body = cfg.loop_instrs(l);
+        let spin = body.iter().all(|&k| {
+            let x = &f.body[k];
+            let h = x.parts()[0];
+            // a load of global memory: `.global`, or a generic load at GPU or system scope (what
+            // other CTAs write; `grid.sync()`'s `ld.acquire.gpu`); a generic load without a
+            // scope may read shared memory, a flag of this CTA's, so such a loop is not decided
+            let global = x.has("global") || x.has("gpu") || x.has("sys");
+            PURE.contains(&h) || h == "ld" && global && !x.has("shared") && !x.has("param") && !x.has("local") || h == "nanosleep"
+        }) && body.iter().any(|&k| f.body[k].parts()[0] == "ld");
+        if !spin {
+            return None;
+        }
+        let stays = body.contains(&target);
+        let leaves_too = body.contains(&(i + 1));
+        if stays == leaves_too {
+            return None;
+        }
+        Some((
+            !stays,
+            format!("`{}` on an unknown value: a loop that only polls global memory", ins.opcode),
+            "the loop is taken as ending (what other CTAs write is outside a one-CTA import)".into(),
+        ))
+    }
+
     /// Run thread `tid` (x, y, z) of the block through entry `entry`.
     pub fn run(&mut self, entry: &'m Function, tid: [u32; 3], launch: &Launch) -> ThreadRun {
         let mut run = ThreadRun::default();
@@ -83,14 +169,16 @@ impl<'m> Interp<'m> {
         // the shared-memory operands of the wgmma group being built (closed by its commit)
         let mut wgmma_bufs: Vec<(String, i64)> = Vec::new();
         let mut wgmma_lost = false;
+        // the params' values by key: a whole param (`NAME`) or a field of a struct param
+        // (`NAME+OFF`), as `--param` gave them; a field not given is unknown
         let mut kparams = HashMap::new();
-        for (k, p) in entry.params.iter().enumerate() {
-            let v = launch
-                .params
-                .get(p)
-                .or_else(|| launch.params.get(&k.to_string()))
-                .map_or(Val::Unknown, |v| Val::Int(*v));
-            kparams.insert(p.clone(), v);
+        for p in &entry.params {
+            kparams.insert(p.clone(), Val::Unknown);
+        }
+        for (k, v) in launch.params {
+            if let Some(key) = crate::events::entry_param_key(entry, k) {
+                kparams.insert(key, Val::Int(*v));
+            }
         }
         let mut stack = vec![Frame {
             f: entry,
@@ -175,7 +263,10 @@ impl<'m> Interp<'m> {
                 match o {
                     Operand::Addr(base, off) => match get(fr, base) {
                         Val::Sh(s, k) => Val::Sh(s, k + off),
-                        Val::Param(p) => Val::Param(p),
+                        Val::Param(p) => match p.rsplit_once('+').and_then(|(b, o)| Some((b, o.parse::<i64>().ok()?))) {
+                            Some((b, o)) => Val::Param(crate::events::param_key(b, o + off)),
+                            None => Val::Param(crate::events::param_key(&p, *off)),
+                        },
                         Val::Int(a) if shared_space => match self.layout.symbol(a + off) {
                             Some((s, k)) => Val::Sh(s, k),
                             None => Val::Unknown,
@@ -192,6 +283,23 @@ impl<'m> Interp<'m> {
                             continue;
                         }
                     }
+                    _ if head_is_bra(ins) => match self.unknown_branch(f, i) {
+                        Some((taken, what, why)) => {
+                            self.facts.assumed(what, why, ins.pos, ins.src);
+                            if !taken {
+                                continue;
+                            }
+                        }
+                        None => {
+                            self.facts.unresolved(
+                                format!("guard @{}{g} of `{}`", if *neg { "!" } else { "" }, ins.opcode),
+                                "the predicate depends on a value the importer cannot compute; the instruction is taken as not executed",
+                                ins.pos,
+                                ins.src,
+                            );
+                            continue;
+                        }
+                    },
                     _ => {
                         self.facts.unresolved(
                             format!("guard @{}{g} of `{}`", if *neg { "!" } else { "" }, ins.opcode),
@@ -452,8 +560,8 @@ impl<'m> Interp<'m> {
                     let v = match (&a, ins.has("param")) {
                         (Val::Param(p), true) => fr.params.get(p).cloned().unwrap_or(Val::Unknown),
                         (_, true) => match ops.get(1) {
-                            Some(Operand::Addr(b, 0)) => match &**b {
-                                Operand::Sym(s) => fr.params.get(s).cloned().unwrap_or(Val::Unknown),
+                            Some(Operand::Addr(b, off)) => match &**b {
+                                Operand::Sym(s) => fr.params.get(&crate::events::param_key(s, *off)).cloned().unwrap_or(Val::Unknown),
                                 _ => Val::Unknown,
                             },
                             _ => Val::Unknown,

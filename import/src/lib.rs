@@ -128,6 +128,16 @@ pub fn import(ptx_text: &str, opts: &Options) -> Result<Imported, ImportError> {
     }
     let mut facts = interp.facts;
     let (body, roles, barriers) = emit::spec_body(&m, &runs, &mut facts, &opts.ptx_name);
+    if roles.is_empty() && facts.unresolved_count() == 0 {
+        // nothing of the protocol language ran: a spec needs a role, and an empty one would
+        // claim a protocol that holds
+        let dropped: usize = facts.dropped.values().sum();
+        return Err(ImportError::Input(format!(
+            "`{}` has no barrier operation, async copy or shared-memory access on any thread's path \
+             ({dropped} data-path instruction(s) dropped): there is no protocol to import",
+            entry.name
+        )));
+    }
     let name = names::demangle(&entry.name);
     let mut spec = String::new();
     spec.push_str(&format!(

@@ -245,6 +245,10 @@ struct Parser {
     toks: Vec<Token>,
     i: usize,
     end: Pos,
+    /// For each source position a `.loc` named (file, line, col), the outermost call site it
+    /// was inlined from, as the latest such `.loc` said: a chain of `inlined_at`s (a helper
+    /// inlined into a helper inlined into the kernel) resolves to the kernel's line.
+    outermost: HashMap<(u32, u32, u32), Loc>,
 }
 
 /// One item of a function body before names are resolved.
@@ -574,15 +578,17 @@ impl Parser {
         while self.eat_punct(',') {
             let key = self.ident()?;
             if key == "inlined_at" {
-                outer = Loc {
+                let at = Loc {
                     file: self.int()? as u32,
                     line: self.int()? as u32,
                     col: self.int()? as u32,
                 };
+                outer = self.outermost.get(&(at.file, at.line, at.col)).copied().unwrap_or(at);
             } else {
                 self.next()?;
             }
         }
+        self.outermost.insert((inner.file, inner.line, inner.col), outer);
         Ok(SrcLoc {
             inner: Some(inner),
             outer: Some(outer),
@@ -776,7 +782,11 @@ impl Parser {
                 let base = self.operand1()?;
                 let mut off = 0;
                 while self.is_punct('+') || self.is_punct('-') {
-                    let neg = self.next()?.tok == Tok::Punct('-');
+                    let mut neg = self.next()?.tok == Tok::Punct('-');
+                    // `[%rd2+-2480]`: NVCC writes a negative offset after the `+`
+                    if self.eat_punct('-') {
+                        neg = !neg;
+                    }
                     let v = self.int()?;
                     off += if neg { -v } else { v };
                 }
@@ -853,6 +863,7 @@ pub fn parse(src: &str) -> Result<Module, PtxError> {
             line: lines.max(1),
             col: 1,
         },
+        outermost: HashMap::new(),
     };
     p.module()
 }

@@ -76,9 +76,22 @@ const JS: &str = r#"
 })();
 "#;
 
-fn step_tip(t: &TraceFile, s: &StepRec) -> String {
+/// The kernel source an imported spec cites for the statement on its line `line` (1-based):
+/// what follows `// from ` there (`tma_ring.cu:33 (inlined from mbarrier.cuh:22)`), as
+/// `phasecheck import` writes it on every statement. `None` for a spec written by hand.
+pub fn cited_source(source: Option<&str>, line: usize) -> Option<String> {
+    let l = source?.lines().nth(line.checked_sub(1)?)?;
+    let (_, cited) = l.split_once("// from ")?;
+    let cited = cited.trim();
+    (!cited.is_empty()).then(|| cited.to_string())
+}
+
+fn step_tip(t: &TraceFile, s: &StepRec, source: Option<&str>) -> String {
     let mut lines = vec![format!("step {} · {}", s.step, actor(s))];
     lines.push(format!("line {}: {}", s.span.line, s.statement));
+    if let Some(c) = cited_source(source, s.span.line) {
+        lines.push(format!("from {c}"));
+    }
     for o in &s.observed {
         lines.push(format!("observed: {}", obs_text(t, o)));
     }
@@ -209,7 +222,7 @@ fn mark_label(t: &TraceFile, s: &StepRec) -> String {
 /// One trace as a timeline: a column of row labels (lanes, then barrier bands) that stays put,
 /// and beside it the steps, which scroll sideways. The label column is as wide as its longest
 /// label and a step as wide as its words need, so that nothing is cut.
-fn section(out: &mut String, idx: usize, t: &TraceFile, at_step: usize) {
+fn section(out: &mut String, idx: usize, t: &TraceFile, at_step: usize, source: Option<&str>) {
     let v = &t.violation;
     let lanes = lanes_of(t);
     // Barriers whose state changes along the trace get a band each.
@@ -348,7 +361,7 @@ fn section(out: &mut String, idx: usize, t: &TraceFile, at_step: usize) {
         let cy = top + lh * lane as f64 + lh / 2.0;
         let first = s.observed.iter().find(|o| !matches!(o, Obs::PhaseCompleted { .. }));
         let color = mark_color(first);
-        let tip = esc(&step_tip(t, s));
+        let tip = esc(&step_tip(t, s, source));
         let row = format!("t{idx}-s{}", s.step);
         let shape = match first {
             Some(Obs::Arrived { .. }) | Some(Obs::CommitJoined { .. }) => {
@@ -426,6 +439,8 @@ pub struct Extras {
     pub init_counts: Vec<(String, i64)>,
     /// The root cause, one line, and its barrier facts.
     pub cause: Option<(String, String)>,
+    /// The spec line the root cause names (its kernel source is shown when the spec cites one).
+    pub cause_line: Option<usize>,
 }
 
 /// A self-contained HTML page (inline CSS and JS, no network) with one timeline per trace.
@@ -481,8 +496,12 @@ pub fn html_with(traces: &[(TraceFile, Option<String>)], title: &str, extras: &[
         if let Some((summary, facts)) = &ex.cause {
             let _ = writeln!(
                 out,
-                r#"<div class="cause"><b>root cause</b>: {}{}</div>"#,
+                r#"<div class="cause"><b>root cause</b>: {}{}{}</div>"#,
                 esc(summary),
+                match ex.cause_line.and_then(|l| cited_source(source.as_deref(), l)) {
+                    Some(c) => format!(r#"<br><span class="cited">from {}</span>"#, esc(&c)),
+                    None => String::new(),
+                },
                 if facts.is_empty() {
                     String::new()
                 } else {
@@ -522,13 +541,17 @@ pub fn html_with(traces: &[(TraceFile, Option<String>)], title: &str, extras: &[
                 format!("step {at_step}")
             }
         );
-        section(&mut out, idx, t, at_step);
+        section(&mut out, idx, t, at_step, source.as_deref());
+        // an imported spec cites the kernel's source line on every statement: a column of its own
+        let cited: Vec<Option<String>> = t.steps.iter().map(|s| cited_source(source.as_deref(), s.span.line)).collect();
+        let with_cited = cited.iter().any(Option::is_some);
         let _ = writeln!(
             out,
-            "<table><tr><th>step</th><th>who</th><th>line</th><th>statement</th><th>observed</th><th>barriers</th></tr>"
+            "<table><tr><th>step</th><th>who</th><th>line</th><th>statement</th>{}<th>observed</th><th>barriers</th></tr>",
+            if with_cited { "<th>kernel source</th>" } else { "" }
         );
         let marked = t.violating_step();
-        for s in &t.steps {
+        for (s, cited) in t.steps.iter().zip(&cited) {
             let cls = if marked == Some(s.step) { " class=\"viol\"" } else { "" };
             let who = match s.action {
                 Action::Thread(_) => actor(s),
@@ -540,12 +563,17 @@ pub fn html_with(traces: &[(TraceFile, Option<String>)], title: &str, extras: &[
             };
             let _ = writeln!(
                 out,
-                r#"<tr id="t{idx}-s{}"{cls}><td>{}</td><td>{}</td><td>{}</td><td class="mono">{}</td><td>{}</td><td>{}</td></tr>"#,
+                r#"<tr id="t{idx}-s{}"{cls}><td>{}</td><td>{}</td><td>{}</td><td class="mono">{}</td>{}<td>{}</td><td>{}</td></tr>"#,
                 s.step,
                 s.step,
                 esc(&who),
                 s.span.line,
                 esc(&s.statement),
+                if with_cited {
+                    format!(r#"<td class="mono cited">{}</td>"#, esc(cited.as_deref().unwrap_or("")))
+                } else {
+                    String::new()
+                },
                 esc(&s.observed.iter().map(|o| obs_text(t, o)).collect::<Vec<_>>().join("; ")),
                 esc(&s.changes.iter().map(changes_text).collect::<Vec<_>>().join("; "))
             );
@@ -553,7 +581,8 @@ pub fn html_with(traces: &[(TraceFile, Option<String>)], title: &str, extras: &[
         if v.raised_by == RaisedBy::State {
             let _ = writeln!(
                 out,
-                r#"<tr id="t{idx}-end" class="viol"><td>end</td><td colspan="5">{}</td></tr>"#,
+                r#"<tr id="t{idx}-end" class="viol"><td>end</td><td colspan="{}">{}</td></tr>"#,
+                if with_cited { 6 } else { 5 },
                 esc(&v.message)
             );
         }

@@ -7,7 +7,7 @@ use phasecheck_model::rt::{Action, Obs};
 use phasecheck_model::ViolationKind;
 use std::fmt::Write as _;
 
-pub use super::html::{html, html_with, Extras};
+pub use super::html::{cited_source, html, html_with, Extras};
 
 const MAX_CELL: usize = 34;
 
