@@ -36,15 +36,20 @@ fn names(v: &serde_json::Value) -> BTreeSet<String> {
     v.as_array().unwrap().iter().map(|k| k.as_str().unwrap().to_string()).collect()
 }
 
-/// `check FILES --format json EXTRA`, by file.
-fn by_check(files: &[String], extra: &[&str]) -> BTreeMap<String, Said> {
-    let mut args: Vec<&str> = vec!["check"];
+/// `COMMAND FILES --format json EXTRA`: one JSON object a file; exit 0, 1 or 3 (a bound).
+fn json_of(command: &str, files: &[String], extra: &[&str]) -> Vec<serde_json::Value> {
+    let mut args: Vec<&str> = vec![command];
     args.extend(files.iter().map(|f| f.as_str()));
     args.extend(["--format", "json"]);
     args.extend(extra);
     let o = phasecheck(&args);
     assert!(matches!(code(&o), 0 | 1 | 3), "{}", text(&o.stderr));
     json_lines(&o.stdout)
+}
+
+/// `check FILES --format json EXTRA`, by file.
+fn by_check(files: &[String], extra: &[&str]) -> BTreeMap<String, Said> {
+    json_of("check", files, extra)
         .into_iter()
         .map(|v| {
             let kinds = v["violations"].as_array().unwrap().iter().map(|x| x["kind"].as_str().unwrap().to_string()).collect();
@@ -61,13 +66,7 @@ fn by_check(files: &[String], extra: &[&str]) -> BTreeMap<String, Said> {
 
 /// `test FILES --format json EXTRA`, by file, with each row's result.
 fn by_test(files: &[String], extra: &[&str]) -> BTreeMap<String, (Said, String)> {
-    let mut args: Vec<&str> = vec!["test"];
-    args.extend(files.iter().map(|f| f.as_str()));
-    args.extend(["--format", "json"]);
-    args.extend(extra);
-    let o = phasecheck(&args);
-    assert!(matches!(code(&o), 0 | 1 | 3), "{}", text(&o.stderr));
-    json_lines(&o.stdout)
+    json_of("test", files, extra)
         .into_iter()
         .map(|v| {
             let said = Said {

@@ -41,7 +41,9 @@ fn run(dir: &Path, name: &str, source: &str, bound: &str) -> (bool, Vec<String>,
         .collect();
     kinds.sort();
     kinds.dedup();
-    (v["verdict"] != "incomplete", kinds, v["stats"]["states"].as_u64().unwrap())
+    // Complete: no bound stopped the search (a violated search may still have been cut short).
+    let complete = v["verdict"] != "incomplete" && v["bound"].is_null();
+    (complete, kinds, v["stats"]["states"].as_u64().unwrap())
 }
 
 fn with_warp_size(source: &str, w: u32) -> String {

@@ -25,6 +25,21 @@ fn uniform_specs() -> Vec<(PathBuf, Spec)> {
         .collect()
 }
 
+/// The uniform specs the GPU stage runs: those without a model-only statement (the
+/// warpgroup-scoped wgmma, the Blackwell statements), which it refuses by name.
+fn uniform_gpu_specs() -> Vec<(PathBuf, Spec)> {
+    uniform_specs()
+        .into_iter()
+        .filter(|(_, s)| match generate(&s.proto, &s.source, Backend::Ptx, 0) {
+            Err(e) => {
+                let e = e.to_string();
+                !(e.contains("a warpgroup-scoped wgmma") || e.contains("not expressible on sm_90"))
+            }
+            Ok(_) => true,
+        })
+        .collect()
+}
+
 #[test]
 fn the_library_has_the_six_uniform_specs() {
     let names: Vec<String> = uniform_specs().iter().map(|(_, s)| s.proto.name.clone()).collect();
@@ -42,7 +57,8 @@ fn the_library_has_the_six_uniform_specs() {
 
 #[test]
 fn every_uniform_spec_generates_in_both_backends() {
-    for (f, spec) in uniform_specs() {
+    let specs = uniform_gpu_specs();
+    for (f, spec) in specs {
         for b in [Backend::Ptx, Backend::Libcu] {
             if let Err(e) = generate(&spec.proto, &spec.source, b, 0) {
                 panic!("{} [{}]: {e}", f.display(), b.name());
@@ -290,7 +306,7 @@ fn every_uniform_kernel_compiles_for_sm90() {
     let mut failures = Vec::new();
     for b in [Backend::Ptx, Backend::Libcu] {
         let mut kernels = Vec::new();
-        for (f, spec) in uniform_specs() {
+        for (f, spec) in uniform_gpu_specs() {
             let k = generate(&spec.proto, &spec.source, b, kernels.len()).unwrap();
             if b == Backend::Ptx {
                 if let Err(log) = nvrtc::compile_source(&k.source(), &format!("{}.cu", k.symbol)) {

@@ -207,13 +207,24 @@ role worker[1] {
 }
 "#;
 
+/// The warpgroup-scoped wgmma: a role of whole warpgroups.
+const WARPGROUP_STATEMENTS: &str = r#"protocol warpgroup_statements
+barrier full count 1
+buffer a bytes 32
+buffer b bytes 32
+
+role consumer warpgroups 1 uniform {
+  warpgroup_mma(a, b, expect = 0) ; warpgroup_wait(0)
+}
+"#;
+
 /// Every operation of the parser's table (`lang::parser::OPS`) appears in one of the example
 /// bodies above and survives parse, check and pretty-printing: a new operation that the
 /// examples do not show fails here.
 #[test]
 fn every_operation_of_the_table_parses_and_checks() {
     let mut seen = std::collections::BTreeSet::new();
-    for src in [STATEMENTS, MORE_STATEMENTS, CLUSTER_STATEMENTS] {
+    for src in [STATEMENTS, MORE_STATEMENTS, CLUSTER_STATEMENTS, WARPGROUP_STATEMENTS] {
         let p = accept(src);
         for role in p.roles() {
             for st in &role.body.stmts {

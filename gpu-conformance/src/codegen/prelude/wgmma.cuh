@@ -109,25 +109,34 @@ __device__ void pc_wg_leave(PcThread& th, PcWg* w) {
     for (int g = from; g < w->retired; g++) if (w->bad[g % PC_WG_SLOTS]) th.nbad++;
   }
 }
-#define PC_WG_ISSUE(S) case S: \
-  for (int o = 0; o < nops; o++) { \
-    const PcWgOp& wo = w->ops[o]; \
-    for (int c = 0; c < wo.chunks + 3; c++) { \
-      unsigned a, lbo = 128; \
-      if (c < wo.chunks) a = wo.addr + 256u * c; \
-      else if (c == wo.chunks) { if (wo.last < 0) continue; a = wo.addr + (unsigned)wo.last; } \
-      else { int h = wo.half[c - wo.chunks - 1]; if (h < 0) continue; a = wo.addr + (unsigned)h; lbo = 0; } \
-      u64 db = pc_wg_desc(a, lbo); \
-      int acc = first ? 0 : 1; first = false; \
-      asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %6, 0;\n\t" \
-                   "wgmma.mma_async.sync.aligned.m64n8k32.s32.u8.u8 {%0, %1, %2, %3}, %4, %5, p;\n\t}" \
-                   : "+r"(d##S[0]), "+r"(d##S[1]), "+r"(d##S[2]), "+r"(d##S[3]) : "l"(da), "l"(db), "r"(acc) : "memory"); \
-    } \
-  } break;
-#define PC_WG_CHECK(S) case S: \
-  asm volatile("" : "+r"(d##S[0]), "+r"(d##S[1]), "+r"(d##S[2]), "+r"(d##S[3]) :: "memory"); \
-  bad = d##S[0] != w->expect[S][c0] || d##S[1] != w->expect[S][c0 + 1] || d##S[2] != w->expect[S][c0] || d##S[3] != w->expect[S][c0 + 1]; \
-  break;
+// One group's wgmma instructions into the accumulators of its slot. The slot is chosen by a
+// `switch` at the call, so each slot's accumulators are a register array of their own (wgmma
+// writes registers; an indexed array would go to local memory). No macro continuation lines: the
+// generated CUDA must stay free of them (fuzz::assert_inert).
+__device__ __forceinline__ void pc_wg_issue(PcWg* w, int nops, u64 da, int (&d)[4]) {
+  bool first = true;  // the group's first wgmma overwrites its accumulators (scale-d false)
+  for (int o = 0; o < nops; o++) {
+    const PcWgOp& wo = w->ops[o];
+    for (int c = 0; c < wo.chunks + 3; c++) {
+      unsigned a, lbo = 128;
+      if (c < wo.chunks) a = wo.addr + 256u * c;
+      else if (c == wo.chunks) { if (wo.last < 0) continue; a = wo.addr + (unsigned)wo.last; }
+      else { int h = wo.half[c - wo.chunks - 1]; if (h < 0) continue; a = wo.addr + (unsigned)h; lbo = 0; }
+      u64 db = pc_wg_desc(a, lbo);
+      int acc = first ? 0 : 1; first = false;
+      asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %6, 0;\n\t"
+                   "wgmma.mma_async.sync.aligned.m64n8k32.s32.u8.u8 {%0, %1, %2, %3}, %4, %5, p;\n\t}"
+                   : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]) : "l"(da), "l"(db), "r"(acc) : "memory");
+    }
+  }
+}
+// Whether a retired group's column sums differ from the sums its operands held at issue.
+__device__ __forceinline__ bool pc_wg_differs(const PcWg* w, int slot, int c0, int (&d)[4]) {
+  asm volatile("" : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]) :: "memory");
+  return d[0] != w->expect[slot][c0] || d[1] != w->expect[slot][c0 + 1] || d[2] != w->expect[slot][c0] || d[3] != w->expect[slot][c0 + 1];
+}
+#define PC_WG_ISSUE(S) case S: pc_wg_issue(w, nops, da, d##S); break;
+#define PC_WG_CHECK(S) case S: bad = pc_wg_differs(w, S, c0, d##S); break;
 #define PC_WG_WAIT(k) case k: asm volatile("wgmma.wait_group.sync.aligned " #k ";" ::: "memory"); break;
 // The helper warpgroup's loop: every one of its 128 threads runs it, so each wgmma instruction is
 // executed by the whole warpgroup together. `ones` is the A operand: 64 x 32 bytes of 1.
@@ -152,7 +161,6 @@ __device__ void pc_wg_serve(PcWg* w, const unsigned char* ones, u64 timeout_ns) 
     int op = w->op, n = w->n, nops = w->nops;
     if (op == 1) {
       int slot = w->issued % PC_WG_SLOTS;
-      bool first = true;  // the group's first wgmma overwrites its accumulators (scale-d false)
       asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
       switch (slot) { PC_WG_ISSUE(0) PC_WG_ISSUE(1) PC_WG_ISSUE(2) PC_WG_ISSUE(3) PC_WG_ISSUE(4) PC_WG_ISSUE(5) PC_WG_ISSUE(6) PC_WG_ISSUE(7) }
       asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
