@@ -662,7 +662,7 @@ impl<'m> Exec<'m> {
         let base = if self.agent < p.threads.len() {
             p.thread_label(self.agent)
         } else {
-            format!("the async copy into {}", p.buffers[self.agent - p.threads.len()].name)
+            tcgen05::engine_label(p, self.agent - p.threads.len())
         };
         if self.in_completion {
             format!("the completion function (run by {base})")
@@ -948,7 +948,7 @@ impl<'m> Exec<'m> {
         let who = if (a.agent as usize) < n {
             p.thread_label(a.agent as usize)
         } else {
-            format!("the async copy into {}", p.buffers[a.agent as usize - n].name)
+            tcgen05::engine_label(p, a.agent as usize - n)
         };
         if a.in_completion {
             format!("the completion function run by {who}")

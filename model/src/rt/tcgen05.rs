@@ -136,6 +136,38 @@ pub fn uses_tcgen05(p: &Protocol) -> bool {
         .any(|i| matches!(&i.kind, InstrKind::Op { op: IOp::Tc(_), .. }))
 }
 
+/// Per buffer: it is tensor memory (named by a tensor-memory statement; E118 keeps it apart).
+pub fn tmem_buffers(p: &Protocol) -> Vec<bool> {
+    let mut out = vec![false; p.buffers.len()];
+    let per = (p.buffer_groups.len() / p.cluster.max(1) as usize).max(1);
+    for i in p.roles.iter().flat_map(|r| r.code.instrs.iter()) {
+        let InstrKind::Op { op: IOp::Tc(op), .. } = &i.kind else { continue };
+        let r = match op {
+            TcOp::Mma { acc, .. } => acc,
+            TcOp::Alloc { tmem, .. } | TcOp::Dealloc { tmem } | TcOp::Ld { tmem, .. } => tmem,
+            _ => continue,
+        };
+        // every CTA's copy of the group
+        for (gi, g) in p.buffer_groups.iter().enumerate() {
+            if gi % per == r.group as usize % per {
+                for d in g.base..g.base + g.len {
+                    out[d as usize] = true;
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The engine agent of buffer `d`, by what writes it: a tcgen05_mma for tensor memory.
+pub fn engine_label(p: &Protocol, d: usize) -> String {
+    if tmem_buffers(p).get(d).copied().unwrap_or(false) {
+        format!("the tcgen05_mma into {}", p.buffers[d].name)
+    } else {
+        format!("the async copy into {}", p.buffers[d].name)
+    }
+}
+
 /// The length of `ProxyState::tmem`: a word per buffer, then a relinquished flag per CTA.
 pub fn tmem_len(p: &Protocol) -> usize {
     if uses_tcgen05(p) {
@@ -479,9 +511,17 @@ impl Exec<'_> {
             .filter(|o| o.kind == CopyKind::MmaCommit && o.issuer == c.issuer)
             .map(|o| o.bar as usize)
             .collect();
-        if commits.is_empty() {
-            // No commit tracks it yet: a later one of its thread will, and fires only after
-            // this completion, so the thread's later releases carry it (as for cp.async).
+        for &b in &commits {
+            if self.s.barriers[b].life == Life::Live {
+                self.release_into(b);
+            }
+        }
+        {
+            // Every later commit of the thread tracks it, including one it issues once nothing
+            // runs any more (which then arrives at once, with the thread's clock): the thread's
+            // later releases carry the completion, as for cp.async (docs/model.md); a release
+            // that can run before the completion is still a race in the interleaving where it
+            // does.
             let i = c.issuer as usize;
             let engine = self.clock().to_vec();
             let known = self.known_of_agent().to_vec();
@@ -489,11 +529,6 @@ impl Exec<'_> {
             join_known(&mut self.s.threads[i].known, &known);
             let me = self.agent;
             self.clock_mut()[me] += 1;
-        }
-        for b in commits {
-            if self.s.barriers[b].life == Life::Live {
-                self.release_into(b);
-            }
         }
         loop {
             let mut ahead = false;
