@@ -15,7 +15,16 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 /// Buggy twins whose first cause names another line than the change, and why (docs/known-debts.md).
-const NOT_YET: &[(&str, &str)] = &[];
+const NOT_YET: &[(&str, &str)] = &[
+    (
+        "specs/blackwell/tcgen05_commit_multicast_own_cta.phase",
+        "the first cause is the leader's wait on peer_full in the cycle of blocked waits; the missing arrival on the peer's `empty` is what the commit's multicast mask leaves out, which the cause analysis does not follow yet",
+    ),
+    (
+        "specs/blackwell/tmem_exit_without_dealloc.phase",
+        "tensor memory still allocated at exit is a state violation without a statement; the cause does not point at the tmem_alloc of the region yet",
+    ),
+];
 
 /// The code lines of a spec (1-based number, text with spaces squeezed): no comments, blank
 /// lines, `protocol` or `expect` lines, and no `param` lines when
@@ -254,7 +263,16 @@ fn every_buggy_spec_is_held_to_a_line() {
 
 /// Buggy specs without a fixed twin whose first cause names another line than the one their
 /// `// BUG` comment marks, and why (docs/known-debts.md).
-const NOT_YET_MARKED: &[(&str, &str)] = &[];
+const NOT_YET_MARKED: &[(&str, &str)] = &[
+    (
+        "specs/blackwell/cutlass_sm100_gemm_commit_before_mma.phase",
+        "the shortest trace's first violation is the MMA reading a stage already being refilled (the commit issued before it arrived at once, tracking no MMA); the cause does not blame that commit yet",
+    ),
+    (
+        "specs/blackwell/fa4_fwd_sm100_p_overwrite.phase",
+        "the first cause is the missing-wait of a commit's arrive on p_empty (which the bug leaves unwaited), found before the data race at the write of P",
+    ),
+];
 
 /// A buggy library spec without a fixed twin: its first cause names the statement its `// BUG`
 /// comment marks (or a line inside the block that statement opens), where it has one.

@@ -3,6 +3,7 @@
 
 use phasecheck_model::kind::ViolationKind;
 use phasecheck_model::lang::ast::*;
+use phasecheck_model::lang::blackwell::TcStmt;
 use phasecheck_model::lang::{check, parse, pretty, same_program};
 use proptest::prelude::*;
 
@@ -73,6 +74,28 @@ fn place() -> impl Strategy<Value = Place> {
     })
 }
 
+/// Every Blackwell statement (lang::blackwell), with and without its named arguments.
+fn blackwell() -> impl Strategy<Value = TcStmt> {
+    let p = place;
+    let x = expr;
+    let ox = || prop::option::of(expr());
+    prop_oneof![
+        (p(), prop::collection::vec(p(), 1..=3), ox(), ox()).prop_map(|(acc, bufs, expect, version)| TcStmt::Mma {
+            acc,
+            bufs,
+            expect,
+            version
+        }),
+        (p(), ox()).prop_map(|(bar, multicast)| TcStmt::Commit { bar, multicast }),
+        (p(), x()).prop_map(|(tmem, cols)| TcStmt::Alloc { tmem, cols }),
+        p().prop_map(|tmem| TcStmt::Dealloc { tmem }),
+        Just(TcStmt::Relinquish),
+        (p(), ox()).prop_map(|(tmem, expect)| TcStmt::Ld { tmem, expect }),
+        Just(TcStmt::WaitLd),
+        (p(), p()).prop_map(|(resp, bar)| TcStmt::ClcTryCancel { resp, bar }),
+    ]
+}
+
 fn op() -> impl Strategy<Value = Op> {
     let p = place;
     let x = expr;
@@ -132,6 +155,8 @@ fn op() -> impl Strategy<Value = Op> {
         (x(), any::<bool>()).prop_map(|(n, warpgroup)| OpKind::WgmmaWait { n, warpgroup }),
         Just(OpKind::FenceProxyAsync),
         Just(OpKind::FenceMbarrierInit),
+        // Blackwell.
+        blackwell().prop_map(OpKind::Tc),
     ];
     kind.prop_map(|kind| Op {
         kind,

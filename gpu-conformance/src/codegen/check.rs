@@ -11,6 +11,16 @@ impl Gen<'_> {
     /// Reject what this backend cannot express, with the reason.
     pub(super) fn check_expressible(&self) -> Result<(), NotExpressible> {
         let p = self.p;
+        // Blackwell statements first: the H200 has none of them, whatever else the spec holds.
+        for (code, _) in self.all_code() {
+            for ins in &code.instrs {
+                let InstrKind::Op { op, .. } = &ins.kind else { continue };
+                if let Some(why) = super::blackwell::blackwell_inexpressible(op) {
+                    let (line, text) = line_of(self.src, ins.span.start);
+                    return Err(NotExpressible(format!("line {line} `{text}`: {why}")));
+                }
+            }
+        }
         if let Some(r) = p.roles.iter().find(|r| r.uniform && code_commits(&r.code)) {
             return Err(NotExpressible(format!(
                 "role {} is uniform and has a warp-batched commit: the kernel emulates commit convergence per hardware thread, not for the lanes of an agent",

@@ -37,6 +37,7 @@
 //! `plain` stands apart: the protocol alone, without any of this instrumentation, for reading and
 //! for the import round trip (`phasecheck emit-cuda --plain`).
 
+mod blackwell;
 mod check;
 mod cluster;
 mod copies;
@@ -588,6 +589,10 @@ impl<'a> Gen<'a> {
             IOp::Mem(access) => self.memory_op(code, access, rec),
             IOp::Proxy(proxy) => self.proxy_op(code, proxy),
             IOp::Warp(warp) => self.warp_op(code, warp),
+            IOp::Tc(_) => {
+                let why = blackwell::blackwell_inexpressible(op).unwrap_or_default();
+                return Err(NotExpressible(why));
+            }
         }
         Ok(())
     }

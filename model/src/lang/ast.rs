@@ -423,6 +423,9 @@ pub enum OpKind {
     ClusterWait,
     /// `cluster_sync()`: both, as `cute::cluster_sync()` does.
     ClusterSync,
+    /// A Blackwell statement (lang::blackwell): tcgen05 MMA and commit, tensor memory, cluster
+    /// launch control.
+    Tc(super::blackwell::TcStmt),
 }
 
 /// Which CTAs a cluster-scope operation reaches.
@@ -461,6 +464,8 @@ pub enum Object {
     NamedBarrier,
     AsyncProxy,
     Cluster,
+    /// Blackwell's tensor cores, tensor memory and cluster launch control (rt/tcgen05.rs).
+    Tcgen05,
 }
 
 impl OpKind {
@@ -513,6 +518,7 @@ impl OpKind {
             OpKind::ClusterArrive => "cluster_arrive",
             OpKind::ClusterWait => "cluster_wait",
             OpKind::ClusterSync => "cluster_sync",
+            OpKind::Tc(t) => t.keyword(),
         }
     }
 
@@ -552,6 +558,7 @@ impl OpKind {
             | OpKind::FenceProxyAsync
             | OpKind::FenceMbarrierInit => Object::AsyncProxy,
             OpKind::Remote { .. } | OpKind::ClusterArrive | OpKind::ClusterWait | OpKind::ClusterSync => Object::Cluster,
+            OpKind::Tc(_) => Object::Tcgen05,
         }
     }
 
@@ -840,6 +847,10 @@ impl Op {
                 inner.each_expr(f)
             }
             OpKind::ClusterArrive | OpKind::ClusterWait | OpKind::ClusterSync => {}
+            OpKind::Tc(t) => {
+                t.places().into_iter().for_each(|p| place(p, f));
+                t.exprs().into_iter().for_each(|e| f(e));
+            }
         }
     }
 }

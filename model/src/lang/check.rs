@@ -855,6 +855,23 @@ impl Checker {
                 exprs.push(target.expr());
             }
             OpKind::ClusterArrive | OpKind::ClusterWait | OpKind::ClusterSync => {}
+            // Blackwell: statements of a thread (an MMA's issuer, a load into its registers).
+            OpKind::Tc(_) if self.ctx == Ctx::Completion => {
+                return Err(err(
+                    "E030",
+                    op.span,
+                    format!("a completion function runs in no particular thread, so `{kw}` there has no thread to issue it; move it into a role body"),
+                ));
+            }
+            OpKind::Tc(t) => {
+                for p in t.tmem_places().into_iter().chain(t.smem_places()) {
+                    self.place(p, false, kw)?;
+                }
+                for p in t.bar_places() {
+                    self.place(p, true, kw)?;
+                }
+                exprs.extend(t.exprs());
+            }
         }
         for e in exprs {
             self.expr(e)?;

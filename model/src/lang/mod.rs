@@ -1,6 +1,7 @@
 //! The protocol language of LANGUAGE.md: syntax tree, parser, static checks, pretty-printer.
 
 pub mod ast;
+pub mod blackwell;
 pub mod check;
 pub mod comments;
 pub mod diag;

@@ -11,6 +11,7 @@ use super::diag::Diagnostic;
 use super::lexer::{lex, Tok, Token};
 use crate::kind::ViolationKind;
 
+mod blackwell;
 mod expressions;
 mod ops;
 mod statements;
@@ -60,6 +61,15 @@ pub const OPS: &[&str] = &[
     "cluster_arrive",
     "cluster_wait",
     "cluster_sync",
+    // Blackwell (lang::blackwell).
+    "tcgen05_mma",
+    "tcgen05_commit",
+    "tmem_alloc",
+    "tmem_dealloc",
+    "tmem_relinquish",
+    "tcgen05_ld",
+    "tcgen05_wait_ld",
+    "clc_try_cancel",
 ];
 
 /// Words that cannot name a param, var, barrier, buffer, role, completion or local.

@@ -449,6 +449,7 @@ pub fn op_str(op: &Op) -> String {
             args.push(format!("{} = {}", target.arg_name(), expr(target.expr())));
         }
         OpKind::ClusterArrive | OpKind::ClusterWait | OpKind::ClusterSync => {}
+        OpKind::Tc(t) => args.extend(t.args(&place, &expr)),
     }
     format!("{}({})", op.kind.keyword(), args.join(", "))
 }
@@ -780,6 +781,7 @@ fn so(op: &Op) -> Op {
         OpKind::ClusterArrive => OpKind::ClusterArrive,
         OpKind::ClusterWait => OpKind::ClusterWait,
         OpKind::ClusterSync => OpKind::ClusterSync,
+        OpKind::Tc(t) => OpKind::Tc(t.map(&sp, &se)),
     };
     Op {
         kind,

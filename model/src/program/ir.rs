@@ -10,6 +10,7 @@ pub use crate::rt::copies::CopyOp;
 pub use crate::rt::mbarrier::MbarOp;
 pub use crate::rt::memory::MemOp;
 pub use crate::rt::proxy::ProxyOp;
+pub use crate::rt::tcgen05::TcOp;
 pub use crate::rt::warp::WarpOp;
 use crate::ViolationKind;
 
@@ -345,6 +346,8 @@ pub enum IOp {
     /// The async proxy: TMA stores, bulk groups, wgmma operand reads and the proxy fences
     /// (rt/proxy.rs).
     Proxy(ProxyOp),
+    /// Blackwell: tcgen05 MMA and commit, tensor memory, cluster launch control (rt/tcgen05.rs).
+    Tc(TcOp),
     /// Cluster scope (rt/cluster.rs): `op` on the objects of CTA `target` of the cluster
     /// (`multicast == false`: a remote arrive or a DSMEM read through `mapa`), or on those of every
     /// CTA whose bit is set in `target` (`multicast`: one copy landing in each, each its own async
@@ -410,6 +413,7 @@ impl IOp {
             IOp::Mem(op) => op.exprs(f),
             IOp::Warp(op) => op.exprs(f),
             IOp::Proxy(op) => op.exprs(f),
+            IOp::Tc(op) => op.exprs(f),
             IOp::Remote { target, op, .. } => {
                 f(target);
                 op.exprs(f)
@@ -425,6 +429,7 @@ impl IOp {
             IOp::Mem(op) => op.name(),
             IOp::Warp(op) => op.name(),
             IOp::Proxy(op) => op.name(),
+            IOp::Tc(op) => op.name(),
             IOp::Remote { op, .. } => op.name(),
         }
     }

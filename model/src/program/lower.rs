@@ -274,7 +274,7 @@ pub fn lower(program: &ast::Program, overrides: &[(String, i64)]) -> Result<Prot
         Some(ast::Expect::Holds(_)) => (None, true),
         Some(ast::Expect::Kinds(ks)) => (Some(ks.iter().map(|(k, _)| *k).collect()), true),
     };
-    Ok(Protocol {
+    let protocol = Protocol {
         name: program.name.name.clone(),
         params,
         expect,
@@ -289,7 +289,9 @@ pub fn lower(program: &ast::Program, overrides: &[(String, i64)]) -> Result<Prot
         completions,
         roles,
         threads,
-    })
+    };
+    crate::program::blackwell::check(&protocol)?;
+    Ok(protocol)
 }
 
 /// A role's or completion's name in the lowered program: `cta1.producer` in a cluster, the
@@ -675,6 +677,7 @@ impl CodeBuilder<'_> {
             }),
             OpKind::FenceProxyAsync => IOp::Proxy(ProxyOp::FenceProxyAsync),
             OpKind::FenceMbarrierInit => IOp::Proxy(ProxyOp::FenceMbarrierInit),
+            OpKind::Tc(t) => IOp::Tc(self.tc_op(t, span)?),
             OpKind::Remote { .. } | OpKind::ClusterArrive | OpKind::ClusterWait | OpKind::ClusterSync => {
                 unreachable!("lowered by cluster_op")
             }

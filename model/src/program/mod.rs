@@ -5,6 +5,7 @@
 //! A new statement of the language gets its instruction in `ir` and its lowering in `lower`;
 //! its semantics go in one `rt/<object>.rs`.
 
+mod blackwell;
 mod code;
 pub mod eval;
 pub mod ir;

@@ -169,6 +169,15 @@ pub enum CopyKind {
     /// Not a copy: the arrive-on of a `cp_async_arrive(_noinc)` on `bar`, which fires once no
     /// cp.async copy of the same issuer precedes it in `State::copies` (`buf` is 0, unused).
     ArriveOn { noinc: bool },
+    /// A `tcgen05_mma` writing its tensor-memory region `buf` (rt/tcgen05.rs); `bar` is `NO_BAR`.
+    /// It completes after every earlier MMA of its issuer.
+    Mma,
+    /// Not a copy: the async read of operand `buf` by the issuer's next `Mma` entry, which ends
+    /// when that MMA completes.
+    MmaRead,
+    /// Not a copy: the arrive of a `tcgen05_commit` on `bar`, which fires once no MMA of the
+    /// same issuer precedes it.
+    MmaCommit,
 }
 
 /// The barrier of a copy no barrier tracks (a cp.async before its arrive-on).
@@ -192,7 +201,7 @@ pub struct CopyInFlight {
 impl CopyInFlight {
     /// A copy (not an arrive-on entry).
     pub fn is_copy(&self) -> bool {
-        !matches!(self.kind, CopyKind::ArriveOn { .. })
+        !matches!(self.kind, CopyKind::ArriveOn { .. } | CopyKind::MmaRead | CopyKind::MmaCommit)
     }
 
     /// Its words in a packed state (rt/pack.rs): the byte range only when it is not the whole
@@ -203,11 +212,14 @@ impl CopyInFlight {
             CopyKind::CpAsync { group_age } => (1, group_age.min(MAX_GROUP_AGE) as u32),
             CopyKind::ArriveOn { noinc: false } => (2, 0),
             CopyKind::ArriveOn { noinc: true } => (3, 0),
+            CopyKind::Mma => (4, 0),
+            CopyKind::MmaRead => (5, 0),
+            CopyKind::MmaCommit => (6, 0),
         };
         let whole = self.kind == CopyKind::Tma && self.offset == 0 && self.len == buffer_bytes;
         w.extend_from_slice(&[
             self.buf as u32 | (self.bar as u32) << 16,
-            self.issuer as u32 | kind << 16 | (!whole as u32) << 18 | age << 19,
+            self.issuer as u32 | kind << 16 | (!whole as u32) << 19 | age << 20,
             self.stmt.start,
             self.stmt.end,
         ]);
@@ -231,18 +243,21 @@ impl CopyInFlight {
             stmt,
             bytes: r.i(),
             version: r.i(),
-            kind: match (ik >> 16) & 3 {
+            kind: match (ik >> 16) & 7 {
                 0 => CopyKind::Tma,
                 1 => CopyKind::CpAsync {
-                    group_age: (ik >> 19) as u16,
+                    group_age: (ik >> 20) as u16,
                 },
                 2 => CopyKind::ArriveOn { noinc: false },
-                _ => CopyKind::ArriveOn { noinc: true },
+                3 => CopyKind::ArriveOn { noinc: true },
+                4 => CopyKind::Mma,
+                5 => CopyKind::MmaRead,
+                _ => CopyKind::MmaCommit,
             },
             offset: 0,
             len: 0,
         };
-        if ik >> 18 & 1 != 0 {
+        if ik >> 19 & 1 != 0 {
             c.offset = r.i();
             c.len = r.i();
         } else {
@@ -253,8 +268,8 @@ impl CopyInFlight {
 }
 
 /// Group ages past this are all "older than any `cp_async_wait_group` can name" (PTX takes
-/// 0..=7; the 13 bits the packing gives are plenty).
-const MAX_GROUP_AGE: u16 = (1 << 13) - 1;
+/// 0..=7; the 12 bits the packing gives are plenty).
+const MAX_GROUP_AGE: u16 = (1 << 12) - 1;
 
 impl Exec<'_> {
     /// Execute one copy operation of the current thread (or of a completion function).
@@ -682,7 +697,8 @@ impl Exec<'_> {
         match c.kind {
             CopyKind::Tma => self.land_on_barrier(c.bar as usize, d, c.bytes),
             CopyKind::CpAsync { .. } => self.cp_async_landed(&c),
-            CopyKind::ArriveOn { .. } => {}
+            CopyKind::Mma => self.mma_landed(&c),
+            CopyKind::ArriveOn { .. } | CopyKind::MmaRead | CopyKind::MmaCommit => {}
         }
     }
 

@@ -143,6 +143,7 @@ impl IOp {
             IOp::Mem(op) => op.touch(),
             IOp::Warp(op) => op.touch(),
             IOp::Proxy(op) => op.touch(),
+            IOp::Tc(op) => op.touch(),
             // Cluster scope: remote objects are not in the footprint's object space yet.
             IOp::Remote { .. } => Touch::whole(Scope::Unreduced, PhaseEffect::Moves),
         }

@@ -19,6 +19,7 @@
 //! - `named.rs`: named barriers (`bar_sync`/`bar_arrive`);
 //! - `cluster.rs`: cluster scope (remote and multicast operations, the cluster barrier);
 //! - `proxy.rs`: the async proxy (TMA stores, wgmma operand reads, proxy fences);
+//! - `tcgen05.rs`: Blackwell's tcgen05 MMA and commit, tensor memory, cluster launch control;
 //! - `uniform_agent.rs`: one agent standing for the lanes of a warp-uniform role.
 //!
 //! Engine-facing parts that span objects: `state.rs` (the whole state, assembled from the
@@ -50,6 +51,7 @@ pub mod proxy;
 pub mod selfcheck;
 pub mod state;
 pub mod symmetry;
+pub mod tcgen05;
 pub mod thread;
 mod uniform_agent;
 pub mod warp;
@@ -235,6 +237,8 @@ pub struct Model {
     pub(crate) tracks_proxy: bool,
     /// The protocol uses named barriers: only then is `State::named` packed.
     pub(crate) tracks_named: bool,
+    /// The length of `ProxyState::tmem` (0 without a Blackwell statement; rt/tcgen05.rs).
+    pub(crate) tmem_len: usize,
     /// Classes of interchangeable threads (symmetry.rs).
     pub(crate) symmetry: Vec<Vec<usize>>,
     /// The threads of each model warp, in lane order.
@@ -251,6 +255,7 @@ impl Model {
             tracks_proxy: proxy::uses_async_proxy(&proto),
             // The named barriers, or the cluster barrier, which shares their state component.
             tracks_named: named::named_len(&proto) > 0,
+            tmem_len: tcgen05::tmem_len(&proto),
             proto,
             fine_grained: false,
             mutant: None,
@@ -348,6 +353,7 @@ impl Model {
                 reads: Vec::new(),
                 unfenced_write: vec![false; p.buffers.len()].into_boxed_slice(),
                 unfenced_init: vec![false; p.barriers.len()].into_boxed_slice(),
+                tmem: vec![0; self.tmem_len].into_boxed_slice(),
             },
         };
         if !violations.is_empty() {
@@ -384,6 +390,7 @@ impl Model {
                 && matches!(self.wait_check(s, t), WaitCheck::NotAWait | WaitCheck::Ready)
                 && self.commit_ready(s, t)
                 && self.warpgroup_wait_ready(s, t)
+                && self.tmem_alloc_ready(s, t)
             {
                 out.push(Action::Thread(t as u16));
             } else if th.status == Status::AtSyncWarp && self.at_elect(s, t).is_some() {
@@ -404,7 +411,14 @@ impl Model {
             // An arrive-on fires with the landing that completes its copies; a
             // cp.async copy has no tx-count to land in part against.
             match c.kind {
-                CopyKind::ArriveOn { .. } => continue,
+                CopyKind::ArriveOn { .. } | CopyKind::MmaRead | CopyKind::MmaCommit => continue,
+                // A thread's MMAs complete in issue order.
+                CopyKind::Mma => {
+                    if !s.copies[..i].iter().any(|o| o.kind == CopyKind::Mma && o.issuer == c.issuer) {
+                        out.push(Action::Land(i as u16));
+                    }
+                    continue;
+                }
                 CopyKind::CpAsync { .. } => {
                     out.push(Action::Land(i as u16));
                     continue;
@@ -442,6 +456,10 @@ impl Model {
     pub fn state_violations(&self, s: &State, enabled: &[Action]) -> Vec<Violation> {
         let p = &self.proto;
         let mut out = Vec::new();
+        if let Some(v) = self.tmem_at_exit(s) {
+            out.push(v);
+            return out;
+        }
         if s.all_done() && !s.copies.is_empty() {
             let c = &s.copies[0];
             out.push(Violation {
@@ -644,7 +662,7 @@ impl<'m> Exec<'m> {
         let base = if self.agent < p.threads.len() {
             p.thread_label(self.agent)
         } else {
-            format!("the async copy into {}", p.buffers[self.agent - p.threads.len()].name)
+            tcgen05::engine_label(p, self.agent - p.threads.len())
         };
         if self.in_completion {
             format!("the completion function (run by {base})")
@@ -919,6 +937,7 @@ impl<'m> Exec<'m> {
             IOp::Mem(op) => self.mem_op(op, locals),
             IOp::Warp(op) => self.warp_op(op, locals),
             IOp::Proxy(op) => self.proxy_op(op, locals),
+            IOp::Tc(op) => self.tc_op(op, locals),
             IOp::Remote { target, multicast, op } => self.remote(target, *multicast, op, locals),
         }
     }
@@ -929,7 +948,7 @@ impl<'m> Exec<'m> {
         let who = if (a.agent as usize) < n {
             p.thread_label(a.agent as usize)
         } else {
-            format!("the async copy into {}", p.buffers[a.agent as usize - n].name)
+            tcgen05::engine_label(p, a.agent as usize - n)
         };
         if a.in_completion {
             format!("the completion function run by {who}")

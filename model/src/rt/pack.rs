@@ -307,6 +307,7 @@ impl Model {
                         w.push(chunk.iter().enumerate().fold(0u32, |m, (i, &f)| m | (f as u32) << i));
                     }
                 }
+                w.extend_from_slice(&x.tmem);
                 for r in &x.reads {
                     w.extend_from_slice(&[
                         r.buf as u32 | (r.issuer as u32) << 16,
@@ -471,6 +472,7 @@ impl Model {
         };
         let unfenced_write = flags(nd);
         let unfenced_init = flags(nb);
+        let tmem: Box<[u32]> = (0..self.tmem_len).map(|_| r.u()).collect();
         let mut reads = Vec::new();
         while r.rest() {
             let (a, b) = (r.u(), r.u());
@@ -499,6 +501,7 @@ impl Model {
                 reads,
                 unfenced_write,
                 unfenced_init,
+                tmem,
             },
         }
     }

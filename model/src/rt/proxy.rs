@@ -128,6 +128,10 @@ pub struct ProxyState {
     /// Per barrier: initialised by a thread's `init` that the thread has not yet followed with a
     /// `fence_mbarrier_init` (or `fence_proxy_async`).
     pub unfenced_init: Box<[bool]>,
+    /// Blackwell's tensor memory (rt/tcgen05.rs): a word per buffer (the columns a region
+    /// holds, whether an MMA completed into it, the thread of its last MMA), then a flag per CTA
+    /// (it relinquished the allocation permit); empty when the protocol has no tcgen05 statement.
+    pub tmem: Box<[u32]>,
 }
 
 /// An asynchronous read of a buffer by the async proxy, issued by a thread.
@@ -232,6 +236,7 @@ pub(super) fn uses_async_proxy(p: &Protocol) -> bool {
         )
     });
     proxy_op
+        || ops().any(|op| matches!(op, IOp::Tc(_)))
         || (ops().any(|op| matches!(op, IOp::Mbar(MbarOp::Init { .. }))) && ops().any(|op| matches!(op, IOp::Copy(CopyOp::Copy { .. }))))
 }
 
@@ -350,6 +355,24 @@ impl Exec<'_> {
     /// The async proxy starts reading buffer `d` for thread `t`: the data it reads must be
     /// ordered before the issue (happens-before) and visible to the async proxy (fenced).
     fn async_read_issue(&mut self, t: usize, d: usize, wgmma: bool, warpgroup: bool, what: &str) {
+        self.async_read_checks(t, d, what);
+        let age = if wgmma { 1 } else { 0 };
+        self.s.proxy.reads.push(AsyncRead {
+            buf: d as u16,
+            issuer: t as u16,
+            wgmma,
+            warpgroup,
+            done: 0,
+            waited: 0,
+            age,
+            stmt: self.stmt,
+        });
+        self.obs.push(Obs::AsyncReadIssued { buf: d as u16, wgmma });
+    }
+
+    /// What an asynchronous read of buffer `d` issued by thread `t` requires: the data it reads
+    /// ordered before the issue (happens-before) and visible to the async proxy (fenced).
+    pub(super) fn async_read_checks(&mut self, t: usize, d: usize, what: &str) {
         let cell = &self.s.buffers[d];
         let name = self.p().buffers[d].name.clone();
         if cell.in_flight {
@@ -377,18 +400,6 @@ impl Exec<'_> {
             );
             self.fail(K::DataRace, msg);
         }
-        let age = if wgmma { 1 } else { 0 };
-        self.s.proxy.reads.push(AsyncRead {
-            buf: d as u16,
-            issuer: t as u16,
-            wgmma,
-            warpgroup,
-            done: 0,
-            waited: 0,
-            age,
-            stmt: self.stmt,
-        });
-        self.obs.push(Obs::AsyncReadIssued { buf: d as u16, wgmma });
     }
 
     /// Thread `t` waits until all but its `keep` newest groups (of wgmma or bulk operations) are
@@ -414,7 +425,7 @@ impl Exec<'_> {
 
     /// The operand buffer `d` an MMA reads must hold version `want` in every byte: otherwise the
     /// MMA multiplies other data than the protocol means (a stale read, as for `read`).
-    fn operand_version(&mut self, d: usize, want: i64, what: &str) {
+    pub(super) fn operand_version(&mut self, d: usize, want: i64, what: &str) {
         let size = self.p().buffers[d].bytes;
         let got = self.version_in(d, 0, size);
         if got != want {
@@ -505,6 +516,7 @@ impl Exec<'_> {
     /// A write (a thread's, or a copy's issue) into buffer `d` while the async proxy still reads
     /// it: a data race, whoever writes.
     pub(super) fn check_async_reads(&mut self, d: usize) {
+        self.check_mma_reads(d);
         let Some(r) = self.s.proxy.reads.iter().find(|r| r.buf as usize == d && r.done == 0).copied() else {
             return;
         };

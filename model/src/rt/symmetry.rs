@@ -56,6 +56,12 @@ pub fn symmetry_classes(p: &Protocol) -> Vec<Vec<usize>> {
         if warpgroups {
             continue;
         }
+        // A tensor-memory region records the thread of its last MMA (rt/tcgen05.rs), which a
+        // permutation of the threads would not rename: such roles' agents are kept apart.
+        let tcgen05 = role.code.instrs.iter().any(|i| matches!(i.kind, InstrKind::Op { op: IOp::Tc(_), .. }));
+        if tcgen05 {
+            continue;
+        }
         let key = (info.role, if whole_warps { u32::MAX } else { info.warp });
         match classes.iter_mut().find(|(k, _)| *k == key) {
             Some((_, members)) => members.push(t),

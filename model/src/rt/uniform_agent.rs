@@ -15,6 +15,7 @@ fn per_lane(op: &IOp) -> bool {
     match op {
         IOp::Mbar(op) => op.per_lane(),
         IOp::Copy(op) => op.per_lane(),
+        IOp::Tc(op) => op.per_lane(),
         IOp::Mem(_) | IOp::Warp(_) | IOp::Proxy(_) | IOp::Remote { .. } => false,
     }
 }

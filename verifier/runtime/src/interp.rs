@@ -117,6 +117,21 @@ pub fn supported(proto: &Protocol, directed: bool) -> Result<(), Unsupported> {
                     op: IOp::Proxy(phasecheck_model::program::ir::ProxyOp::Wgmma { expect: Some(_), .. }),
                     ..
                 } => "operand versions of a wgmma (`wgmma_async(..., expect = V)`)",
+                InstrKind::Op { op: IOp::Tc(tc), .. } => {
+                    return Err(Unsupported(format!(
+                        "the runtime does not model Blackwell's `{}` (tcgen05 MMA and commit, tensor memory, cluster launch control: the model alone checks them)",
+                        tc.name()
+                    )))
+                }
+                InstrKind::Op {
+                    op: IOp::Remote { op, .. },
+                    ..
+                } if matches!(**op, IOp::Tc(_)) => {
+                    return Err(Unsupported(format!(
+                        "the runtime does not model Blackwell's `{}` (the model alone checks it)",
+                        op.name()
+                    )))
+                }
                 _ => continue,
             };
             return Err(Unsupported(format!("the runtime does not model {what}")));
@@ -829,6 +844,7 @@ impl World {
             IOp::Mem(op) => self.mem_op(op, ctx, rec),
             IOp::Warp(op) => self.warp_op(op, ctx, pc),
             IOp::Proxy(op) => self.proxy_op(op, ctx),
+            IOp::Tc(_) => unreachable!("supported() refuses the Blackwell statements by name"),
             IOp::Remote { target, multicast, op } => {
                 let value = self.eval(target, ctx)?;
                 let n = self.proto.cluster.max(1) as i64;

@@ -9,7 +9,7 @@ use crate::trace::Replayed;
 use crate::tracefile::statement_text;
 use phasecheck_model::lang::ast::BinOp;
 use phasecheck_model::lang::ast::Span;
-use phasecheck_model::program::ir::{Code, IExpr, IOp, InstrKind};
+use phasecheck_model::program::ir::{Code, IExpr, IOp, InstrKind, TcOp};
 use phasecheck_model::rt::copies::CopyOp;
 use phasecheck_model::rt::mbarrier::MbarOp;
 use phasecheck_model::rt::proxy::ProxyOp;
@@ -231,7 +231,7 @@ pub(super) fn early_release(model: &Model, r: &Replayed, i: usize) -> Option<usi
     })
 }
 
-/// Step `k` issued an async read (wgmma operand or TMA store) of one of `bufs`.
+/// Step `k` issued an async read (wgmma or tcgen05_mma operand, TMA store) of one of `bufs`.
 fn async_reads(model: &Model, r: &Replayed, k: usize, bufs: &[u16]) -> bool {
     let Action::Thread(t) = r.steps[k].action else { return false };
     let p = &model.proto;
@@ -247,6 +247,10 @@ fn async_reads(model: &Model, r: &Replayed, k: usize, bufs: &[u16]) -> bool {
             op: IOp::Proxy(ProxyOp::StoreAsync { buf }),
             ..
         } => vec![buf.group],
+        InstrKind::Op {
+            op: IOp::Tc(TcOp::Mma { bufs, .. }),
+            ..
+        } => bufs.iter().map(|b| b.group).collect(),
         _ => return false,
     };
     // A reference names a buffer group; the race names an element of it.

@@ -116,6 +116,9 @@ pub fn explain(model: &Model, r: &Replayed) -> Option<String> {
             Status::Running if !model.warpgroup_wait_ready(s, t) => parts.push(format!(
                 "{me} waits at warpgroup_wait for an MMA that agents of its warpgroup never issue (the warpgroup issues it together)"
             )),
+            Status::Running if !model.tmem_alloc_ready(s, t) => parts.push(format!(
+                "{me} waits at tmem_alloc for tensor-memory columns that no tmem_dealloc frees (512 per CTA)"
+            )),
             Status::Running if model.spins(s, t) => match model.poll_check(s, t) {
                 WaitCheck::Blocked { bar, named } => {
                     let why = blocked_wait(model, s, &h, t, bar, named);

@@ -129,6 +129,10 @@ impl Parser {
                 ),
             ));
         }
+        if crate::lang::blackwell::WORDS.contains(&kw.as_str()) {
+            let kind = OpKind::Tc(super::blackwell::stmt(&kw, pos_args, named));
+            return Ok(Op { kind, span });
+        }
         if let Some(kind) = named_barrier_op(&kw, &mut pos_args) {
             return Ok(Op { kind, span });
         }
@@ -468,6 +472,25 @@ pub(super) fn signature(op: &str) -> Sig {
         "warpgroup_wait" => (&[Expr], 1, &[], "`warpgroup_wait(N)`"),
         "fence_proxy_async" => (&[], 0, &[], "`fence_proxy_async()`"),
         "fence_mbarrier_init" => (&[], 0, &[], "`fence_mbarrier_init()`"),
+        // Blackwell (lang::blackwell).
+        "tcgen05_mma" => (
+            &[Place, Place, Place, Place],
+            2,
+            &["expect", "version"],
+            "`tcgen05_mma(ACC, A)` or `tcgen05_mma(ACC, A, B)` (a tensor-memory region, then one to three shared-memory operand buffers), optionally with `expect = V` and `version = W`",
+        ),
+        "tcgen05_commit" => (
+            &[Place],
+            1,
+            &["multicast"],
+            "`tcgen05_commit(B)`, optionally with `multicast = MASK` (B in every CTA of the mask)",
+        ),
+        "tmem_alloc" => (&[Place, Expr], 2, &[], "`tmem_alloc(T, COLS)`"),
+        "tmem_dealloc" => (&[Place], 1, &[], "`tmem_dealloc(T)`"),
+        "tmem_relinquish" => (&[], 0, &[], "`tmem_relinquish()`"),
+        "tcgen05_ld" => (&[Place], 1, &["expect"], "`tcgen05_ld(T)` or `tcgen05_ld(T, expect = V)`"),
+        "tcgen05_wait_ld" => (&[], 0, &[], "`tcgen05_wait_ld()`"),
+        "clc_try_cancel" => (&[Place, Place], 2, &[], "`clc_try_cancel(RESP, B)`"),
         "cluster_arrive" => (&[], 0, &[], "`cluster_arrive()`"),
         "cluster_wait" => (&[], 0, &[], "`cluster_wait()`"),
         "cluster_sync" => (&[], 0, &[], "`cluster_sync()`"),
