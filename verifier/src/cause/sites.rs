@@ -249,7 +249,7 @@ fn issues_async_read(model: &Model, s: &TraceStep) -> bool {
     matches!(
         instr_of(model, s).map(|x| &x.kind),
         Some(InstrKind::Op {
-            op: IOp::Proxy(ProxyOp::StoreAsync { .. } | ProxyOp::Wgmma { .. }),
+            op: IOp::Proxy(ProxyOp::StoreAsync { .. } | ProxyOp::StorePartAsync { .. } | ProxyOp::Wgmma { .. }),
             ..
         })
     )
