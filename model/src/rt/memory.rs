@@ -32,14 +32,15 @@ pub enum MemOp {
 }
 
 impl MemOp {
-    /// Its footprint for the partial-order reduction: its buffer, read or written; partial reads
-    /// have none yet (expanded in full).
+    /// Its footprint for the partial-order reduction: its buffer, read or written. An access of
+    /// part of a buffer is given the whole buffer's footprint: the reduction's objects are whole
+    /// buffers, and a footprint larger than the step's effect only makes more steps dependent
+    /// (disjoint ranges, which commute, are treated as conflicting), so it keeps every verdict.
     pub fn touch(&self) -> Touch<'_> {
-        use crate::rt::footprint::{PhaseEffect as P, Scope};
+        use crate::rt::footprint::PhaseEffect as P;
         match self {
-            MemOp::Read { buf, .. } => Touch::objects(None, Some((buf, false)), P::None),
-            MemOp::Write { buf, .. } => Touch::objects(None, Some((buf, true)), P::None),
-            MemOp::ReadPart { .. } | MemOp::WritePart { .. } => Touch::whole(Scope::Unreduced, P::Moves),
+            MemOp::Read { buf, .. } | MemOp::ReadPart { buf, .. } => Touch::objects(None, Some((buf, false)), P::None),
+            MemOp::Write { buf, .. } | MemOp::WritePart { buf, .. } => Touch::objects(None, Some((buf, true)), P::None),
         }
     }
 

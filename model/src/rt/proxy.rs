@@ -59,9 +59,9 @@ impl ProxyOp {
     pub fn touch(&self) -> Touch<'_> {
         use crate::rt::footprint::PhaseEffect as P;
         match self {
-            ProxyOp::StoreAsync { buf } => Touch::objects(None, Some((buf, false)), P::None),
-            // Byte ranges are expanded in full, as partial reads and writes are.
-            ProxyOp::StorePartAsync { .. } => Touch::whole(crate::rt::footprint::Scope::Unreduced, P::Moves),
+            // A store of part of a buffer is given the whole buffer's footprint (larger than its
+            // effect: only more steps are dependent).
+            ProxyOp::StoreAsync { buf } | ProxyOp::StorePartAsync { buf, .. } => Touch::objects(None, Some((buf, false)), P::None),
             ProxyOp::Wgmma { bufs, warpgroup, .. } => match bufs.split_first() {
                 Some((first, rest)) => Touch {
                     reads: rest,
