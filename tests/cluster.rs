@@ -129,12 +129,20 @@ fn the_front_end_rejects_bad_clusters_with_their_codes() {
     let (c, out) = check("too_big", "protocol p\ncluster 9\nrole w[1] { work }\n");
     assert_eq!(c, 2, "{out}");
     assert!(out.contains("error[E114]: cluster is 9"), "{out}");
+    // A uniform role in a cluster is one agent per warp in each CTA (E116 is retired): each
+    // CTA's agent arrives once per lane on its own count-2 barrier.
     let (c, out) = check(
         "uniform",
         "protocol p\ncluster 2\nwarp_size 2\nbarrier b count 2\nrole c warps 1 uniform { arrive_and_wait(b) }\n",
     );
+    assert_eq!(c, 0, "{out}");
+    // ... but the cluster barrier inside an elected block would be one lane's arrival.
+    let (c, out) = check(
+        "uniform_elected_cluster_barrier",
+        "protocol p\ncluster 2\nwarp_size 2\nrole c warps 1 uniform {\n  let e = elect()\n  if e == 1 { cluster_sync() }\n}\n",
+    );
     assert_eq!(c, 2, "{out}");
-    assert!(out.contains("error[E116]"), "{out}");
+    assert!(out.contains("error[E113]"), "{out}");
     let (c, out) = check(
         "remote_wait",
         "protocol p\ncluster 2\nbarrier b count 1\nrole w[1] { wait_parity(b, 0, cta = 1) }\n",

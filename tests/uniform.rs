@@ -62,7 +62,7 @@ fn with_warp_size(source: &str, w: u32) -> String {
 
 /// Where the lanes of a warp running apart adds kinds that the lockstep model leaves out (said
 /// in each spec's header).
-const LANES_APART: &[&str] = &["uniform_warp_arrival_count"];
+const LANES_APART: &[&str] = &["uniform_warp_arrival_count", "cluster_uniform_remote_arrive_per_lane"];
 
 #[test]
 fn uniform_roles_agree_with_their_lanes_as_threads() {

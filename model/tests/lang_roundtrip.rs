@@ -145,6 +145,7 @@ fn op() -> impl Strategy<Value = Op> {
         }),
         // The async proxy.
         p().prop_map(|buf| OpKind::CopyStoreAsync { buf }),
+        (p(), x(), ox()).prop_map(|(buf, offset, bytes)| OpKind::CopyStoreAsyncPart { buf, offset, bytes }),
         Just(OpKind::CommitGroup),
         (x(), any::<bool>()).prop_map(|(n, read)| OpKind::WaitGroup { n, read }),
         (prop::collection::vec(p(), 1..=4), ox(), any::<bool>()).prop_map(|(bufs, expect, warpgroup)| OpKind::WgmmaAsync {
@@ -157,6 +158,8 @@ fn op() -> impl Strategy<Value = Op> {
         Just(OpKind::FenceMbarrierInit),
         // Blackwell.
         blackwell().prop_map(OpKind::Tc),
+        // Cluster scope.
+        Just(OpKind::ClusterArriveRelaxed),
     ];
     kind.prop_map(|kind| Op {
         kind,

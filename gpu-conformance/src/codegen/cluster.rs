@@ -76,12 +76,16 @@ impl Gen<'_> {
     /// The spec's cluster barrier (`InstrKind::ClusterArrive`, `ClusterWait`).
     pub(super) fn cluster_instr(&mut self, code: &Code, kind: &InstrKind) {
         match kind {
-            InstrKind::ClusterArrive { slot } if self.hw_cluster_barrier => {
+            InstrKind::ClusterArrive { slot, relaxed } if self.hw_cluster_barrier => {
                 let l = Self::local_name(code, *slot);
                 // The same undefined use the software form stops at: a second arrival before the wait.
                 self.w(format!("  if ({l} != 0 || s.cbar_out[th.t]) {{ th.status = PC_ASSERT; return; }}"));
-                self.w("  __threadfence_block();  // my writes before the arrival");
-                self.w("  asm volatile(\"barrier.cluster.arrive.release;\" ::: \"memory\");  // the hardware's own, unbounded");
+                if *relaxed {
+                    self.w("  asm volatile(\"barrier.cluster.arrive.relaxed;\" ::: \"memory\");  // the hardware's own: no release");
+                } else {
+                    self.w("  __threadfence_block();  // my writes before the arrival");
+                    self.w("  asm volatile(\"barrier.cluster.arrive.release;\" ::: \"memory\");  // the hardware's own, unbounded");
+                }
                 self.w(format!("  {l} = 1; s.cbar_out[th.t] = 1;"));
             }
             InstrKind::ClusterWait { slot } if self.hw_cluster_barrier => {
@@ -91,7 +95,9 @@ impl Gen<'_> {
                 self.w("  asm volatile(\"barrier.cluster.wait.acquire;\" ::: \"memory\");  // unbounded: the host ends a launch that does not return");
                 self.w(format!("  {l} = 0; s.cbar_out[th.t] = 0;"));
             }
-            InstrKind::ClusterArrive { slot } => {
+            InstrKind::ClusterArrive { slot, .. } => {
+                // A relaxed arrival runs as a releasing one here: stronger than the model's, so
+                // every outcome it allows is one the model allows.
                 let (b, l) = (self.cluster_bar(), Self::local_name(code, *slot));
                 self.w(format!(
                     "  if (!pc_cluster_arrive(th, {b}, {l})) return;  // barrier.cluster.arrive.release, in software"

@@ -26,7 +26,10 @@ pub(super) fn code_bulk_groups(code: &Code) -> bool {
         matches!(
             i.kind,
             InstrKind::Op {
-                op: IOp::Proxy(ProxyOp::StoreAsync { .. }) | IOp::Proxy(ProxyOp::CommitGroup) | IOp::Proxy(ProxyOp::WaitGroup { .. }),
+                op: IOp::Proxy(ProxyOp::StoreAsync { .. })
+                    | IOp::Proxy(ProxyOp::StorePartAsync { .. })
+                    | IOp::Proxy(ProxyOp::CommitGroup)
+                    | IOp::Proxy(ProxyOp::WaitGroup { .. }),
                 ..
             }
         )
@@ -117,6 +120,7 @@ pub(super) fn shared_by_the_warp(op: &IOp) -> bool {
     matches!(
         op,
         IOp::Proxy(ProxyOp::StoreAsync { .. })
+            | IOp::Proxy(ProxyOp::StorePartAsync { .. })
             | IOp::Proxy(ProxyOp::CommitGroup)
             | IOp::Proxy(ProxyOp::WaitGroup { .. })
             | IOp::Proxy(ProxyOp::Wgmma { .. })
@@ -151,6 +155,22 @@ impl Gen<'_> {
                 }
                 self.w(format!(
                     "  pc_store_async({d}, (int)sizeof({d}));  // TMA store: the async proxy reads it until its group is waited for"
+                ));
+            }
+            ProxyOp::StorePartAsync { buf, offset, bytes } => {
+                let (d, chk) = self.place(code, buf, false);
+                if let Some(c) = chk {
+                    self.w(format!("  {c}"));
+                }
+                let (off, n) = (self.expr(code, offset), self.expr(code, bytes));
+                // cp.async.bulk needs a 16-byte aligned address and size: anything else is a
+                // store the hardware cannot make (the model still judges it).
+                self.w(format!("  {{ const i64 off = {off}, n = {n};"));
+                self.w(format!(
+                    "    if (off < 0 || n <= 0 || off % 16 != 0 || n % 16 != 0 || off + n > (i64)sizeof({d})) {{ th.status = PC_UNSUPPORTED; return; }}"
+                ));
+                self.w(format!(
+                    "    pc_store_async((const int*)((const char*){d} + off), (int)n); }}  // TMA store of a byte range"
                 ));
             }
             ProxyOp::CommitGroup => self.w("  pc_bulk_commit();"),

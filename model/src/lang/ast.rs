@@ -378,6 +378,13 @@ pub enum OpKind {
     CopyStoreAsync {
         buf: Place,
     },
+    /// `copy_store_async(BUF, offset = O, bytes = N)`: a TMA store of bytes `O .. O + N` of BUF
+    /// (`bytes` defaults to the rest of the buffer); the async proxy reads that range only.
+    CopyStoreAsyncPart {
+        buf: Place,
+        offset: Expr,
+        bytes: Option<Expr>,
+    },
     /// `commit_group()`: `cp.async.bulk.commit_group`: the thread's uncommitted stores form a group.
     CommitGroup,
     /// `wait_group(N)` / `wait_group_read(N)`: `cp.async.bulk.wait_group[.read] N`: all but the
@@ -419,6 +426,9 @@ pub enum OpKind {
     },
     /// `cluster_arrive()`: `barrier.cluster.arrive.release`.
     ClusterArrive,
+    /// `cluster_arrive_relaxed()`: `barrier.cluster.arrive.relaxed`: an arrival that releases
+    /// nothing (the thread's earlier writes are not made visible to the cluster by it).
+    ClusterArriveRelaxed,
     /// `cluster_wait()`: `barrier.cluster.wait.acquire`.
     ClusterWait,
     /// `cluster_sync()`: both, as `cute::cluster_sync()` does.
@@ -504,7 +514,7 @@ impl OpKind {
             OpKind::ReadPart { .. } => "read",
             OpKind::WritePart { .. } => "write",
             // The async proxy.
-            OpKind::CopyStoreAsync { .. } => "copy_store_async",
+            OpKind::CopyStoreAsync { .. } | OpKind::CopyStoreAsyncPart { .. } => "copy_store_async",
             OpKind::CommitGroup => "commit_group",
             OpKind::WaitGroup { read: false, .. } => "wait_group",
             OpKind::WaitGroup { read: true, .. } => "wait_group_read",
@@ -516,6 +526,7 @@ impl OpKind {
             OpKind::FenceMbarrierInit => "fence_mbarrier_init",
             OpKind::Remote { op, .. } => op.kind.keyword(),
             OpKind::ClusterArrive => "cluster_arrive",
+            OpKind::ClusterArriveRelaxed => "cluster_arrive_relaxed",
             OpKind::ClusterWait => "cluster_wait",
             OpKind::ClusterSync => "cluster_sync",
             OpKind::Tc(t) => t.keyword(),
@@ -551,13 +562,16 @@ impl OpKind {
             OpKind::Commit { .. } | OpKind::Elect => Object::Warp,
             OpKind::BarSync { .. } | OpKind::BarArrive { .. } => Object::NamedBarrier,
             OpKind::CopyStoreAsync { .. }
+            | OpKind::CopyStoreAsyncPart { .. }
             | OpKind::CommitGroup
             | OpKind::WaitGroup { .. }
             | OpKind::WgmmaAsync { .. }
             | OpKind::WgmmaWait { .. }
             | OpKind::FenceProxyAsync
             | OpKind::FenceMbarrierInit => Object::AsyncProxy,
-            OpKind::Remote { .. } | OpKind::ClusterArrive | OpKind::ClusterWait | OpKind::ClusterSync => Object::Cluster,
+            OpKind::Remote { .. } | OpKind::ClusterArrive | OpKind::ClusterArriveRelaxed | OpKind::ClusterWait | OpKind::ClusterSync => {
+                Object::Cluster
+            }
             OpKind::Tc(_) => Object::Tcgen05,
         }
     }
@@ -832,6 +846,13 @@ impl Op {
             }
             // The async proxy.
             OpKind::CopyStoreAsync { buf } => place(buf, f),
+            OpKind::CopyStoreAsyncPart { buf, offset, bytes } => {
+                place(buf, f);
+                f(offset);
+                if let Some(e) = bytes {
+                    f(e)
+                }
+            }
             OpKind::WgmmaAsync { bufs, expect, .. } => {
                 bufs.iter().for_each(|b| place(b, f));
                 if let Some(e) = expect {
@@ -846,7 +867,7 @@ impl Op {
                 f(target.expr());
                 inner.each_expr(f)
             }
-            OpKind::ClusterArrive | OpKind::ClusterWait | OpKind::ClusterSync => {}
+            OpKind::ClusterArrive | OpKind::ClusterArriveRelaxed | OpKind::ClusterWait | OpKind::ClusterSync => {}
             OpKind::Tc(t) => {
                 t.places().into_iter().for_each(|p| place(p, f));
                 t.exprs().into_iter().for_each(|e| f(e));

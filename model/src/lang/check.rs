@@ -814,6 +814,7 @@ impl Checker {
             }
             // The async proxy: operations of a thread's own bulk and wgmma groups.
             OpKind::CopyStoreAsync { .. }
+            | OpKind::CopyStoreAsyncPart { .. }
             | OpKind::CommitGroup
             | OpKind::WaitGroup { .. }
             | OpKind::CpAsyncCommitGroup
@@ -831,6 +832,11 @@ impl Checker {
                 ));
             }
             OpKind::CopyStoreAsync { buf } => self.place(buf, false, kw)?,
+            OpKind::CopyStoreAsyncPart { buf, offset, bytes } => {
+                self.place(buf, false, kw)?;
+                exprs.push(offset);
+                exprs.extend(bytes);
+            }
             OpKind::WgmmaAsync { bufs, expect, .. } => {
                 for b in bufs {
                     self.place(b, false, kw)?;
@@ -843,7 +849,9 @@ impl Checker {
             OpKind::CpAsyncCommitGroup | OpKind::CpAsyncWait { n: None } => {}
             // Cluster scope: a completion function runs on no thread of any particular CTA's
             // program order, so it takes part in no cluster barrier and reaches no peer.
-            OpKind::Remote { .. } | OpKind::ClusterArrive | OpKind::ClusterWait | OpKind::ClusterSync if self.ctx == Ctx::Completion => {
+            OpKind::Remote { .. } | OpKind::ClusterArrive | OpKind::ClusterArriveRelaxed | OpKind::ClusterWait | OpKind::ClusterSync
+                if self.ctx == Ctx::Completion =>
+            {
                 return Err(err(
                     "E030",
                     op.span,
@@ -854,7 +862,7 @@ impl Checker {
                 self.op(op)?;
                 exprs.push(target.expr());
             }
-            OpKind::ClusterArrive | OpKind::ClusterWait | OpKind::ClusterSync => {}
+            OpKind::ClusterArrive | OpKind::ClusterArriveRelaxed | OpKind::ClusterWait | OpKind::ClusterSync => {}
             // Blackwell: statements of a thread (an MMA's issuer, a load into its registers).
             OpKind::Tc(_) if self.ctx == Ctx::Completion => {
                 return Err(err(

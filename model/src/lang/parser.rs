@@ -59,6 +59,7 @@ pub const OPS: &[&str] = &[
     "fence_mbarrier_init",
     // Cluster scope.
     "cluster_arrive",
+    "cluster_arrive_relaxed",
     "cluster_wait",
     "cluster_sync",
     // Blackwell (lang::blackwell).

@@ -432,6 +432,11 @@ pub fn op_str(op: &Op) -> String {
         }
         // The async proxy.
         OpKind::CopyStoreAsync { buf } => args.push(place(buf)),
+        OpKind::CopyStoreAsyncPart { buf, offset, bytes } => {
+            args.push(place(buf));
+            args.push(format!("offset = {}", expr(offset)));
+            named_args(&mut args, &[("bytes", bytes)]);
+        }
         OpKind::WgmmaAsync { bufs, expect, .. } => {
             args.extend(bufs.iter().map(place));
             named_args(&mut args, &[("expect", expect)]);
@@ -448,7 +453,7 @@ pub fn op_str(op: &Op) -> String {
             args.extend((!body.is_empty()).then(|| body.to_string()));
             args.push(format!("{} = {}", target.arg_name(), expr(target.expr())));
         }
-        OpKind::ClusterArrive | OpKind::ClusterWait | OpKind::ClusterSync => {}
+        OpKind::ClusterArrive | OpKind::ClusterArriveRelaxed | OpKind::ClusterWait | OpKind::ClusterSync => {}
         OpKind::Tc(t) => args.extend(t.args(&place, &expr)),
     }
     format!("{}({})", op.kind.keyword(), args.join(", "))
@@ -756,6 +761,11 @@ fn so(op: &Op) -> Op {
         },
         // The async proxy.
         OpKind::CopyStoreAsync { buf } => OpKind::CopyStoreAsync { buf: sp(buf) },
+        OpKind::CopyStoreAsyncPart { buf, offset, bytes } => OpKind::CopyStoreAsyncPart {
+            buf: sp(buf),
+            offset: se(offset),
+            bytes: oe(bytes),
+        },
         OpKind::WgmmaAsync { bufs, expect, warpgroup } => OpKind::WgmmaAsync {
             bufs: bufs.iter().map(sp).collect(),
             expect: oe(expect),
@@ -779,6 +789,7 @@ fn so(op: &Op) -> Op {
             op: Box::new(so(op)),
         },
         OpKind::ClusterArrive => OpKind::ClusterArrive,
+        OpKind::ClusterArriveRelaxed => OpKind::ClusterArriveRelaxed,
         OpKind::ClusterWait => OpKind::ClusterWait,
         OpKind::ClusterSync => OpKind::ClusterSync,
         OpKind::Tc(t) => OpKind::Tc(t.map(&sp, &se)),

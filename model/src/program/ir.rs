@@ -184,6 +184,8 @@ pub enum InstrKind {
     /// Cluster scope: `barrier.cluster.arrive.release` (`slot` is the code's `cluster_slot`).
     ClusterArrive {
         slot: u16,
+        /// `cluster_arrive_relaxed()`: `barrier.cluster.arrive.relaxed`, which releases nothing.
+        relaxed: bool,
     },
     /// Cluster scope: `barrier.cluster.wait.acquire`: blocks until the phase the thread arrived
     /// on completes (every unfinished thread of the cluster arrived).

@@ -196,27 +196,10 @@ pub fn lower(program: &ast::Program, overrides: &[(String, i64)]) -> Result<Prot
         for (ri, r) in program.roles().enumerate() {
             let count = role_counts[&r.name.name] as u32;
             let mut code = CodeBuilder::build(&env, &cta_name(cluster, cta, &r.name.name), &r.body, true, at)?;
-            let remote = code.instrs.iter().any(|i| {
-                matches!(
-                    i.kind,
-                    InstrKind::Op {
-                        op: IOp::Remote { .. },
-                        ..
-                    }
-                )
-            });
-            if r.uniform && (cluster > 1 || remote || code.cluster_slot.is_some()) {
-                // The two were built apart: a uniform agent's multiplicity is not yet applied to
-                // remote operations or to the cluster barrier's count.
-                return Err(Diagnostic::new(
-                    "E116",
-                    r.name.span,
-                    format!(
-                        "role `{}` is declared uniform in a protocol with cluster scope; uniform roles are modelled only within one CTA without remote or cluster-barrier operations (drop `uniform`, or model one CTA)",
-                        r.name.name
-                    ),
-                ));
-            }
+            // A uniform role under cluster scope is one agent per warp in each CTA: its remote
+            // operations count per lane as their own-CTA forms do (rt/uniform_agent.rs), and the
+            // cluster barrier waits for agents, each standing for its lanes in lockstep (E116 is
+            // retired; the elected block may not hold the cluster barrier, E113).
             warpgroup_scope(r, &code, warp_size)?;
             if r.uniform {
                 crate::program::uniform::analyse(&r.name.name, &mut code, warp_size)?;
@@ -661,6 +644,11 @@ impl CodeBuilder<'_> {
             }
             // The async proxy.
             OpKind::CopyStoreAsync { buf } => IOp::Proxy(ProxyOp::StoreAsync { buf: self.buf(buf)? }),
+            OpKind::CopyStoreAsyncPart { buf, offset, bytes } => {
+                let b = self.buf(buf)?;
+                let (offset, bytes) = self.byte_range(&b, Some(offset), bytes.as_ref())?;
+                IOp::Proxy(ProxyOp::StorePartAsync { buf: b, offset, bytes })
+            }
             OpKind::CommitGroup => IOp::Proxy(ProxyOp::CommitGroup),
             OpKind::WaitGroup { n, read } => IOp::Proxy(ProxyOp::WaitGroup {
                 n: self.expr(n)?,
@@ -678,7 +666,7 @@ impl CodeBuilder<'_> {
             OpKind::FenceProxyAsync => IOp::Proxy(ProxyOp::FenceProxyAsync),
             OpKind::FenceMbarrierInit => IOp::Proxy(ProxyOp::FenceMbarrierInit),
             OpKind::Tc(t) => IOp::Tc(self.tc_op(t, span)?),
-            OpKind::Remote { .. } | OpKind::ClusterArrive | OpKind::ClusterWait | OpKind::ClusterSync => {
+            OpKind::Remote { .. } | OpKind::ClusterArrive | OpKind::ClusterArriveRelaxed | OpKind::ClusterWait | OpKind::ClusterSync => {
                 unreachable!("lowered by cluster_op")
             }
         };
@@ -710,7 +698,7 @@ impl CodeBuilder<'_> {
                 };
                 Ok(true)
             }
-            OpKind::ClusterArrive | OpKind::ClusterWait | OpKind::ClusterSync => {
+            OpKind::ClusterArrive | OpKind::ClusterArriveRelaxed | OpKind::ClusterWait | OpKind::ClusterSync => {
                 let slot = match self.cluster_slot {
                     Some(s) => s,
                     None => {
@@ -720,9 +708,10 @@ impl CodeBuilder<'_> {
                     }
                 };
                 if !matches!(op.kind, OpKind::ClusterWait) {
-                    self.emit(InstrKind::ClusterArrive { slot }, span);
+                    let relaxed = matches!(op.kind, OpKind::ClusterArriveRelaxed);
+                    self.emit(InstrKind::ClusterArrive { slot, relaxed }, span);
                 }
-                if !matches!(op.kind, OpKind::ClusterArrive) {
+                if !matches!(op.kind, OpKind::ClusterArrive | OpKind::ClusterArriveRelaxed) {
                     self.emit(InstrKind::ClusterWait { slot }, span);
                 }
                 Ok(true)

@@ -33,6 +33,15 @@ fn source(e: &IExpr, taint: &[Option<&'static str>]) -> Option<&'static str> {
     found
 }
 
+/// The offset of an access that a uniform agent may make once per lane, each lane at its own
+/// offset (`write`/`read` of part of a buffer): its `offset =` expression.
+pub fn per_lane_offset(op: &IOp) -> Option<&IExpr> {
+    match op {
+        IOp::Mem(MemOp::WritePart { offset, .. } | MemOp::ReadPart { offset, .. }) => Some(offset),
+        _ => None,
+    }
+}
+
 /// `e`, `e == 1`, `1 == e`, `e != 0` or `0 != e` on an `elect()` result `e`: the elected lane's
 /// condition.
 fn elected_condition(cond: &IExpr, elect_slots: &[u16]) -> bool {
@@ -118,6 +127,37 @@ pub fn analyse(role: &str, code: &mut Code, warp_size: u32) -> Result<(), Diagno
             InstrKind::NamedBar { .. } => what = "passes to a named barrier",
             InstrKind::Op { op, .. } => {
                 let mut src = None;
+                let in_elected = regions.iter().any(|&(lo, hi)| lo <= pc as u32 && (pc as u32) < hi);
+                if let (Some(offset), false) = (per_lane_offset(op), in_elected) {
+                    // Each lane's fragment: the offset may read `lane`, `tid` or `gtid` directly
+                    // (the agent evaluates it once per lane); everything else must be uniform.
+                    let mut local = None;
+                    offset.each(&mut |x| {
+                        if let IExpr::Local(s) = x {
+                            local = local.or(taint[*s as usize]);
+                        }
+                    });
+                    if let Some(src) = local {
+                        return Err(Diagnostic::new(
+                            "E112",
+                            i.span,
+                            format!(
+                                "role `{role}` is declared uniform, and this `{}` takes its offset from a local that depends on `{src}`: a per-lane offset is evaluated once per lane only when it reads `lane`, `tid` or `gtid` itself; write the expression into `offset =` directly",
+                                op.name()
+                            ),
+                        ));
+                    }
+                    let mut rest = None;
+                    i.exprs(&mut |e| {
+                        if !std::ptr::eq(e, offset) {
+                            rest = rest.or(source(e, &taint));
+                        }
+                    });
+                    if let Some(src) = rest {
+                        return Err(not_uniform(i.span, format!("passes to `{}`", op.name()), src));
+                    }
+                    continue;
+                }
                 i.exprs(&mut |e| src = src.or(source(e, &taint)));
                 if let Some(src) = src {
                     return Err(not_uniform(i.span, format!("passes to `{}`", op.name()), src));
@@ -167,6 +207,9 @@ pub fn analyse(role: &str, code: &mut Code, warp_size: u32) -> Result<(), Diagno
                 }
                 InstrKind::NamedBar { .. } => Some("a named barrier, which counts the whole warp's lanes"),
                 InstrKind::SyncThreads => Some("a `syncthreads`, which the other lanes reach elsewhere"),
+                InstrKind::ClusterArrive { .. } | InstrKind::ClusterWait { .. } => {
+                    Some("the cluster barrier, which every lane of the warp must arrive on (the other lanes never would)")
+                }
                 InstrKind::Op {
                     op: IOp::Warp(WarpOp::Commit { .. }),
                     ..

@@ -158,7 +158,9 @@ impl Exec<'_> {
     /// `barrier.cluster.arrive.release`: the thread's history is released into the current phase.
     /// Arriving again before `cluster_wait` is undefined behaviour (PTX: each thread arrives once
     /// per phase and must wait before it arrives again).
-    pub(super) fn cluster_arrive(&mut self, t: usize, slot: usize) {
+    /// `relaxed` (`barrier.cluster.arrive.relaxed`): the arrival counts, but releases nothing, so
+    /// the waiters of the phase do not acquire the thread's history through it.
+    pub(super) fn cluster_arrive(&mut self, t: usize, slot: usize, relaxed: bool) {
         if self.s.threads[t].locals[slot] != 0 {
             self.fail(
                 K::Assertion,
@@ -174,8 +176,10 @@ impl Exec<'_> {
         let clock = self.s.threads[t].clock.clone();
         let known = self.s.threads[t].known.clone();
         let nb = &mut self.s.named[cur];
-        join_into(&mut nb.clock, &clock);
-        join_known(&mut nb.known, &known);
+        if !relaxed {
+            join_into(&mut nb.clock, &clock);
+            join_known(&mut nb.known, &known);
+        }
         nb.arrived += 1;
         self.s.threads[t].clock[t] += 1;
     }

@@ -596,8 +596,8 @@ impl Exec<'_> {
         let cell = &mut self.s.buffers[d];
         cell.value = c.version;
         cell.in_flight = still;
-        self.s.proxy.unfenced_write[d] = false;
         let cell = &mut self.s.buffers[d];
+        cell.unfenced = false;
         cell.reads.clear();
         cell.last_write = Some(Access {
             agent: (n + d) as u16,
@@ -682,10 +682,15 @@ impl Exec<'_> {
         cell.in_flight = still;
         let (lo, hi) = (c.offset.clamp(0, size), (c.offset + c.len).clamp(0, size));
         split_parts(cell, size, lo, hi);
+        let tma = c.kind == CopyKind::Tma;
         for r in cell.parts.iter_mut().filter(|r| lo <= r.lo && r.hi <= hi) {
             r.value = c.version;
             r.reads.clear();
             r.last_write = Some(engine);
+            // Bytes a TMA copy wrote came through the async proxy: no fence is owed for them.
+            if tma {
+                r.unfenced = false;
+            }
         }
         coalesce(cell);
         self.obs.push(Obs::Landed {

@@ -813,10 +813,7 @@ impl Footprints {
         for d in 0..self.buffers {
             let i = base + d;
             let clears = at_fence
-                && s.proxy.unfenced_write.get(d).copied().unwrap_or(true)
-                && s.buffers[d]
-                    .last_writes()
-                    .all(|w| w.agent as usize == t || crate::rt::state::ordered_before(w, clock));
+                && s.buffers.get(d).is_none_or(|c| c.fence_clears(t, clock));
             if clears {
                 fp.write[i / 64] |= 1 << (i % 64);
             } else {

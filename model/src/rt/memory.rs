@@ -32,14 +32,15 @@ pub enum MemOp {
 }
 
 impl MemOp {
-    /// Its footprint for the partial-order reduction: its buffer, read or written; partial reads
-    /// have none yet (expanded in full).
+    /// Its footprint for the partial-order reduction: its buffer, read or written. An access of
+    /// part of a buffer is given the whole buffer's footprint: the reduction's objects are whole
+    /// buffers, and a footprint larger than the step's effect only makes more steps dependent
+    /// (disjoint ranges, which commute, are treated as conflicting), so it keeps every verdict.
     pub fn touch(&self) -> Touch<'_> {
-        use crate::rt::footprint::{PhaseEffect as P, Scope};
+        use crate::rt::footprint::PhaseEffect as P;
         match self {
-            MemOp::Read { buf, .. } => Touch::objects(None, Some((buf, false)), P::None),
-            MemOp::Write { buf, .. } => Touch::objects(None, Some((buf, true)), P::None),
-            MemOp::ReadPart { .. } | MemOp::WritePart { .. } => Touch::whole(Scope::Unreduced, P::Moves),
+            MemOp::Read { buf, .. } | MemOp::ReadPart { buf, .. } => Touch::objects(None, Some((buf, false)), P::None),
+            MemOp::Write { buf, .. } | MemOp::WritePart { buf, .. } => Touch::objects(None, Some((buf, true)), P::None),
         }
     }
 
@@ -111,6 +112,9 @@ pub struct Cell {
     /// touched the buffer; sorted, disjoint, covering the buffer. While non-empty they replace
     /// `value`, `last_write` and `reads`; empty whenever every range has the same record.
     pub parts: Vec<RangeRec>,
+    /// The last write is a generic-proxy write (a thread's `write`) that no `fence_proxy_async`
+    /// ordered after it has covered yet (buffers only; per range once `parts` is non-empty).
+    pub unfenced: bool,
 }
 
 /// The race record and version of bytes `lo .. hi` of a buffer.
@@ -121,6 +125,8 @@ pub struct RangeRec {
     pub value: i64,
     pub last_write: Option<Access>,
     pub reads: Vec<Access>,
+    /// `Cell::unfenced` of these bytes.
+    pub unfenced: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -154,6 +160,58 @@ impl Cell {
             .iter()
             .chain(self.reads.iter())
             .chain(self.parts.iter().flat_map(|r| r.last_write.iter().chain(r.reads.iter())))
+    }
+
+    /// The last writes of the bytes `lo .. hi` (of every range overlapping them).
+    pub fn writes_over(&self, lo: i64, hi: i64) -> impl Iterator<Item = &Access> {
+        self.last_write.iter().chain(
+            self.parts
+                .iter()
+                .filter(move |r| overlaps((r.lo, r.hi), (lo, hi)))
+                .filter_map(|r| r.last_write.as_ref()),
+        )
+    }
+
+    /// The last write of a byte in `lo .. hi` left unfenced for the async proxy, if any.
+    pub fn unfenced_over(&self, lo: i64, hi: i64) -> Option<Access> {
+        if self.parts.is_empty() {
+            return self.last_write.filter(|_| self.unfenced);
+        }
+        self.parts
+            .iter()
+            .filter(|r| r.unfenced && overlaps((r.lo, r.hi), (lo, hi)))
+            .find_map(|r| r.last_write)
+    }
+
+    /// Some byte of the buffer is left unfenced for the async proxy.
+    pub fn any_unfenced(&self) -> bool {
+        self.unfenced || self.parts.iter().any(|r| r.unfenced)
+    }
+
+    /// Whether a `fence_proxy_async` by agent `t` at `clock` covers some unfenced byte: the
+    /// range's last write is `t`'s own or ordered before the fence.
+    pub fn fence_clears(&self, t: usize, clock: &[u32]) -> bool {
+        let covers = |w: &Option<Access>| w.is_none_or(|w| w.agent as usize == t || ordered_before(&w, clock));
+        (self.unfenced && covers(&self.last_write)) || self.parts.iter().any(|r| r.unfenced && covers(&r.last_write))
+    }
+
+    /// A `fence_proxy_async` by agent `t` at `clock`: every range whose last write is `t`'s own
+    /// or ordered before the fence is visible to the async proxy from now on.
+    pub fn fence_covered(&mut self, t: usize, clock: &[u32]) {
+        let covers = |w: &Option<Access>| w.is_none_or(|w| w.agent as usize == t || ordered_before(&w, clock));
+        if self.unfenced && covers(&self.last_write) {
+            self.unfenced = false;
+        }
+        let mut changed = false;
+        for r in self.parts.iter_mut() {
+            if r.unfenced && covers(&r.last_write) {
+                r.unfenced = false;
+                changed = true;
+            }
+        }
+        if changed {
+            coalesce(self);
+        }
     }
 
     /// The version of the byte at `at` (the whole buffer's while it has no per range records).
@@ -245,7 +303,8 @@ impl Exec<'_> {
         self.write_cell(true, d, v)?;
         // A generic-proxy write: the async proxy sees it only after a proxy fence.
         if self.m.tracks_proxy {
-            self.s.proxy.unfenced_write[d] = true;
+            let size = self.p().buffers[d].bytes;
+            self.set_unfenced(d, 0, size, true);
         }
         self.obs.push(Obs::Wrote { buf: d as u16, version: v });
         Ok(None)
@@ -260,7 +319,7 @@ impl Exec<'_> {
         let v = self.ev(version, locals)?;
         self.write_range(d, off, off + n, v)?;
         if self.m.tracks_proxy {
-            self.s.proxy.unfenced_write[d] = true;
+            self.set_unfenced(d, off, off + n, true);
         }
         self.obs.push(Obs::Wrote { buf: d as u16, version: v });
         Ok(None)
@@ -302,6 +361,44 @@ impl Exec<'_> {
             }
         }
         Ok(Some(got))
+    }
+
+    /// Mark bytes `lo .. hi` of buffer `d` as left unfenced (a generic write) or not (a write
+    /// through the async proxy, a covering fence).
+    pub(super) fn set_unfenced(&mut self, d: usize, lo: i64, hi: i64, flag: bool) {
+        let size = self.p().buffers[d].bytes;
+        let cell = &mut self.s.buffers[d];
+        if cell.parts.is_empty() && lo <= 0 && hi >= size {
+            cell.unfenced = flag;
+            return;
+        }
+        let (lo, hi) = (lo.clamp(0, size), hi.clamp(0, size));
+        split_parts(cell, size, lo, hi);
+        for r in cell.parts.iter_mut().filter(|r| lo <= r.lo && r.hi <= hi) {
+            r.unfenced = flag;
+        }
+        coalesce(cell);
+    }
+
+    /// Record a read of bytes `lo .. hi` of buffer `d` by `acc` (one record per agent), without
+    /// judging it: an asynchronous read that a wait retired.
+    pub(super) fn record_read(&mut self, d: usize, (lo, hi): (i64, i64), acc: Access) {
+        let size = self.p().buffers[d].bytes;
+        let cell = &mut self.s.buffers[d];
+        let put = |reads: &mut Vec<Access>| match reads.binary_search_by_key(&acc.agent, |a| a.agent) {
+            Ok(k) => reads[k] = acc,
+            Err(k) => reads.insert(k, acc),
+        };
+        if cell.parts.is_empty() && lo <= 0 && hi >= size {
+            put(&mut cell.reads);
+            return;
+        }
+        let (lo, hi) = (lo.clamp(0, size), hi.clamp(0, size));
+        split_parts(cell, size, lo, hi);
+        for r in cell.parts.iter_mut().filter(|r| lo <= r.lo && r.hi <= hi) {
+            put(&mut r.reads);
+        }
+        coalesce(cell);
     }
 
     pub(super) fn clock(&self) -> &[u32] {
@@ -408,13 +505,13 @@ impl Exec<'_> {
 
     /// A write (or a copy issue): ordered after the last write and after every read since.
     pub(super) fn write_cell(&mut self, is_buf: bool, i: usize, value: i64) -> R<()> {
-        if is_buf {
-            self.check_async_reads(i);
-        }
         if is_buf && !self.s.buffers[i].parts.is_empty() {
             // A whole write (or copy issue) replaces every range's record.
             let size = self.p().buffers[i].bytes;
             return self.write_range(i, 0, size, value);
+        }
+        if is_buf {
+            self.check_async_reads(i);
         }
         let cell = if is_buf { &self.s.buffers[i] } else { &self.s.vars[i] };
         let me = self.agent as u16;
@@ -524,6 +621,8 @@ impl Exec<'_> {
     /// and every read since, of each byte.
     pub(super) fn write_range(&mut self, d: usize, lo: i64, hi: i64, value: i64) -> R<()> {
         self.range_ok(d, lo, hi)?;
+        // The async proxy may still read these bytes (a TMA store's, an MMA's operand).
+        self.check_async_reads_over(d, lo, hi);
         let me = self.agent as u16;
         let kind = if self.in_completion { K::CompletionMisuse } else { K::DataRace };
         let size = self.p().buffers[d].bytes;
@@ -586,8 +685,10 @@ pub(crate) fn split_parts(cell: &mut Cell, size: i64, lo: i64, hi: i64) {
             value: cell.value,
             last_write: cell.last_write.take(),
             reads: std::mem::take(&mut cell.reads),
+            unfenced: cell.unfenced,
         });
         cell.value = 0;
+        cell.unfenced = false;
     }
     for at in [lo, hi] {
         if let Some(k) = cell.parts.iter().position(|r| r.lo < at && at < r.hi) {
@@ -604,7 +705,7 @@ pub(crate) fn coalesce(cell: &mut Cell) {
     let mut k = 1;
     while k < cell.parts.len() {
         let (a, b) = (&cell.parts[k - 1], &cell.parts[k]);
-        if a.value == b.value && a.last_write == b.last_write && a.reads == b.reads {
+        if a.value == b.value && a.last_write == b.last_write && a.reads == b.reads && a.unfenced == b.unfenced {
             let hi = b.hi;
             cell.parts[k - 1].hi = hi;
             cell.parts.remove(k);
@@ -617,5 +718,6 @@ pub(crate) fn coalesce(cell: &mut Cell) {
         cell.value = r.value;
         cell.last_write = r.last_write;
         cell.reads = r.reads;
+        cell.unfenced = r.unfenced;
     }
 }

@@ -338,6 +338,7 @@ impl Model {
             reads: Vec::new(),
             in_flight: false,
             parts: Vec::new(),
+            unfenced: false,
         };
         let s = State {
             threads: threads.into_boxed_slice(),
@@ -351,7 +352,6 @@ impl Model {
             named: named::initial_named(p, agents),
             proxy: ProxyState {
                 reads: Vec::new(),
-                unfenced_write: vec![false; p.buffers.len()].into_boxed_slice(),
                 unfenced_init: vec![false; p.barriers.len()].into_boxed_slice(),
                 tmem: vec![0; self.tmem_len].into_boxed_slice(),
             },
@@ -689,6 +689,12 @@ impl<'m> Exec<'m> {
 
     fn eval_with(&mut self, e: &IExpr, locals: &[i64]) -> R<i64> {
         let me = self.thread.map(|t| self.p().threads[t]);
+        self.eval_as(e, locals, me)
+    }
+
+    /// `e` evaluated with the identity `me` (a uniform agent evaluates a per-lane offset once
+    /// for each of its lanes, each with its own `lane`, `tid` and `gtid`).
+    fn eval_as(&mut self, e: &IExpr, locals: &[i64], me: Option<ThreadInfo>) -> R<i64> {
         let r = e.eval(locals, me.as_ref(), &mut |v| {
             let v = v as usize;
             let _ = self.read_cell(false, v);
@@ -885,7 +891,7 @@ impl<'m> Exec<'m> {
                     self.s.threads[t].status = Status::AtNamedBar;
                 }
             }
-            InstrKind::ClusterArrive { slot } => self.cluster_arrive(t, *slot as usize),
+            InstrKind::ClusterArrive { slot, relaxed } => self.cluster_arrive(t, *slot as usize, *relaxed),
             InstrKind::ClusterWait { slot } => self.cluster_wait(t, *slot as usize),
             // Steps of their own only in the fine-grained model.
             InstrKind::Jump { to } => self.s.threads[t].pc = to.wrapping_sub(1),

@@ -98,7 +98,7 @@ fn put_cell(out: &mut Vec<u32>, c: &Cell) {
     put_i64(out, c.value);
     out.push(c.writes);
     let parts = !c.parts.is_empty();
-    out.push(c.in_flight as u32 | (c.last_write.is_some() as u32) << 1 | (parts as u32) << 2);
+    out.push(c.in_flight as u32 | (c.last_write.is_some() as u32) << 1 | (parts as u32) << 2 | (c.unfenced as u32) << 3);
     if let Some(w) = &c.last_write {
         put_access(out, w);
     }
@@ -113,7 +113,7 @@ fn put_cell(out: &mut Vec<u32>, c: &Cell) {
         put_i64(out, r.lo);
         put_i64(out, r.hi);
         put_i64(out, r.value);
-        out.push(r.last_write.is_some() as u32 | (r.reads.len() as u32) << 1);
+        out.push(r.last_write.is_some() as u32 | (r.unfenced as u32) << 1 | (r.reads.len() as u32) << 2);
         if let Some(w) = &r.last_write {
             put_access(out, w);
         }
@@ -140,13 +140,14 @@ fn get_cell(w: &[u32]) -> Cell {
             let (lo, hi, value) = (r.i(), r.i(), r.i());
             let f = r.u();
             let last_write = (f & 1 != 0).then(|| get_access(&mut r));
-            let reads = (0..f >> 1).map(|_| get_access(&mut r)).collect();
+            let reads = (0..f >> 2).map(|_| get_access(&mut r)).collect();
             parts.push(RangeRec {
                 lo,
                 hi,
                 value,
                 last_write,
                 reads,
+                unfenced: f & 2 != 0,
             });
         }
     } else {
@@ -161,6 +162,7 @@ fn get_cell(w: &[u32]) -> Cell {
         reads,
         in_flight: flags & 1 != 0,
         parts,
+        unfenced: flags & 8 != 0,
     }
 }
 
@@ -302,7 +304,7 @@ impl Model {
             }
             Part::Proxy => {
                 let x = &s.proxy;
-                for flags in [&x.unfenced_write, &x.unfenced_init] {
+                for flags in [&x.unfenced_init] {
                     for chunk in flags.chunks(32) {
                         w.push(chunk.iter().enumerate().fold(0u32, |m, (i, &f)| m | (f as u32) << i));
                     }
@@ -311,6 +313,8 @@ impl Model {
                 for r in &x.reads {
                     w.extend_from_slice(&[
                         r.buf as u32 | (r.issuer as u32) << 16,
+                        r.lo,
+                        r.hi,
                         r.age as u32 | (r.wgmma as u32) << 16 | (r.warpgroup as u32) << 17,
                         r.stmt.start,
                         r.stmt.end,
@@ -459,7 +463,7 @@ impl Model {
         };
         // The async proxy: packed only where the protocol uses it; elsewhere it keeps
         // the state `init` gave it.
-        let none = vec![0u32; nd.div_ceil(32) + nb.div_ceil(32)];
+        let none = vec![0u32; nb.div_ceil(32)];
         let proxy_words: &[u32] = if self.tracks_proxy {
             it.next().expect("async proxy")
         } else {
@@ -470,14 +474,17 @@ impl Model {
             let words: Vec<u32> = (0..n.div_ceil(32)).map(|_| r.u()).collect();
             (0..n).map(|i| words[i / 32] >> (i % 32) & 1 != 0).collect()
         };
-        let unfenced_write = flags(nd);
         let unfenced_init = flags(nb);
         let tmem: Box<[u32]> = (0..self.tmem_len).map(|_| r.u()).collect();
         let mut reads = Vec::new();
         while r.rest() {
-            let (a, b) = (r.u(), r.u());
+            let a = r.u();
+            let (lo, hi) = (r.u(), r.u());
+            let b = r.u();
             reads.push(AsyncRead {
                 buf: a as u16,
+                lo,
+                hi,
                 issuer: (a >> 16) as u16,
                 age: b as u16,
                 wgmma: b >> 16 & 1 != 0,
@@ -499,7 +506,6 @@ impl Model {
             named,
             proxy: ProxyState {
                 reads,
-                unfenced_write,
                 unfenced_init,
                 tmem,
             },

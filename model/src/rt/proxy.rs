@@ -26,6 +26,9 @@ pub enum ProxyOp {
     /// `copy_store_async(BUF)`: a TMA store; the async proxy reads `buf` until the bulk group
     /// holding it is waited for.
     StoreAsync { buf: Ref },
+    /// `copy_store_async(BUF, offset = O, bytes = N)`: a TMA store of bytes `O .. O + N` of
+    /// `buf`; the async proxy reads that range only (races and the proxy fence are judged on it).
+    StorePartAsync { buf: Ref, offset: IExpr, bytes: IExpr },
     /// `commit_group()`: the thread's uncommitted bulk operations form its newest bulk group.
     CommitGroup,
     /// `wait_group(N)` / `wait_group_read(N)`: every bulk group of the thread but the `N` newest
@@ -56,7 +59,9 @@ impl ProxyOp {
     pub fn touch(&self) -> Touch<'_> {
         use crate::rt::footprint::PhaseEffect as P;
         match self {
-            ProxyOp::StoreAsync { buf } => Touch::objects(None, Some((buf, false)), P::None),
+            // A store of part of a buffer is given the whole buffer's footprint (larger than its
+            // effect: only more steps are dependent).
+            ProxyOp::StoreAsync { buf } | ProxyOp::StorePartAsync { buf, .. } => Touch::objects(None, Some((buf, false)), P::None),
             ProxyOp::Wgmma { bufs, warpgroup, .. } => match bufs.split_first() {
                 Some((first, rest)) => Touch {
                     reads: rest,
@@ -86,6 +91,11 @@ impl ProxyOp {
     pub fn exprs(&self, f: &mut dyn FnMut(&IExpr)) {
         match self {
             ProxyOp::StoreAsync { buf } => buf.exprs(f),
+            ProxyOp::StorePartAsync { buf, offset, bytes } => {
+                buf.exprs(f);
+                f(offset);
+                f(bytes)
+            }
             ProxyOp::Wgmma { bufs, expect, .. } => {
                 for b in bufs {
                     b.exprs(f)
@@ -102,7 +112,7 @@ impl ProxyOp {
     /// The statement's name in the language.
     pub fn name(&self) -> &'static str {
         match self {
-            ProxyOp::StoreAsync { .. } => "copy_store_async",
+            ProxyOp::StoreAsync { .. } | ProxyOp::StorePartAsync { .. } => "copy_store_async",
             ProxyOp::CommitGroup => "commit_group",
             ProxyOp::WaitGroup { .. } => "wait_group",
             ProxyOp::Wgmma { warpgroup: false, .. } => "wgmma_async",
@@ -122,9 +132,6 @@ pub struct ProxyState {
     /// Asynchronous reads of shared memory (TMA stores, wgmma operands) issued and not yet
     /// retired by a wait of their issuer, in issue order.
     pub reads: Vec<AsyncRead>,
-    /// Per buffer: its last write is a generic-proxy write (a thread's `write`) that no
-    /// `fence_proxy_async` ordered after it has covered yet.
-    pub unfenced_write: Box<[bool]>,
     /// Per barrier: initialised by a thread's `init` that the thread has not yet followed with a
     /// `fence_mbarrier_init` (or `fence_proxy_async`).
     pub unfenced_init: Box<[bool]>,
@@ -138,6 +145,9 @@ pub struct ProxyState {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct AsyncRead {
     pub buf: u16,
+    /// The bytes `lo .. hi` of `buf` it reads (the whole buffer but for a partial store).
+    pub lo: u32,
+    pub hi: u32,
     pub issuer: u16,
     /// A wgmma operand (its group is a wgmma group); else a TMA store (a bulk group).
     pub wgmma: bool,
@@ -227,6 +237,7 @@ pub(super) fn uses_async_proxy(p: &Protocol) -> bool {
         matches!(
             op,
             IOp::Proxy(ProxyOp::StoreAsync { .. })
+                | IOp::Proxy(ProxyOp::StorePartAsync { .. })
                 | IOp::Proxy(ProxyOp::CommitGroup)
                 | IOp::Proxy(ProxyOp::WaitGroup { .. })
                 | IOp::Proxy(ProxyOp::Wgmma { .. })
@@ -253,7 +264,16 @@ impl Exec<'_> {
         match op {
             ProxyOp::StoreAsync { buf } => {
                 let d = self.resolve_buf(buf, locals)?;
-                self.async_read_issue(t, d, false, false, "a TMA store (copy_store_async)");
+                let size = self.p().buffers[d].bytes;
+                self.async_read_issue(t, d, (0, size), false, false, "a TMA store (copy_store_async)");
+                Ok(None)
+            }
+            ProxyOp::StorePartAsync { buf, offset, bytes } => {
+                let d = self.resolve_buf(buf, locals)?;
+                let off = self.ev(offset, locals)?;
+                let n = self.ev(bytes, locals)?;
+                self.range_ok(d, off, off + n)?;
+                self.async_read_issue(t, d, (off, off + n), false, false, "a TMA store (copy_store_async)");
                 Ok(None)
             }
             ProxyOp::Wgmma { bufs, expect, warpgroup } => {
@@ -273,7 +293,8 @@ impl Exec<'_> {
                 }
                 let what = if wg { "warpgroup_mma" } else { "wgmma_async" };
                 for d in ds {
-                    self.async_read_issue(t, d, true, wg, what);
+                    let size = self.p().buffers[d].bytes;
+                    self.async_read_issue(t, d, (0, size), true, wg, what);
                     if let Some(w) = want {
                         self.operand_version(d, w, what);
                     }
@@ -318,16 +339,10 @@ impl Exec<'_> {
                 // barriers' inits with fence.proxy.async).
                 let clock = self.s.threads[t].clock.clone();
                 for d in 0..self.s.buffers.len() {
-                    // Per buffer: the fence covers the buffer once every range's last write is
-                    // ordered before it (docs/known-debts.md: a fence per writer of disjoint
-                    // ranges, each before a barrier, is not tracked apart).
-                    if self.s.proxy.unfenced_write[d]
-                        && self.s.buffers[d]
-                            .last_writes()
-                            .all(|w| w.agent as usize == t || ordered_before(w, &clock))
-                    {
-                        self.s.proxy.unfenced_write[d] = false;
-                    }
+                    // Per byte range: the fence covers a range once the range's last write (the
+                    // generic write that left it unfenced) is ordered before it, so warps that
+                    // each fence their own fragment of a tile cover their fragments only.
+                    self.s.buffers[d].fence_covered(t, &clock);
                 }
                 for b in 0..self.s.barriers.len() {
                     if self.s.proxy.unfenced_init[b]
@@ -354,11 +369,13 @@ impl Exec<'_> {
 
     /// The async proxy starts reading buffer `d` for thread `t`: the data it reads must be
     /// ordered before the issue (happens-before) and visible to the async proxy (fenced).
-    fn async_read_issue(&mut self, t: usize, d: usize, wgmma: bool, warpgroup: bool, what: &str) {
-        self.async_read_checks(t, d, what);
+    fn async_read_issue(&mut self, t: usize, d: usize, (lo, hi): (i64, i64), wgmma: bool, warpgroup: bool, what: &str) {
+        self.async_read_checks(t, d, (lo, hi), what);
         let age = if wgmma { 1 } else { 0 };
         self.s.proxy.reads.push(AsyncRead {
             buf: d as u16,
+            lo: lo as u32,
+            hi: hi as u32,
             issuer: t as u16,
             wgmma,
             warpgroup,
@@ -370,12 +387,16 @@ impl Exec<'_> {
         self.obs.push(Obs::AsyncReadIssued { buf: d as u16, wgmma });
     }
 
-    /// What an asynchronous read of buffer `d` issued by thread `t` requires: the data it reads
-    /// ordered before the issue (happens-before) and visible to the async proxy (fenced).
-    pub(super) fn async_read_checks(&mut self, t: usize, d: usize, what: &str) {
+    /// What an asynchronous read of bytes `lo .. hi` of buffer `d` issued by thread `t` requires:
+    /// the data it reads ordered before the issue (happens-before) and visible to the async proxy
+    /// (fenced).
+    pub(super) fn async_read_checks(&mut self, t: usize, d: usize, (lo, hi): (i64, i64), what: &str) {
         let cell = &self.s.buffers[d];
         let name = self.p().buffers[d].name.clone();
-        if cell.in_flight {
+        let size = self.p().buffers[d].bytes;
+        let whole = lo <= 0 && hi >= size;
+        let flying = if whole { cell.in_flight } else { self.flying_over(d, lo, hi).is_some() };
+        if flying {
             let msg = format!(
                 "{} issues {what} reading {name} before the async copy into it has landed and been waited for",
                 self.label()
@@ -383,16 +404,13 @@ impl Exec<'_> {
             self.fail(K::DataRace, msg);
         } else if let Some(w) = {
             let unordered = cell
-                .last_writes()
+                .writes_over(lo, hi)
                 .find(|w| w.agent as usize != t && !ordered_before(w, self.clock()))
                 .copied();
             unordered
         } {
             self.race(true, d, &format!("issues {what} reading"), Some(&w), "last write");
-        } else if let Some(w) = self.s.proxy.unfenced_write[d]
-            .then(|| self.s.buffers[d].last_writes().last().copied())
-            .flatten()
-        {
+        } else if let Some(w) = self.s.buffers[d].unfenced_over(lo, hi) {
             let msg = format!(
                 "{} issues {what} reading {name} through the async proxy, but the last write to it (by {}, through the generic proxy) is not followed by a fence_proxy_async ordered before the issue: a data race across proxies",
                 self.label(),
@@ -411,11 +429,7 @@ impl Exec<'_> {
             if r.issuer as usize == t && r.wgmma == wgmma && !r.warpgroup && r.age >= 1 && r.age as i64 > keep {
                 self.s.proxy.reads.remove(i);
                 let acc = self.access();
-                let cell = &mut self.s.buffers[r.buf as usize];
-                match cell.reads.binary_search_by_key(&acc.agent, |a| a.agent) {
-                    Ok(k) => cell.reads[k] = acc,
-                    Err(k) => cell.reads.insert(k, acc),
-                }
+                self.record_read(r.buf as usize, (r.lo as i64, r.hi as i64), acc);
                 self.obs.push(Obs::AsyncReadDone { buf: r.buf, wgmma });
             } else {
                 i += 1;
@@ -487,11 +501,7 @@ impl Exec<'_> {
                         epoch,
                         in_completion: false,
                     };
-                    let cell = &mut self.s.buffers[d];
-                    match cell.reads.binary_search_by_key(&acc.agent, |a| a.agent) {
-                        Ok(k) => cell.reads[k] = acc,
-                        Err(k) => cell.reads.insert(k, acc),
-                    }
+                    self.record_read(d, (r.lo as i64, r.hi as i64), acc);
                     self.obs.push(Obs::AsyncReadDone { buf: r.buf, wgmma: true });
                 }
                 epoch
@@ -516,8 +526,22 @@ impl Exec<'_> {
     /// A write (a thread's, or a copy's issue) into buffer `d` while the async proxy still reads
     /// it: a data race, whoever writes.
     pub(super) fn check_async_reads(&mut self, d: usize) {
+        let size = self.p().buffers[d].bytes;
+        self.check_async_reads_over(d, 0, size)
+    }
+
+    /// A write of bytes `lo .. hi` of buffer `d` while the async proxy still reads any of them (a
+    /// tcgen05 MMA reads its operand buffers whole).
+    pub(super) fn check_async_reads_over(&mut self, d: usize, lo: i64, hi: i64) {
         self.check_mma_reads(d);
-        let Some(r) = self.s.proxy.reads.iter().find(|r| r.buf as usize == d && r.done == 0).copied() else {
+        let Some(r) = self
+            .s
+            .proxy
+            .reads
+            .iter()
+            .find(|r| r.buf as usize == d && r.done == 0 && super::memory::overlaps((r.lo as i64, r.hi as i64), (lo, hi)))
+            .copied()
+        else {
             return;
         };
         let how = if r.warpgroup {

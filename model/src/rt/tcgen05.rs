@@ -319,7 +319,8 @@ impl Exec<'_> {
         };
         self.tmem_live(a, "issues tcgen05_mma writing")?;
         for &d in &ds {
-            self.async_read_checks(t, d, "tcgen05_mma");
+            let whole = (0, self.p().buffers[d].bytes);
+            self.async_read_checks(t, d, whole, "tcgen05_mma");
             if let Some(w) = want {
                 self.operand_version(d, w, "tcgen05_mma");
             }

@@ -132,9 +132,30 @@ pub fn supported(proto: &Protocol, directed: bool) -> Result<(), Unsupported> {
                         op.name()
                     )))
                 }
+                InstrKind::Op {
+                    op: IOp::Proxy(phasecheck_model::program::ir::ProxyOp::StorePartAsync { .. }),
+                    ..
+                } => "a TMA store of part of a buffer (`copy_store_async(BUF, offset = O, bytes = N)`)",
                 _ => continue,
             };
             return Err(Unsupported(format!("the runtime does not model {what}")));
+        }
+    }
+    // A uniform agent evaluates with its leader's identity, as the model's agent does outside a
+    // per-lane offset; the model's per-CTA agents and per-lane offsets have no engine here.
+    if proto.cluster > 1 && proto.roles.iter().any(|r| r.uniform) {
+        return Err(Unsupported("the runtime does not model uniform roles under cluster scope".to_string()));
+    }
+    for r in proto.roles.iter().filter(|r| r.uniform) {
+        let lane_offset = r.code.instrs.iter().any(|i| match &i.kind {
+            InstrKind::Op { op, .. } => phasecheck_model::program::uniform::per_lane_offset(op).is_some_and(|o| o.reads_identity()),
+            _ => false,
+        });
+        if lane_offset {
+            return Err(Unsupported(format!(
+                "the runtime does not model per-lane offsets (`offset = lane * N`) in uniform role {}",
+                r.name
+            )));
         }
     }
     if !directed {

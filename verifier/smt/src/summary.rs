@@ -292,6 +292,14 @@ impl Builder {
             return unsupported(program.name.span, format!("a cluster of {ctas} CTAs: prove handles 1 to 16"))?;
         }
         b.ctas = ctas;
+        if ctas > 1 {
+            if let Some(r) = program.roles().find(|r| r.uniform) {
+                return unsupported(
+                    r.name.span,
+                    format!("uniform role `{}` under cluster scope: the counting laws do not yet follow a uniform agent per CTA", r.name.name),
+                )?;
+            }
+        }
         for r in program.roles() {
             // A role's size is written in its unit (threads, warps, warpgroups); what counts is
             // its threads (`ROLE.count` counts lanes, and so do the arrivals of a uniform warp).

@@ -150,7 +150,8 @@ pub(super) fn group_wait_before(model: &Model, r: &Replayed, i: usize, t: usize)
                 ..
             }) => return Some(j),
             Some(InstrKind::Op {
-                op: IOp::Proxy(ProxyOp::StoreAsync { .. } | ProxyOp::Wgmma { .. }) | IOp::Copy(CopyOp::CpAsync { .. }),
+                op: IOp::Proxy(ProxyOp::StoreAsync { .. } | ProxyOp::StorePartAsync { .. } | ProxyOp::Wgmma { .. })
+                    | IOp::Copy(CopyOp::CpAsync { .. }),
                 ..
             }) => return None,
             _ => {}
@@ -244,7 +245,7 @@ fn async_reads(model: &Model, r: &Replayed, k: usize, bufs: &[u16]) -> bool {
             ..
         } => bufs.iter().map(|b| b.group).collect(),
         InstrKind::Op {
-            op: IOp::Proxy(ProxyOp::StoreAsync { buf }),
+            op: IOp::Proxy(ProxyOp::StoreAsync { buf } | ProxyOp::StorePartAsync { buf, .. }),
             ..
         } => vec![buf.group],
         InstrKind::Op {

@@ -6,7 +6,8 @@
 //! - a stale read the synchronisation delivered whole: the write or copy that produced the
 //!   version read put the wrong one there;
 //! - a race with an access into another CTA's memory (DSMEM, a copy aimed at the peer): that
-//!   access's target, or what orders it across CTAs, is the mistake, not the local access;
+//!   access's target, or what orders it across CTAs, is the mistake, not the local access (the
+//!   writer's relaxed cluster arrival after it, when it made one: it released nothing);
 //! - an async-proxy read racing with a generic write: the fence belongs after that write;
 //! - a barrier init the async proxy cannot see: the fence belongs after the init;
 //! - a use before a barrier's init that the program does run: the order (a syncthreads) belongs
@@ -63,6 +64,12 @@ pub(super) fn relocate(model: &Model, source: &str, decls: &Decls, r: &Replayed,
         }
         ViolationKind::DataRace => {
             if let Some(j) = remote_access(model, r, i) {
+                if let Some(k) = relaxed_arrive_after(model, r, j, i) {
+                    return Some(at(
+                        r.steps[k].span,
+                        "the writer's cluster arrival after its access into another CTA's memory is relaxed and releases nothing (a releasing cluster_arrive() publishes it)",
+                    ));
+                }
                 return Some(at(r.steps[j].span, "the access into another CTA's memory is"));
             }
             if issues_async_read(model, s) {
@@ -244,12 +251,26 @@ fn remote_access(model: &Model, r: &Replayed, i: usize) -> Option<usize> {
     })
 }
 
+/// The first `cluster_arrive_relaxed()` of the thread of step `j` after it and before step `i`:
+/// the arrival that would have ordered its access for the cluster barrier's waiters, had it
+/// released.
+fn relaxed_arrive_after(model: &Model, r: &Replayed, j: usize, i: usize) -> Option<usize> {
+    let Action::Thread(t) = r.steps[j].action else { return None };
+    (j + 1..i).find(|&k| {
+        r.steps[k].action == Action::Thread(t)
+            && matches!(
+                instr_of(model, &r.steps[k]).map(|x| &x.kind),
+                Some(InstrKind::ClusterArrive { relaxed: true, .. })
+            )
+    })
+}
+
 /// Step `s` issues an async-proxy read (a TMA store or a wgmma).
 fn issues_async_read(model: &Model, s: &TraceStep) -> bool {
     matches!(
         instr_of(model, s).map(|x| &x.kind),
         Some(InstrKind::Op {
-            op: IOp::Proxy(ProxyOp::StoreAsync { .. } | ProxyOp::Wgmma { .. }),
+            op: IOp::Proxy(ProxyOp::StoreAsync { .. } | ProxyOp::StorePartAsync { .. } | ProxyOp::Wgmma { .. }),
             ..
         })
     )

@@ -106,9 +106,10 @@ impl Parser {
                     span,
                 })
             }
-            "cluster_arrive" | "cluster_wait" | "cluster_sync" => {
+            "cluster_arrive" | "cluster_arrive_relaxed" | "cluster_wait" | "cluster_sync" => {
                 let kind = match kw.as_str() {
                     "cluster_arrive" => OpKind::ClusterArrive,
+                    "cluster_arrive_relaxed" => OpKind::ClusterArriveRelaxed,
                     "cluster_wait" => OpKind::ClusterWait,
                     _ => OpKind::ClusterSync,
                 };
@@ -148,6 +149,22 @@ impl Parser {
                 warpgroup: kw == "warpgroup_mma",
             };
             return Ok(Op { kind, span });
+        }
+        if kw == "copy_store_async" && !named.is_empty() {
+            // A TMA store of bytes `offset .. offset + bytes` (`bytes` alone: the first N bytes).
+            let mut take = |n: &str| named.iter().position(|(m, _, _)| m == n).map(|i| named.remove(i).1);
+            let bytes = take("bytes");
+            let offset = take("offset").unwrap_or(Expr {
+                kind: ExprKind::Int(0),
+                span,
+            });
+            let Some(Arg::Place(buf)) = pos_args.into_iter().next() else {
+                unreachable!("copy_store_async starts with a place");
+            };
+            return Ok(Op {
+                kind: OpKind::CopyStoreAsyncPart { buf, offset, bytes },
+                span,
+            });
         }
         let pos_args = match async_proxy_op(&kw, pos_args) {
             Ok(kind) => return Ok(Op { kind, span }),
@@ -452,7 +469,12 @@ pub(super) fn signature(op: &str) -> Sig {
         "cp_async_wait_group" => (&[Expr], 1, &[], "`cp_async_wait_group(N)`"),
         "cp_async_wait_all" => (&[], 0, &[], "`cp_async_wait_all()`"),
         // The async proxy.
-        "copy_store_async" => (&[Place], 1, &[], "`copy_store_async(BUF)`"),
+        "copy_store_async" => (
+            &[Place],
+            1,
+            &["offset", "bytes"],
+            "`copy_store_async(BUF)`, optionally with `offset = O` and `bytes = N` (a store of part of the buffer)",
+        ),
         "commit_group" => (&[], 0, &[], "`commit_group()`"),
         "wait_group" => (&[Expr], 1, &[], "`wait_group(N)`"),
         "wait_group_read" => (&[Expr], 1, &[], "`wait_group_read(N)`"),
@@ -492,6 +514,7 @@ pub(super) fn signature(op: &str) -> Sig {
         "tcgen05_wait_ld" => (&[], 0, &[], "`tcgen05_wait_ld()`"),
         "clc_try_cancel" => (&[Place, Place], 2, &[], "`clc_try_cancel(RESP, B)`"),
         "cluster_arrive" => (&[], 0, &[], "`cluster_arrive()`"),
+        "cluster_arrive_relaxed" => (&[], 0, &[], "`cluster_arrive_relaxed()`"),
         "cluster_wait" => (&[], 0, &[], "`cluster_wait()`"),
         "cluster_sync" => (&[], 0, &[], "`cluster_sync()`"),
         _ => unreachable!("signature of a non-operation"),

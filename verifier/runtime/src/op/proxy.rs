@@ -18,6 +18,11 @@ impl World {
                 self.proxy_retire(ctx, matches!(op, ProxyOp::WgmmaWait { .. }), keep)?;
                 Ok(None)
             }
+            // Refused by `supported` (the runtime's proxy engine reads whole buffers).
+            ProxyOp::StorePartAsync { .. } => Err(Stop::Ub(Ub::new(
+                ViolationKind::Assertion,
+                "the runtime does not model a TMA store of part of a buffer",
+            ))),
             ProxyOp::StoreAsync { buf } => {
                 let d = self.buf(buf, ctx)?;
                 self.proxy_read_issue(ctx, d, false)?;

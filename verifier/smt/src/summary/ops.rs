@@ -217,13 +217,14 @@ impl Builder {
             }
             // The cluster barrier: an arrival (and a wait on it) on one barrier of every thread
             // of the cluster.
-            OpKind::ClusterArrive | OpKind::ClusterWait | OpKind::ClusterSync => {
+            // A relaxed arrival counts as any other: the counting laws do not see ordering.
+            OpKind::ClusterArrive | OpKind::ClusterArriveRelaxed | OpKind::ClusterWait | OpKind::ClusterSync => {
                 self.cluster_barrier.set(true);
                 if !matches!(op.kind, OpKind::ClusterWait) {
                     let a = self.push(cx, sp, CLUSTER_BARRIER.into(), int(0), SiteKind::Arrive { n: int(1), drop: false });
                     cx.cluster_arrive = Some(a);
                 }
-                if !matches!(op.kind, OpKind::ClusterArrive) {
+                if !matches!(op.kind, OpKind::ClusterArrive | OpKind::ClusterArriveRelaxed) {
                     match cx.cluster_arrive.take() {
                         Some(a) if cx.sites[a].seg == cx.seg => {
                             self.push(cx, sp, CLUSTER_BARRIER.into(), int(0), SiteKind::WaitToken { arrive: a });
