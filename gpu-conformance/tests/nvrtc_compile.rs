@@ -122,7 +122,7 @@ fn completion_functions_are_not_expressible_in_ptx() {
 
 /// Every spec of the library runs on the GPU in both backends; the exceptions are a barrier with
 /// a completion function (hardware mbarriers have none (ptx), and libcu++ makes it a software
-/// barrier, which has no tx-count (libcu)), a warpgroup-scoped wgmma (model-only) and buffers
+/// barrier, which has no tx-count (libcu)), the statements left to the model by design and buffers
 /// beyond the device's shared memory. A spec that drops out of GPU coverage fails here, where
 /// the compile test above only prints it.
 #[test]
@@ -138,9 +138,9 @@ fn every_library_spec_generates_in_both_backends_but_completion_barriers() {
                     if !spec.proto.completions.is_empty()
                         && (e.to_string().contains("has a completion function")
                             || e.to_string().contains("software barrier in libcu++")) => {}
-                // A warpgroup-scoped wgmma (`warpgroup_mma`): the model-only form, refused by name
-                // (docs/known-debts.md, the GPU stage).
-                Err(e) if e.to_string().contains("a warpgroup-scoped wgmma") => {}
+                // The statements left to the model by design, refused by name (docs/known-debts.md,
+                // the GPU stage): the warpgroup-scoped wgmma, Blackwell, uniform roles in clusters.
+                Err(e) if e.model_only() => {}
                 // Buffers larger than any GPU's shared memory (a tx-count overflow needs more than
                 // 2^20 bytes in flight): no kernel can hold them.
                 Err(e)

@@ -26,17 +26,12 @@ fn uniform_specs() -> Vec<(PathBuf, Spec)> {
 }
 
 /// The uniform specs the GPU stage runs: those without a model-only statement (the
-/// warpgroup-scoped wgmma, the Blackwell statements), which it refuses by name.
+/// warpgroup-scoped wgmma, the Blackwell statements, uniform roles under cluster scope), which
+/// it refuses by name.
 fn uniform_gpu_specs() -> Vec<(PathBuf, Spec)> {
     uniform_specs()
         .into_iter()
-        .filter(|(_, s)| match generate(&s.proto, &s.source, Backend::Ptx, 0) {
-            Err(e) => {
-                let e = e.to_string();
-                !(e.contains("a warpgroup-scoped wgmma") || e.contains("not expressible on sm_90"))
-            }
-            Ok(_) => true,
-        })
+        .filter(|(_, s)| !generate(&s.proto, &s.source, Backend::Ptx, 0).is_err_and(|e| e.model_only()))
         .collect()
 }
 

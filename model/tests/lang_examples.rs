@@ -201,6 +201,7 @@ buffer inbox bytes 32
 
 role worker[1] {
   cluster_arrive()                ; cluster_wait()            ; cluster_sync()
+  cluster_arrive_relaxed()        ; cluster_wait()
   st_async(inbox, full, bytes = 16, version = 1)
   st_async(inbox, full, offset = 16, bytes = 8, version = 2, cta = 1 - cta)
   copy_async(inbox, full, cta = 1 - cta, version = 3)
@@ -218,13 +219,30 @@ role consumer warpgroups 1 uniform {
 }
 "#;
 
+/// Blackwell: tensor memory, the tcgen05 MMA and its commit, cluster launch control.
+const BLACKWELL_STATEMENTS: &str = r#"protocol blackwell_statements
+barrier done count 1
+buffer acc bytes 512
+buffer a bytes 128
+buffer b bytes 128
+buffer resp bytes 16
+
+role mma[1] {
+  tmem_alloc(acc, 64)             ; tmem_relinquish()
+  tcgen05_mma(acc, a, b, expect = 0, version = 1)
+  tcgen05_commit(done)            ; wait_parity(done, 0)
+  tcgen05_ld(acc, expect = 1)     ; tcgen05_wait_ld()         ; tmem_dealloc(acc)
+  clc_try_cancel(resp, done)
+}
+"#;
+
 /// Every operation of the parser's table (`lang::parser::OPS`) appears in one of the example
 /// bodies above and survives parse, check and pretty-printing: a new operation that the
 /// examples do not show fails here.
 #[test]
 fn every_operation_of_the_table_parses_and_checks() {
     let mut seen = std::collections::BTreeSet::new();
-    for src in [STATEMENTS, MORE_STATEMENTS, CLUSTER_STATEMENTS, WARPGROUP_STATEMENTS] {
+    for src in [STATEMENTS, MORE_STATEMENTS, CLUSTER_STATEMENTS, WARPGROUP_STATEMENTS, BLACKWELL_STATEMENTS] {
         let p = accept(src);
         for role in p.roles() {
             for st in &role.body.stmts {
