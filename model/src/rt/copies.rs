@@ -727,13 +727,7 @@ impl Exec<'_> {
                 // can only fire after this landing. The model lets the issuer's later releases
                 // carry the landing (docs/model.md); a read that can run before the landing is
                 // still a race in the interleaving where it does.
-                let i = c.issuer as usize;
-                let engine = self.clock().to_vec();
-                let known = self.known_of_agent().to_vec();
-                join_into(&mut self.s.threads[i].clock, &engine);
-                join_known(&mut self.s.threads[i].known, &known);
-                let me = self.agent;
-                self.clock_mut()[me] += 1;
+                self.carry_to_issuer(c.issuer as usize);
             }
         }
         loop {
@@ -797,5 +791,18 @@ pub fn land_part_bytes(tx: i64, remaining: i64) -> i64 {
         tx
     } else {
         remaining - LAND_CHUNK
+    }
+}
+
+impl Exec<'_> {
+    /// The issuer's later releases carry what the async engine knows now (a landing, an MMA's
+    /// completion): the engine's clock and knowledge join the issuer's, and the engine ticks.
+    pub(super) fn carry_to_issuer(&mut self, issuer: usize) {
+        let engine = self.clock().to_vec();
+        let known = self.known_of_agent().to_vec();
+        join_into(&mut self.s.threads[issuer].clock, &engine);
+        join_known(&mut self.s.threads[issuer].known, &known);
+        let me = self.agent;
+        self.clock_mut()[me] += 1;
     }
 }

@@ -523,13 +523,7 @@ impl Exec<'_> {
             // later releases carry the completion, as for cp.async (docs/model.md); a release
             // that can run before the completion is still a race in the interleaving where it
             // does.
-            let i = c.issuer as usize;
-            let engine = self.clock().to_vec();
-            let known = self.known_of_agent().to_vec();
-            join_into(&mut self.s.threads[i].clock, &engine);
-            join_known(&mut self.s.threads[i].known, &known);
-            let me = self.agent;
-            self.clock_mut()[me] += 1;
+            self.carry_to_issuer(c.issuer as usize);
         }
         loop {
             let mut ahead = false;
