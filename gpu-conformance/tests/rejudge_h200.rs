@@ -123,7 +123,12 @@ fn the_committed_h200_results_keep_their_verdicts() {
         assert!(known_outside.contains_key(k), "OUTSIDE and not explained in {ALLOW}: {k}");
     }
     for k in known_outside.keys() {
-        assert!(outside.contains(k), "{ALLOW} lists `outside {k}`, which is no longer OUTSIDE: remove it");
+        // A case skipped for the budget has not been re-judged (the full run judges it).
+        let was_skipped = skipped.iter().any(|s| s.starts_with(&format!("{k} (was")));
+        assert!(
+            outside.contains(k) || was_skipped,
+            "{ALLOW} lists `outside {k}`, which is no longer OUTSIDE: remove it"
+        );
     }
     assert!(problems.is_empty(), "{} verdicts changed:\n{}", problems.len(), problems.join("\n"));
 }

@@ -1,4 +1,5 @@
-//! Every file in tests/malformed is rejected by `parse` + `check`, with the code its second
+//! Every file in tests/malformed is rejected by the front end (`parse`, `check`, then the
+//! lowering, which rejects what needs the roles' sizes, as E113 does), with the code its second
 //! comment line names (`// error: E0xx`).
 
 use phasecheck_model::lang::{check, parse};
@@ -33,7 +34,10 @@ fn every_malformed_file_is_rejected_with_its_code() {
             Err(d) => d,
             Ok(p) => match check(&p) {
                 Err(d) => d,
-                Ok(()) => panic!("{name} was accepted"),
+                Ok(()) => match phasecheck_model::program::lower::lower(&p, &[]) {
+                    Err(d) => d,
+                    Ok(_) => panic!("{name} was accepted"),
+                },
             },
         };
         let rendered = got.render(&name, &src);
