@@ -94,7 +94,11 @@ pub fn render_text(spec: &Spec, model: &Model, report: &Report) -> String {
         }
     );
     if let Some(off) = &st.por_off {
-        let _ = writeln!(out, "         partial-order: off, turned off by {}", por_off_text(&spec.source, off));
+        let _ = writeln!(
+            out,
+            "         partial-order: off, turned off by {}",
+            por_off_text(&spec.source, off)
+        );
     }
     if st.reduced_states > 0 {
         let _ = writeln!(
@@ -258,8 +262,7 @@ fn por_off_text(source: &str, off: &PorOff) -> String {
 }
 
 fn por_off_line(source: &str, off: &PorOff) -> Option<usize> {
-    off.span
-        .map(|sp| line_col(source, sp.start as usize).0)
+    off.span.map(|sp| line_col(source, sp.start as usize).0)
 }
 
 fn por_off_json(source: &str, off: &PorOff) -> Value {

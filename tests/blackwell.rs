@@ -101,7 +101,10 @@ fn engines_that_cannot_run_blackwell_statements_name_them() {
 fn the_header_names_the_blackwell_statement_that_turns_the_reduction_off() {
     let spec = "specs/blackwell/clc_response_read_before_wait_fixed.phase";
     let out = text(&phasecheck(&["check", spec]).stdout);
-    assert!(out.contains("partial-order: off, turned off by `clc_try_cancel` at line 12"), "{out}");
+    assert!(
+        out.contains("partial-order: off, turned off by `clc_try_cancel` at line 12"),
+        "{out}"
+    );
     let o = phasecheck(&["check", spec, "--format", "json"]);
     let v: serde_json::Value = serde_json::from_str(text(&o.stdout).lines().next().unwrap()).unwrap();
     assert_eq!(v["stats"]["partial_order_off"]["line"], 12);
@@ -112,7 +115,10 @@ fn the_header_names_the_blackwell_statement_that_turns_the_reduction_off() {
 #[test]
 fn a_commit_tracks_only_the_mmas_issued_before_it() {
     let body = |release_first: bool| {
-        let (a, b) = ("  tcgen05_mma(acc, a_tile, expect = i)\n", "  if i == 0 { tcgen05_commit(empty) }\n");
+        let (a, b) = (
+            "  tcgen05_mma(acc, a_tile, expect = i)\n",
+            "  if i == 0 { tcgen05_commit(empty) }\n",
+        );
         let (x, y) = if release_first { (b, a) } else { (a, b) };
         format!(
             "protocol c\nbarrier full count 1\nbarrier empty count 1\nbarrier acc_full count 1\nbuffer a_tile bytes 64\nbuffer acc bytes 64\nrole p[1] {{\n for i in 0..2 {{\n  if i > 0 {{ wait_parity(empty, 0) }}\n  arrive_expect_tx(full, 64)\n  copy_async(a_tile, full, version = i)\n }}\n}}\nrole m[1] {{\n tmem_alloc(acc, 32)\n for i in 0..2 {{\n  wait_parity(full, i % 2)\n{x}{y} }}\n tcgen05_commit(acc_full)\n wait_parity(acc_full, 0)\n tcgen05_ld(acc)\n tcgen05_wait_ld()\n tmem_dealloc(acc)\n}}\n"
@@ -128,5 +134,8 @@ fn a_commit_tracks_only_the_mmas_issued_before_it() {
     // The commit issued before the MMA arrives at once (no MMA of its thread runs yet): the
     // producer refills the stage before the MMA has even read it.
     assert!(out.contains("verdict: violated (data-race"), "{out}");
-    assert!(out.contains("m#0 issues tcgen05_mma reading a_tile before the async copy into it has landed"), "{out}");
+    assert!(
+        out.contains("m#0 issues tcgen05_mma reading a_tile before the async copy into it has landed"),
+        "{out}"
+    );
 }

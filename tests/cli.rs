@@ -254,10 +254,22 @@ fn the_header_names_the_construct_that_turns_the_partial_order_reduction_off() {
             "specs/hopper/cutlass_pipeline_tma_async_cluster_multicast.phase",
             "turned off by cluster scope at line 34: cluster_sync()",
         ),
-        ("specs/hopper/spin_wait_missing_arrive_fixed.phase", "turned off by a `while` loop at line 23: while ok == 0 {"),
-        ("specs/kinds/uninitialized_fixed.phase", "turned off by `syncthreads` at line 10: syncthreads"),
-        ("specs/mistakes/diverged_warp_commit.phase", "turned off by `commit` at line 37: commit(empty[s])"),
-        ("specs/hopper/cp_async_group_wait_too_shallow.phase", "turned off by `cp_async` at line 13"),
+        (
+            "specs/hopper/spin_wait_missing_arrive_fixed.phase",
+            "turned off by a `while` loop at line 23: while ok == 0 {",
+        ),
+        (
+            "specs/kinds/uninitialized_fixed.phase",
+            "turned off by `syncthreads` at line 10: syncthreads",
+        ),
+        (
+            "specs/mistakes/diverged_warp_commit.phase",
+            "turned off by `commit` at line 37: commit(empty[s])",
+        ),
+        (
+            "specs/hopper/cp_async_group_wait_too_shallow.phase",
+            "turned off by `cp_async` at line 13",
+        ),
     ] {
         let out = text(&phasecheck(&["check", spec, "--max-states", "2000"]).stdout);
         assert!(out.contains(&format!("partial-order: off, {blame}")), "{spec}:\n{out}");

@@ -308,10 +308,7 @@ fn a_grid_sync_is_two_syncthreads_under_stated_assumptions() {
         assert_eq!(body.matches("syncthreads").count(), 2, "{role}\n{spec}");
         assert!(body.contains("wait(bar, tok"), "{role}\n{spec}");
     }
-    for (line, what) in [
-        (14, "one way to `trap`"),
-        (15, "a loop that only polls global memory"),
-    ] {
+    for (line, what) in [(14, "one way to `trap`"), (15, "a loop that only polls global memory")] {
         assert!(
             stderr
                 .lines()
@@ -336,7 +333,9 @@ fn a_spin_that_may_touch_shared_memory_stays_unresolved() {
         let (_, stderr, code) = import("grid_sync.ptx", &["--entry", entry]);
         assert_eq!(code, 3, "{entry}: {stderr}");
         assert!(
-            stderr.lines().any(|l| l.starts_with("  unresolved  grid_sync.ptx:") && l.contains("guard @%p2 of `bra`")),
+            stderr
+                .lines()
+                .any(|l| l.starts_with("  unresolved  grid_sync.ptx:") && l.contains("guard @%p2 of `bra`")),
             "{entry}: {stderr}"
         );
     }
@@ -355,7 +354,9 @@ fn a_field_of_a_struct_param_is_set_by_its_offset() {
     let (_, stderr, code) = import("param_fields.ptx", &["--param", "0=3"]);
     assert_eq!(code, 3, "{stderr}");
     assert!(
-        stderr.lines().any(|l| l.starts_with("  unresolved  param_fields.ptx:") && l.contains("init count")),
+        stderr
+            .lines()
+            .any(|l| l.starts_with("  unresolved  param_fields.ptx:") && l.contains("init count")),
         "{stderr}"
     );
 }

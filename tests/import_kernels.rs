@@ -336,7 +336,10 @@ fn check_of_an_imported_twin_cites_the_kernel_line_in_trace_cause_and_html() {
     let steps: Vec<&&str> = rows.iter().filter(|l| !l.contains("-end\"")).collect();
     assert!(!steps.is_empty(), "{page}");
     for row in &steps {
-        assert!(row.contains("<td class=\"mono cited\">tma_ring.cu:"), "a step without its kernel line: {row}");
+        assert!(
+            row.contains("<td class=\"mono cited\">tma_ring.cu:"),
+            "a step without its kernel line: {row}"
+        );
     }
     assert!(
         steps
@@ -344,5 +347,8 @@ fn check_of_an_imported_twin_cites_the_kernel_line_in_trace_cause_and_html() {
             .any(|r| r.contains("arrive_expect_tx(full[") && r.contains(&format!("<td class=\"mono cited\">{from} "))),
         "no step row cites {from}"
     );
-    assert!(page.contains(&format!("<span class=\"cited\">from {from} ")), "the root cause block does not cite {from}");
+    assert!(
+        page.contains(&format!("<span class=\"cited\">from {from} ")),
+        "the root cause block does not cite {from}"
+    );
 }

@@ -52,7 +52,12 @@ fn by_check(files: &[String], extra: &[&str]) -> BTreeMap<String, Said> {
     json_of("check", files, extra)
         .into_iter()
         .map(|v| {
-            let kinds = v["violations"].as_array().unwrap().iter().map(|x| x["kind"].as_str().unwrap().to_string()).collect();
+            let kinds = v["violations"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x["kind"].as_str().unwrap().to_string())
+                .collect();
             let said = Said {
                 verdict: v["verdict"].as_str().unwrap().to_string(),
                 kinds,
@@ -75,7 +80,10 @@ fn by_test(files: &[String], extra: &[&str]) -> BTreeMap<String, (Said, String)>
                 bound: v["bound"].as_str().map(str::to_string),
                 states: v["states"].as_u64().unwrap(),
             };
-            (v["file"].as_str().unwrap().to_string(), (said, v["result"].as_str().unwrap().to_string()))
+            (
+                v["file"].as_str().unwrap().to_string(),
+                (said, v["result"].as_str().unwrap().to_string()),
+            )
         })
         .collect()
 }
@@ -175,7 +183,10 @@ fn a_past_violation_allowance_is_a_bound() {
     let cut = &by_check(std::slice::from_ref(&f), &["--past-violation-factor", "2"])[&f];
     assert_eq!(cut.bound.as_deref(), Some("--past-violation-factor"), "{cut:?}");
     assert_eq!(cut.verdict, "violated");
-    assert!(cut.kinds.is_subset(&full.kinds) && cut.states < full.states, "{cut:?} against {full:?}");
+    assert!(
+        cut.kinds.is_subset(&full.kinds) && cut.states < full.states,
+        "{cut:?} against {full:?}"
+    );
     let (t, result) = &by_test(std::slice::from_ref(&f), &["--past-violation-factor", "2"])[&f];
     assert_eq!((t, result.as_str()), (cut, "incomplete"));
     let o = phasecheck(&["check", &f, "--past-violation-factor", "2"]);

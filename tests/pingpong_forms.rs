@@ -44,7 +44,12 @@ fn kinds(name: &str, src: &str, params: &[(&str, i64)]) -> (Verdict, BTreeSet<Vi
         ..CheckOptions::default()
     };
     let r = check(&model, &opts);
-    assert!(r.bound.is_none(), "{name}: the search did not finish ({:?}, {} states)", r.bound, r.stats.states);
+    assert!(
+        r.bound.is_none(),
+        "{name}: the search did not finish ({:?}, {} states)",
+        r.bound,
+        r.stats.states
+    );
     let found = r.violations.iter().map(|v| v.kind).collect();
     (r.verdict, found, r.stats.states)
 }
@@ -97,16 +102,28 @@ fn bugs() -> Vec<Bug> {
         // per byte range; one per warp's own buffer in the workaround).
         Bug {
             name: "no_proxy_fence",
-            workaround: ("      fence_proxy_async()                              // ... visible to the async proxy\n", ""),
-            kernel: ("    fence_proxy_async()                                // ... visible to the async proxy\n", ""),
+            workaround: (
+                "      fence_proxy_async()                              // ... visible to the async proxy\n",
+                "",
+            ),
+            kernel: (
+                "    fence_proxy_async()                                // ... visible to the async proxy\n",
+                "",
+            ),
             params: &[("STAGES", 2), ("TILES", 2), ("KBLK", 1)],
         },
         // The producer's PipelineState starts at phase 0: its first wait on a fresh `empty`
         // never returns.
         Bug {
             name: "producer_start_phase",
-            workaround: ("    let ph = 1                                         // (fresh empty barriers pass)\n", "    let ph = 0   // BUG\n"),
-            kernel: ("    let ph = 1                                         // (fresh empty barriers pass)\n", "    let ph = 0   // BUG\n"),
+            workaround: (
+                "    let ph = 1                                         // (fresh empty barriers pass)\n",
+                "    let ph = 0   // BUG\n",
+            ),
+            kernel: (
+                "    let ph = 1                                         // (fresh empty barriers pass)\n",
+                "    let ph = 0   // BUG\n",
+            ),
             params: &[("STAGES", 2), ("TILES", 2), ("KBLK", 1)],
         },
     ]

@@ -265,7 +265,11 @@ fn warpgroup_pipeline(seed: u64) -> String {
     let iters = 1 + d.pick(2);
     let signaller = 1 + d.pick(4);
     let release_first = d.mistake(3) == 1;
-    let skipper = if d.mistake(4) == 1 { format!("if warp != {} {{ ", 1 + d.pick(4)) } else { String::new() };
+    let skipper = if d.mistake(4) == 1 {
+        format!("if warp != {} {{ ", 1 + d.pick(4))
+    } else {
+        String::new()
+    };
     let close = if skipper.is_empty() { "" } else { " }" };
     let keep = if d.mistake(3) == 1 { 1 } else { 0 };
     let expect = if d.mistake(3) == 1 { "0" } else { "i" };

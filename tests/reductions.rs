@@ -259,7 +259,12 @@ fn bytes_per_state_do_not_grow_with_depth() {
 #[test]
 fn buggy_ring_is_violated_in_every_mode() {
     let f = "benches/spin/ring_bug_wrong_parity.phase";
-    for mode in [&[][..], &["--past-violation-factor", "2"][..], &["--stop-at-first"][..], &["--no-por"][..]] {
+    for mode in [
+        &[][..],
+        &["--past-violation-factor", "2"][..],
+        &["--stop-at-first"][..],
+        &["--no-por"][..],
+    ] {
         let mut args = vec!["check", f, "--param", "STAGES=2", "--param", "CONSUMERS=2", "--param", "ITERS=4"];
         args.extend_from_slice(mode);
         let out = common::phasecheck(&args);

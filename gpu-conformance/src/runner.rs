@@ -580,7 +580,9 @@ fn judge_case(s: &SpecPlan, k: &Kernel, b: Backend, mode: &str, trace: Option<us
         match &k.wgmma_emulated {
             // wgmma.mma_async is executed by a whole warpgroup (128 threads, .sync.aligned) and the
             // spec's agent is one thread (or one warp's lanes): a helper warpgroup issues its wgmmas.
-            None => note.push_str("wgmma on the hardware (wgmma.mma_async by a helper warpgroup per issuing agent, over descriptors of the spec's buffers); "),
+            None => note.push_str(
+                "wgmma on the hardware (wgmma.mma_async by a helper warpgroup per issuing agent, over descriptors of the spec's buffers); ",
+            ),
             Some(why) => note.push_str(&format!("wgmma emulated (bulk stores of its operands: {why}); ")),
         }
     }

@@ -165,12 +165,25 @@ fn cluster_mailbox_ptx_hw_barrier() {
     let spec = load_spec(&f, &[]).unwrap();
     let k = phasecheck_gpu::codegen::generate_hw_barrier(&spec.proto, &spec.source, Backend::Ptx, 0).unwrap();
     assert!(k.symbol.ends_with("_hwb"));
-    assert!(!k.body.contains("pc_cluster_arrive(") && !k.body.contains("pc_cluster_wait("), "no software cluster barrier");
-    assert!(!k.body.contains("pc_cluster_leave("), "a finished thread does not leave a software barrier");
-    assert!(k.body.contains("barrier.cluster.arrive.release;\" ::: \"memory\");  // the hardware's own"));
+    assert!(
+        !k.body.contains("pc_cluster_arrive(") && !k.body.contains("pc_cluster_wait("),
+        "no software cluster barrier"
+    );
+    assert!(
+        !k.body.contains("pc_cluster_leave("),
+        "a finished thread does not leave a software barrier"
+    );
+    assert!(k
+        .body
+        .contains("barrier.cluster.arrive.release;\" ::: \"memory\");  // the hardware's own"));
     assert!(k.body.contains("barrier.cluster.wait.acquire;\" ::: \"memory\");  // unbounded"));
-    assert!(k.body.contains("for (int r = 0; r < 2; r++) atomicAdd((int*)pc_mapa((const void*)&s.cfin, r), 1);"));
-    assert!(k.body.contains("while (*(volatile int*)&s.cfin < NT)"), "the exit loop reads its own CTA's count");
+    assert!(k
+        .body
+        .contains("for (int r = 0; r < 2; r++) atomicAdd((int*)pc_mapa((const void*)&s.cfin, r), 1);"));
+    assert!(
+        k.body.contains("while (*(volatile int*)&s.cfin < NT)"),
+        "the exit loop reads its own CTA's count"
+    );
     assert!(
         !k.body.contains("pc_cluster_barrier_hw();  // no CTA exits"),
         "the exit is the count-and-arrive loop, not one more barrier.cluster that a short spec thread would shift"

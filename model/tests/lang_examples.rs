@@ -242,7 +242,13 @@ role mma[1] {
 #[test]
 fn every_operation_of_the_table_parses_and_checks() {
     let mut seen = std::collections::BTreeSet::new();
-    for src in [STATEMENTS, MORE_STATEMENTS, CLUSTER_STATEMENTS, WARPGROUP_STATEMENTS, BLACKWELL_STATEMENTS] {
+    for src in [
+        STATEMENTS,
+        MORE_STATEMENTS,
+        CLUSTER_STATEMENTS,
+        WARPGROUP_STATEMENTS,
+        BLACKWELL_STATEMENTS,
+    ] {
         let p = accept(src);
         for role in p.roles() {
             for st in &role.body.stmts {

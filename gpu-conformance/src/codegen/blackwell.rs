@@ -18,5 +18,8 @@ pub(super) fn blackwell_inexpressible(op: &IOp) -> Option<String> {
         }
         TcOp::ClcTryCancel { .. } => "cluster launch control (clusterlaunchcontrol.try_cancel) exists only on sm_100",
     };
-    Some(format!("{} is not expressible on sm_90: {what}; the H200 has none (checked by the model only)", tc.name()))
+    Some(format!(
+        "{} is not expressible on sm_90: {what}; the H200 has none (checked by the model only)",
+        tc.name()
+    ))
 }

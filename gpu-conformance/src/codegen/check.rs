@@ -58,7 +58,11 @@ impl Gen<'_> {
                 r.name
             )));
         }
-        if let Some(r) = p.roles.iter().find(|r| !self.wgmma_hw && code_bulk_groups(&r.code) && code_wgmma(&r.code)) {
+        if let Some(r) = p
+            .roles
+            .iter()
+            .find(|r| !self.wgmma_hw && code_bulk_groups(&r.code) && code_wgmma(&r.code))
+        {
             return Err(NotExpressible(format!(
                 "role {} uses both wgmma groups and bulk groups: its wgmma reads are emulated here (see the note on wgmma), by bulk stores whose groups would mix with the role's own TMA store groups",
                 r.name

@@ -90,7 +90,9 @@ impl Gen<'_> {
             }
             InstrKind::ClusterWait { slot } if self.hw_cluster_barrier => {
                 let l = Self::local_name(code, *slot);
-                self.w(format!("  if ({l} == 0) {{ th.status = PC_ASSERT; return; }}  // a wait with no arrival: undefined"));
+                self.w(format!(
+                    "  if ({l} == 0) {{ th.status = PC_ASSERT; return; }}  // a wait with no arrival: undefined"
+                ));
                 self.w("  pc_turn_end(th, th.turnp);  // the wait is the step; the release follows the last arrival");
                 self.w("  asm volatile(\"barrier.cluster.wait.acquire;\" ::: \"memory\");  // unbounded: the host ends a launch that does not return");
                 self.w(format!("  {l} = 0; s.cbar_out[th.t] = 0;"));

@@ -61,7 +61,10 @@ impl Gen<'_> {
                 agents.len()
             ));
             self.w(format!("constexpr int WG_BASE = {base};  // the first helper thread"));
-            self.w(format!("__device__ const int wg_of[NT] = {{{}}};  // per model thread: its helper warpgroup, or -1", of.join(", ")));
+            self.w(format!(
+                "__device__ const int wg_of[NT] = {{{}}};  // per model thread: its helper warpgroup, or -1",
+                of.join(", ")
+            ));
         }
         if uni {
             let nl: u32 = thread_lanes(p).iter().sum();
@@ -358,7 +361,9 @@ impl Gen<'_> {
             self.w("  pc_cluster_barrier_hw();  // every CTA's barriers are initialised before any thread of the cluster runs");
         }
         if self.wgmma_hw {
-            self.w("  if ((int)threadIdx.x >= WG_BASE) { pc_wg_serve(&s.wg[(threadIdx.x - WG_BASE) / 128], s.wg_ones, timeout_ns); return; }");
+            self.w(
+                "  if ((int)threadIdx.x >= WG_BASE) { pc_wg_serve(&s.wg[(threadIdx.x - WG_BASE) / 128], s.wg_ones, timeout_ns); return; }",
+            );
         }
         self.w("  if (me < 0) return;");
         self.w("  PcThread th = {};");
@@ -469,7 +474,9 @@ impl Gen<'_> {
         let nc = self.cluster;
         self.w("  // barrier.cluster: a finished thread stands in for an exited one until the cluster is done");
         self.w("  if (s.cbar_out[th.t]) asm volatile(\"barrier.cluster.wait.acquire;\" ::: \"memory\");  // the phase it arrived on");
-        self.w(format!("  for (int r = 0; r < {nc}; r++) atomicAdd((int*)pc_mapa((const void*)&s.cfin, r), 1);"));
+        self.w(format!(
+            "  for (int r = 0; r < {nc}; r++) atomicAdd((int*)pc_mapa((const void*)&s.cfin, r), 1);"
+        ));
         self.w("  while (*(volatile int*)&s.cfin < NT)");
         self.w("    asm volatile(\"barrier.cluster.arrive.release;\\n\\tbarrier.cluster.wait.acquire;\" ::: \"memory\");");
     }

@@ -62,7 +62,9 @@ const WGMMA_CHUNK: i64 = 256;
 
 /// The model threads that issue wgmma reads, in order: agent i's helper warpgroup is the i-th.
 pub fn wgmma_agents(p: &Protocol) -> Vec<usize> {
-    (0..p.threads.len()).filter(|&t| code_wgmma(&p.roles[p.threads[t].role as usize].code)).collect()
+    (0..p.threads.len())
+        .filter(|&t| code_wgmma(&p.roles[p.threads[t].role as usize].code))
+        .collect()
 }
 
 /// Whether the protocol's wgmma reads run on the hardware's `wgmma.mma_async` (module docs), or

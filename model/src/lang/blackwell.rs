@@ -157,7 +157,10 @@ impl TcStmt {
                 bar: p(bar),
                 multicast: oe(multicast),
             },
-            TcStmt::Alloc { tmem, cols } => TcStmt::Alloc { tmem: p(tmem), cols: e(cols) },
+            TcStmt::Alloc { tmem, cols } => TcStmt::Alloc {
+                tmem: p(tmem),
+                cols: e(cols),
+            },
             TcStmt::Dealloc { tmem } => TcStmt::Dealloc { tmem: p(tmem) },
             TcStmt::Relinquish => TcStmt::Relinquish,
             TcStmt::Ld { tmem, expect } => TcStmt::Ld {
@@ -165,7 +168,10 @@ impl TcStmt {
                 expect: oe(expect),
             },
             TcStmt::WaitLd => TcStmt::WaitLd,
-            TcStmt::ClcTryCancel { resp, bar } => TcStmt::ClcTryCancel { resp: p(resp), bar: p(bar) },
+            TcStmt::ClcTryCancel { resp, bar } => TcStmt::ClcTryCancel {
+                resp: p(resp),
+                bar: p(bar),
+            },
         }
     }
 }

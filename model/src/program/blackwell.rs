@@ -87,7 +87,12 @@ fn uses(op: &IOp, smem: &mut Vec<u16>, tmem: &mut Vec<u16>) {
 /// 16-byte response; a `tcgen05_ld` tracks at most 63 buffers.
 pub fn check(p: &Protocol) -> Result<(), Diagnostic> {
     let per = (p.buffer_groups.len() / p.cluster.max(1) as usize).max(1);
-    let every = || p.roles.iter().flat_map(|r| r.code.instrs.iter()).chain(p.completions.iter().flat_map(|c| c.instrs.iter()));
+    let every = || {
+        p.roles
+            .iter()
+            .flat_map(|r| r.code.instrs.iter())
+            .chain(p.completions.iter().flat_map(|c| c.instrs.iter()))
+    };
     let mut tmem_groups: Vec<u16> = Vec::new();
     for i in every() {
         if let InstrKind::Op { op, .. } = &i.kind {

@@ -282,7 +282,12 @@ pub fn why_off(p: &Protocol, fine_grained: bool, objects: usize) -> Option<PorOf
     if fine_grained {
         return whole("fine-grained steps (one instruction a step)".to_string());
     }
-    let at = |construct: String, i: &Instr| Some(PorOff { construct, span: Some(i.span) });
+    let at = |construct: String, i: &Instr| {
+        Some(PorOff {
+            construct,
+            span: Some(i.span),
+        })
+    };
     let every = || p.roles.iter().flat_map(|r| r.code.instrs.iter());
     if p.cluster != 1 {
         // Blame the first statement that acts across CTAs; a cluster that never does still
@@ -290,7 +295,12 @@ pub fn why_off(p: &Protocol, fine_grained: bool, objects: usize) -> Option<PorOf
         let cross = every().find(|i| {
             matches!(
                 i.kind,
-                InstrKind::ClusterArrive { .. } | InstrKind::ClusterWait { .. } | InstrKind::Op { op: IOp::Remote { .. }, .. }
+                InstrKind::ClusterArrive { .. }
+                    | InstrKind::ClusterWait { .. }
+                    | InstrKind::Op {
+                        op: IOp::Remote { .. },
+                        ..
+                    }
             )
         });
         return match cross {
@@ -334,7 +344,9 @@ fn instr_name(i: &Instr) -> &'static str {
 /// which holds none of the body's statements (the increment before the jump shares it); a
 /// `while` loop's carries the whole statement's, which holds every statement of its body.
 fn is_while_back_edge(code: &Code, pc: usize) -> bool {
-    let InstrKind::Jump { to } = code.instrs[pc].kind else { return false };
+    let InstrKind::Jump { to } = code.instrs[pc].kind else {
+        return false;
+    };
     let (head, own) = (to as usize, code.instrs[pc].span);
     if head > pc {
         return false;
@@ -768,7 +780,12 @@ impl Footprints {
                 Footprint::set(&mut fp.write, self.warp_base + m.proto.threads[a].warp as usize);
             }
             if fp.retires || future {
-                for r in s.proxy.reads.iter().filter(|r| r.warpgroup && members.contains(&(r.issuer as usize))) {
+                for r in s
+                    .proxy
+                    .reads
+                    .iter()
+                    .filter(|r| r.warpgroup && members.contains(&(r.issuer as usize)))
+                {
                     Footprint::set(&mut fp.read, self.barriers + r.buf as usize);
                 }
             }
@@ -812,8 +829,7 @@ impl Footprints {
         let clock = &s.threads[t].clock;
         for d in 0..self.buffers {
             let i = base + d;
-            let clears = at_fence
-                && s.buffers.get(d).is_none_or(|c| c.fence_clears(t, clock));
+            let clears = at_fence && s.buffers.get(d).is_none_or(|c| c.fence_clears(t, clock));
             if clears {
                 fp.write[i / 64] |= 1 << (i % 64);
             } else {

@@ -192,10 +192,11 @@ impl Model {
     pub fn warpgroup_wait_ready(&self, s: &State, t: usize) -> bool {
         let th = &s.threads[t];
         let Some(Instr {
-            kind: InstrKind::Op {
-                op: IOp::Proxy(ProxyOp::WgmmaWait { n, warpgroup: true }),
-                ..
-            },
+            kind:
+                InstrKind::Op {
+                    op: IOp::Proxy(ProxyOp::WgmmaWait { n, warpgroup: true }),
+                    ..
+                },
             ..
         }) = self.proto.code_of(t).instrs.get(th.pc as usize)
         else {
@@ -288,7 +289,13 @@ impl Exec<'_> {
                 // wgmma.commit_group is folded in: the operands of this statement are one group,
                 // the thread's newest (of its warpgroup's groups, for `warpgroup_mma`).
                 let wg = *warpgroup;
-                for r in self.s.proxy.reads.iter_mut().filter(|r| r.issuer as usize == t && r.wgmma && r.warpgroup == wg) {
+                for r in self
+                    .s
+                    .proxy
+                    .reads
+                    .iter_mut()
+                    .filter(|r| r.issuer as usize == t && r.wgmma && r.warpgroup == wg)
+                {
                     r.age = r.age.saturating_add(1);
                 }
                 let what = if wg { "warpgroup_mma" } else { "wgmma_async" };
@@ -395,7 +402,11 @@ impl Exec<'_> {
         let name = self.p().buffers[d].name.clone();
         let size = self.p().buffers[d].bytes;
         let whole = lo <= 0 && hi >= size;
-        let flying = if whole { cell.in_flight } else { self.flying_over(d, lo, hi).is_some() };
+        let flying = if whole {
+            cell.in_flight
+        } else {
+            self.flying_over(d, lo, hi).is_some()
+        };
         if flying {
             let msg = format!(
                 "{} issues {what} reading {name} before the async copy into it has landed and been waited for",

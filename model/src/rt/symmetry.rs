@@ -58,7 +58,11 @@ pub fn symmetry_classes(p: &Protocol) -> Vec<Vec<usize>> {
         }
         // A tensor-memory region records the thread of its last MMA (rt/tcgen05.rs), which a
         // permutation of the threads would not rename: such roles' agents are kept apart.
-        let tcgen05 = role.code.instrs.iter().any(|i| matches!(i.kind, InstrKind::Op { op: IOp::Tc(_), .. }));
+        let tcgen05 = role
+            .code
+            .instrs
+            .iter()
+            .any(|i| matches!(i.kind, InstrKind::Op { op: IOp::Tc(_), .. }));
         if tcgen05 {
             continue;
         }

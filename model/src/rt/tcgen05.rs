@@ -227,9 +227,16 @@ impl Model {
             return None;
         }
         let p = &self.proto;
-        if let Some(c) = s.copies.iter().find(|c| matches!(c.kind, CopyKind::Mma | CopyKind::MmaRead | CopyKind::MmaCommit)) {
+        if let Some(c) = s
+            .copies
+            .iter()
+            .find(|c| matches!(c.kind, CopyKind::Mma | CopyKind::MmaRead | CopyKind::MmaCommit))
+        {
             let what = match c.kind {
-                CopyKind::MmaCommit => format!("the arrive of a tcgen05_commit on {} has not fired", p.barriers[c.bar as usize].name),
+                CopyKind::MmaCommit => format!(
+                    "the arrive of a tcgen05_commit on {} has not fired",
+                    p.barriers[c.bar as usize].name
+                ),
                 _ => format!("a tcgen05_mma issued by {} is still running", p.thread_label(c.issuer as usize)),
             };
             return Some(Violation {
@@ -351,7 +358,12 @@ impl Exec<'_> {
             .filter(|w| w.agent != me && !(own_pipeline && w.agent as usize == n + a) && !ordered_before(w, self.clock()))
         {
             self.race(true, a, "issues tcgen05_mma overwriting", Some(&w), "last write");
-        } else if let Some(r) = cell.reads.iter().find(|r| r.agent != me && !ordered_before(r, self.clock())).copied() {
+        } else if let Some(r) = cell
+            .reads
+            .iter()
+            .find(|r| r.agent != me && !ordered_before(r, self.clock()))
+            .copied()
+        {
             self.race(
                 true,
                 a,
@@ -375,7 +387,10 @@ impl Exec<'_> {
                 offset: 0,
                 len: 0,
             });
-            self.obs.push(Obs::AsyncReadIssued { buf: d as u16, wgmma: true });
+            self.obs.push(Obs::AsyncReadIssued {
+                buf: d as u16,
+                wgmma: true,
+            });
         }
         let acc_bytes = self.p().buffers[a].bytes;
         let access = self.access();
@@ -610,7 +625,13 @@ impl Exec<'_> {
             );
             return Err(());
         }
-        if let Some(c) = self.s.copies.iter().find(|c| c.kind == CopyKind::Mma && c.buf as usize == d).copied() {
+        if let Some(c) = self
+            .s
+            .copies
+            .iter()
+            .find(|c| c.kind == CopyKind::Mma && c.buf as usize == d)
+            .copied()
+        {
             let msg = format!(
                 "{} deallocates {name} while a tcgen05_mma issued by {} still writes it (its commit was not waited for)",
                 self.label(),
@@ -645,7 +666,10 @@ impl Exec<'_> {
         }
         self.tmem_read(d, "loads")?;
         let got = self.s.buffers[d].value;
-        self.obs.push(Obs::Read { buf: d as u16, version: got });
+        self.obs.push(Obs::Read {
+            buf: d as u16,
+            version: got,
+        });
         if let Some(w) = want {
             if w != got && (running || self.s.proxy.tmem[d] & WRITTEN != 0) {
                 let msg = format!(
@@ -677,7 +701,13 @@ impl Exec<'_> {
     /// A read of region `d` by a load: an MMA still writing it races with it; otherwise the read
     /// of a buffer (ordered after the last write).
     fn tmem_read(&mut self, d: usize, what: &str) -> R<()> {
-        let Some(c) = self.s.copies.iter().find(|c| c.kind == CopyKind::Mma && c.buf as usize == d).copied() else {
+        let Some(c) = self
+            .s
+            .copies
+            .iter()
+            .find(|c| c.kind == CopyKind::Mma && c.buf as usize == d)
+            .copied()
+        else {
             return self.read_cell(true, d);
         };
         let msg = format!(
@@ -698,7 +728,13 @@ impl Exec<'_> {
 
     /// A write of buffer `d` while a tcgen05_mma still reads it as an operand: a data race.
     pub(super) fn check_mma_reads(&mut self, d: usize) {
-        let Some(r) = self.s.copies.iter().find(|c| c.kind == CopyKind::MmaRead && c.buf as usize == d).copied() else {
+        let Some(r) = self
+            .s
+            .copies
+            .iter()
+            .find(|c| c.kind == CopyKind::MmaRead && c.buf as usize == d)
+            .copied()
+        else {
             return;
         };
         let msg = format!(

@@ -141,7 +141,10 @@ pub(crate) fn uses_cp_async(p: &Protocol) -> bool {
 pub(crate) fn uses_proxy_reads(p: &Protocol) -> bool {
     let mut uses = false;
     each_op(p, &mut |op| {
-        uses |= matches!(op, IOp::Proxy(ProxyOp::StoreAsync { .. }) | IOp::Proxy(ProxyOp::StorePartAsync { .. }) | IOp::Proxy(ProxyOp::Wgmma { .. }))
+        uses |= matches!(
+            op,
+            IOp::Proxy(ProxyOp::StoreAsync { .. }) | IOp::Proxy(ProxyOp::StorePartAsync { .. }) | IOp::Proxy(ProxyOp::Wgmma { .. })
+        )
     });
     uses
 }

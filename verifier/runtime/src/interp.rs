@@ -144,7 +144,9 @@ pub fn supported(proto: &Protocol, directed: bool) -> Result<(), Unsupported> {
     // A uniform agent evaluates with its leader's identity, as the model's agent does outside a
     // per-lane offset; the model's per-CTA agents and per-lane offsets have no engine here.
     if proto.cluster > 1 && proto.roles.iter().any(|r| r.uniform) {
-        return Err(Unsupported("the runtime does not model uniform roles under cluster scope".to_string()));
+        return Err(Unsupported(
+            "the runtime does not model uniform roles under cluster scope".to_string(),
+        ));
     }
     for r in proto.roles.iter().filter(|r| r.uniform) {
         let lane_offset = r.code.instrs.iter().any(|i| match &i.kind {

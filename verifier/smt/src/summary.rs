@@ -296,7 +296,10 @@ impl Builder {
             if let Some(r) = program.roles().find(|r| r.uniform) {
                 return unsupported(
                     r.name.span,
-                    format!("uniform role `{}` under cluster scope: the counting laws do not yet follow a uniform agent per CTA", r.name.name),
+                    format!(
+                        "uniform role `{}` under cluster scope: the counting laws do not yet follow a uniform agent per CTA",
+                        r.name.name
+                    ),
                 )?;
             }
         }

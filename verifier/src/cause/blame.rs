@@ -150,7 +150,8 @@ pub(super) fn group_wait_before(model: &Model, r: &Replayed, i: usize, t: usize)
                 ..
             }) => return Some(j),
             Some(InstrKind::Op {
-                op: IOp::Proxy(ProxyOp::StoreAsync { .. } | ProxyOp::StorePartAsync { .. } | ProxyOp::Wgmma { .. })
+                op:
+                    IOp::Proxy(ProxyOp::StoreAsync { .. } | ProxyOp::StorePartAsync { .. } | ProxyOp::Wgmma { .. })
                     | IOp::Copy(CopyOp::CpAsync { .. }),
                 ..
             }) => return None,
