@@ -278,14 +278,7 @@ impl Exec<'_> {
                 Ok(None)
             }
             ProxyOp::Wgmma { bufs, expect, warpgroup } => {
-                let mut ds = Vec::with_capacity(bufs.len());
-                for b in bufs {
-                    ds.push(self.resolve_buf(b, locals)?);
-                }
-                let want = match expect {
-                    Some(e) => Some(self.ev(e, locals)?),
-                    None => None,
-                };
+                let (ds, want) = self.mma_operands(bufs, expect, locals)?;
                 // wgmma.commit_group is folded in: the operands of this statement are one group,
                 // the thread's newest (of its warpgroup's groups, for `warpgroup_mma`).
                 let wg = *warpgroup;
@@ -372,6 +365,19 @@ impl Exec<'_> {
                 Ok(None)
             }
         }
+    }
+
+    /// An MMA's operand buffers (wgmma, tcgen05) and the version its `expect = V` names.
+    pub(super) fn mma_operands(&mut self, bufs: &[Ref], expect: &Option<IExpr>, locals: Option<&[i64]>) -> R<(Vec<usize>, Option<i64>)> {
+        let mut ds = Vec::with_capacity(bufs.len());
+        for b in bufs {
+            ds.push(self.resolve_buf(b, locals)?);
+        }
+        let want = match expect {
+            Some(e) => Some(self.ev(e, locals)?),
+            None => None,
+        };
+        Ok((ds, want))
     }
 
     /// The async proxy starts reading buffer `d` for thread `t`: the data it reads must be

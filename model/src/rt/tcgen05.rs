@@ -312,14 +312,7 @@ impl Exec<'_> {
         locals: Option<&[i64]>,
     ) -> R<Option<i64>> {
         let a = self.resolve_buf(acc, locals)?;
-        let mut ds = Vec::with_capacity(bufs.len());
-        for b in bufs {
-            ds.push(self.resolve_buf(b, locals)?);
-        }
-        let want = match expect {
-            Some(e) => Some(self.ev(e, locals)?),
-            None => None,
-        };
+        let (ds, want) = self.mma_operands(bufs, expect, locals)?;
         let version = match version {
             Some(e) => self.ev(e, locals)?,
             None => self.s.buffers[a].writes as i64,
@@ -532,14 +525,11 @@ impl Exec<'_> {
                 self.release_into(b);
             }
         }
-        {
-            // Every later commit of the thread tracks it, including one it issues once nothing
-            // runs any more (which then arrives at once, with the thread's clock): the thread's
-            // later releases carry the completion, as for cp.async (docs/model.md); a release
-            // that can run before the completion is still a race in the interleaving where it
-            // does.
-            self.carry_to_issuer(c.issuer as usize);
-        }
+        // Every later commit of the thread tracks it, including one it issues once nothing runs
+        // any more (which then arrives at once, with the thread's clock): the thread's later
+        // releases carry the completion, as for cp.async (docs/model.md); a release that can run
+        // before the completion is still a race in the interleaving where it does.
+        self.carry_to_issuer(c.issuer as usize);
         loop {
             let mut ahead = false;
             let mut fire = None;
