@@ -283,7 +283,9 @@ impl<'m> Interp<'m> {
                             continue;
                         }
                     }
-                    _ if head_is_bra(ins) => match self.unknown_branch(f, i) {
+                    // A branch on an unknown value may still be decided (unknown_branch: a branch
+                    // to `trap`, a spin on global memory); any other unknown guard is unresolved.
+                    _ => match if head_is_bra(ins) { self.unknown_branch(f, i) } else { None } {
                         Some((taken, what, why)) => {
                             self.facts.assumed(what, why, ins.pos, ins.src);
                             if !taken {
@@ -300,15 +302,6 @@ impl<'m> Interp<'m> {
                             continue;
                         }
                     },
-                    _ => {
-                        self.facts.unresolved(
-                            format!("guard @{}{g} of `{}`", if *neg { "!" } else { "" }, ins.opcode),
-                            "the predicate depends on a value the importer cannot compute; the instruction is taken as not executed",
-                            ins.pos,
-                            ins.src,
-                        );
-                        continue;
-                    }
                 }
             }
             let ops = &ins.operands;
