@@ -139,3 +139,35 @@ fn a_commit_tracks_only_the_mmas_issued_before_it() {
         "{out}"
     );
 }
+
+/// A spec that no backend can generate is refused per backend before the model stages: the
+/// report says why (`not expressible on sm_90`), not that an outcome budget it never needed ran
+/// out (the Blackwell GEMM was `not run (budget)` on the H200 run of 2026-12-02).
+#[test]
+fn the_gpu_stage_refuses_a_blackwell_spec_before_enumerating_its_outcomes() {
+    let out = std::env::temp_dir().join(format!("phasecheck-blackwell-plan-{}.json", std::process::id()));
+    let o = phasecheck(&[
+        "gpu",
+        "run",
+        "specs/blackwell/cutlass_sm100_gemm_commit_before_mma.phase",
+        "--plan-only",
+        "--outcome-limit",
+        "10",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code(&o), 0, "{}", text(&o.stderr));
+    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let cases = report["cases"].as_array().unwrap();
+    assert_eq!(cases.len(), 4);
+    for c in cases {
+        let why = c["why"].as_str().unwrap();
+        assert!(
+            why.starts_with("not expressible: ") && why.contains("is not expressible on sm_90"),
+            "{why}"
+        );
+        assert!(!why.contains("not expressible: not expressible"), "{why}");
+    }
+    let _ = std::fs::remove_file(&out);
+    let _ = std::fs::remove_file(out.with_extension("md"));
+}

@@ -209,7 +209,29 @@ impl SpecPlan {
     pub fn ready(&self) -> bool {
         self.allowed.is_some() && !self.status.starts_with("not run") && !self.status.starts_with("model error")
     }
+
+    /// Why a case of this spec on `backend` does not run, for a spec that is not ready: the
+    /// backend's own refusal when no backend could generate a kernel, else the spec's status.
+    pub fn why_not_run(&self, backend: Backend) -> String {
+        match self.kernels.get(&backend) {
+            Some(Err(e)) if self.status == NOT_EXPRESSIBLE => refusal(e),
+            _ => self.status.clone(),
+        }
+    }
 }
+
+/// A case's text for a backend's refusal to generate a kernel (the generator's own error already
+/// says `not expressible: ...`; a panic of the generator does not).
+pub fn refusal(e: &str) -> String {
+    if e.starts_with("not expressible") {
+        e.to_string()
+    } else {
+        format!("not expressible: {e}")
+    }
+}
+
+/// The status of a spec that no backend can generate (its model stages are skipped).
+pub const NOT_EXPRESSIBLE: &str = "not expressible in any backend";
 
 const MAY_FAULT: [K; 5] = [K::OverArrival, K::Lifetime, K::TxRange, K::CountRange, K::Uninitialized];
 
@@ -241,6 +263,29 @@ pub fn plan_spec(spec: &Spec, index: usize, s: &Settings, traces: &TraceIndex) -
         seconds: BTreeMap::new(),
     };
     let b = &s.budget;
+    // 0. A spec no backend can generate (model-only statements: Blackwell, the warpgroup-scoped
+    // wgmma, ...) costs no enumeration: its cases say why per backend, at once, instead of a budget
+    // its outcomes would never be compared against (a Blackwell GEMM spent the whole outcome budget
+    // to end `not run (budget)` on the final H200 run of 2026-12-02).
+    let t = Instant::now();
+    let attempts: Vec<(Backend, Result<Kernel, String>)> = s
+        .backends
+        .iter()
+        .map(|&be| {
+            let k = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| generate(&spec.proto, &spec.source, be, index))) {
+                Ok(r) => r.map_err(|e| e.to_string()),
+                Err(p) => Err(format!("code generation panicked: {}", panic_text(&*p))),
+            };
+            (be, k)
+        })
+        .collect();
+    let generate_seconds = t.elapsed().as_secs_f64();
+    if !attempts.is_empty() && attempts.iter().all(|(_, k)| k.is_err()) {
+        plan.seconds.insert("codegen".into(), generate_seconds);
+        plan.kernels = attempts.into_iter().collect();
+        plan.status = NOT_EXPRESSIBLE.into();
+        return plan;
+    }
     // 1. The allowed outcomes.
     let t = Instant::now();
     let deadline = Instant::now() + Duration::from_secs_f64(b.outcome_seconds);
@@ -342,11 +387,7 @@ pub fn plan_spec(spec: &Spec, index: usize, s: &Settings, traces: &TraceIndex) -
     plan.traces = found;
     // 3. Kernels.
     let t = Instant::now();
-    for &be in &s.backends {
-        let k = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| generate(&spec.proto, &spec.source, be, index))) {
-            Ok(r) => r.map_err(|e| e.to_string()),
-            Err(p) => Err(format!("code generation panicked: {}", panic_text(&*p))),
-        };
+    for (be, k) in attempts {
         if k.is_ok() && has_commit(&spec.proto) {
             if let Ok(Ok(h)) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 generate_hw_commit(&spec.proto, &spec.source, be, index)
@@ -363,7 +404,7 @@ pub fn plan_spec(spec: &Spec, index: usize, s: &Settings, traces: &TraceIndex) -
         }
         plan.kernels.insert(be, k);
     }
-    plan.seconds.insert("codegen".into(), t.elapsed().as_secs_f64());
+    plan.seconds.insert("codegen".into(), generate_seconds + t.elapsed().as_secs_f64());
     plan
 }
 

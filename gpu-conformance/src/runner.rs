@@ -96,7 +96,7 @@ pub fn run(a: &Settings) -> u8 {
     for s in specs.iter().filter(|s| !s.ready()) {
         for &b in &a.backends {
             for m in &modes {
-                cases.push(skip_case(s, b, m, s.status.clone()));
+                cases.push(skip_case(s, b, m, s.why_not_run(b)));
             }
         }
     }
@@ -113,7 +113,7 @@ pub fn run(a: &Settings) -> u8 {
             for &b in &a.backends {
                 for m in &modes {
                     let why = match &s.kernels[&b] {
-                        Err(e) => format!("not expressible: {e}"),
+                        Err(e) => crate::plan::refusal(e),
                         Ok(_) => "planned (--plan-only): no kernel run".into(),
                     };
                     // The stress case the run would make: on the hardware's barriers where it can.
@@ -315,10 +315,7 @@ fn run_on_gpu(a: &Settings, specs: &mut [SpecPlan], cases: &mut Vec<Case>, save:
                 Ok(k) => k,
                 Err(e) => {
                     for m in &modes {
-                        by_spec
-                            .entry(si)
-                            .or_default()
-                            .push(skip_case(s, b, m, format!("not expressible: {e}")));
+                        by_spec.entry(si).or_default().push(skip_case(s, b, m, crate::plan::refusal(e)));
                     }
                     continue;
                 }
