@@ -1,6 +1,7 @@
 //! The child-process protocol: the parent writes a job file (one NVRTC module's PTX and its
 //! launches) and starts `phasecheck gpu child JOBS` (hidden); the child runs the jobs from `start`
-//! and reports each on stdout, `done ID` (results in `job-ID.bin`) or `fault ID MESSAGE`. A sticky
+//! and reports each on stdout: `ready 0` once the module is loaded, `launch ID` just before a
+//! launch, then `done ID` (results in `job-ID.bin`) or `fault ID MESSAGE`. A sticky
 //! CUDA error (CUDA_ERROR_LAUNCH_FAILED) ends the child; the parent records that job's outcome as
 //! `fault` and starts a new child at the next job, so the suite goes on. A spec whose jobs run past
 //! their wall-clock budget has its child ended the same way.
@@ -103,7 +104,7 @@ pub fn child_main(path: &Path) -> u8 {
             seed: job.seed,
             max_delay: job.max_delay,
         };
-        match gpu.run(&module, &l) {
+        match gpu.run(&module, &l, &|| say(format!("launch {}", job.id))) {
             Ok(words) => {
                 let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
                 let f = jf.results_dir.join(format!("job-{}.bin", job.id));
@@ -167,6 +168,12 @@ pub fn run_jobs(jf: &mut JobFile, tag: &str, dir: &Path, budget: Duration, on: &
         }
         let child = std::process::Command::new(&exe)
             .args(["gpu", "child"])
+            // Every kernel of the module loaded (and its PTX compiled by the driver) before the
+            // child says `ready`: with the driver's default lazy loading a kernel is loaded at its
+            // first use, inside the first launch's time. On the H200 run of 2026-12-02 the first
+            // hardware-barrier launch of a fresh child over a 35-kernel module passed the 4 s hang
+            // limit that way, twice, while alone it returned in time 12 runs of 12.
+            .env("CUDA_MODULE_LOADING", "EAGER")
             .arg(&path)
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::inherit())
@@ -253,9 +260,11 @@ pub fn run_jobs(jf: &mut JobFile, tag: &str, dir: &Path, budget: Duration, on: &
             let (what, id) = (it.next().unwrap_or(""), it.next().and_then(|s| s.parse::<usize>().ok()));
             let Some(id) = id else { continue };
             let idx = jf.jobs.iter().position(|j| j.id == id).unwrap_or(next);
+            // The hang limit counts from the child's last word: `ready` (the module is loaded),
+            // `launch ID` (the kernel is loaded and its buffers are in place) or a result.
             job_began = Instant::now();
             match what {
-                "ready" => {}
+                "ready" | "launch" => {}
                 "done" => {
                     let f = jf.results_dir.join(format!("job-{id}.bin"));
                     let r = match std::fs::read(&f) {

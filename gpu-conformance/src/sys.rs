@@ -145,7 +145,10 @@ impl Gpu {
     }
 
     /// Launch and wait; Err carries the CUDA error (a sticky one leaves this context unusable).
-    pub fn run(&self, m: &Module, l: &Launch) -> Result<Vec<i32>, String> {
+    /// `launching` is called once the kernel is loaded and its buffers are in place, just before
+    /// the launch: what happens after it is the kernel's own time (the host's hang limit for a
+    /// launch on hardware barriers counts from there).
+    pub fn run(&self, m: &Module, l: &Launch, launching: &dyn Fn()) -> Result<Vec<i32>, String> {
         let f: CudaFunction = m
             .module
             .load_function(l.symbol)
@@ -185,6 +188,7 @@ impl Gpu {
             .arg(&l.timeout_ns)
             .arg(&l.seed)
             .arg(&l.max_delay);
+        launching();
         // SAFETY: the argument list matches the generated kernel's signature
         // (int*, const int*, int, const int*, u64, unsigned, unsigned).
         unsafe { b.launch(cfg) }.map_err(|e| format!("launch: {e:?}"))?;
