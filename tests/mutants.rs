@@ -11,10 +11,14 @@ use std::process::Command;
 /// How one mutant fares: every file's row result (`ok`, `MISMATCH`, `incomplete`, `INTERNAL`)
 /// of `phasecheck test specs/` under it. `None` runs the unmutated model under the same bounds.
 fn run(m: Option<Mutant>, self_check: bool) -> BTreeMap<String, String> {
+    run_on(&["specs/".to_string()], m, self_check)
+}
+
+/// [`run`] over some files (or folders) of the library only.
+fn run_on(paths: &[String], m: Option<Mutant>, self_check: bool) -> BTreeMap<String, String> {
     // One expansion thread per run: the runs go two at a time (`both`), each on its own core.
     let mut args = vec![
         "test",
-        "specs/",
         "--verbose",
         "--threads",
         "1",
@@ -23,6 +27,7 @@ fn run(m: Option<Mutant>, self_check: bool) -> BTreeMap<String, String> {
         "--max-states",
         "100000",
     ];
+    args.extend(paths.iter().map(String::as_str));
     if let Some(m) = m {
         args.extend(["--mutant", m.name()]);
     }
@@ -52,6 +57,22 @@ fn both<T: Send>(a: impl FnOnce() -> T + Send, b: impl FnOnce() -> T + Send) -> 
         let ra = a();
         (ra, hb.join().expect("the second run"))
     })
+}
+
+/// The specs docs/mutants.md names as catching each mutant (its "first 4" column), relative to
+/// `specs/`: tried first, so that a mutant they still kill costs four files instead of the
+/// library. A hint only: a mutant they no longer kill (renamed or changed specs, a stale page)
+/// runs against the whole library as before, and the page is regenerated from whole-library runs.
+fn known_catchers() -> BTreeMap<String, Vec<String>> {
+    let page = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/mutants.md")).unwrap_or_default();
+    page.lines()
+        .filter_map(|l| {
+            let cells: Vec<&str> = l.split('|').map(str::trim).collect();
+            let name = cells.get(1)?.strip_prefix('`')?.strip_suffix('`')?;
+            let files = cells.get(3)?.split(", ").filter(|f| f.ends_with(".phase")).map(str::to_string).collect();
+            Some((name.to_string(), files))
+        })
+        .collect()
 }
 
 /// The files a mutant kills: rows that passed unmutated under the same bounds and now fail
@@ -91,7 +112,22 @@ fn every_planted_model_defect_is_killed_by_the_cpu_tests() {
         );
     }
     let mut survivors = Vec::new();
+    let writing = std::env::var_os("PHASECHECK_WRITE_MUTANTS").is_some();
+    let hints = known_catchers();
     for m in Mutant::ALL {
+        if !writing {
+            // The law needs one kill, not the count: the specs that caught the mutant last time.
+            let files: Vec<String> = hints
+                .get(m.name())
+                .into_iter()
+                .flatten()
+                .filter(|f| base[0].get(*f).is_some_and(|r| r == "ok"))
+                .map(|f| format!("specs/{f}"))
+                .collect();
+            if !files.is_empty() && !killed(&base[0], &run_on(&files, Some(m), false)).is_empty() {
+                continue;
+            }
+        }
         let (plain, sc) = both(|| run(Some(m), false), || run(Some(m), true));
         let failed = killed(&base[0], &plain);
         let failed_sc = killed(&base[1], &sc);
@@ -110,7 +146,7 @@ fn every_planted_model_defect_is_killed_by_the_cpu_tests() {
             if by_self_check { "yes" } else { "no" }
         ));
     }
-    if std::env::var_os("PHASECHECK_WRITE_MUTANTS").is_some() {
+    if writing {
         // The table is the page's head; what follows it (the sampled source mutants) is kept.
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/mutants.md");
         let page = std::fs::read_to_string(path).unwrap_or_default();
