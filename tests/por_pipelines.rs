@@ -177,6 +177,9 @@ fn kinds(src: &str, symmetry: bool, por: bool) -> Option<(BTreeSet<ViolationKind
 fn reduction_keeps_the_kinds(r: &Ring) -> Result<(), TestCaseError> {
     let src = render(r);
     let plain = kinds(&src, false, false);
+    // The unreduced search is the one a bound stops: a ring it cannot finish is rejected before
+    // the three other searches are spent on it (the same rings are kept as before).
+    prop_assume!(plain.is_some());
     let por = kinds(&src, false, true);
     let both = kinds(&src, true, true);
     let sym = kinds(&src, true, false);
