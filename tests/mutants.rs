@@ -69,7 +69,12 @@ fn known_catchers() -> BTreeMap<String, Vec<String>> {
         .filter_map(|l| {
             let cells: Vec<&str> = l.split('|').map(str::trim).collect();
             let name = cells.get(1)?.strip_prefix('`')?.strip_suffix('`')?;
-            let files = cells.get(3)?.split(", ").filter(|f| f.ends_with(".phase")).map(str::to_string).collect();
+            let files = cells
+                .get(3)?
+                .split(", ")
+                .filter(|f| f.ends_with(".phase"))
+                .map(str::to_string)
+                .collect();
             Some((name.to_string(), files))
         })
         .collect()

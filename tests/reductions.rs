@@ -109,7 +109,10 @@ fn reductions_keep_the_verdicts_of(half: usize) {
         assert_eq!(plain.verdict, sym.verdict, "{name}: symmetry changed the verdict");
         assert_eq!(kinds(&plain), kinds(&sym), "{name}: symmetry changed the kinds");
         assert!(sym.stats.states <= plain.stats.states, "{name}: symmetry stored more states");
-        assert_eq!(sym.stats.states, sym_parallel.stats.states, "{name}: thread count changed the state count");
+        assert_eq!(
+            sym.stats.states, sym_parallel.stats.states,
+            "{name}: thread count changed the state count"
+        );
         assert_eq!(sym.stats.transitions, sym_parallel.stats.transitions, "{name}");
         assert_eq!(traces(&sym), traces(&sym_parallel), "{name}: thread count changed a trace");
 
