@@ -9,6 +9,11 @@
 //! read of it races in either order (with the read in flight, or with the read its retiring wait
 //! records), so forgetting that conflict changes states and messages, never kinds.
 
+/// The allocator the `phasecheck` binary searches with (src/main.rs), so that the searches of
+/// this test cost what they cost users (the system allocator made them slower).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use phasecheck_model::lang;
 use phasecheck_model::program::lower::lower;
 use phasecheck_model::rt::{Model, Mutant};

@@ -7,6 +7,11 @@
 //! (docs/model.md, "Partial-order reduction"): these rings are where that cut matters, and where
 //! a wrong count would lose a kind.
 
+/// The allocator the `phasecheck` binary searches with (src/main.rs), so that the searches of
+/// this test cost what they cost users (the system allocator made them slower).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use phasecheck_model::lang;
 use phasecheck_model::program::lower::lower;
 use phasecheck_model::rt::Model;

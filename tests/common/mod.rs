@@ -1,6 +1,11 @@
 //! What the CLI tests share: running the built binary from the repository root.
 #![allow(dead_code)]
 
+/// The allocator the `phasecheck` binary searches with (src/main.rs), so that the searches of
+/// this test cost what they cost users (the system allocator made them slower).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::process::{Command, Output};
 
 /// `phasecheck ARGS...` from the repository root, output captured.
