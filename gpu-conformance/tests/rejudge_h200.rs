@@ -6,6 +6,11 @@
 //! a loaded machine is a skip, counted and printed, never a failure and never agreement
 //! (PHASECHECK_REJUDGE_FULL=1 gives every spec ten minutes and fails on any skip).
 
+/// The allocator the `phasecheck` binary searches with (src/main.rs), so that the searches of
+/// this test cost what they cost users (the system allocator made them slower).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use phasecheck_gpu::compare::Verdict;
 use phasecheck_gpu::plan::Budget;
 use phasecheck_gpu::rejudge::{rejudge_file, Options};

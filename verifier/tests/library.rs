@@ -10,6 +10,11 @@
 //! After an intended change: `PHASECHECK_UPDATE_GOLDEN=1 cargo test --release -p
 //! phasecheck-verifier --test library`, then read the diff of `library.golden`.
 
+/// The allocator the `phasecheck` binary searches with (src/main.rs), so that the searches of
+/// this test cost what they cost users (the system allocator made them slower).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use phasecheck_model::rt::Model;
 use phasecheck_model::spec::{expand, load};
 use phasecheck_model::ViolationKind;

@@ -2,6 +2,11 @@
 //! search makes. It must not change verdicts: on every spec of the library, the default model and
 //! the fine-grained one (every instruction a step) find exactly the same violation kinds.
 
+/// The allocator the `phasecheck` binary searches with (src/main.rs), so that the searches of
+/// this test cost what they cost users (the system allocator made them slower).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use phasecheck_model::rt::Model;
 use phasecheck_model::spec::load;
 use phasecheck_verifier::{check, CheckOptions, Verdict};
