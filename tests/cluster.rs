@@ -182,3 +182,50 @@ fn a_remote_arrive_expect_tx_announces_the_bytes_on_the_peers_barrier() {
     assert_eq!(c, 0, "{out}");
     assert!(out.contains("verdict: holds"), "{out}");
 }
+
+/// A CTA-to-CTA bulk copy (`copy_async(DST, B, cta = R, from = SRC)`) with one source byte
+/// range: the copy carries the version SRC holds, and what the trigger specs cannot say.
+const COPY_FROM: &str = "protocol p\ncluster 2\nbarrier full count 1\nbuffer stage bytes 32\nbuffer tile bytes 32\nrole w[1] {\n  cluster_sync()\n  if cta == 0 {\n    write(stage, 5)\n    fence_proxy_async()\n    arrive_expect_tx(full, 32, cta = 1)\n    copy_async(tile, full, cta = 1, from = stage)\n    EXIT\n  } else {\n    wait_parity(full, 0)\n    read(tile, expect = 5)\n  }\n  cluster_sync()\n}\n";
+
+#[test]
+fn a_copy_from_shared_memory_carries_the_source_version() {
+    let (c, out) = check("copy_from_version", &COPY_FROM.replace("EXIT", "work"));
+    assert_eq!(c, 0, "{out}");
+    assert!(out.contains("verdict: holds"), "{out}");
+    // The peer expecting another version than the source holds is a stale read.
+    let (c, out) = check(
+        "copy_from_stale",
+        &COPY_FROM.replace("EXIT", "work").replace("expect = 5", "expect = 4"),
+    );
+    assert_eq!(c, 1, "{out}");
+    assert!(out.contains("verdict: violated (stale-read)"), "{out}");
+}
+
+#[test]
+fn the_issuing_cta_must_not_exit_while_its_copy_reads_the_source() {
+    // CTA 0 leaves right after the issue: the copy may still read its shared memory.
+    let src = COPY_FROM.replace("EXIT", "return");
+    let (c, out) = check("copy_from_exit", &src);
+    assert_eq!(c, 1, "{out}");
+    assert!(out.contains("lifetime"), "{out}");
+    assert!(out.contains("still reads it"), "{out}");
+}
+
+#[test]
+fn a_copy_from_shared_memory_is_refused_without_a_cta_or_with_a_version() {
+    for (name, from, says) in [
+        ("no_cta", "copy_async(tile, full, cta = 1, from = stage)", "add `cta = R`"),
+        ("version", "copy_async(tile, full, cta = 1, from = stage)", "takes no `version =`"),
+        ("multicast", "copy_async(tile, full, cta = 1, from = stage)", "add `cta = R`"),
+    ] {
+        let with = match name {
+            "no_cta" => "copy_async(tile, full, from = stage)",
+            "version" => "copy_async(tile, full, cta = 1, from = stage, version = 2)",
+            _ => "copy_async(tile, full, multicast = 3, from = stage)",
+        };
+        let (c, out) = check(name, &COPY_FROM.replace("EXIT", "work").replace(from, with));
+        assert_eq!(c, 2, "{out}");
+        assert!(out.contains("E007") && out.contains(says), "{name}: {out}");
+        assert!(out.contains(":12:"), "{name}: the diagnostic points at the copy's line: {out}");
+    }
+}

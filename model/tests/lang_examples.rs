@@ -198,6 +198,7 @@ const CLUSTER_STATEMENTS: &str = r#"protocol cluster_statements
 cluster 2
 barrier full count 1
 buffer inbox bytes 32
+buffer stage bytes 32
 
 role worker[1] {
   cluster_arrive()                ; cluster_wait()            ; cluster_sync()
@@ -205,6 +206,8 @@ role worker[1] {
   st_async(inbox, full, bytes = 16, version = 1)
   st_async(inbox, full, offset = 16, bytes = 8, version = 2, cta = 1 - cta)
   copy_async(inbox, full, cta = 1 - cta, version = 3)
+  copy_async(inbox, full, cta = 1 - cta, from = stage)          // CTA-to-CTA bulk copy
+  copy_async(inbox, full, cta = 1, offset = 16, bytes = 16, from = stage)
 }
 "#;
 

@@ -160,6 +160,19 @@ fn op() -> impl Strategy<Value = Op> {
         blackwell().prop_map(OpKind::Tc),
         // Cluster scope.
         Just(OpKind::ClusterArriveRelaxed),
+        (p(), p(), p(), ox(), ox(), x()).prop_map(|(buf, bar, src, offset, bytes, rank)| OpKind::Remote {
+            target: ClusterTarget::Cta(rank),
+            op: Box::new(Op {
+                kind: OpKind::CopyAsyncFrom {
+                    buf,
+                    bar,
+                    src,
+                    offset,
+                    bytes
+                },
+                span: Span::default(),
+            }),
+        }),
     ];
     kind.prop_map(|kind| Op {
         kind,

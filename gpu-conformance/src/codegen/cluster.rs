@@ -65,6 +65,7 @@ impl Gen<'_> {
                         | IOp::Mem(MemOp::ReadPart { .. })
                         | IOp::Copy(CopyOp::Copy { .. })
                         | IOp::Copy(CopyOp::CopyPart { .. })
+                        | IOp::Copy(CopyOp::CopyFrom { .. })
                         | IOp::Copy(CopyOp::StAsync { .. }), false) => {}
                         _ => return bad("this remote operation has no sm_90 form in the generated kernel (remote: arrive, arrive_expect_tx, read, write, copy_async, st_async; multicast: copy_async)"),
                     }
@@ -151,6 +152,32 @@ impl Gen<'_> {
             self.native(&b)
         ));
         self.w("    }");
+    }
+
+    /// `copy_async(DST, B, cta = R, from = SRC)`: the hardware's own CTA-to-CTA bulk copy
+    /// (`cp.async.bulk.shared::cluster.shared::cta`), from the issuer's SRC (its version stamps
+    /// travel with it) into the peer's DST at the same offsets the model uses, completing on the
+    /// peer's B; the peer's write count is raised as the model's is by every copy issue.
+    fn peer_copy_from(&mut self, code: &Code, buf: &Ref, bar: &Ref, src: &Ref, offset: &IExpr, bytes: &IExpr) {
+        let (b, chk1) = self.place(code, bar, true);
+        let (d, chk2) = self.place(code, buf, false);
+        let (from, chk3) = self.place(code, src, false);
+        for c in [chk1, chk2, chk3].into_iter().flatten() {
+            self.w(format!("    {c}"));
+        }
+        let off = self.expr(code, offset);
+        let n = self.expr(code, bytes);
+        let flat = self.flat_buf(code, buf);
+        self.w(format!(
+            "    if ({n} % 16 != 0 || {n} <= 0 || {off} % 16 != 0 || {off} < 0 || {off} + {n} > (i64)sizeof({d}) || {n} > (i64)sizeof({from})) {{ th.status = PC_UNSUPPORTED; return; }}"
+        ));
+        self.w(format!(
+            "    atomicAdd(&((Shared*)pc_mapa((const void*)&s, (int)peer))->writes[{flat}], 1);"
+        ));
+        self.w(format!(
+            "    pc_bulk_copy_cta((int*)((char*){d} + {off}), (const int*){from}, (int){n}, {}, (int)peer);  // reads my {from} through the async proxy, lands in the peer CTA, complete_tx({n}) on its barrier",
+            self.native(&b)
+        ));
     }
 
     /// Cluster scope: an operation on a peer CTA's objects (`cta = R`), or a copy multicast into
@@ -253,6 +280,13 @@ impl Gen<'_> {
                 bytes,
                 version,
             }) => self.peer_copy(code, buf, bar, offset, Some(bytes), version),
+            IOp::Copy(CopyOp::CopyFrom {
+                buf,
+                bar,
+                src,
+                offset,
+                bytes,
+            }) => self.peer_copy_from(code, buf, bar, src, offset, bytes),
             _ => {
                 self.w("    Shared& peer_s = *(Shared*)pc_mapa((const void*)&s, (int)peer);  // the peer's shared memory (DSMEM)");
                 self.w("    { Shared& s = peer_s;");

@@ -65,6 +65,7 @@ impl Gen<'_> {
     pub(super) fn copy_op(&mut self, code: &Code, op: &CopyOp) {
         let libcu = self.backend == Backend::Libcu;
         match op {
+            CopyOp::CopyFrom { .. } => unreachable!("a copy from shared memory always names its CTA (`cta = R`): cluster.rs emits it"),
             CopyOp::Copy { buf, bar, bytes, version } => {
                 let (b, chk1) = self.place(code, bar, true);
                 let (d, chk2) = self.place(code, buf, false);

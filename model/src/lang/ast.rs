@@ -356,6 +356,19 @@ pub enum OpKind {
         bytes: Expr,
         version: Expr,
     },
+    /// `copy_async(DST, B, cta = R, from = SRC)` (with `offset = O`, `bytes = N`): PTX
+    /// `cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes`, a bulk copy of
+    /// bytes `0 .. N` of the issuer's own SRC into bytes `O .. O + N` of CTA R's DST, completing
+    /// on CTA R's B. Only ever inside a `Remote` (the parser asks for `cta = R`); unlike a copy
+    /// from global memory, the async proxy reads a shared buffer of the issuer's CTA, whose
+    /// writes need ordering and a proxy fence, and whose reuse must wait for the copy.
+    CopyAsyncFrom {
+        buf: Place,
+        bar: Place,
+        src: Place,
+        offset: Option<Expr>,
+        bytes: Option<Expr>,
+    },
     /// `read(BUF, offset = O, bytes = N, expect = V)`: a read of bytes `O .. O + N` of BUF.
     ReadPart {
         buf: Place,
@@ -511,6 +524,7 @@ impl OpKind {
             OpKind::CopyAsyncPart { libcu: false, .. } => "copy_async",
             OpKind::CopyAsyncPart { libcu: true, .. } => "memcpy_async",
             OpKind::StAsync { .. } => "st_async",
+            OpKind::CopyAsyncFrom { .. } => "copy_async",
             OpKind::ReadPart { .. } => "read",
             OpKind::WritePart { .. } => "write",
             // The async proxy.
@@ -554,6 +568,7 @@ impl OpKind {
             | OpKind::MemcpyAsync { .. }
             | OpKind::CopyAsyncPart { .. }
             | OpKind::StAsync { .. }
+            | OpKind::CopyAsyncFrom { .. }
             | OpKind::CpAsync { .. }
             | OpKind::CpAsyncCommitGroup
             | OpKind::CpAsyncWait { .. }
@@ -818,6 +833,20 @@ impl Op {
                 f(offset);
                 f(bytes);
                 f(version)
+            }
+            OpKind::CopyAsyncFrom {
+                buf,
+                bar,
+                src,
+                offset,
+                bytes,
+            } => {
+                place(buf, f);
+                place(bar, f);
+                place(src, f);
+                for e in [offset, bytes].into_iter().flatten() {
+                    f(e)
+                }
             }
             OpKind::WritePart {
                 buf,

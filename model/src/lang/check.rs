@@ -801,6 +801,19 @@ impl Checker {
                 self.place(bar, true, kw)?;
                 exprs.extend([offset, bytes, version]);
             }
+            OpKind::CopyAsyncFrom {
+                buf,
+                bar,
+                src,
+                offset,
+                bytes,
+            } => {
+                self.place(buf, false, kw)?;
+                self.place(bar, true, kw)?;
+                self.place(src, false, kw)?;
+                exprs.extend(offset);
+                exprs.extend(bytes);
+            }
             OpKind::ReadPart {
                 buf,
                 offset,

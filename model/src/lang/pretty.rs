@@ -420,6 +420,18 @@ pub fn op_str(op: &Op) -> String {
             args.push(format!("bytes = {}", expr(bytes)));
             args.push(format!("version = {}", expr(version)));
         }
+        OpKind::CopyAsyncFrom {
+            buf,
+            bar,
+            src,
+            offset,
+            bytes,
+        } => {
+            args.push(place(buf));
+            args.push(place(bar));
+            named_args(&mut args, &[("offset", offset), ("bytes", bytes)]);
+            args.push(format!("from = {}", place(src)));
+        }
         OpKind::ReadPart {
             buf,
             offset,
@@ -747,6 +759,19 @@ fn so(op: &Op) -> Op {
             offset: se(offset),
             bytes: se(bytes),
             version: se(version),
+        },
+        OpKind::CopyAsyncFrom {
+            buf,
+            bar,
+            src,
+            offset,
+            bytes,
+        } => OpKind::CopyAsyncFrom {
+            buf: sp(buf),
+            bar: sp(bar),
+            src: sp(src),
+            offset: oe(offset),
+            bytes: oe(bytes),
         },
         OpKind::ReadPart {
             buf,

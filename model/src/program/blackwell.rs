@@ -66,6 +66,7 @@ fn uses(op: &IOp, smem: &mut Vec<u16>, tmem: &mut Vec<u16>) {
         IOp::Copy(CopyOp::Copy { buf, .. } | CopyOp::CopyPart { buf, .. } | CopyOp::CpAsync { buf, .. } | CopyOp::StAsync { buf, .. }) => {
             smem.push(buf.group)
         }
+        IOp::Copy(CopyOp::CopyFrom { buf, src, .. }) => smem.extend([buf.group, src.group]),
         IOp::Copy(_) => {}
         IOp::Proxy(ProxyOp::StoreAsync { buf }) => smem.push(buf.group),
         IOp::Proxy(ProxyOp::Wgmma { bufs, .. }) => smem.extend(bufs.iter().map(|b| b.group)),

@@ -612,6 +612,27 @@ impl CodeBuilder<'_> {
                 bytes: self.expr(bytes)?,
                 version: self.expr(version)?,
             }),
+            OpKind::CopyAsyncFrom {
+                buf,
+                bar,
+                src,
+                offset,
+                bytes,
+            } => {
+                let from = self.buf(src)?;
+                // The copy reads the first `bytes` of the source: all of it by default.
+                let bytes = match bytes {
+                    Some(e) => self.expr(e)?,
+                    None => IExpr::Const(buffer_bytes_of(self.env, self.buffer_group(&from))),
+                };
+                IOp::Copy(CopyOp::CopyFrom {
+                    buf: self.buf(buf)?,
+                    bar: self.bar(bar)?,
+                    src: from,
+                    offset: offset.as_ref().map(|e| self.expr(e)).transpose()?.unwrap_or(IExpr::Const(0)),
+                    bytes,
+                })
+            }
             OpKind::WritePart {
                 buf,
                 version,

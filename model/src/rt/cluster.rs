@@ -34,6 +34,22 @@ impl Model {
             return None;
         }
         let exited = self.exited_ctas(s);
+        // A copy from shared memory still reads its source in the issuing CTA.
+        if let Some(r) = s
+            .copies
+            .iter()
+            .find(|c| c.kind == CopyKind::SrcRead && exited[p.cta_of_buffer(c.buf as usize)])
+        {
+            return Some(Violation {
+                kind: K::Lifetime,
+                message: format!(
+                    "CTA {} has exited while the copy_async from its {} issued by {} still reads it; the CTA's shared memory may already belong to another CTA (end the kernel with cluster_sync(), or wait until the copy's landing is known)",
+                    p.cta_of_buffer(r.buf as usize),
+                    p.buffers[r.buf as usize].name,
+                    p.thread_label(r.issuer as usize)
+                ),
+            });
+        }
         let c = s.copies.iter().find(|c| {
             c.is_copy() && (exited[p.cta_of_buffer(c.buf as usize)] || (c.bar != NO_BAR && exited[p.cta_of_barrier(c.bar as usize)]))
         })?;
@@ -130,7 +146,10 @@ impl Exec<'_> {
         let Some(t) = self.thread else { return Ok(()) };
         let reaches_barrier = matches!(
             op,
-            IOp::Mbar(MbarOp::Arrive { .. }) | IOp::Copy(CopyOp::Copy { .. }) | IOp::Copy(CopyOp::CopyPart { .. })
+            IOp::Mbar(MbarOp::Arrive { .. })
+                | IOp::Copy(CopyOp::Copy { .. })
+                | IOp::Copy(CopyOp::CopyPart { .. })
+                | IOp::Copy(CopyOp::CopyFrom { .. })
         );
         if !reaches_barrier || p.threads[t].cta as usize == cta {
             return Ok(());

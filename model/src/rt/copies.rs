@@ -47,6 +47,17 @@ pub enum CopyOp {
         bytes: IExpr,
         version: IExpr,
     },
+    /// `copy_async(DST, B, cta = R, from = SRC)`: `cp.async.bulk.shared::cluster.shared::cta`,
+    /// a bulk copy of bytes `0 .. bytes` of the issuer's own SRC into bytes `offset .. offset +
+    /// bytes` of DST (of the CTA its `Remote` names), completing on that CTA's B. It lands as a
+    /// partial copy; the async proxy reads SRC from the issue until the landing.
+    CopyFrom {
+        buf: Ref,
+        bar: Ref,
+        src: Ref,
+        offset: IExpr,
+        bytes: IExpr,
+    },
     /// `cp.async.commit_group`: this thread's cp.async copies not yet in a group become its
     /// newest group.
     CpAsyncCommitGroup,
@@ -62,6 +73,7 @@ impl CopyOp {
         match self {
             CopyOp::Copy { .. }
             | CopyOp::CopyPart { .. }
+            | CopyOp::CopyFrom { .. }
             | CopyOp::StAsync { .. }
             | CopyOp::CpAsync { .. }
             | CopyOp::CpAsyncArrive { .. } => true,
@@ -78,7 +90,10 @@ impl CopyOp {
                 lands: true,
                 ..Touch::objects(Some((bar, true)), Some((buf, true)), P::None)
             },
+            // A copy from shared memory touches two buffers and a barrier of two CTAs, and ends
+            // its source read at its landing: no footprint describes it, so it is expanded in full.
             CopyOp::CopyPart { .. }
+            | CopyOp::CopyFrom { .. }
             | CopyOp::StAsync { .. }
             | CopyOp::CpAsync { .. }
             | CopyOp::CpAsyncArrive { .. }
@@ -125,6 +140,19 @@ impl CopyOp {
                 f(bytes);
                 f(version)
             }
+            CopyOp::CopyFrom {
+                buf,
+                bar,
+                src,
+                offset,
+                bytes,
+            } => {
+                buf.exprs(f);
+                bar.exprs(f);
+                src.exprs(f);
+                f(offset);
+                f(bytes)
+            }
             CopyOp::CpAsync {
                 buf,
                 offset,
@@ -147,7 +175,7 @@ impl CopyOp {
     /// The statement's name in the language.
     pub fn name(&self) -> &'static str {
         match self {
-            CopyOp::Copy { .. } | CopyOp::CopyPart { .. } => "copy_async",
+            CopyOp::Copy { .. } | CopyOp::CopyPart { .. } | CopyOp::CopyFrom { .. } => "copy_async",
             CopyOp::StAsync { .. } => "st_async",
             CopyOp::CpAsync { .. } => "cp_async",
             CopyOp::CpAsyncArrive { .. } => "cp_async_arrive",
@@ -178,6 +206,10 @@ pub enum CopyKind {
     /// Not a copy: the arrive of a `tcgen05_commit` on `bar`, which fires once no MMA of the
     /// same issuer precedes it.
     MmaCommit,
+    /// Not a copy: the async proxy's read of bytes `offset .. offset + len` of the issuer's own
+    /// buffer `buf` by the `copy_async(..., from = buf)` entry right after it (nothing is ever
+    /// inserted between the two), which ends when that copy lands; `bar` is `NO_BAR`.
+    SrcRead,
 }
 
 /// The barrier of a copy no barrier tracks (a cp.async before its arrive-on).
@@ -201,7 +233,10 @@ pub struct CopyInFlight {
 impl CopyInFlight {
     /// A copy (not an arrive-on entry).
     pub fn is_copy(&self) -> bool {
-        !matches!(self.kind, CopyKind::ArriveOn { .. } | CopyKind::MmaRead | CopyKind::MmaCommit)
+        !matches!(
+            self.kind,
+            CopyKind::ArriveOn { .. } | CopyKind::MmaRead | CopyKind::MmaCommit | CopyKind::SrcRead
+        )
     }
 
     /// Its words in a packed state (rt/pack.rs): the byte range only when it is not the whole
@@ -215,6 +250,7 @@ impl CopyInFlight {
             CopyKind::Mma => (4, 0),
             CopyKind::MmaRead => (5, 0),
             CopyKind::MmaCommit => (6, 0),
+            CopyKind::SrcRead => (7, 0),
         };
         let whole = self.kind == CopyKind::Tma && self.offset == 0 && self.len == buffer_bytes;
         w.extend_from_slice(&[
@@ -252,7 +288,8 @@ impl CopyInFlight {
                 3 => CopyKind::ArriveOn { noinc: true },
                 4 => CopyKind::Mma,
                 5 => CopyKind::MmaRead,
-                _ => CopyKind::MmaCommit,
+                6 => CopyKind::MmaCommit,
+                _ => CopyKind::SrcRead,
             },
             offset: 0,
             len: 0,
@@ -296,6 +333,13 @@ impl Exec<'_> {
                 bytes,
                 version,
             } => self.op_cp_async(buf, offset, bytes, version, locals),
+            CopyOp::CopyFrom {
+                buf,
+                bar,
+                src,
+                offset,
+                bytes,
+            } => self.op_copy_from(buf, bar, src, offset, bytes, locals),
             CopyOp::CpAsyncArrive { bar, noinc } => self.op_cp_async_arrive(bar, *noinc, locals),
             CopyOp::CpAsyncCommitGroup => self.op_cp_async_commit(),
             CopyOp::CpAsyncWait { n } => self.op_cp_async_wait(n, locals),
@@ -413,6 +457,107 @@ impl Exec<'_> {
             return Err(());
         }
         self.op_copy_part("st_async", buf, bar, offset, bytes, &Some(version.clone()), locals)
+    }
+
+    /// `copy_async(DST, B, cta = R, from = SRC)`: the destination side is a partial copy into
+    /// the peer's DST; the source side is an asynchronous read of the issuer's own SRC, checked at
+    /// the issue as a TMA store's (its data ordered before the issue and fenced for the async
+    /// proxy), which lasts until the copy lands: PTX gives the issuing thread no completion of
+    /// its own, so SRC may be rewritten only once the landing reaches the writer through the
+    /// destination barrier (a peer's release after its wait, as pipelines do). The copy carries
+    /// the version SRC holds.
+    fn op_copy_from(&mut self, buf: &Ref, bar: &Ref, src: &Ref, offset: &IExpr, bytes: &IExpr, locals: Option<&[i64]>) -> R<Option<i64>> {
+        let Some(t) = self.thread.filter(|_| !self.in_completion) else {
+            self.broken("R-EVAL", "a copy_async from shared memory outside a thread's own code".to_string());
+            return Err(());
+        };
+        let d = self.resolve_buf(buf, locals)?;
+        let b = self.resolve_bar(bar, locals)?;
+        // The source is the issuer's own CTA's buffer (shared::cta), whatever CTA the copy lands in.
+        let target = self.remote.take();
+        let from = self.resolve_buf(src, locals);
+        self.remote = target;
+        let from = from?;
+        let off = self.ev(offset, locals)?;
+        let n = self.ev(bytes, locals)?;
+        self.live_barrier(b, "copy_async")?;
+        self.check_init_fenced(b)?;
+        self.check_range(
+            K::TxRange,
+            n,
+            0,
+            format!("the byte count of the copy into {}", self.p().buffers[d].name),
+        )?;
+        self.range_ok(from, 0, n)?;
+        self.async_read_checks(t, from, (0, n), "a bulk copy (copy_async from = ...)");
+        if self.ended {
+            return Err(());
+        }
+        let version = self.version_in(from, 0, n);
+        self.s.copies.push(CopyInFlight {
+            buf: from as u16,
+            bar: NO_BAR,
+            bytes: 0,
+            version: 0,
+            issuer: t as u16,
+            stmt: self.stmt,
+            kind: CopyKind::SrcRead,
+            offset: 0,
+            len: n,
+        });
+        self.obs.push(Obs::AsyncReadIssued {
+            buf: from as u16,
+            wgmma: false,
+        });
+        self.issue_range_copy(d, b as u16, n, version, off, CopyKind::Tma)?;
+        Ok(None)
+    }
+
+    /// A copy landed: if it is a copy from shared memory, the read of its source (the
+    /// `SrcRead` entry right before it, now at `land_index - 1`) ends, recorded as a read by
+    /// the destination's engine at the landing, so a later write of the source must be ordered
+    /// after the landing.
+    fn end_source_read(&mut self, c: &CopyInFlight) {
+        let i = self.land_index;
+        if i == 0 || i > self.s.copies.len() {
+            return;
+        }
+        let r = self.s.copies[i - 1];
+        if r.kind != CopyKind::SrcRead || r.issuer != c.issuer {
+            return;
+        }
+        self.s.copies.remove(i - 1);
+        self.land_index = i - 1;
+        let n = self.p().threads.len();
+        let d = c.buf as usize;
+        let engine = Access {
+            agent: (n + d) as u16,
+            epoch: self.s.engines[d][n + d],
+            in_completion: false,
+        };
+        self.record_read(r.buf as usize, (r.offset, r.offset + r.len), engine);
+        self.obs.push(Obs::AsyncReadDone { buf: r.buf, wgmma: false });
+    }
+
+    /// A write of bytes `lo .. hi` of buffer `d` while a copy from shared memory still reads
+    /// them: a data race (the async proxy may copy the new bytes, or a mix).
+    pub(super) fn check_source_reads(&mut self, d: usize, lo: i64, hi: i64) {
+        let Some(r) = self
+            .s
+            .copies
+            .iter()
+            .find(|c| c.kind == CopyKind::SrcRead && c.buf as usize == d && overlaps((c.offset, c.offset + c.len), (lo, hi)))
+            .copied()
+        else {
+            return;
+        };
+        let msg = format!(
+            "{} overwrites {} while a copy_async from it issued by {} still reads it (nothing orders the copy's landing before this write)",
+            self.label(),
+            self.p().buffers[d].name,
+            self.p().thread_label(r.issuer as usize)
+        );
+        self.fail(if self.in_completion { K::CompletionMisuse } else { K::DataRace }, msg);
     }
 
     pub(super) fn op_cp_async(
@@ -585,6 +730,9 @@ impl Exec<'_> {
         let (d, b) = (c.buf as usize, c.bar as usize);
         self.agent = n + d;
         self.thread = None;
+        if c.kind == CopyKind::Tma {
+            self.end_source_read(&c);
+        }
         if c.kind != CopyKind::Tma || self.s.buffers[d].parts.len() > 0 || c.len != self.p().buffers[d].bytes {
             // A cp.async copy, or a copy into part of the buffer.
             self.land_range(c);
@@ -703,7 +851,7 @@ impl Exec<'_> {
             CopyKind::Tma => self.land_on_barrier(c.bar as usize, d, c.bytes),
             CopyKind::CpAsync { .. } => self.cp_async_landed(&c),
             CopyKind::Mma => self.mma_landed(&c),
-            CopyKind::ArriveOn { .. } | CopyKind::MmaRead | CopyKind::MmaCommit => {}
+            CopyKind::ArriveOn { .. } | CopyKind::MmaRead | CopyKind::MmaCommit | CopyKind::SrcRead => {}
         }
     }
 

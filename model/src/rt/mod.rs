@@ -411,7 +411,7 @@ impl Model {
             // An arrive-on fires with the landing that completes its copies; a
             // cp.async copy has no tx-count to land in part against.
             match c.kind {
-                CopyKind::ArriveOn { .. } | CopyKind::MmaRead | CopyKind::MmaCommit => continue,
+                CopyKind::ArriveOn { .. } | CopyKind::MmaRead | CopyKind::MmaCommit | CopyKind::SrcRead => continue,
                 // A thread's MMAs complete in issue order.
                 CopyKind::Mma => {
                     if !s.copies[..i].iter().any(|o| o.kind == CopyKind::Mma && o.issuer == c.issuer) {
@@ -461,7 +461,8 @@ impl Model {
             return out;
         }
         if s.all_done() && !s.copies.is_empty() {
-            let c = &s.copies[0];
+            // A source read is always followed by its copy: name the copy.
+            let c = s.copies.iter().find(|c| c.kind != CopyKind::SrcRead).unwrap_or(&s.copies[0]);
             out.push(Violation {
                 kind: K::Lifetime,
                 message: format!(

@@ -247,7 +247,10 @@ pub(super) fn uses_async_proxy(p: &Protocol) -> bool {
                 | IOp::Proxy(ProxyOp::FenceMbarrierInit)
         )
     });
+    // A copy from shared memory reads its source through the async proxy (a remote op).
+    let copy_from = ops().any(|op| matches!(op, IOp::Remote { op, .. } if matches!(**op, IOp::Copy(CopyOp::CopyFrom { .. }))));
     proxy_op
+        || copy_from
         || ops().any(|op| matches!(op, IOp::Tc(_)))
         || (ops().any(|op| matches!(op, IOp::Mbar(MbarOp::Init { .. }))) && ops().any(|op| matches!(op, IOp::Copy(CopyOp::Copy { .. }))))
 }
@@ -551,6 +554,7 @@ impl Exec<'_> {
     /// tcgen05 MMA reads its operand buffers whole).
     pub(super) fn check_async_reads_over(&mut self, d: usize, lo: i64, hi: i64) {
         self.check_mma_reads(d);
+        self.check_source_reads(d, lo, hi);
         let Some(r) = self
             .s
             .proxy

@@ -249,15 +249,24 @@ pub fn transition(model: &Model, pre: &State, a: Action, out: &Outcome) -> Resul
         Action::Thread(t) => p.code_of(t as usize).instrs.get(pre.threads[t as usize].pc as usize),
         _ => None,
     };
-    let may_touch_tx = matches!(
-        instr.map(|i| &i.kind),
+    // A remote operation (`arrive_expect_tx(B, N, cta = R)`) touches the tx-count of the
+    // peer's barrier as its own-CTA form does.
+    let own_op = match instr.map(|i| &i.kind) {
         Some(InstrKind::Op {
-            op: IOp::Mbar(MbarOp::ExpectTx { .. })
+            op: IOp::Remote { op, .. },
+            ..
+        }) => Some(&**op),
+        Some(InstrKind::Op { op, .. }) => Some(op),
+        _ => None,
+    };
+    let may_touch_tx = matches!(
+        own_op,
+        Some(
+            IOp::Mbar(MbarOp::ExpectTx { .. })
                 | IOp::Mbar(MbarOp::CompleteTx { .. })
                 | IOp::Mbar(MbarOp::Arrive { expect_tx: Some(_), .. })
-                | IOp::Mbar(MbarOp::Init { .. }),
-            ..
-        })
+                | IOp::Mbar(MbarOp::Init { .. })
+        )
     );
     let reinit_possible = matches!(
         instr.map(|i| &i.kind),

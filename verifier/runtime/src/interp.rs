@@ -136,6 +136,13 @@ pub fn supported(proto: &Protocol, directed: bool) -> Result<(), Unsupported> {
                     op: IOp::Proxy(phasecheck_model::program::ir::ProxyOp::StorePartAsync { .. }),
                     ..
                 } => "a TMA store of part of a buffer (`copy_store_async(BUF, offset = O, bytes = N)`)",
+                // Its engine here has no source buffer whose read could end at the landing.
+                InstrKind::Op {
+                    op: IOp::Remote { op, .. },
+                    ..
+                } if matches!(**op, IOp::Copy(phasecheck_model::program::ir::CopyOp::CopyFrom { .. })) => {
+                    "a CTA-to-CTA bulk copy (`copy_async(DST, B, cta = R, from = SRC)`)"
+                }
                 _ => continue,
             };
             return Err(Unsupported(format!("the runtime does not model {what}")));

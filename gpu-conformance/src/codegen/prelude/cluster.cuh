@@ -31,6 +31,12 @@ __device__ __forceinline__ void pc_bulk_copy_peer(int* dst, const int* src, int 
   asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
                :: "r"(pc_mapa_smem(dst, rank)), "l"(src), "r"(bytes), "r"(pc_mapa_smem(bar, rank)) : "memory");
 }
+// A bulk copy from this CTA's shared memory (`src`) into CTA `rank`'s `dst`, completing tx on
+// its `bar`; the async proxy reads `src` until the copy completes.
+__device__ __forceinline__ void pc_bulk_copy_cta(int* dst, const int* src, int bytes, u64* bar, int rank) {
+  asm volatile("cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+               :: "r"(pc_mapa_smem(dst, rank)), "r"(pc_smem(src)), "r"(bytes), "r"(pc_mapa_smem(bar, rank)) : "memory");
+}
 // A bulk copy that lands at the same offset in every CTA of `mask`, completing tx on each one's `bar`.
 __device__ __forceinline__ void pc_bulk_copy_multicast(int* dst, const int* src, int bytes, u64* bar, int mask) {
   asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1], %2, [%3], %4;"

@@ -14,6 +14,8 @@ impl Parser {
         self.bump(); // `(`
         let mut pos_args: Vec<Arg> = Vec::new();
         let mut named: Vec<(String, Expr, Span)> = Vec::new();
+        // `from = SRC` names a buffer (a place, possibly indexed), not a value.
+        let mut from: Option<(Place, Span)> = None;
         while *self.peek() != Tok::RParen {
             let at = self.span();
             if let (Tok::Ident(n), Tok::Assign) = (self.peek().clone(), self.peek_at(1).clone()) {
@@ -29,15 +31,33 @@ impl Parser {
                     };
                     return Err(err("E007", at, msg));
                 }
-                if named.iter().any(|(m, _, _)| *m == n) {
+                if named.iter().any(|(m, _, _)| *m == n) || (n == "from" && from.is_some()) {
                     return Err(err("E007", at, format!("`{n}` is given twice in this `{kw}`; keep only one")));
                 }
                 self.bump();
                 self.bump();
+                if n == "from" {
+                    let p = self.place(&kw)?;
+                    from = Some((p, self.since(at)));
+                    match self.peek() {
+                        Tok::Comma => {
+                            self.bump();
+                        }
+                        Tok::RParen => {}
+                        other => {
+                            return Err(err(
+                                "E005",
+                                self.span(),
+                                format!("expected `,` or `)` in the arguments of `{kw}`, but found {}", other.describe()),
+                            ))
+                        }
+                    }
+                    continue;
+                }
                 let e = self.expr()?;
                 named.push((n, e, self.since(at)));
             } else {
-                if !named.is_empty() {
+                if !named.is_empty() || from.is_some() {
                     return Err(err(
                         "E007",
                         at,
@@ -226,7 +246,31 @@ impl Parser {
                 let bar = second_place.expect("a required argument was counted above");
                 let bytes = take_named("bytes");
                 let version = take_named("version");
-                if let Some(offset) = take_named("offset") {
+                if let Some((src, at)) = from {
+                    // A CTA-to-CTA bulk copy: the data is the source buffer's, and the copy
+                    // always lands in a CTA named by rank (PTX has no multicast form of it).
+                    if let Some(v) = version {
+                        return Err(err(
+                            "E007",
+                            v.span,
+                            "a copy `from = SRC` carries the version SRC holds when the copy reads it, so it takes no `version =`; write the version into SRC before the copy",
+                        ));
+                    }
+                    if !matches!(target, Some(ClusterTarget::Cta(_))) {
+                        return Err(err(
+                            "E007",
+                            at,
+                            "`from = SRC` is the shared::cta source of `cp.async.bulk.shared::cluster.shared::cta`, which lands in one CTA named by rank; add `cta = R` (no `multicast`)",
+                        ));
+                    }
+                    OpKind::CopyAsyncFrom {
+                        buf: first,
+                        bar,
+                        src,
+                        offset: take_named("offset"),
+                        bytes,
+                    }
+                } else if let Some(offset) = take_named("offset") {
                     OpKind::CopyAsyncPart {
                         buf: first,
                         bar,
@@ -424,8 +468,8 @@ pub(super) fn signature(op: &str) -> Sig {
         "copy_async" => (
             &[Place, Place],
             2,
-            &["bytes", "version", "offset", "multicast", "cta"],
-            "`copy_async(BUF, B)`, optionally followed by `bytes = N`, `version = V`, `offset = O` and `multicast = MASK` or `cta = R`",
+            &["bytes", "version", "offset", "multicast", "cta", "from"],
+            "`copy_async(BUF, B)`, optionally followed by `bytes = N`, `version = V`, `offset = O` and `multicast = MASK` or `cta = R` (with `cta = R`, `from = SRC` copies the own CTA's buffer SRC instead of global memory)",
         ),
         "memcpy_async" => (
             &[Place, Place],

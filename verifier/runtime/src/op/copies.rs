@@ -17,6 +17,7 @@ pub(crate) fn directed(op: &CopyOp) -> bool {
 impl World {
     pub(crate) fn copy_op(&self, op: &CopyOp, ctx: &mut Ctx) -> Result<Option<i64>, Stop> {
         match op {
+            CopyOp::CopyFrom { .. } => unreachable!("supported() refuses copies from shared memory by name"),
             CopyOp::CpAsync {
                 buf,
                 offset,

@@ -111,6 +111,14 @@ impl Builder {
                 }
                 None
             }
+            // A copy from the own CTA's shared memory lands its bytes (the whole source by
+            // default) on the barrier of the CTA it names, as a copy from global memory does.
+            OpKind::CopyAsyncFrom { bar, src, bytes, .. } => {
+                let b = self.buffer_bytes(src, bytes, cx)?;
+                let (g, i) = self.place(bar, cx)?;
+                self.push(cx, sp, g, i, SiteKind::Land { bytes: b });
+                None
+            }
             // `st.async` with complete_tx: an asynchronous store that lands its bytes on the
             // barrier (of the CTA it names, through `Remote`) as a copy does.
             OpKind::StAsync { bar, bytes, .. } => {
