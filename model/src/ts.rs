@@ -19,6 +19,13 @@ pub trait TransitionSystem: Sync {
     fn actions(&self, s: &Self::State, out: &mut Vec<Self::Action>);
     /// Take one enabled action. `next: None` when the step ended the execution.
     fn step(&self, s: &Self::State, a: Self::Action) -> Outcome<Self::State>;
+    /// `step`, given a state the caller no longer needs (an earlier successor) whose storage the
+    /// successor may take over: the engine steps every action of a state, and allocating a fresh
+    /// copy for each was a large part of its time.
+    fn step_reusing(&self, s: &Self::State, a: Self::Action, spare: Option<Self::State>) -> Outcome<Self::State> {
+        drop(spare);
+        self.step(s, a)
+    }
     /// Violations that are properties of a state rather than of a step (deadlock, stale waits).
     fn state_violations(&self, s: &Self::State, enabled: &[Self::Action]) -> Vec<Violation>;
     /// Nothing after this state is meaningful (the CTA has exited under an async copy): the
@@ -78,6 +85,10 @@ impl TransitionSystem for crate::rt::Model {
 
     fn step(&self, s: &Self::State, a: Self::Action) -> Outcome {
         crate::rt::Model::step(self, s, a)
+    }
+
+    fn step_reusing(&self, s: &Self::State, a: Self::Action, spare: Option<Self::State>) -> Outcome {
+        crate::rt::Model::step_reusing(self, s, a, spare)
     }
 
     fn state_violations(&self, s: &Self::State, enabled: &[Self::Action]) -> Vec<Violation> {

@@ -204,6 +204,8 @@ fn expand<M: Packed>(model: &M, store: &Store, limits: &Limits<M>, at: &[u32], o
     let mut perm = Vec::new();
     let mut row = Vec::with_capacity(width);
     let mut packed = 0u32;
+    // The last successor packed: the next step writes into it (`step_reusing`).
+    let mut spare = None;
     for &i in at {
         let s = store.unpack(model, i);
         enabled.clear();
@@ -227,7 +229,7 @@ fn expand<M: Packed>(model: &M, store: &Store, limits: &Limits<M>, at: &[u32], o
                 let take: &[M::Action] = if pass { &subset } else { &enabled };
                 let mut full = false;
                 for &a in take {
-                    let mut out = model.step(&s, a);
+                    let mut out = model.step_reusing(&s, a, spare.take());
                     let internal = out.internal.take().or_else(|| limits.check.and_then(|c| c(&s, a, &out)));
                     let mut slot = None;
                     if internal.is_none() {
@@ -257,6 +259,7 @@ fn expand<M: Packed>(model: &M, store: &Store, limits: &Limits<M>, at: &[u32], o
                             }
                             slot = Some(packed);
                             packed += 1;
+                            spare = Some(n);
                         } else if pass {
                             full = true;
                         }
