@@ -59,6 +59,11 @@ pub trait Packed: TransitionSystem {
     fn same_part(&self, a: &Self::State, b: &Self::State, part: usize) -> bool;
     /// Rebuild a state from its components, in the order `pack` emitted them.
     fn unpack(&self, parts: &[&[u32]]) -> Self::State;
+    /// `unpack` into `s`, a state of this system the caller no longer needs, whose storage it
+    /// may reuse (the engine unpacks every state it expands).
+    fn unpack_into(&self, parts: &[&[u32]], s: &mut Self::State) {
+        *s = self.unpack(parts);
+    }
     /// Put `s` into its canonical form. `symmetry: false` only normalises what carries no meaning
     /// (absolute clock epochs). `perm` receives the renaming applied: position `new` of the result
     /// holds what position `perm[new]` held (the engine composes these along a path to turn the
@@ -123,6 +128,10 @@ impl Packed for crate::rt::Model {
 
     fn unpack(&self, parts: &[&[u32]]) -> Self::State {
         self.unpack_state(parts)
+    }
+
+    fn unpack_into(&self, parts: &[&[u32]], s: &mut Self::State) {
+        crate::rt::Model::unpack_into(self, parts, s)
     }
 
     fn canonicalize(&self, s: &mut Self::State, symmetry: bool, perm: &mut Vec<u32>) {
