@@ -550,6 +550,13 @@ impl Model {
         }
     }
 
+    /// The step of `a` from `s`, applied to `copy` (equal to `s`, which only a debug build
+    /// checks: the engine makes copies by `restore`).
+    pub fn step_on_copy(&self, s: &State, a: Action, copy: State) -> Outcome {
+        debug_assert!(copy == *s, "a copy to step on equals the state");
+        self.step_on(s, a, copy)
+    }
+
     /// The step of `a` from `s`, applied to `copy` (equal to `s`).
     fn step_on(&self, s: &State, a: Action, copy: State) -> Outcome {
         let mut x = Exec::new(self, copy);

@@ -9,6 +9,7 @@
 
 use super::thread::status_word;
 use crate::lang::ast::Span;
+use crate::rt::state::Refill;
 use crate::rt::state::{
     Access, AsyncRead, BarrierState, Cell, CopyInFlight, Life, NamedBarState, ProxyState, RangeRec, State, Status, ThreadState,
 };
@@ -240,10 +241,11 @@ fn blank_state() -> State {
     }
 }
 
-/// Slice equality without a `memcmp` call (the slices are a few words long).
+/// Slice equality without a `memcmp` call (the slices are a few words long). No early exit:
+/// most compared slices are equal, and a loop without one is vectorised.
 #[inline]
 fn same<T: Copy + Eq>(a: &[T], b: &[T]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
+    a.len() == b.len() && a.iter().zip(b).fold(true, |ok, (x, y)| ok & (x == y))
 }
 
 /// `a == b` for thread records (`Model::same_part`). Destructured so that a field added to the
@@ -365,6 +367,32 @@ impl Model {
             Part::CommitLogs => a.commit_logs == b.commit_logs,
             Part::Named => a.named == b.named,
             Part::Proxy => a.proxy == b.proxy,
+        }
+    }
+
+    /// Make `n` equal to `s`, given every component in which they differ (`same_part`): those
+    /// are copied, and so are the records no component packs (the named barriers and the
+    /// async proxy where the protocol has none), which `same_part` never compared.
+    pub fn restore(&self, n: &mut State, s: &State, changed: &[usize]) {
+        for &part in changed {
+            match self.part_of(part) {
+                Part::Thread(t) => n.threads[t].refill(&s.threads[t]),
+                Part::Barrier(i) => n.barriers[i].refill(&s.barriers[i]),
+                Part::Buffer(i) => n.buffers[i].refill(&s.buffers[i]),
+                Part::Var(i) => n.vars[i].refill(&s.vars[i]),
+                Part::Copies => n.copies.refill(&s.copies),
+                Part::Engines => n.engines.refill(&s.engines),
+                Part::EngineKnowledge => n.engines_known.refill(&s.engines_known),
+                Part::CommitLogs => n.commit_logs.refill(&s.commit_logs),
+                Part::Named => n.named.refill(&s.named),
+                Part::Proxy => n.proxy.refill(&s.proxy),
+            }
+        }
+        if !self.named_part() {
+            n.named.refill(&s.named);
+        }
+        if !self.tracks_proxy {
+            n.proxy.refill(&s.proxy);
         }
     }
 

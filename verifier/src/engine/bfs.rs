@@ -233,13 +233,17 @@ fn expand<M: Packed>(model: &M, store: &Store, limits: &Limits<M>, at: &[u32], o
     let mut perm = Vec::new();
     let mut row = Vec::with_capacity(width);
     let mut packed = 0u32;
-    // The last successor packed: the next step writes into it (`step_reusing`).
+    // The last successor packed: the next step writes into it (`step_reusing`), or, once
+    // restored to equal the state being expanded (`copy`), steps on it (`step_on_copy`).
     let mut spare = None;
+    let mut copy;
+    let mut changed = Vec::new();
     // The state being expanded, unpacked into the previous one's storage.
     let (mut scratch, mut current) = (Unpacking::default(), None);
     for &i in at {
         store.unpack_into(model, i, &mut scratch, &mut current);
         let s = current.as_ref().expect("just unpacked");
+        copy = false;
         enabled.clear();
         model.actions(s, &mut enabled);
         let state_violations = model.state_violations(s, &enabled);
@@ -261,7 +265,11 @@ fn expand<M: Packed>(model: &M, store: &Store, limits: &Limits<M>, at: &[u32], o
                 let take: &[M::Action] = if pass { &subset } else { &enabled };
                 let mut full = false;
                 for &a in take {
-                    let mut out = model.step_reusing(s, a, spare.take());
+                    let mut out = match spare.take() {
+                        Some(c) if copy => model.step_on_copy(s, a, c),
+                        other => model.step_reusing(s, a, other),
+                    };
+                    copy = false;
                     let internal = out.internal.take().or_else(|| limits.check.and_then(|c| c(s, a, &out)));
                     let mut slot = None;
                     if internal.is_none() {
@@ -269,6 +277,7 @@ fn expand<M: Packed>(model: &M, store: &Store, limits: &Limits<M>, at: &[u32], o
                             model.canonicalize(&mut n, limits.symmetry, &mut perm);
                             let parent = store.states.row(i);
                             let (words_from, ends_from) = (batch.words.len(), batch.ends.len());
+                            changed.clear();
                             for (part, &id) in parent.iter().enumerate().take(width) {
                                 if model.same_part(s, &n, part) {
                                     batch.parts.push(id);
@@ -276,6 +285,7 @@ fn expand<M: Packed>(model: &M, store: &Store, limits: &Limits<M>, at: &[u32], o
                                     model.pack_part(&n, part, &mut batch.words);
                                     batch.ends.push(batch.words.len() as u32);
                                     batch.parts.push(FRESH);
+                                    changed.push(part);
                                 }
                             }
                             if pass && !full {
@@ -291,6 +301,7 @@ fn expand<M: Packed>(model: &M, store: &Store, limits: &Limits<M>, at: &[u32], o
                             }
                             slot = Some(packed);
                             packed += 1;
+                            copy = model.restore(&mut n, s, &changed);
                             spare = Some(n);
                         } else if pass {
                             full = true;
