@@ -19,6 +19,19 @@ pub trait TransitionSystem: Sync {
     fn actions(&self, s: &Self::State, out: &mut Vec<Self::Action>);
     /// Take one enabled action. `next: None` when the step ended the execution.
     fn step(&self, s: &Self::State, a: Self::Action) -> Outcome<Self::State>;
+    /// `step`, given a state the caller no longer needs (an earlier successor) whose storage the
+    /// successor may take over: the engine steps every action of a state, and allocating a fresh
+    /// copy for each was a large part of its time.
+    fn step_reusing(&self, s: &Self::State, a: Self::Action, spare: Option<Self::State>) -> Outcome<Self::State> {
+        drop(spare);
+        self.step(s, a)
+    }
+    /// `step`, given `copy`, a state equal to `s` that the successor may be written into
+    /// (`Packed::restore` makes one from a successor without copying the whole state).
+    fn step_on_copy(&self, s: &Self::State, a: Self::Action, copy: Self::State) -> Outcome<Self::State> {
+        drop(copy);
+        self.step(s, a)
+    }
     /// Violations that are properties of a state rather than of a step (deadlock, stale waits).
     fn state_violations(&self, s: &Self::State, enabled: &[Self::Action]) -> Vec<Violation>;
     /// Nothing after this state is meaningful (the CTA has exited under an async copy): the
@@ -50,8 +63,20 @@ pub trait Packed: TransitionSystem {
     fn pack_part(&self, s: &Self::State, part: usize, words: &mut Vec<u32>);
     /// Whether one component is equal in two states (so a successor may reuse its parent's).
     fn same_part(&self, a: &Self::State, b: &Self::State, part: usize) -> bool;
+    /// Make `n` equal to `s` again, given the components in which they differ (every other one
+    /// is equal, `same_part`), by copying only those; `false` when the system cannot (then `n`
+    /// is left as it is). Successors differ from their parent in a component or two: restoring
+    /// those is much cheaper than copying the parent again for the next step (`step_on_copy`).
+    fn restore(&self, _n: &mut Self::State, _s: &Self::State, _changed: &[usize]) -> bool {
+        false
+    }
     /// Rebuild a state from its components, in the order `pack` emitted them.
     fn unpack(&self, parts: &[&[u32]]) -> Self::State;
+    /// `unpack` into `s`, a state of this system the caller no longer needs, whose storage it
+    /// may reuse (the engine unpacks every state it expands).
+    fn unpack_into(&self, parts: &[&[u32]], s: &mut Self::State) {
+        *s = self.unpack(parts);
+    }
     /// Put `s` into its canonical form. `symmetry: false` only normalises what carries no meaning
     /// (absolute clock epochs). `perm` receives the renaming applied: position `new` of the result
     /// holds what position `perm[new]` held (the engine composes these along a path to turn the
@@ -78,6 +103,14 @@ impl TransitionSystem for crate::rt::Model {
 
     fn step(&self, s: &Self::State, a: Self::Action) -> Outcome {
         crate::rt::Model::step(self, s, a)
+    }
+
+    fn step_reusing(&self, s: &Self::State, a: Self::Action, spare: Option<Self::State>) -> Outcome {
+        crate::rt::Model::step_reusing(self, s, a, spare)
+    }
+
+    fn step_on_copy(&self, s: &Self::State, a: Self::Action, copy: Self::State) -> Outcome {
+        crate::rt::Model::step_on_copy(self, s, a, copy)
     }
 
     fn state_violations(&self, s: &Self::State, enabled: &[Self::Action]) -> Vec<Violation> {
@@ -112,6 +145,15 @@ impl Packed for crate::rt::Model {
 
     fn unpack(&self, parts: &[&[u32]]) -> Self::State {
         self.unpack_state(parts)
+    }
+
+    fn unpack_into(&self, parts: &[&[u32]], s: &mut Self::State) {
+        crate::rt::Model::unpack_into(self, parts, s)
+    }
+
+    fn restore(&self, n: &mut Self::State, s: &Self::State, changed: &[usize]) -> bool {
+        crate::rt::Model::restore(self, n, s, changed);
+        true
     }
 
     fn canonicalize(&self, s: &mut Self::State, symmetry: bool, perm: &mut Vec<u32>) {

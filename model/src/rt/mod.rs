@@ -536,7 +536,31 @@ impl Model {
     }
 
     pub fn step(&self, s: &State, a: Action) -> Outcome {
-        let mut x = Exec::new(self, s.clone());
+        self.step_on(s, a, s.clone())
+    }
+
+    /// `step`, writing the successor into `spare` (a state no longer needed, typically an
+    /// earlier successor) instead of a fresh copy, so that its heap blocks are reused.
+    pub fn step_reusing(&self, s: &State, a: Action, spare: Option<State>) -> Outcome {
+        match spare {
+            Some(mut n) => {
+                state::Refill::refill(&mut n, s);
+                self.step_on(s, a, n)
+            }
+            None => self.step(s, a),
+        }
+    }
+
+    /// The step of `a` from `s`, applied to `copy` (equal to `s`, which only a debug build
+    /// checks: the engine makes copies by `restore`).
+    pub fn step_on_copy(&self, s: &State, a: Action, copy: State) -> Outcome {
+        debug_assert!(copy == *s, "a copy to step on equals the state");
+        self.step_on(s, a, copy)
+    }
+
+    /// The step of `a` from `s`, applied to `copy` (equal to `s`).
+    fn step_on(&self, s: &State, a: Action, copy: State) -> Outcome {
+        let mut x = Exec::new(self, copy);
         let event = match a {
             Action::Thread(t) if s.threads[t as usize].status == Status::AtSyncWarp => {
                 // An election: the warp's lanes have all arrived and this one is elected.

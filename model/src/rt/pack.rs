@@ -9,6 +9,7 @@
 
 use super::thread::status_word;
 use crate::lang::ast::Span;
+use crate::rt::state::Refill;
 use crate::rt::state::{
     Access, AsyncRead, BarrierState, Cell, CopyInFlight, Life, NamedBarState, ProxyState, RangeRec, State, Status, ThreadState,
 };
@@ -68,13 +69,6 @@ impl Words<'_> {
         ((z >> 1) as i64) ^ -((z & 1) as i64)
     }
 
-    /// The next `n` words as a boxed slice (clocks).
-    fn slice(&mut self, n: usize) -> Box<[u32]> {
-        let v: Box<[u32]> = self.w[self.at..self.at + n].into();
-        self.at += n;
-        v
-    }
-
     pub(super) fn rest(&self) -> bool {
         self.at < self.w.len()
     }
@@ -123,14 +117,24 @@ fn put_cell(out: &mut Vec<u32>, c: &Cell) {
     }
 }
 
-fn get_cell(w: &[u32]) -> Cell {
+/// `c` as the words `w` describe it (`put_cell`'s inverse), reusing its vectors.
+fn get_cell_into(w: &[u32], c: &mut Cell) {
+    let Cell {
+        value,
+        writes,
+        last_write,
+        reads,
+        in_flight,
+        parts,
+        unfenced,
+    } = c;
     let mut r = Words { w, at: 0 };
-    let value = r.i();
-    let writes = r.u();
+    *value = r.i();
+    *writes = r.u();
     let flags = r.u();
-    let last_write = (flags & 2 != 0).then(|| get_access(&mut r));
-    let mut reads = Vec::new();
-    let mut parts = Vec::new();
+    *last_write = (flags & 2 != 0).then(|| get_access(&mut r));
+    reads.clear();
+    parts.clear();
     if flags & 4 != 0 {
         let n = r.u();
         for _ in 0..n {
@@ -155,15 +159,146 @@ fn get_cell(w: &[u32]) -> Cell {
             reads.push(get_access(&mut r));
         }
     }
-    Cell {
-        value,
-        writes,
-        last_write,
-        reads,
-        in_flight: flags & 1 != 0,
-        parts,
-        unfenced: flags & 8 != 0,
+    *in_flight = flags & 1 != 0;
+    *unfenced = flags & 8 != 0;
+}
+
+/// Overwrite `b` with `n` values of `next`, keeping its block when the length agrees.
+#[inline]
+fn fill<T>(b: &mut Box<[T]>, n: usize, mut next: impl FnMut() -> T) {
+    if b.len() == n {
+        for x in b.iter_mut() {
+            *x = next();
+        }
+    } else {
+        *b = (0..n).map(|_| next()).collect();
     }
+}
+
+/// Give `b` exactly `n` records, keeping the ones it has when the length agrees (their contents
+/// are overwritten after).
+fn resize<T>(b: &mut Box<[T]>, n: usize, blank: impl FnMut() -> T) {
+    if b.len() != n {
+        *b = std::iter::repeat_with(blank).take(n).collect();
+    }
+}
+
+/// Records whose every field `unpack_into` sets. Written out in full so that a field added to a
+/// record must be given a value here (and read back there).
+fn blank_thread() -> ThreadState {
+    ThreadState {
+        pc: 0,
+        status: Status::Running,
+        locals: Box::new([]),
+        clock: Box::new([]),
+        known: Box::new([]),
+        path: Vec::new(),
+        commit_seq: 0,
+    }
+}
+
+fn blank_barrier() -> BarrierState {
+    BarrierState {
+        life: Life::Uninit,
+        phase: 0,
+        pending: 0,
+        expected: 0,
+        arrived: 0,
+        tx: 0,
+        init_by: None,
+        observed_prev: false,
+        clock: Box::new([]),
+        prev_clock: Box::new([]),
+        known: Box::new([]),
+        prev_known: Box::new([]),
+    }
+}
+
+fn blank_cell() -> Cell {
+    Cell {
+        value: 0,
+        writes: 0,
+        last_write: None,
+        reads: Vec::new(),
+        in_flight: false,
+        parts: Vec::new(),
+        unfenced: false,
+    }
+}
+
+fn blank_state() -> State {
+    State {
+        threads: Box::new([]),
+        barriers: Box::new([]),
+        buffers: Box::new([]),
+        vars: Box::new([]),
+        copies: Vec::new(),
+        engines: Box::new([]),
+        engines_known: Box::new([]),
+        commit_logs: Box::new([]),
+        named: Box::new([]),
+        proxy: ProxyState::default(),
+    }
+}
+
+/// Slice equality without a `memcmp` call (the slices are a few words long). No early exit:
+/// most compared slices are equal, and a loop without one is vectorised.
+#[inline]
+fn same<T: Copy + Eq>(a: &[T], b: &[T]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(true, |ok, (x, y)| ok & (x == y))
+}
+
+/// `a == b` for thread records (`Model::same_part`). Destructured so that a field added to the
+/// record stops the build here rather than going uncompared.
+#[inline]
+fn same_thread(a: &ThreadState, b: &ThreadState) -> bool {
+    let ThreadState {
+        pc,
+        status,
+        locals,
+        clock,
+        known,
+        path,
+        commit_seq,
+    } = a;
+    *pc == b.pc
+        && *status == b.status
+        && *commit_seq == b.commit_seq
+        && same(locals, &b.locals)
+        && same(clock, &b.clock)
+        && same(known, &b.known)
+        && same(path, &b.path)
+}
+
+/// `a == b` for barrier records (see `same_thread`).
+#[inline]
+fn same_barrier(a: &BarrierState, b: &BarrierState) -> bool {
+    let BarrierState {
+        life,
+        phase,
+        pending,
+        expected,
+        arrived,
+        tx,
+        init_by,
+        observed_prev,
+        clock,
+        prev_clock,
+        known,
+        prev_known,
+    } = a;
+    *pending == b.pending
+        && *phase == b.phase
+        && *arrived == b.arrived
+        && *tx == b.tx
+        && *expected == b.expected
+        && *life == b.life
+        && *init_by == b.init_by
+        && *observed_prev == b.observed_prev
+        && same(clock, &b.clock)
+        && same(known, &b.known)
+        && same(prev_clock, &b.prev_clock)
+        && same(prev_known, &b.prev_known)
 }
 
 impl Model {
@@ -212,18 +347,52 @@ impl Model {
     }
 
     /// Whether component `part` is the same in both states (then it packs the same).
+    ///
+    /// The engine asks this of every component of every successor, and most are equal, so each
+    /// comparison runs to the end. The derived `==` of the thread and barrier records calls
+    /// `memcmp` once per slice (a few words each): that was 10 % of the search. These compare
+    /// short slices inline and the scalars that change most first.
     pub fn same_part(&self, a: &State, b: &State, part: usize) -> bool {
         match self.part_of(part) {
-            Part::Thread(t) => a.threads[t] == b.threads[t],
-            Part::Barrier(i) => a.barriers[i] == b.barriers[i],
+            Part::Thread(t) => same_thread(&a.threads[t], &b.threads[t]),
+            Part::Barrier(i) => same_barrier(&a.barriers[i], &b.barriers[i]),
             Part::Buffer(i) => a.buffers[i] == b.buffers[i],
             Part::Var(i) => a.vars[i] == b.vars[i],
             Part::Copies => a.copies == b.copies,
-            Part::Engines => a.engines == b.engines,
-            Part::EngineKnowledge => a.engines_known == b.engines_known,
+            Part::Engines => a.engines.len() == b.engines.len() && a.engines.iter().zip(b.engines.iter()).all(|(x, y)| same(x, y)),
+            Part::EngineKnowledge => {
+                a.engines_known.len() == b.engines_known.len()
+                    && a.engines_known.iter().zip(b.engines_known.iter()).all(|(x, y)| same(x, y))
+            }
             Part::CommitLogs => a.commit_logs == b.commit_logs,
             Part::Named => a.named == b.named,
             Part::Proxy => a.proxy == b.proxy,
+        }
+    }
+
+    /// Make `n` equal to `s`, given every component in which they differ (`same_part`): those
+    /// are copied, and so are the records no component packs (the named barriers and the
+    /// async proxy where the protocol has none), which `same_part` never compared.
+    pub fn restore(&self, n: &mut State, s: &State, changed: &[usize]) {
+        for &part in changed {
+            match self.part_of(part) {
+                Part::Thread(t) => n.threads[t].refill(&s.threads[t]),
+                Part::Barrier(i) => n.barriers[i].refill(&s.barriers[i]),
+                Part::Buffer(i) => n.buffers[i].refill(&s.buffers[i]),
+                Part::Var(i) => n.vars[i].refill(&s.vars[i]),
+                Part::Copies => n.copies.refill(&s.copies),
+                Part::Engines => n.engines.refill(&s.engines),
+                Part::EngineKnowledge => n.engines_known.refill(&s.engines_known),
+                Part::CommitLogs => n.commit_logs.refill(&s.commit_logs),
+                Part::Named => n.named.refill(&s.named),
+                Part::Proxy => n.proxy.refill(&s.proxy),
+            }
+        }
+        if !self.named_part() {
+            n.named.refill(&s.named);
+        }
+        if !self.tracks_proxy {
+            n.proxy.refill(&s.proxy);
         }
     }
 
@@ -328,155 +497,195 @@ impl Model {
     }
 
     pub fn unpack_state(&self, parts: &[&[u32]]) -> State {
+        let mut s = blank_state();
+        self.unpack_into(parts, &mut s);
+        s
+    }
+
+    /// `unpack_state` into `s`, reusing the blocks it holds (any state of this model, typically
+    /// the one the engine expanded last): the engine unpacks every state it expands, and
+    /// building each anew was about a tenth of the search.
+    pub fn unpack_into(&self, parts: &[&[u32]], s: &mut State) {
         let p = &self.proto;
         let (nt, nb, nd, nv) = (p.threads.len(), p.barriers.len(), p.buffers.len(), p.vars.len());
         let agents = p.agent_count();
         let mut it = parts.iter();
-        let threads = (0..nt)
-            .map(|t| {
-                let mut r = Words {
-                    w: it.next().expect("thread"),
-                    at: 0,
-                };
-                let pc = r.u();
-                let sw = r.u();
-                let status = match sw & 0xff {
-                    0 => Status::Running,
-                    1 => Status::AtSyncWarp,
-                    2 => Status::AtSyncThreads,
-                    4 => Status::AtNamedBar,
-                    5 => Status::AtNamedWait,
-                    6 => Status::AtClusterWait,
-                    _ => Status::Done,
-                };
-                let locals = (0..p.code_of(t).local_names.len()).map(|_| r.i()).collect();
-                let known = (0..nb).map(|_| r.i()).collect();
-                let clock = r.slice(agents);
-                let path = r.w[r.at..].to_vec();
-                ThreadState {
-                    pc,
-                    status,
-                    locals,
-                    clock,
-                    known,
-                    path,
-                    commit_seq: (sw >> 8) as u16,
-                }
-            })
-            .collect();
-        let barriers = (0..nb)
-            .map(|_| {
-                let mut r = Words {
-                    w: it.next().expect("barrier"),
-                    at: 0,
-                };
-                let flags = r.u();
-                let init_by = (flags & 8 != 0).then(|| {
-                    let a = r.u() as u16;
-                    (a, r.u())
-                });
-                let (phase, pending, expected, arrived, tx) = (r.i(), r.i(), r.i(), r.i(), r.i());
-                let known = (0..nb).map(|_| r.i()).collect();
-                let prev_known = (0..nb).map(|_| r.i()).collect();
-                let clock = r.slice(agents);
-                let prev_clock = r.slice(agents);
-                BarrierState {
-                    life: match flags & 3 {
-                        0 => Life::Uninit,
-                        1 => Life::Live,
-                        _ => Life::Invalidated,
-                    },
-                    phase,
-                    pending,
-                    expected,
-                    arrived,
-                    tx,
-                    init_by,
-                    observed_prev: flags & 4 != 0,
-                    clock,
-                    prev_clock,
-                    known,
-                    prev_known,
-                }
-            })
-            .collect();
-        let buffers = (0..nd).map(|_| get_cell(it.next().expect("buffer"))).collect();
-        let vars = (0..nv).map(|_| get_cell(it.next().expect("var"))).collect();
+        resize(&mut s.threads, nt, blank_thread);
+        for (t, th) in s.threads.iter_mut().enumerate() {
+            let mut r = Words {
+                w: it.next().expect("thread"),
+                at: 0,
+            };
+            let ThreadState {
+                pc,
+                status,
+                locals,
+                clock,
+                known,
+                path,
+                commit_seq,
+            } = th;
+            *pc = r.u();
+            let sw = r.u();
+            *status = match sw & 0xff {
+                0 => Status::Running,
+                1 => Status::AtSyncWarp,
+                2 => Status::AtSyncThreads,
+                4 => Status::AtNamedBar,
+                5 => Status::AtNamedWait,
+                6 => Status::AtClusterWait,
+                _ => Status::Done,
+            };
+            fill(locals, p.code_of(t).local_names.len(), || r.i());
+            fill(known, nb, || r.i());
+            fill(clock, agents, || r.u());
+            path.clear();
+            path.extend_from_slice(&r.w[r.at..]);
+            *commit_seq = (sw >> 8) as u16;
+        }
+        resize(&mut s.barriers, nb, blank_barrier);
+        for b in s.barriers.iter_mut() {
+            let mut r = Words {
+                w: it.next().expect("barrier"),
+                at: 0,
+            };
+            let BarrierState {
+                life,
+                phase,
+                pending,
+                expected,
+                arrived,
+                tx,
+                init_by,
+                observed_prev,
+                clock,
+                prev_clock,
+                known,
+                prev_known,
+            } = b;
+            let flags = r.u();
+            *init_by = (flags & 8 != 0).then(|| {
+                let a = r.u() as u16;
+                (a, r.u())
+            });
+            (*phase, *pending, *expected, *arrived, *tx) = (r.i(), r.i(), r.i(), r.i(), r.i());
+            fill(known, nb, || r.i());
+            fill(prev_known, nb, || r.i());
+            fill(clock, agents, || r.u());
+            fill(prev_clock, agents, || r.u());
+            *life = match flags & 3 {
+                0 => Life::Uninit,
+                1 => Life::Live,
+                _ => Life::Invalidated,
+            };
+            *observed_prev = flags & 4 != 0;
+        }
+        resize(&mut s.buffers, nd, blank_cell);
+        for c in s.buffers.iter_mut() {
+            get_cell_into(it.next().expect("buffer"), c);
+        }
+        resize(&mut s.vars, nv, blank_cell);
+        for c in s.vars.iter_mut() {
+            get_cell_into(it.next().expect("var"), c);
+        }
         let mut r = Words {
             w: it.next().expect("copies"),
             at: 0,
         };
-        let mut copies = Vec::new();
+        s.copies.clear();
         while r.rest() {
-            copies.push(CopyInFlight::unpack(&mut r, &self.proto));
+            s.copies.push(CopyInFlight::unpack(&mut r, &self.proto));
         }
         let mut r = Words {
             w: it.next().expect("engines"),
             at: 0,
         };
-        let engines = (0..nd).map(|_| r.slice(agents)).collect();
+        resize(&mut s.engines, nd, || Box::new([]));
+        for e in s.engines.iter_mut() {
+            fill(e, agents, || r.u());
+        }
         let mut r = Words {
             w: it.next().expect("engine knowledge"),
             at: 0,
         };
-        let engines_known = (0..nd).map(|_| (0..nb).map(|_| r.i()).collect()).collect();
+        resize(&mut s.engines_known, nd, || Box::new([]));
+        for k in s.engines_known.iter_mut() {
+            fill(k, nb, || r.i());
+        }
         let mut r = Words {
             w: it.next().expect("commit logs"),
             at: 0,
         };
-        let warps = p.warp_count();
-        let commit_logs = (0..warps)
-            .map(|_| {
-                let len = r.u();
-                (0..len)
-                    .map(|_| {
-                        let sb = r.u();
-                        let sig = r.u() as u64 | (r.u() as u64) << 32;
-                        (sb as u16, (sb >> 16) as u16, sig)
-                    })
-                    .collect()
-            })
-            .collect();
-        let named = if self.named_part() {
+        resize(&mut s.commit_logs, p.warp_count(), Vec::new);
+        for log in s.commit_logs.iter_mut() {
+            let len = r.u();
+            log.clear();
+            log.extend((0..len).map(|_| {
+                let sb = r.u();
+                let sig = r.u() as u64 | (r.u() as u64) << 32;
+                (sb as u16, (sb >> 16) as u16, sig)
+            }));
+        }
+        if self.named_part() {
             let mut r = Words {
                 w: it.next().expect("named barriers"),
                 at: 0,
             };
-            (0..crate::rt::named_len(&self.proto))
-                .map(|_| {
-                    let (count, arrived) = (r.i(), r.i());
-                    let (clock, known) = if count != 0 || arrived != 0 {
-                        (r.slice(agents), (0..nb).map(|_| r.i()).collect())
-                    } else {
-                        (vec![0; agents].into_boxed_slice(), vec![0; nb].into_boxed_slice())
-                    };
-                    NamedBarState {
-                        count,
-                        arrived,
-                        clock,
-                        known,
-                    }
-                })
-                .collect()
+            resize(&mut s.named, crate::rt::named_len(&self.proto), || NamedBarState {
+                count: 0,
+                arrived: 0,
+                clock: Box::new([]),
+                known: Box::new([]),
+            });
+            for nbs in s.named.iter_mut() {
+                let NamedBarState {
+                    count,
+                    arrived,
+                    clock,
+                    known,
+                } = nbs;
+                (*count, *arrived) = (r.i(), r.i());
+                if *count != 0 || *arrived != 0 {
+                    fill(clock, agents, || r.u());
+                    fill(known, nb, || r.i());
+                } else {
+                    fill(clock, agents, || 0);
+                    fill(known, nb, || 0);
+                }
+            }
         } else {
-            Box::new([]) as Box<[NamedBarState]>
-        };
+            resize(&mut s.named, 0, || unreachable!("no named barriers"));
+        }
         // The async proxy: packed only where the protocol uses it; elsewhere it keeps
         // the state `init` gave it.
-        let none = vec![0u32; nb.div_ceil(32)];
+        static ZEROS: [u32; 8] = [0; 8];
+        let spill;
         let proxy_words: &[u32] = if self.tracks_proxy {
             it.next().expect("async proxy")
+        } else if nb.div_ceil(32) <= ZEROS.len() {
+            &ZEROS[..nb.div_ceil(32)]
         } else {
-            &none
+            spill = vec![0u32; nb.div_ceil(32)];
+            &spill
         };
         let mut r = Words { w: proxy_words, at: 0 };
-        let mut flags = |n: usize| -> Box<[bool]> {
-            let words: Vec<u32> = (0..n.div_ceil(32)).map(|_| r.u()).collect();
-            (0..n).map(|i| words[i / 32] >> (i % 32) & 1 != 0).collect()
-        };
-        let unfenced_init = flags(nb);
-        let tmem: Box<[u32]> = (0..self.tmem_len).map(|_| r.u()).collect();
-        let mut reads = Vec::new();
+        let ProxyState {
+            reads,
+            unfenced_init,
+            tmem,
+        } = &mut s.proxy;
+        let words = nb.div_ceil(32);
+        if unfenced_init.len() != nb {
+            *unfenced_init = vec![false; nb].into_boxed_slice();
+        }
+        for k in 0..words {
+            let w = r.u();
+            for (i, f) in unfenced_init[k * 32..nb.min(k * 32 + 32)].iter_mut().enumerate() {
+                *f = w >> i & 1 != 0;
+            }
+        }
+        fill(tmem, self.tmem_len, || r.u());
+        reads.clear();
         while r.rest() {
             let a = r.u();
             let (lo, hi) = (r.u(), r.u());
@@ -493,22 +702,6 @@ impl Model {
                 done: r.u(),
                 waited: r.u() as u64 | (r.u() as u64) << 32,
             });
-        }
-        State {
-            threads,
-            barriers,
-            buffers,
-            vars,
-            copies,
-            engines,
-            engines_known,
-            commit_logs,
-            named,
-            proxy: ProxyState {
-                reads,
-                unfenced_init,
-                tmem,
-            },
         }
     }
 }

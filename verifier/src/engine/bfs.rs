@@ -149,24 +149,53 @@ struct Store {
 
 impl Store {
     fn unpack<M: Packed>(&self, model: &M, i: u32) -> M::State {
-        let mut words = Vec::new();
-        let mut ends = Vec::new();
-        for &id in self.states.row(i) {
-            self.parts.get_into(id, &mut words);
-            ends.push(words.len());
+        let mut scratch = Unpacking::default();
+        self.parts_of(i, &mut scratch);
+        model.unpack(&scratch.parts())
+    }
+
+    /// The stored state `i` written into `s` (`Packed::unpack_into`), through `scratch`.
+    fn unpack_into<M: Packed>(&self, model: &M, i: u32, scratch: &mut Unpacking, s: &mut Option<M::State>) {
+        self.parts_of(i, scratch);
+        match s {
+            Some(s) => model.unpack_into(&scratch.parts(), s),
+            None => *s = Some(model.unpack(&scratch.parts())),
         }
+    }
+
+    /// The words of every component of state `i`, into `scratch`.
+    fn parts_of(&self, i: u32, scratch: &mut Unpacking) {
+        scratch.words.clear();
+        scratch.ends.clear();
+        for &id in self.states.row(i) {
+            self.parts.get_into(id, &mut scratch.words);
+            scratch.ends.push(scratch.words.len());
+        }
+    }
+}
+
+/// Buffers for unpacking, kept from state to state.
+#[derive(Default)]
+struct Unpacking {
+    words: Vec<u32>,
+    ends: Vec<usize>,
+}
+
+impl Unpacking {
+    fn parts(&self) -> Vec<&[u32]> {
         let mut from = 0;
-        let parts: Vec<&[u32]> = ends
+        self.ends
             .iter()
             .map(|&to| {
-                let part = &words[from..to];
+                let part = &self.words[from..to];
                 from = to;
                 part
             })
-            .collect();
-        model.unpack(&parts)
+            .collect()
     }
+}
 
+impl Store {
     fn bytes<A>(&self, actions: &[A]) -> usize {
         self.parts.bytes() + self.states.bytes() + self.parents.len() * 4 + std::mem::size_of_val(actions)
     }
@@ -204,16 +233,25 @@ fn expand<M: Packed>(model: &M, store: &Store, limits: &Limits<M>, at: &[u32], o
     let mut perm = Vec::new();
     let mut row = Vec::with_capacity(width);
     let mut packed = 0u32;
+    // The last successor packed: the next step writes into it (`step_reusing`), or, once
+    // restored to equal the state being expanded (`copy`), steps on it (`step_on_copy`).
+    let mut spare = None;
+    let mut copy;
+    let mut changed = Vec::new();
+    // The state being expanded, unpacked into the previous one's storage.
+    let (mut scratch, mut current) = (Unpacking::default(), None);
     for &i in at {
-        let s = store.unpack(model, i);
+        store.unpack_into(model, i, &mut scratch, &mut current);
+        let s = current.as_ref().expect("just unpacked");
+        copy = false;
         enabled.clear();
-        model.actions(&s, &mut enabled);
-        let state_violations = model.state_violations(&s, &enabled);
+        model.actions(s, &mut enabled);
+        let state_violations = model.state_violations(s, &enabled);
         let mut succs = Vec::new();
         let mut pruned = 0;
-        if !model.is_final(&s) {
+        if !model.is_final(s) {
             subset.clear();
-            let reduce = limits.por && model.persistent(&s, &enabled, &mut subset);
+            let reduce = limits.por && model.persistent(s, &enabled, &mut subset);
             let mark = (batch.parts.len(), batch.words.len(), batch.ends.len(), packed);
             for pass in [reduce, false] {
                 if pass != reduce {
@@ -227,21 +265,27 @@ fn expand<M: Packed>(model: &M, store: &Store, limits: &Limits<M>, at: &[u32], o
                 let take: &[M::Action] = if pass { &subset } else { &enabled };
                 let mut full = false;
                 for &a in take {
-                    let mut out = model.step(&s, a);
-                    let internal = out.internal.take().or_else(|| limits.check.and_then(|c| c(&s, a, &out)));
+                    let mut out = match spare.take() {
+                        Some(c) if copy => model.step_on_copy(s, a, c),
+                        other => model.step_reusing(s, a, other),
+                    };
+                    copy = false;
+                    let internal = out.internal.take().or_else(|| limits.check.and_then(|c| c(s, a, &out)));
                     let mut slot = None;
                     if internal.is_none() {
                         if let Some(mut n) = out.next.take() {
                             model.canonicalize(&mut n, limits.symmetry, &mut perm);
                             let parent = store.states.row(i);
                             let (words_from, ends_from) = (batch.words.len(), batch.ends.len());
+                            changed.clear();
                             for (part, &id) in parent.iter().enumerate().take(width) {
-                                if model.same_part(&s, &n, part) {
+                                if model.same_part(s, &n, part) {
                                     batch.parts.push(id);
                                 } else {
                                     model.pack_part(&n, part, &mut batch.words);
                                     batch.ends.push(batch.words.len() as u32);
                                     batch.parts.push(FRESH);
+                                    changed.push(part);
                                 }
                             }
                             if pass && !full {
@@ -257,6 +301,8 @@ fn expand<M: Packed>(model: &M, store: &Store, limits: &Limits<M>, at: &[u32], o
                             }
                             slot = Some(packed);
                             packed += 1;
+                            copy = model.restore(&mut n, s, &changed);
+                            spare = Some(n);
                         } else if pass {
                             full = true;
                         }
