@@ -222,6 +222,22 @@ role consumer warpgroups 1 uniform {
 }
 "#;
 
+/// A TMA descriptor in shared memory: its edit, its fence, and whole and partial tensor copies
+/// through it.
+const TENSORMAP_STATEMENTS: &str = r#"protocol tensormap_statements
+barrier full count 1
+buffer tile bytes 32
+tensormap desc
+tensormap descs[2]                 // an array of descriptors
+
+role producer[1] {
+  tensormap_write(desc, 1)        ; fence_proxy_tensormap(desc)
+  tensormap_write(descs[1], 2)    ; fence_proxy_tensormap(descs[1])
+  copy_async(tile, full, tensormap = desc, expect = 1)
+  copy_async(tile, full, offset = 16, bytes = 16, version = 2, tensormap = descs[1])
+}
+"#;
+
 /// Blackwell: tensor memory, the tcgen05 MMA and its commit, cluster launch control.
 const BLACKWELL_STATEMENTS: &str = r#"protocol blackwell_statements
 barrier done count 1
@@ -250,6 +266,7 @@ fn every_operation_of_the_table_parses_and_checks() {
         MORE_STATEMENTS,
         CLUSTER_STATEMENTS,
         WARPGROUP_STATEMENTS,
+        TENSORMAP_STATEMENTS,
         BLACKWELL_STATEMENTS,
     ] {
         let p = accept(src);

@@ -156,6 +156,31 @@ fn op() -> impl Strategy<Value = Op> {
         (x(), any::<bool>()).prop_map(|(n, warpgroup)| OpKind::WgmmaWait { n, warpgroup }),
         Just(OpKind::FenceProxyAsync),
         Just(OpKind::FenceMbarrierInit),
+        // TMA descriptors in shared memory: the edit, the fence, and a whole or partial copy
+        // through the descriptor.
+        (p(), x()).prop_map(|(map, version)| OpKind::TensormapWrite { map, version }),
+        p().prop_map(|map| OpKind::FenceProxyTensormap { map }),
+        (p(), ox(), p(), p(), prop::option::of(x()), ox(), ox()).prop_map(|(map, expect, buf, bar, offset, bytes, version)| {
+            let kind = match offset {
+                Some(offset) => OpKind::CopyAsyncPart {
+                    buf,
+                    bar,
+                    offset,
+                    bytes,
+                    version,
+                    libcu: false,
+                },
+                None => OpKind::CopyAsync { buf, bar, bytes, version },
+            };
+            OpKind::CopyAsyncTensor {
+                map,
+                expect,
+                op: Box::new(Op {
+                    kind,
+                    span: Span::default(),
+                }),
+            }
+        }),
         // Blackwell.
         blackwell().prop_map(OpKind::Tc),
         // Cluster scope.
@@ -243,6 +268,18 @@ fn item() -> impl Strategy<Value = Item> {
             name: ident(n),
             len,
             bytes,
+            tensormap: false,
+            span: Span::default()
+        })),
+        // A descriptor is always 128 bytes: the printer writes no size, the parser puts it back.
+        (name(), prop::option::of(expr())).prop_map(|(n, len)| Item::Buffer(BufferDecl {
+            name: ident(n),
+            len,
+            bytes: Expr {
+                kind: ExprKind::Int(128),
+                span: Span::default()
+            },
+            tensormap: true,
             span: Span::default()
         })),
         (name(), expr()).prop_map(|(n, init)| Item::Var(VarDecl { name: ident(n), init })),

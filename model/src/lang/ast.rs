@@ -98,6 +98,11 @@ pub struct BufferDecl {
     pub name: Ident,
     pub len: Option<Expr>,
     pub bytes: Expr,
+    /// Declared `tensormap NAME`: a TMA descriptor (`CUtensorMap`, 128 bytes) kept in shared
+    /// memory. It is a buffer to the model (its edits are versioned generic writes), but only the
+    /// tensormap statements may name it, and only `fence_proxy_tensormap` makes its edits
+    /// visible to the async proxy (`fence.proxy.async` does not cover the tensormap proxy).
+    pub tensormap: bool,
     pub span: Span,
 }
 
@@ -429,6 +434,28 @@ pub enum OpKind {
     /// `init`s are visible to the async proxy (a TMA copy's complete_tx).
     FenceMbarrierInit,
 
+    // ---- TMA descriptors in shared memory (`tensormap NAME`) ----
+    /// `tensormap_write(MAP, V)`: a thread edits the descriptor (`tensormap.replace`, or plain
+    /// stores), leaving version V in it through the generic proxy.
+    TensormapWrite {
+        map: Place,
+        version: Expr,
+    },
+    /// `fence_proxy_tensormap(MAP)`: `fence.proxy.tensormap::generic` (release by the editor,
+    /// acquire by the issuer, folded into one fence here): the edits of MAP ordered before it
+    /// are visible to the TMA unit's reads of the descriptor after it.
+    FenceProxyTensormap {
+        map: Place,
+    },
+    /// `copy_async(BUF, B, ..., tensormap = MAP)`: `op` (a `CopyAsync` or `CopyAsyncPart` of the
+    /// own CTA) issued as a tensor copy through the descriptor MAP, which the TMA unit reads from
+    /// the issue until the copy lands. `expect = V`: the descriptor version the copy means to use.
+    CopyAsyncTensor {
+        map: Place,
+        expect: Option<Expr>,
+        op: Box<Op>,
+    },
+
     // ---- Cluster scope: sm_90 thread-block clusters ----
     /// `arrive(B, cta = R)`, `read(BUF, cta = R, ...)`, `copy_async(BUF, B, multicast = MASK)`:
     /// `op` on the objects of another CTA of the cluster (DSMEM through `mapa`), or a multicast
@@ -538,6 +565,9 @@ impl OpKind {
             OpKind::WgmmaWait { warpgroup: true, .. } => "warpgroup_wait",
             OpKind::FenceProxyAsync => "fence_proxy_async",
             OpKind::FenceMbarrierInit => "fence_mbarrier_init",
+            OpKind::TensormapWrite { .. } => "tensormap_write",
+            OpKind::FenceProxyTensormap { .. } => "fence_proxy_tensormap",
+            OpKind::CopyAsyncTensor { op, .. } => op.kind.keyword(),
             OpKind::Remote { op, .. } => op.kind.keyword(),
             OpKind::ClusterArrive => "cluster_arrive",
             OpKind::ClusterArriveRelaxed => "cluster_arrive_relaxed",
@@ -583,7 +613,10 @@ impl OpKind {
             | OpKind::WgmmaAsync { .. }
             | OpKind::WgmmaWait { .. }
             | OpKind::FenceProxyAsync
-            | OpKind::FenceMbarrierInit => Object::AsyncProxy,
+            | OpKind::FenceMbarrierInit
+            | OpKind::TensormapWrite { .. }
+            | OpKind::FenceProxyTensormap { .. } => Object::AsyncProxy,
+            OpKind::CopyAsyncTensor { .. } => Object::Copies,
             OpKind::Remote { .. } | OpKind::ClusterArrive | OpKind::ClusterArriveRelaxed | OpKind::ClusterWait | OpKind::ClusterSync => {
                 Object::Cluster
             }
@@ -894,6 +927,18 @@ impl Op {
             OpKind::CpAsyncCommitGroup | OpKind::CpAsyncWait { n: None } => {}
             OpKind::Remote { target, op: inner } => {
                 f(target.expr());
+                inner.each_expr(f)
+            }
+            OpKind::TensormapWrite { map, version } => {
+                place(map, f);
+                f(version)
+            }
+            OpKind::FenceProxyTensormap { map } => place(map, f),
+            OpKind::CopyAsyncTensor { map, expect, op: inner } => {
+                place(map, f);
+                if let Some(e) = expect {
+                    f(e)
+                }
                 inner.each_expr(f)
             }
             OpKind::ClusterArrive | OpKind::ClusterArriveRelaxed | OpKind::ClusterWait | OpKind::ClusterSync => {}

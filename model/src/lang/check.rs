@@ -51,12 +51,22 @@ fn did_you_mean<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Global {
     Param,
-    Barrier { array: bool },
-    Buffer { array: bool },
+    Barrier {
+        array: bool,
+    },
+    Buffer {
+        array: bool,
+    },
+    /// `tensormap NAME`: a TMA descriptor, named only by the tensormap statements.
+    Tensormap {
+        array: bool,
+    },
     Var,
     Completion,
     Role,
-    Function { arity: usize },
+    Function {
+        arity: usize,
+    },
 }
 
 impl Global {
@@ -65,6 +75,7 @@ impl Global {
             Global::Param => "a param",
             Global::Barrier { .. } => "a barrier",
             Global::Buffer { .. } => "a buffer",
+            Global::Tensormap { .. } => "a tensormap (a TMA descriptor)",
             Global::Var => "a shared var",
             Global::Completion => "a completion function",
             Global::Role => "a role",
@@ -178,6 +189,7 @@ impl Checker {
             let (name, g) = match item {
                 Item::Param(d) => (&d.name, Global::Param),
                 Item::Barrier(d) => (&d.name, Global::Barrier { array: d.len.is_some() }),
+                Item::Buffer(d) if d.tensormap => (&d.name, Global::Tensormap { array: d.len.is_some() }),
                 Item::Buffer(d) => (&d.name, Global::Buffer { array: d.len.is_some() }),
                 Item::Var(d) => (&d.name, Global::Var),
                 Item::Completion(d) => (&d.name, Global::Completion),
@@ -630,7 +642,7 @@ impl Checker {
                 span,
                 format!("`{n}` is a role, not a number; did you mean `{n}.count`?"),
             )),
-            Some(Global::Barrier { .. }) | Some(Global::Buffer { .. }) => Err(err(
+            Some(Global::Barrier { .. }) | Some(Global::Buffer { .. }) | Some(Global::Tensormap { .. }) => Err(err(
                 "E032",
                 span,
                 format!(
@@ -836,6 +848,8 @@ impl Checker {
             | OpKind::WgmmaWait { .. }
             | OpKind::FenceProxyAsync
             | OpKind::FenceMbarrierInit
+            | OpKind::FenceProxyTensormap { .. }
+            | OpKind::CopyAsyncTensor { .. }
                 if self.ctx == Ctx::Completion =>
             {
                 return Err(err(
@@ -858,6 +872,16 @@ impl Checker {
             }
             OpKind::WaitGroup { n, .. } | OpKind::WgmmaWait { n, .. } => exprs.push(n),
             OpKind::CommitGroup | OpKind::FenceProxyAsync | OpKind::FenceMbarrierInit => {}
+            OpKind::TensormapWrite { map, version } => {
+                self.tensormap_place(map, kw)?;
+                exprs.push(version);
+            }
+            OpKind::FenceProxyTensormap { map } => self.tensormap_place(map, kw)?,
+            OpKind::CopyAsyncTensor { map, expect, op } => {
+                self.tensormap_place(map, kw)?;
+                self.op(op)?;
+                exprs.extend(expect);
+            }
             OpKind::CpAsyncWait { n: Some(n) } => exprs.push(n),
             OpKind::CpAsyncCommitGroup | OpKind::CpAsyncWait { n: None } => {}
             // Cluster scope: a completion function runs on no thread of any particular CTA's
@@ -898,6 +922,48 @@ impl Checker {
             self.expr(e)?;
         }
         Ok(())
+    }
+
+    /// A descriptor argument: a declared `tensormap` (E023 for anything else, E021 for an
+    /// undeclared name), indexed exactly when it is an array.
+    fn tensormap_place(&self, p: &Place, kw: &str) -> Result<(), Diagnostic> {
+        let n = &p.name.name;
+        let array = match self.globals.get(n) {
+            Some(Global::Tensormap { array }) => *array,
+            Some(g) => {
+                return Err(err(
+                    "E023",
+                    p.name.span,
+                    format!(
+                        "`{n}` is {}, but `{kw}` needs a tensormap here; declare the descriptor with `tensormap NAME` at top level",
+                        g.describe()
+                    ),
+                ))
+            }
+            None => {
+                let hint = did_you_mean(n, self.names_where(|g| matches!(g, Global::Tensormap { .. })));
+                let msg = if hint.is_empty() {
+                    format!("no tensormap `{n}` is declared; declare it with `tensormap {n}` at top level")
+                } else {
+                    format!("no tensormap `{n}` is declared{hint}")
+                };
+                return Err(err("E021", p.name.span, msg));
+            }
+        };
+        match (&p.index, array) {
+            (Some(ix), false) => Err(err(
+                "E024",
+                ix.span,
+                format!("`{n}` is a single tensormap, not an array; write `{n}` without an index"),
+            )),
+            (None, true) => Err(err(
+                "E025",
+                p.span,
+                format!("`{n}` is an array of tensormaps; pick one with an index, like `{n}[0]`"),
+            )),
+            (Some(ix), true) => self.expr(ix),
+            (None, false) => Ok(()),
+        }
     }
 
     fn place(&self, p: &Place, want_barrier: bool, kw: &str) -> Result<(), Diagnostic> {

@@ -57,6 +57,9 @@ pub const OPS: &[&str] = &[
     "warpgroup_wait",
     "fence_proxy_async",
     "fence_mbarrier_init",
+    // TMA descriptors in shared memory.
+    "tensormap_write",
+    "fence_proxy_tensormap",
     // Cluster scope.
     "cluster_arrive",
     "cluster_arrive_relaxed",
@@ -82,6 +85,7 @@ pub const KEYWORDS: &[&str] = &[
     "cluster",
     "barrier",
     "buffer",
+    "tensormap",
     "var",
     "completion",
     "role",
@@ -420,6 +424,7 @@ impl Parser {
                 }
                 "barrier" => items.push(Item::Barrier(self.barrier()?)),
                 "buffer" => items.push(Item::Buffer(self.buffer()?)),
+                "tensormap" => items.push(Item::Buffer(self.tensormap()?)),
                 "var" => {
                     self.bump();
                     let name = self.name("a var name")?;
@@ -456,6 +461,7 @@ impl Parser {
                         "cluster",
                         "barrier",
                         "buffer",
+                        "tensormap",
                         "var",
                         "completion",
                         "role",
@@ -601,7 +607,33 @@ impl Parser {
         self.expect_word("bytes", "and the buffer's size after its name, as in `buffer slot bytes 256`")?;
         let bytes = self.expr()?;
         let span = self.since(start);
-        Ok(BufferDecl { name, len, bytes, span })
+        Ok(BufferDecl {
+            name,
+            len,
+            bytes,
+            tensormap: false,
+            span,
+        })
+    }
+
+    /// `tensormap NAME` (or `tensormap NAME[N]`): a TMA descriptor in shared memory, always the
+    /// 128 bytes of a `CUtensorMap`, so it takes no size.
+    fn tensormap(&mut self) -> PResult<BufferDecl> {
+        let start = self.bump().span;
+        let name = self.name("a tensormap name")?;
+        let len = self.opt_len()?;
+        let span = self.since(start);
+        let bytes = Expr {
+            kind: ExprKind::Int(128),
+            span,
+        };
+        Ok(BufferDecl {
+            name,
+            len,
+            bytes,
+            tensormap: true,
+            span,
+        })
     }
 
     fn role(&mut self) -> PResult<RoleDecl> {

@@ -194,6 +194,9 @@ fn item_to(out: &mut String, item: &Item, c: &mut Comments) {
                 out.push_str(" manual_init");
             }
         }
+        Item::Buffer(d) if d.tensormap => {
+            let _ = write!(out, "tensormap {}{}", d.name.name, len_suffix(&d.len));
+        }
         Item::Buffer(d) => {
             let _ = write!(out, "buffer {}{} bytes {}", d.name.name, len_suffix(&d.len), expr(&d.bytes));
         }
@@ -455,6 +458,19 @@ pub fn op_str(op: &Op) -> String {
         }
         OpKind::WaitGroup { n, .. } | OpKind::WgmmaWait { n, .. } => args.push(expr(n)),
         OpKind::CommitGroup | OpKind::FenceProxyAsync | OpKind::FenceMbarrierInit => {}
+        OpKind::TensormapWrite { map, version } => {
+            args.push(place(map));
+            args.push(expr(version));
+        }
+        OpKind::FenceProxyTensormap { map } => args.push(place(map)),
+        // The copy as written without a descriptor, plus the descriptor it reads.
+        OpKind::CopyAsyncTensor { map, expect, op } => {
+            let inner = op_str(op);
+            let open = inner.find('(').map_or(inner.len(), |i| i + 1);
+            args.push(inner[open..inner.len().saturating_sub(1)].to_string());
+            args.push(format!("tensormap = {}", place(map)));
+            named_args(&mut args, &[("expect", expect)]);
+        }
         OpKind::CpAsyncWait { n: Some(n) } => args.push(expr(n)),
         OpKind::CpAsyncCommitGroup | OpKind::CpAsyncWait { n: None } => {}
         // Cluster scope: the operation as written for the own CTA, plus its target.
@@ -565,6 +581,7 @@ pub fn strip_spans(p: &Program) -> Program {
                     name: id(&d.name),
                     len: d.len.as_ref().map(se),
                     bytes: se(&d.bytes),
+                    tensormap: d.tensormap,
                     span: z,
                 }),
                 Item::Var(d) => Item::Var(VarDecl {
@@ -806,6 +823,16 @@ fn so(op: &Op) -> Op {
         OpKind::CpAsyncWait { n } => OpKind::CpAsyncWait { n: n.as_ref().map(se) },
         OpKind::FenceProxyAsync => OpKind::FenceProxyAsync,
         OpKind::FenceMbarrierInit => OpKind::FenceMbarrierInit,
+        OpKind::TensormapWrite { map, version } => OpKind::TensormapWrite {
+            map: sp(map),
+            version: se(version),
+        },
+        OpKind::FenceProxyTensormap { map } => OpKind::FenceProxyTensormap { map: sp(map) },
+        OpKind::CopyAsyncTensor { map, expect, op } => OpKind::CopyAsyncTensor {
+            map: sp(map),
+            expect: expect.as_ref().map(se),
+            op: Box::new(so(op)),
+        },
         OpKind::Remote { target, op } => OpKind::Remote {
             target: match target {
                 ClusterTarget::Cta(e) => ClusterTarget::Cta(se(e)),

@@ -66,6 +66,9 @@ pub struct BarrierInfo {
 pub struct BufferInfo {
     pub name: String,
     pub bytes: i64,
+    /// A TMA descriptor (`tensormap NAME`): its generic writes are made visible to the async
+    /// proxy by `fence_proxy_tensormap` only.
+    pub tensormap: bool,
 }
 
 #[derive(Clone, Debug)]

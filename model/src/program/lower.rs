@@ -145,6 +145,7 @@ pub fn lower(program: &ast::Program, overrides: &[(String, i64)]) -> Result<Prot
             buffers.push(BufferInfo {
                 name: element_name(&b.name.name, b.len.is_some(), i),
                 bytes,
+                tensormap: b.tensormap,
             });
         }
     }
@@ -333,6 +334,7 @@ fn per_cta_tables(
             buffers.iter().map(move |b| BufferInfo {
                 name: format!("cta{c}.{}", b.name),
                 bytes: b.bytes,
+                tensormap: b.tensormap,
             })
         })
         .collect();
@@ -415,6 +417,27 @@ impl CodeBuilder<'_> {
             return Ok(());
         }
         if self.cluster_op(op, span)? {
+            return Ok(());
+        }
+        if let OpKind::CopyAsyncTensor { map, expect, op: inner } = &op.kind {
+            // The copy is lowered as without a descriptor (one instruction: a whole or partial
+            // copy of the own CTA), then given the descriptor it reads.
+            let map = self.buf(map)?;
+            let expect = expect.as_ref().map(|e| self.expr(e)).transpose()?;
+            let at = self.instrs.len();
+            self.op(inner, None, span)?;
+            let Some(InstrKind::Op { op: IOp::Copy(own), .. }) = self.instrs.get_mut(at).map(|i| &mut i.kind) else {
+                unreachable!("a tensor copy lowers to one copy");
+            };
+            let own = std::mem::replace(own, CopyOp::CpAsyncCommitGroup);
+            self.instrs[at].kind = InstrKind::Op {
+                op: IOp::Copy(CopyOp::Tensor {
+                    map,
+                    expect,
+                    copy: Box::new(own),
+                }),
+                result: None,
+            };
             return Ok(());
         }
         self.token_origins(op, result, span)?;
@@ -686,6 +709,13 @@ impl CodeBuilder<'_> {
             }),
             OpKind::FenceProxyAsync => IOp::Proxy(ProxyOp::FenceProxyAsync),
             OpKind::FenceMbarrierInit => IOp::Proxy(ProxyOp::FenceMbarrierInit),
+            // A descriptor edit is a generic-proxy write of the descriptor's bytes.
+            OpKind::TensormapWrite { map, version } => IOp::Mem(MemOp::Write {
+                buf: self.buf(map)?,
+                version: self.expr(version)?,
+            }),
+            OpKind::FenceProxyTensormap { map } => IOp::Proxy(ProxyOp::FenceProxyTensormap { map: self.buf(map)? }),
+            OpKind::CopyAsyncTensor { .. } => unreachable!("lowered above"),
             OpKind::Tc(t) => IOp::Tc(self.tc_op(t, span)?),
             OpKind::Remote { .. } | OpKind::ClusterArrive | OpKind::ClusterArriveRelaxed | OpKind::ClusterWait | OpKind::ClusterSync => {
                 unreachable!("lowered by cluster_op")

@@ -58,6 +58,14 @@ pub enum CopyOp {
         offset: IExpr,
         bytes: IExpr,
     },
+    /// `copy_async(BUF, B, ..., tensormap = MAP)`: `copy` (a `Copy` or `CopyPart`) issued as a
+    /// tensor copy through the descriptor `map` in shared memory, which the TMA unit reads from
+    /// the issue until the copy lands; `expect`: the descriptor version the copy means to use.
+    Tensor {
+        map: Ref,
+        expect: Option<IExpr>,
+        copy: Box<CopyOp>,
+    },
     /// `cp.async.commit_group`: this thread's cp.async copies not yet in a group become its
     /// newest group.
     CpAsyncCommitGroup,
@@ -78,6 +86,7 @@ impl CopyOp {
             | CopyOp::CpAsync { .. }
             | CopyOp::CpAsyncArrive { .. } => true,
             CopyOp::CpAsyncCommitGroup | CopyOp::CpAsyncWait { .. } => false,
+            CopyOp::Tensor { copy, .. } => copy.per_lane(),
         }
     }
 
@@ -92,8 +101,10 @@ impl CopyOp {
             },
             // A copy from shared memory touches two buffers and a barrier of two CTAs, and ends
             // its source read at its landing: no footprint describes it, so it is expanded in full.
+            // So does a tensor copy, whose descriptor read also ends at its landing.
             CopyOp::CopyPart { .. }
             | CopyOp::CopyFrom { .. }
+            | CopyOp::Tensor { .. }
             | CopyOp::StAsync { .. }
             | CopyOp::CpAsync { .. }
             | CopyOp::CpAsyncArrive { .. }
@@ -153,6 +164,13 @@ impl CopyOp {
                 f(offset);
                 f(bytes)
             }
+            CopyOp::Tensor { map, expect, copy } => {
+                map.exprs(f);
+                if let Some(e) = expect {
+                    f(e)
+                }
+                copy.exprs(f)
+            }
             CopyOp::CpAsync {
                 buf,
                 offset,
@@ -175,7 +193,7 @@ impl CopyOp {
     /// The statement's name in the language.
     pub fn name(&self) -> &'static str {
         match self {
-            CopyOp::Copy { .. } | CopyOp::CopyPart { .. } | CopyOp::CopyFrom { .. } => "copy_async",
+            CopyOp::Copy { .. } | CopyOp::CopyPart { .. } | CopyOp::CopyFrom { .. } | CopyOp::Tensor { .. } => "copy_async",
             CopyOp::StAsync { .. } => "st_async",
             CopyOp::CpAsync { .. } => "cp_async",
             CopyOp::CpAsyncArrive { .. } => "cp_async_arrive",
@@ -340,6 +358,7 @@ impl Exec<'_> {
                 offset,
                 bytes,
             } => self.op_copy_from(buf, bar, src, offset, bytes, locals),
+            CopyOp::Tensor { map, expect, copy } => self.op_tensor_copy(map, expect, copy, locals),
             CopyOp::CpAsyncArrive { bar, noinc } => self.op_cp_async_arrive(bar, *noinc, locals),
             CopyOp::CpAsyncCommitGroup => self.op_cp_async_commit(),
             CopyOp::CpAsyncWait { n } => self.op_cp_async_wait(n, locals),
@@ -513,6 +532,86 @@ impl Exec<'_> {
         Ok(None)
     }
 
+    /// `copy_async(..., tensormap = MAP)`: the TMA unit reads the descriptor MAP at the issue,
+    /// so its last edit must be ordered before the issue and made visible to it by a
+    /// `fence_proxy_tensormap` (else the copy may run with the descriptor as it was before the
+    /// edit: a data race across proxies, as for any generic write an async-proxy read meets
+    /// unfenced). With `expect = V`, a visible descriptor of another version is a stale read.
+    /// The read lasts until the copy lands (an edit before that races with it), kept as the
+    /// `SrcRead` entry right before the copy, as a copy from shared memory keeps its source's.
+    fn op_tensor_copy(&mut self, map: &Ref, expect: &Option<IExpr>, copy: &CopyOp, locals: Option<&[i64]>) -> R<Option<i64>> {
+        let Some(t) = self.thread.filter(|_| !self.in_completion) else {
+            self.broken("R-EVAL", "a tensor copy outside a thread's own code".to_string());
+            return Err(());
+        };
+        let m = self.resolve_buf(map, locals)?;
+        let want = match expect {
+            Some(e) => Some(self.ev(e, locals)?),
+            None => None,
+        };
+        let size = self.p().buffers[m].bytes;
+        let name = self.p().buffers[m].name.clone();
+        let unordered = self.s.buffers[m]
+            .writes_over(0, size)
+            .find(|w| w.agent as usize != t && !ordered_before(w, self.clock()))
+            .copied();
+        // As for any access, a violation is reported and the run goes on (the copy is issued).
+        if let Some(w) = unordered {
+            self.race(
+                true,
+                m,
+                "issues a tensor copy (copy_async tensormap = ...) reading the descriptor",
+                Some(&w),
+                "last edit",
+            );
+        } else if let Some(w) = self.s.buffers[m].unfenced_over(0, size) {
+            let msg = format!(
+                "{} issues a tensor copy through descriptor {name}, but its last edit (by {}, through the generic proxy) is not followed by a fence_proxy_tensormap ordered before the issue: the TMA unit may still use the descriptor as it was before the edit (a data race across proxies)",
+                self.label(),
+                self.agent_label(&w)
+            );
+            self.fail(K::DataRace, msg);
+        } else if let Some(w) = want {
+            let got = self.version_in(m, 0, size);
+            if got != w {
+                let msg = format!(
+                    "{} issues a tensor copy through descriptor {name} holding {}, but the protocol means version {w}: the copy uses a stale descriptor",
+                    self.label(),
+                    super::memory::version_text(got)
+                );
+                self.fail(K::StaleRead, msg);
+            }
+        }
+        if self.ended {
+            return Err(());
+        }
+        let issued = self.s.copies.len();
+        let r = self.copy_op(copy, locals)?;
+        if self.s.copies.len() != issued + 1 {
+            self.broken("R-EVAL", "a tensor copy issued no copy".to_string());
+            return Err(());
+        }
+        self.s.copies.insert(
+            issued,
+            CopyInFlight {
+                buf: m as u16,
+                bar: NO_BAR,
+                bytes: 0,
+                version: 0,
+                issuer: t as u16,
+                stmt: self.stmt,
+                kind: CopyKind::SrcRead,
+                offset: 0,
+                len: size,
+            },
+        );
+        self.obs.push(Obs::AsyncReadIssued {
+            buf: m as u16,
+            wgmma: false,
+        });
+        Ok(r)
+    }
+
     /// A copy landed: if it is a copy from shared memory, the read of its source (the
     /// `SrcRead` entry right before it, now at `land_index - 1`) ends, recorded as a read by
     /// the destination's engine at the landing, so a later write of the source must be ordered
@@ -551,12 +650,21 @@ impl Exec<'_> {
         else {
             return;
         };
-        let msg = format!(
-            "{} overwrites {} while a copy_async from it issued by {} still reads it (nothing orders the copy's landing before this write)",
-            self.label(),
-            self.p().buffers[d].name,
-            self.p().thread_label(r.issuer as usize)
-        );
+        let msg = if self.p().buffers[d].tensormap {
+            format!(
+                "{} edits descriptor {} while a tensor copy issued with it by {} may still read it (nothing orders the copy's landing before this edit)",
+                self.label(),
+                self.p().buffers[d].name,
+                self.p().thread_label(r.issuer as usize)
+            )
+        } else {
+            format!(
+                "{} overwrites {} while a copy_async from it issued by {} still reads it (nothing orders the copy's landing before this write)",
+                self.label(),
+                self.p().buffers[d].name,
+                self.p().thread_label(r.issuer as usize)
+            )
+        };
         self.fail(if self.in_completion { K::CompletionMisuse } else { K::DataRace }, msg);
     }
 

@@ -48,6 +48,9 @@ pub enum ProxyOp {
     FenceProxyAsync,
     /// `fence_mbarrier_init()`.
     FenceMbarrierInit,
+    /// `fence_proxy_tensormap(MAP)`: the edits of the descriptor `map` ordered before the fence
+    /// become visible to the tensor copies the thread issues after it.
+    FenceProxyTensormap { map: Ref },
 }
 
 impl ProxyOp {
@@ -80,7 +83,7 @@ impl ProxyOp {
                 warpgroup: *warpgroup,
                 ..Touch::objects(None, None, P::None)
             },
-            ProxyOp::FenceProxyAsync | ProxyOp::FenceMbarrierInit => Touch {
+            ProxyOp::FenceProxyAsync | ProxyOp::FenceMbarrierInit | ProxyOp::FenceProxyTensormap { .. } => Touch {
                 fence: true,
                 ..Touch::objects(None, None, P::None)
             },
@@ -106,6 +109,7 @@ impl ProxyOp {
             }
             ProxyOp::WaitGroup { n, .. } | ProxyOp::WgmmaWait { n, .. } => f(n),
             ProxyOp::CommitGroup | ProxyOp::FenceProxyAsync | ProxyOp::FenceMbarrierInit => {}
+            ProxyOp::FenceProxyTensormap { map } => map.exprs(f),
         }
     }
 
@@ -121,6 +125,7 @@ impl ProxyOp {
             ProxyOp::WgmmaWait { warpgroup: true, .. } => "warpgroup_wait",
             ProxyOp::FenceProxyAsync => "fence_proxy_async",
             ProxyOp::FenceMbarrierInit => "fence_mbarrier_init",
+            ProxyOp::FenceProxyTensormap { .. } => "fence_proxy_tensormap",
         }
     }
 }
@@ -245,6 +250,8 @@ pub(super) fn uses_async_proxy(p: &Protocol) -> bool {
                 | IOp::Proxy(ProxyOp::WgmmaWait { .. })
                 | IOp::Proxy(ProxyOp::FenceProxyAsync)
                 | IOp::Proxy(ProxyOp::FenceMbarrierInit)
+                | IOp::Proxy(ProxyOp::FenceProxyTensormap { .. })
+                | IOp::Copy(CopyOp::Tensor { .. })
         )
     });
     // A copy from shared memory reads its source through the async proxy (a remote op).
@@ -341,7 +348,10 @@ impl Exec<'_> {
                 // and so is every init ordered before it (the programming guide fences TMA
                 // barriers' inits with fence.proxy.async).
                 let clock = self.s.threads[t].clock.clone();
-                for d in 0..self.s.buffers.len() {
+                // A descriptor's edits go to the tensormap proxy, which this fence does not
+                // cover (PTX orders them with fence.proxy.tensormap::generic only).
+                let p = self.p();
+                for d in (0..self.s.buffers.len()).filter(|&d| !p.buffers[d].tensormap) {
                     // Per byte range: the fence covers a range once the range's last write (the
                     // generic write that left it unfenced) is ordered before it, so warps that
                     // each fence their own fragment of a tile cover their fragments only.
@@ -356,6 +366,14 @@ impl Exec<'_> {
                         self.s.proxy.unfenced_init[b] = false;
                     }
                 }
+                Ok(None)
+            }
+            ProxyOp::FenceProxyTensormap { map } => {
+                // As fence_proxy_async for the one descriptor: its edits ordered before the
+                // fence (the thread's own, or another's it acquired) are visible to the TMA unit.
+                let d = self.resolve_buf(map, locals)?;
+                let clock = self.s.threads[t].clock.clone();
+                self.s.buffers[d].fence_covered(t, &clock);
                 Ok(None)
             }
             ProxyOp::FenceMbarrierInit => {

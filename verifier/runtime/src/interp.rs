@@ -143,6 +143,13 @@ pub fn supported(proto: &Protocol, directed: bool) -> Result<(), Unsupported> {
                 } if matches!(**op, IOp::Copy(phasecheck_model::program::ir::CopyOp::CopyFrom { .. })) => {
                     "a CTA-to-CTA bulk copy (`copy_async(DST, B, cta = R, from = SRC)`)"
                 }
+                // Its engine reads no descriptor, and its proxy fence covers every buffer.
+                InstrKind::Op {
+                    op:
+                        IOp::Copy(phasecheck_model::program::ir::CopyOp::Tensor { .. })
+                        | IOp::Proxy(phasecheck_model::program::ir::ProxyOp::FenceProxyTensormap { .. }),
+                    ..
+                } => "TMA descriptors in shared memory (`copy_async(..., tensormap = MAP)`, `fence_proxy_tensormap(MAP)`)",
                 _ => continue,
             };
             return Err(Unsupported(format!("the runtime does not model {what}")));

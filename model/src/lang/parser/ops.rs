@@ -14,8 +14,10 @@ impl Parser {
         self.bump(); // `(`
         let mut pos_args: Vec<Arg> = Vec::new();
         let mut named: Vec<(String, Expr, Span)> = Vec::new();
-        // `from = SRC` names a buffer (a place, possibly indexed), not a value.
+        // `from = SRC` names a buffer (a place, possibly indexed), not a value; so does
+        // `tensormap = MAP`.
         let mut from: Option<(Place, Span)> = None;
+        let mut map: Option<(Place, Span)> = None;
         while *self.peek() != Tok::RParen {
             let at = self.span();
             if let (Tok::Ident(n), Tok::Assign) = (self.peek().clone(), self.peek_at(1).clone()) {
@@ -31,14 +33,18 @@ impl Parser {
                     };
                     return Err(err("E007", at, msg));
                 }
-                if named.iter().any(|(m, _, _)| *m == n) || (n == "from" && from.is_some()) {
+                if named.iter().any(|(m, _, _)| *m == n) || (n == "from" && from.is_some()) || (n == "tensormap" && map.is_some()) {
                     return Err(err("E007", at, format!("`{n}` is given twice in this `{kw}`; keep only one")));
                 }
                 self.bump();
                 self.bump();
-                if n == "from" {
+                if n == "from" || n == "tensormap" {
                     let p = self.place(&kw)?;
-                    from = Some((p, self.since(at)));
+                    if n == "from" {
+                        from = Some((p, self.since(at)));
+                    } else {
+                        map = Some((p, self.since(at)));
+                    }
                     match self.peek() {
                         Tok::Comma => {
                             self.bump();
@@ -57,7 +63,7 @@ impl Parser {
                 let e = self.expr()?;
                 named.push((n, e, self.since(at)));
             } else {
-                if !named.is_empty() || from.is_some() {
+                if !named.is_empty() || from.is_some() || map.is_some() {
                     return Err(err(
                         "E007",
                         at,
@@ -242,10 +248,54 @@ impl Parser {
                 bar: first,
                 bytes: req(second_expr),
             },
+            "copy_async" if map.is_some() => {
+                // A tensor copy through a descriptor in shared memory: the own CTA's copy (whole
+                // buffer or byte range), wrapped with the descriptor it reads.
+                let (map, at) = map.expect("matched above");
+                if from.is_some() || target.is_some() {
+                    return Err(err(
+                        "E007",
+                        at,
+                        "`tensormap = MAP` is modelled for a copy into the issuing CTA only; drop `from =`, `cta =` and `multicast =` from this copy",
+                    ));
+                }
+                let bar = second_place.expect("a required argument was counted above");
+                let expect = take_named("expect");
+                let bytes = take_named("bytes");
+                let version = take_named("version");
+                let inner = match take_named("offset") {
+                    Some(offset) => OpKind::CopyAsyncPart {
+                        buf: first,
+                        bar,
+                        offset,
+                        bytes,
+                        version,
+                        libcu: false,
+                    },
+                    None => OpKind::CopyAsync {
+                        buf: first,
+                        bar,
+                        bytes,
+                        version,
+                    },
+                };
+                OpKind::CopyAsyncTensor {
+                    map,
+                    expect,
+                    op: Box::new(Op { kind: inner, span }),
+                }
+            }
             "copy_async" | "memcpy_async" => {
                 let bar = second_place.expect("a required argument was counted above");
                 let bytes = take_named("bytes");
                 let version = take_named("version");
+                if let Some(e) = take_named("expect") {
+                    return Err(err(
+                        "E007",
+                        e.span,
+                        "`expect = V` names the descriptor version a tensor copy means to use; it needs `tensormap = MAP`",
+                    ));
+                }
                 if let Some((src, at)) = from {
                     // A CTA-to-CTA bulk copy: the data is the source buffer's, and the copy
                     // always lands in a CTA named by rank (PTX has no multicast form of it).
@@ -380,6 +430,11 @@ impl Parser {
                 bar: first,
                 count: second_expr,
             },
+            "tensormap_write" => OpKind::TensormapWrite {
+                map: first,
+                version: req(second_expr),
+            },
+            "fence_proxy_tensormap" => OpKind::FenceProxyTensormap { map: first },
             "inval" => OpKind::Inval { bar: first },
             "commit" => OpKind::Commit { bar: first },
             _ => unreachable!("every operation word has a case"),
@@ -468,8 +523,8 @@ pub(super) fn signature(op: &str) -> Sig {
         "copy_async" => (
             &[Place, Place],
             2,
-            &["bytes", "version", "offset", "multicast", "cta", "from"],
-            "`copy_async(BUF, B)`, optionally followed by `bytes = N`, `version = V`, `offset = O` and `multicast = MASK` or `cta = R` (with `cta = R`, `from = SRC` copies the own CTA's buffer SRC instead of global memory)",
+            &["bytes", "version", "offset", "multicast", "cta", "from", "tensormap", "expect"],
+            "`copy_async(BUF, B)`, optionally followed by `bytes = N`, `version = V`, `offset = O` and `multicast = MASK` or `cta = R` (with `cta = R`, `from = SRC` copies the own CTA's buffer SRC instead of global memory; `tensormap = MAP`, optionally with `expect = V`, names the descriptor in shared memory a tensor copy uses)",
         ),
         "memcpy_async" => (
             &[Place, Place],
@@ -538,6 +593,8 @@ pub(super) fn signature(op: &str) -> Sig {
         "warpgroup_wait" => (&[Expr], 1, &[], "`warpgroup_wait(N)`"),
         "fence_proxy_async" => (&[], 0, &[], "`fence_proxy_async()`"),
         "fence_mbarrier_init" => (&[], 0, &[], "`fence_mbarrier_init()`"),
+        "tensormap_write" => (&[Place, Expr], 2, &[], "`tensormap_write(MAP, V)`"),
+        "fence_proxy_tensormap" => (&[Place], 1, &[], "`fence_proxy_tensormap(MAP)`"),
         // Blackwell (lang::blackwell).
         "tcgen05_mma" => (
             &[Place, Place, Place, Place],

@@ -18,6 +18,11 @@ impl World {
     pub(crate) fn copy_op(&self, op: &CopyOp, ctx: &mut Ctx) -> Result<Option<i64>, Stop> {
         match op {
             CopyOp::CopyFrom { .. } => unreachable!("supported() refuses copies from shared memory by name"),
+            // Refused by `supported` (the runtime's copy engines read no descriptor).
+            CopyOp::Tensor { .. } => Err(Stop::Ub(Ub::new(
+                ViolationKind::Assertion,
+                "the runtime does not model TMA descriptors in shared memory",
+            ))),
             CopyOp::CpAsync {
                 buf,
                 offset,

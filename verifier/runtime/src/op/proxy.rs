@@ -18,6 +18,11 @@ impl World {
                 self.proxy_retire(ctx, matches!(op, ProxyOp::WgmmaWait { .. }), keep)?;
                 Ok(None)
             }
+            // Refused by `supported` (the runtime's proxy engine reads no descriptor).
+            ProxyOp::FenceProxyTensormap { .. } => Err(Stop::Ub(Ub::new(
+                ViolationKind::Assertion,
+                "the runtime does not model TMA descriptors in shared memory",
+            ))),
             // Refused by `supported` (the runtime's proxy engine reads whole buffers).
             ProxyOp::StorePartAsync { .. } => Err(Stop::Ub(Ub::new(
                 ViolationKind::Assertion,

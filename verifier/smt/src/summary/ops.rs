@@ -158,6 +158,11 @@ impl Builder {
                 }
                 None
             }
+            // A TMA descriptor's edits and fence touch no count; a tensor copy counts as the
+            // copy it wraps (its bytes land on its barrier). Whether the copy sees the edit is
+            // no counting law (the explicit search).
+            OpKind::TensormapWrite { .. } | OpKind::FenceProxyTensormap { .. } => None,
+            OpKind::CopyAsyncTensor { op: inner, .. } => self.op(inner, cx)?,
             // An init in the straight-line code before the thread's first `syncthreads`, which
             // every thread passes before it touches the barrier: the barrier then is what a
             // declared one is (count and phase 0), and each element must be initialised once.
