@@ -248,6 +248,23 @@ impl Parser {
         }
     }
 
+    /// After an item of a parenthesised list: a `,` (taken) or the closing `)` (left for the
+    /// caller); `what` names the list in the message ("the arguments of `f`").
+    fn list_separator(&mut self, what: &str) -> PResult<()> {
+        match self.peek() {
+            Tok::Comma => {
+                self.bump();
+                Ok(())
+            }
+            Tok::RParen => Ok(()),
+            other => Err(err(
+                "E005",
+                self.span(),
+                format!("expected `,` or `)` in {what}, but found {}", other.describe()),
+            )),
+        }
+    }
+
     fn expect_word(&mut self, w: &str, context: &str) -> PResult<Span> {
         if self.is_word(w) {
             Ok(self.bump().span)
@@ -701,23 +718,7 @@ impl Parser {
         let mut params = Vec::new();
         while *self.peek() != Tok::RParen {
             params.push(self.name("a parameter name")?);
-            match self.peek() {
-                Tok::Comma => {
-                    self.bump();
-                }
-                Tok::RParen => {}
-                other => {
-                    return Err(err(
-                        "E005",
-                        self.span(),
-                        format!(
-                            "expected `,` or `)` in the parameters of `{}`, but found {}",
-                            name.name,
-                            other.describe()
-                        ),
-                    ))
-                }
-            }
+            self.list_separator(&format!("the parameters of `{}`", name.name))?;
         }
         self.bump();
         let body = self.block()?;

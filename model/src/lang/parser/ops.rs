@@ -45,19 +45,7 @@ impl Parser {
                     } else {
                         map = Some((p, self.since(at)));
                     }
-                    match self.peek() {
-                        Tok::Comma => {
-                            self.bump();
-                        }
-                        Tok::RParen => {}
-                        other => {
-                            return Err(err(
-                                "E005",
-                                self.span(),
-                                format!("expected `,` or `)` in the arguments of `{kw}`, but found {}", other.describe()),
-                            ))
-                        }
-                    }
+                    self.list_separator(&format!("the arguments of `{kw}`"))?;
                     continue;
                 }
                 let e = self.expr()?;
@@ -82,19 +70,7 @@ impl Parser {
                     Slot::Expr => Arg::Expr(self.expr()?),
                 });
             }
-            match self.peek() {
-                Tok::Comma => {
-                    self.bump();
-                }
-                Tok::RParen => {}
-                other => {
-                    return Err(err(
-                        "E005",
-                        self.span(),
-                        format!("expected `,` or `)` in the arguments of `{kw}`, but found {}", other.describe()),
-                    ))
-                }
-            }
+            self.list_separator(&format!("the arguments of `{kw}`"))?;
         }
         self.bump(); // `)`
         let span = self.since(start);

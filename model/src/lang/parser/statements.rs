@@ -101,23 +101,7 @@ impl Parser {
                 let mut args = Vec::new();
                 while *self.peek() != Tok::RParen {
                     args.push(self.expr()?);
-                    match self.peek() {
-                        Tok::Comma => {
-                            self.bump();
-                        }
-                        Tok::RParen => {}
-                        other => {
-                            return Err(err(
-                                "E005",
-                                self.span(),
-                                format!(
-                                    "expected `,` or `)` in the arguments of `{}`, but found {}",
-                                    name.name,
-                                    other.describe()
-                                ),
-                            ))
-                        }
-                    }
+                    self.list_separator(&format!("the arguments of `{}`", name.name))?;
                 }
                 self.bump();
                 StmtKind::Call { name, args }
