@@ -249,6 +249,22 @@ pub struct CopyInFlight {
 }
 
 impl CopyInFlight {
+    /// The async proxy's read of the first `len` bytes of buffer `buf`, held by the copy issued
+    /// right after it (a CTA-to-CTA copy's source, a tensor copy's descriptor) until it lands.
+    pub(super) fn source_read(buf: usize, issuer: usize, stmt: crate::lang::ast::Span, len: i64) -> CopyInFlight {
+        CopyInFlight {
+            buf: buf as u16,
+            bar: NO_BAR,
+            bytes: 0,
+            version: 0,
+            issuer: issuer as u16,
+            stmt,
+            kind: CopyKind::SrcRead,
+            offset: 0,
+            len,
+        }
+    }
+
     /// A copy (not an arrive-on entry).
     pub fn is_copy(&self) -> bool {
         !matches!(
@@ -513,17 +529,7 @@ impl Exec<'_> {
             return Err(());
         }
         let version = self.version_in(from, 0, n);
-        self.s.copies.push(CopyInFlight {
-            buf: from as u16,
-            bar: NO_BAR,
-            bytes: 0,
-            version: 0,
-            issuer: t as u16,
-            stmt: self.stmt,
-            kind: CopyKind::SrcRead,
-            offset: 0,
-            len: n,
-        });
+        self.s.copies.push(CopyInFlight::source_read(from, t, self.stmt, n));
         self.obs.push(Obs::AsyncReadIssued {
             buf: from as u16,
             wgmma: false,
@@ -591,20 +597,7 @@ impl Exec<'_> {
             self.broken("R-EVAL", "a tensor copy issued no copy".to_string());
             return Err(());
         }
-        self.s.copies.insert(
-            issued,
-            CopyInFlight {
-                buf: m as u16,
-                bar: NO_BAR,
-                bytes: 0,
-                version: 0,
-                issuer: t as u16,
-                stmt: self.stmt,
-                kind: CopyKind::SrcRead,
-                offset: 0,
-                len: size,
-            },
-        );
+        self.s.copies.insert(issued, CopyInFlight::source_read(m, t, self.stmt, size));
         self.obs.push(Obs::AsyncReadIssued {
             buf: m as u16,
             wgmma: false,
