@@ -4,18 +4,10 @@
 //! the protocol without a `cluster` line.
 
 mod common;
-use common::{code, phasecheck, text};
 
 /// `phasecheck check` of `source` written to a fresh file: (exit status, stdout + stderr).
 fn check(name: &str, source: &str) -> (i32, String) {
-    let dir = std::env::temp_dir().join(format!("phasecheck-cluster-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let f = dir.join(format!("{name}.phase"));
-    std::fs::write(&f, source).unwrap();
-    let o = phasecheck(&["check", f.to_str().unwrap()]);
-    let out = format!("{}{}", text(&o.stdout), text(&o.stderr));
-    let _ = std::fs::remove_dir_all(&dir);
-    (code(&o), out)
+    common::check_source("cluster", name, source)
 }
 
 fn states(out: &str) -> &str {

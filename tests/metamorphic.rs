@@ -5,10 +5,8 @@
 //! runs with the semantic self-check on, so a step that breaks an invariant of SEMANTICS.md fails
 //! here even when no verdict changes. Each property is named by its law.
 
-/// The allocator the `phasecheck` binary searches with (src/main.rs), so that the searches of
-/// this test cost what they cost users (the system allocator made them slower).
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+// The shared CLI-test module also sets the binary's allocator (mimalloc) for the searches here.
+mod common;
 
 use phasecheck_model::lang;
 use phasecheck_model::program::lower::lower;

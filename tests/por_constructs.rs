@@ -9,10 +9,8 @@
 //! read of it races in either order (with the read in flight, or with the read its retiring wait
 //! records), so forgetting that conflict changes states and messages, never kinds.
 
-/// The allocator the `phasecheck` binary searches with (src/main.rs), so that the searches of
-/// this test cost what they cost users (the system allocator made them slower).
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+// The shared CLI-test module also sets the binary's allocator (mimalloc) for the searches here.
+mod common;
 
 use phasecheck_model::lang;
 use phasecheck_model::program::lower::lower;

@@ -7,10 +7,8 @@
 //! (docs/model.md, "Partial-order reduction"): these rings are where that cut matters, and where
 //! a wrong count would lose a kind.
 
-/// The allocator the `phasecheck` binary searches with (src/main.rs), so that the searches of
-/// this test cost what they cost users (the system allocator made them slower).
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+// The shared CLI-test module also sets the binary's allocator (mimalloc) for the searches here.
+mod common;
 
 use phasecheck_model::lang;
 use phasecheck_model::program::lower::lower;

@@ -7,14 +7,7 @@ use common::{code, phasecheck, text};
 
 /// `phasecheck check` of `source` written to a fresh file: (exit status, stdout + stderr).
 fn check(name: &str, source: &str) -> (i32, String) {
-    let dir = std::env::temp_dir().join(format!("phasecheck-tensormap-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let f = dir.join(format!("{name}.phase"));
-    std::fs::write(&f, source).unwrap();
-    let o = phasecheck(&["check", f.to_str().unwrap()]);
-    let out = format!("{}{}", text(&o.stdout), text(&o.stderr));
-    let _ = std::fs::remove_dir_all(&dir);
-    (code(&o), out)
+    common::check_source("tensormap", name, source)
 }
 
 /// An editor thread and a producer that copies through the descriptor; EDIT and PROD are the

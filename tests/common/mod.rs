@@ -2,7 +2,7 @@
 #![allow(dead_code)]
 
 /// The allocator the `phasecheck` binary searches with (src/main.rs), so that the searches of
-/// this test cost what they cost users (the system allocator made them slower).
+/// these tests cost what they cost users (the system allocator made them slower).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -24,4 +24,17 @@ pub fn code(o: &Output) -> i32 {
 
 pub fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
+}
+
+/// `phasecheck check` of `source` written to a fresh file named after `tag` and `name`:
+/// (exit status, stdout + stderr).
+pub fn check_source(tag: &str, name: &str, source: &str) -> (i32, String) {
+    let dir = std::env::temp_dir().join(format!("phasecheck-{tag}-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join(format!("{name}.phase"));
+    std::fs::write(&f, source).unwrap();
+    let o = phasecheck(&["check", f.to_str().unwrap()]);
+    let out = format!("{}{}", text(&o.stdout), text(&o.stderr));
+    let _ = std::fs::remove_dir_all(&dir);
+    (code(&o), out)
 }
