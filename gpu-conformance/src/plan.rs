@@ -188,6 +188,8 @@ pub struct SpecPlan {
     /// interleaving gives (vars are not widened), so the end values of completion vars are not
     /// judged.
     pub vars_racy: bool,
+    /// Per backend its kernel, or why the generator refused it (the reason alone, without the
+    /// `not expressible: ` that [`refusal`] puts before it in a case).
     pub kernels: BTreeMap<Backend, Result<Kernel, String>>,
     /// For a spec with a warp-batched `commit`: its kernels with the hardware's batching
     /// ([`crate::codegen::generate_hw_commit`]), run free as `stress-hw-commit`.
@@ -220,14 +222,10 @@ impl SpecPlan {
     }
 }
 
-/// A case's text for a backend's refusal to generate a kernel (the generator's own error already
-/// says `not expressible: ...`; a panic of the generator does not).
+/// A case's text for a backend's refusal to generate a kernel (`SpecPlan::kernels` holds the
+/// generator's reason alone).
 pub fn refusal(e: &str) -> String {
-    if e.starts_with("not expressible") {
-        e.to_string()
-    } else {
-        format!("not expressible: {e}")
-    }
+    format!("not expressible: {e}")
 }
 
 /// The status of a spec that no backend can generate (its model stages are skipped).
@@ -273,7 +271,7 @@ pub fn plan_spec(spec: &Spec, index: usize, s: &Settings, traces: &TraceIndex) -
         .iter()
         .map(|&be| {
             let k = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| generate(&spec.proto, &spec.source, be, index))) {
-                Ok(r) => r.map_err(|e| e.to_string()),
+                Ok(r) => r.map_err(|e| e.0),
                 Err(p) => Err(format!("code generation panicked: {}", panic_text(&*p))),
             };
             (be, k)
