@@ -125,7 +125,9 @@ pub fn child_main(path: &Path) -> u8 {
 /// What a job produced in the parent's view.
 #[derive(Clone, Debug)]
 pub enum JobResult {
-    Words(Vec<i32>),
+    /// The launch's records, and how long the launch took from the child's `launch` word to its
+    /// `done` (the kernel's own time, seen from the host).
+    Words(Vec<i32>, Option<Duration>),
     Fault(String),
     /// The job did not finish within the kernel budget: its child was ended, nothing judged.
     OverBudget(String),
@@ -203,6 +205,8 @@ pub fn run_jobs(jf: &mut JobFile, tag: &str, dir: &Path, budget: Duration, on: &
         // When the job in progress began: the child's module load, then each result, restart it.
         let mut job_began = Instant::now();
         let mut hung = false;
+        // Whether the child's last word was `launch` (so that a `done` after it times the launch).
+        let mut launch_said = false;
         loop {
             let Some(job) = jf.jobs.get(next) else { break };
             let began = match spec_began {
@@ -262,13 +266,18 @@ pub fn run_jobs(jf: &mut JobFile, tag: &str, dir: &Path, budget: Duration, on: &
             let idx = jf.jobs.iter().position(|j| j.id == id).unwrap_or(next);
             // The hang limit counts from the child's last word: `ready` (the module is loaded),
             // `launch ID` (the kernel is loaded and its buffers are in place) or a result.
+            let since_last_word = job_began.elapsed();
             job_began = Instant::now();
+            let launched = std::mem::replace(&mut launch_said, what == "launch");
             match what {
                 "ready" | "launch" => {}
                 "done" => {
                     let f = jf.results_dir.join(format!("job-{id}.bin"));
                     let r = match std::fs::read(&f) {
-                        Ok(b) => JobResult::Words(b.chunks_exact(4).map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()),
+                        Ok(b) => JobResult::Words(
+                            b.chunks_exact(4).map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect(),
+                            launched.then_some(since_last_word),
+                        ),
                         Err(e) => JobResult::Fault(format!("results lost: {e}")),
                     };
                     let _ = std::fs::remove_file(&f);

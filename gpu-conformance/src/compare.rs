@@ -669,17 +669,33 @@ pub fn as_forced(fc: &phasecheck_verifier::outcomes::Forced, o: &Outcome) -> boo
 /// ended, so no block's record came back).
 pub const LAUNCH_HUNG: &str = "launch hung: the host ended it, no block's record came back";
 
+/// Some allowed outcome leaves a thread unfinished.
+pub fn allows_hang(allowed: &AllowedSet) -> bool {
+    allowed.iter().any(|o| o.threads.iter().any(|t| !t.finished))
+}
+
+/// The model reaches undefined behaviour, after which it allows any outcome.
+fn allows_anything(allowed: &AllowedSet) -> bool {
+    allowed.undefined().next().is_some() || !allowed.vacuous_causes().is_empty()
+}
+
+/// Whether a launch that never returns would agree with the model (a hang it allows, or
+/// anything after undefined behaviour): the host's patience with a hardware-barrier launch
+/// depends on it.
+pub fn hang_in_model(allowed: &AllowedSet) -> bool {
+    allows_hang(allowed) || allows_anything(allowed)
+}
+
 /// Judge a free-running launch on the hardware's barriers that never returned. Nothing says which
 /// block hung or where, only that some thread never finished: within when the model allows an
 /// outcome in which a thread never finishes, unchecked when it allows one only after undefined
 /// behaviour (then anything may happen), else OUTSIDE. The blocks count as one.
 pub fn judge_launch_hung(allowed: &AllowedSet) -> Judgement {
-    let hangs = allowed.iter().any(|o| o.threads.iter().any(|t| !t.finished));
     let mut tally = Tally::default();
     let mut why = BTreeSet::new();
-    if hangs {
+    if allows_hang(allowed) {
         tally.constrained = 1;
-    } else if allowed.undefined().next().is_some() || !allowed.vacuous_causes().is_empty() {
+    } else if allows_anything(allowed) {
         tally.vacuous = 1;
         why.insert("no allowed outcome hangs, but the model reaches undefined behaviour, after which it allows any".to_string());
     } else {

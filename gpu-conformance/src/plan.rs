@@ -241,8 +241,59 @@ pub fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_else(|| "unknown panic".into())
 }
 
+/// A spec's kernels in every backend, with its hardware forms: generated before the model's
+/// stages, since they need no outcome, so that NVRTC compiles them while the slowest outcome
+/// enumerations still run (on the H200 host the planning and the compile took 36 s and 21 s one
+/// after the other, 2026-12-02).
+pub struct Generated {
+    attempts: Vec<(Backend, Result<Kernel, String>)>,
+    hw_commit: BTreeMap<Backend, Kernel>,
+    hw_barrier: BTreeMap<Backend, Kernel>,
+    seconds: f64,
+}
+
+impl Generated {
+    /// The kernels NVRTC compiles for backend `b`: the spec's kernel and its hardware forms.
+    pub fn kernels(&self, b: Backend) -> impl Iterator<Item = &Kernel> {
+        let main = self.attempts.iter().filter(move |(be, _)| *be == b).filter_map(|(_, k)| k.as_ref().ok());
+        main.chain(self.hw_commit.get(&b)).chain(self.hw_barrier.get(&b))
+    }
+}
+
+/// Generate a spec's kernels (a generator that panics is that backend's refusal).
+pub fn generate_kernels(spec: &Spec, index: usize, backends: &[Backend]) -> Generated {
+    let t = Instant::now();
+    let attempt = |f: &dyn Fn() -> Result<Kernel, crate::codegen::NotExpressible>| match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(r) => r.map_err(|e| e.0),
+        Err(p) => Err(format!("code generation panicked: {}", panic_text(&*p))),
+    };
+    let mut g = Generated {
+        attempts: Vec::new(),
+        hw_commit: BTreeMap::new(),
+        hw_barrier: BTreeMap::new(),
+        seconds: 0.0,
+    };
+    for &be in backends {
+        let k = attempt(&|| generate(&spec.proto, &spec.source, be, index));
+        if k.is_ok() && has_commit(&spec.proto) {
+            if let Ok(h) = attempt(&|| generate_hw_commit(&spec.proto, &spec.source, be, index)) {
+                g.hw_commit.insert(be, h);
+            }
+        }
+        if k.is_ok() && hw_barrier_form(&spec.proto).is_ok() {
+            if let Ok(h) = attempt(&|| generate_hw_barrier(&spec.proto, &spec.source, be, index)) {
+                g.hw_barrier.insert(be, h);
+            }
+        }
+        g.attempts.push((be, k));
+    }
+    g.seconds = t.elapsed().as_secs_f64();
+    g
+}
+
+
 /// Run the model stages for one spec within `s.budget`; never panics.
-pub fn plan_spec(spec: &Spec, index: usize, s: &Settings, traces: &TraceIndex) -> SpecPlan {
+pub fn plan_spec(spec: &Spec, s: &Settings, traces: &TraceIndex, generated: &Generated) -> SpecPlan {
     let mut model = Model::new(spec.proto.clone());
     model.mutant = s.mutant;
     let mut plan = SpecPlan {
@@ -265,22 +316,11 @@ pub fn plan_spec(spec: &Spec, index: usize, s: &Settings, traces: &TraceIndex) -
     // wgmma, ...) costs no enumeration: its cases say why per backend, at once, instead of a budget
     // its outcomes would never be compared against (a Blackwell GEMM spent the whole outcome budget
     // to end `not run (budget)` on the final H200 run of 2026-12-02).
-    let t = Instant::now();
-    let attempts: Vec<(Backend, Result<Kernel, String>)> = s
-        .backends
-        .iter()
-        .map(|&be| {
-            let k = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| generate(&spec.proto, &spec.source, be, index))) {
-                Ok(r) => r.map_err(|e| e.0),
-                Err(p) => Err(format!("code generation panicked: {}", panic_text(&*p))),
-            };
-            (be, k)
-        })
-        .collect();
-    let generate_seconds = t.elapsed().as_secs_f64();
+    let attempts = &generated.attempts;
+    let generate_seconds = generated.seconds;
     if !attempts.is_empty() && attempts.iter().all(|(_, k)| k.is_err()) {
         plan.seconds.insert("codegen".into(), generate_seconds);
-        plan.kernels = attempts.into_iter().collect();
+        plan.kernels = attempts.iter().cloned().collect();
         plan.status = NOT_EXPRESSIBLE.into();
         return plan;
     }
@@ -383,26 +423,11 @@ pub fn plan_spec(spec: &Spec, index: usize, s: &Settings, traces: &TraceIndex) -
         rep.violations.iter().any(|v| racy.contains(&v.kind)) || found.iter().any(|t| racy.iter().any(|k| k.name() == t.label));
     plan.may_fault = found.iter().any(|t| MAY_FAULT.iter().any(|k| k.name() == t.label));
     plan.traces = found;
-    // 3. Kernels.
-    let t = Instant::now();
-    for (be, k) in attempts {
-        if k.is_ok() && has_commit(&spec.proto) {
-            if let Ok(Ok(h)) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                generate_hw_commit(&spec.proto, &spec.source, be, index)
-            })) {
-                plan.hw_commit_kernels.insert(be, h);
-            }
-        }
-        if k.is_ok() && hw_barrier_form(&spec.proto).is_ok() {
-            if let Ok(Ok(h)) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                generate_hw_barrier(&spec.proto, &spec.source, be, index)
-            })) {
-                plan.hw_barrier_kernels.insert(be, h);
-            }
-        }
-        plan.kernels.insert(be, k);
-    }
-    plan.seconds.insert("codegen".into(), generate_seconds + t.elapsed().as_secs_f64());
+    // 3. Kernels (generated before the model's stages).
+    plan.kernels = attempts.iter().cloned().collect();
+    plan.hw_commit_kernels = generated.hw_commit.clone();
+    plan.hw_barrier_kernels = generated.hw_barrier.clone();
+    plan.seconds.insert("codegen".into(), generate_seconds);
     plan
 }
 

@@ -1,6 +1,6 @@
 //! Judging GPU runs: the three verdicts, replay judged against its trace, litmus evidence.
 
-use phasecheck_gpu::compare::{judge_launch_hung, judge_replay, judge_stress, never_seen_reason, Verdict};
+use phasecheck_gpu::compare::{hang_in_model, judge_launch_hung, judge_replay, judge_stress, never_seen_reason, Verdict};
 use phasecheck_gpu::report::{Case, Report};
 use phasecheck_model::rt::Model;
 use phasecheck_model::spec::load as load_spec;
@@ -269,4 +269,18 @@ fn a_hung_launch_is_within_only_where_the_model_allows_a_thread_that_never_finis
     let j = judge_launch_hung(&allowed_outcomes(&undefined, 100_000));
     assert_eq!(j.verdict, Verdict::Unchecked, "{}", j.why);
     assert!(j.why.contains("undefined behaviour"));
+}
+
+/// The host waits long for a hardware-barrier launch only where taking a slow launch for a hang
+/// would be a false OUTSIDE: exactly where the hung launch's judgement is OUTSIDE.
+#[test]
+fn the_long_hang_limit_goes_exactly_to_launches_whose_hang_the_model_does_not_allow() {
+    for spec in [
+        "specs/soundness/prove_named_barrier_cycle.phase",
+        "specs/soundness/prove_named_barrier_cycle_fixed.phase",
+        "specs/hopper/named_barrier_mixed_counts.phase",
+    ] {
+        let set = allowed_outcomes(&model(spec), 100_000);
+        assert_eq!(hang_in_model(&set), judge_launch_hung(&set).verdict != Verdict::Outside, "{spec}");
+    }
 }
