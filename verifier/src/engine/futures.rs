@@ -14,7 +14,7 @@
 //! label into another state) and how a label goes in front of a tail; the fold owns the order of
 //! exploration, the memo and the cycle handling.
 
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::hash::Hash;
 use std::rc::Rc;
 use std::time::Instant;
@@ -79,10 +79,10 @@ pub struct Folded<T> {
 /// key on the stack adds nothing of its own: the tails of the key it returns to are that key's.
 pub fn fold<F: Futures>(sys: &F, root: F::Key, limits: FoldLimits) -> Folded<F::Tail> {
     type Memo<K, T> = HashMap<K, Rc<Vec<T>>>;
-    let mut memo: Memo<F::Key, F::Tail> = HashMap::new();
+    let mut memo: Memo<F::Key, F::Tail> = HashMap::default();
     let nothing: Rc<Vec<F::Tail>> = Rc::new(Vec::new());
-    let mut on_stack: HashMap<F::Key, usize> = HashMap::new();
-    let mut open: HashMap<F::Key, (Rc<Vec<F::Tail>>, usize)> = HashMap::new();
+    let mut on_stack: HashMap<F::Key, usize> = HashMap::default();
+    let mut open: HashMap<F::Key, (Rc<Vec<F::Tail>>, usize)> = HashMap::default();
     let mut lows: Vec<usize> = Vec::new();
     let mut stack: Vec<(F::Key, Vec<Edge<F::Key, F::Label, F::Tail>>, usize)> = Vec::new();
     let mut stopped = None;
@@ -132,7 +132,7 @@ pub fn fold<F: Futures>(sys: &F, root: F::Key, limits: FoldLimits) -> Folded<F::
         let me = stack.len();
         let low = lows.pop().expect("one per frame");
         on_stack.remove(&key);
-        let mut tails: HashSet<F::Tail> = HashSet::new();
+        let mut tails: HashSet<F::Tail> = HashSet::default();
         for e in edges {
             match e {
                 Edge::Leaf(t) => {

@@ -9,6 +9,9 @@ use phasecheck_model::rt::path::Replay;
 use phasecheck_model::rt::state::State;
 use phasecheck_model::rt::{Action, Model};
 use phasecheck_model::ViolationKind;
+use rustc_hash::FxHashMap;
+use std::cell::RefCell;
+use std::rc::Rc;
 use std::time::Instant;
 
 /// The end of an execution seen from some state: the observations from there on (`completions`
@@ -38,7 +41,9 @@ fn prepend(head: &Outcome, tail: &Outcome) -> Outcome {
 }
 
 /// The futures (observation tails) the enumeration may hold in its memo, summed over states, by
-/// default: about 700 bytes each (diverged_warp_commit holds 4.2 M, 2.9 GB peak), so ~6 GB at most.
+/// default. The memo holds numbers; each distinct tail is kept once (about 700 bytes) and there
+/// are never more distinct tails than held ones, so ~6 GB at the very most (diverged_warp_commit
+/// holds 4.2 M numbers and 173 MB resident in all).
 pub const MAX_HELD_FUTURES: usize = 8_000_000;
 
 /// Every outcome the spec allows on hardware (see the module docs for the widening rules).
@@ -131,29 +136,98 @@ pub fn allowed_after(
     Ok(explore(&m, s, p, limit, deadline, MAX_HELD_FUTURES, true))
 }
 
+/// Tails and labels kept once each, named by number. Many states share the same tails and most
+/// steps observe nothing, so the fold's memo holds numbers instead of copies of outcomes (~700
+/// bytes each): on specs/mistakes/diverged_warp_commit.phase the fold held 4.2 M copies (2.9 GB,
+/// 36 s, most of it comparing and hashing them); a label that observes nothing leaves a tail's
+/// number as it is, and each (label, tail) pair is prepended once.
+#[derive(Default)]
+struct Interned {
+    tails: Vec<Rc<Tail>>,
+    tail_ids: FxHashMap<Rc<Tail>, u32>,
+    labels: Vec<Rc<Outcome>>,
+    label_ids: FxHashMap<Rc<Outcome>, u32>,
+    prepended: FxHashMap<(u32, u32), u32>,
+}
+
+/// The label of a step that observes nothing (interned first).
+const NOTHING: u32 = 0;
+
+impl Interned {
+    fn new(empty: Outcome) -> Interned {
+        let mut i = Interned::default();
+        i.label(empty);
+        i
+    }
+
+    fn label(&mut self, o: Outcome) -> u32 {
+        if let Some(&id) = self.label_ids.get(&o) {
+            return id;
+        }
+        let id = self.labels.len() as u32;
+        let o = Rc::new(o);
+        self.labels.push(o.clone());
+        self.label_ids.insert(o, id);
+        id
+    }
+
+    fn tail(&mut self, t: Tail) -> u32 {
+        if let Some(&id) = self.tail_ids.get(&t) {
+            return id;
+        }
+        let id = self.tails.len() as u32;
+        let t = Rc::new(t);
+        self.tails.push(t.clone());
+        self.tail_ids.insert(t, id);
+        id
+    }
+
+    fn prepend(&mut self, head: u32, tail: u32) -> u32 {
+        if head == NOTHING {
+            return tail;
+        }
+        if let Some(&id) = self.prepended.get(&(head, tail)) {
+            return id;
+        }
+        let (u, t, e) = &*self.tails[tail as usize];
+        let joined = (*u, prepend(&self.labels[head as usize], t), e.clone());
+        let id = self.tail(joined);
+        self.prepended.insert((head, tail), id);
+        id
+    }
+}
+
 /// The widened machine seen by the engine's fold: a key is the model state with the racy, hung
 /// and armed bookkeeping (never the observations made so far, which do not decide what happens
-/// next); a step's label is its observations; a tail is how the execution ends.
+/// next); a step's label is its observations; a tail is how the execution ends. Labels and tails
+/// are numbers in [`Interned`].
 struct Widened<'a> {
     m: &'a Machine,
     empty: Outcome,
     /// Some step ran past the model's step budget: the enumeration is incomplete.
     cut: std::cell::Cell<bool>,
     reduction: Reduction,
+    interned: RefCell<Interned>,
+}
+
+impl Widened<'_> {
+    fn leaf(&self, t: Tail) -> FoldEdge<(State, Partial), u32, u32> {
+        FoldEdge::Leaf(self.interned.borrow_mut().tail(t))
+    }
 }
 
 impl Futures for Widened<'_> {
     type Key = (State, Partial);
-    type Label = Outcome;
-    type Tail = Tail;
+    type Label = u32;
+    type Tail = u32;
 
-    fn edges(&self, (s, p): &(State, Partial)) -> Vec<FoldEdge<(State, Partial), Outcome, Tail>> {
+    fn edges(&self, (s, p): &(State, Partial)) -> Vec<FoldEdge<(State, Partial), u32, u32>> {
         let m = self.m;
         let mut p = p.clone();
         match m.situation(s, &mut p) {
-            Situation::Done | Situation::Stuck => vec![FoldEdge::Leaf((None, m.finish(s, &p), m.end_of(s)))],
-            Situation::ExitInFlight => vec![FoldEdge::Leaf((Some(ViolationKind::Lifetime), p.obs.clone(), End::default()))],
-            Situation::WarpCollective => vec![FoldEdge::Leaf((Some(ViolationKind::Assertion), p.obs.clone(), End::default()))],
+            Situation::Done | Situation::Stuck => vec![self.leaf((None, m.finish(s, &p), m.end_of(s)))],
+            Situation::ExitInFlight => vec![self.leaf((Some(ViolationKind::Lifetime), p.obs.clone(), End::default()))],
+            Situation::WarpCollective => vec![self.leaf((Some(ViolationKind::Assertion), p.obs.clone(), End::default()))],
             Situation::Moves(moves) => {
                 let Some((set, rest)) = self.reduction.persistent(m, s, &moves) else {
                     return self.expand(s, &p, &moves).0;
@@ -167,8 +241,8 @@ impl Futures for Widened<'_> {
         }
     }
 
-    fn prepend(&self, head: &Outcome, (u, t, e): &Tail) -> Tail {
-        (*u, prepend(head, t), e.clone())
+    fn prepend(&self, head: &u32, tail: &u32) -> u32 {
+        self.interned.borrow_mut().prepend(*head, *tail)
     }
 }
 
@@ -177,7 +251,7 @@ impl Widened<'_> {
     /// observes nothing (no read, try_wait, token or completion run recorded: the head equals
     /// `p.obs`), reaches no undefined behaviour and is not cut by the step budget: a reduced
     /// set must be clean (`reduce.rs`, "why the outcomes are kept").
-    fn expand(&self, s: &State, p: &Partial, moves: &[Move]) -> (Vec<FoldEdge<(State, Partial), Outcome, Tail>>, bool) {
+    fn expand(&self, s: &State, p: &Partial, moves: &[Move]) -> (Vec<FoldEdge<(State, Partial), u32, u32>>, bool) {
         let m = self.m;
         let mut edges = Vec::new();
         let mut clean = true;
@@ -193,12 +267,14 @@ impl Widened<'_> {
                         clean = false;
                         let mut head = u.prefix;
                         head.fault = false;
-                        FoldEdge::Leaf((Some(u.cause), head, End::default()))
+                        self.leaf((Some(u.cause), head, End::default()))
                     }
                     Next::Continue(s2, mut p2) => {
                         let head = std::mem::replace(&mut p2.obs, self.empty.clone());
                         clean &= head == p.obs;
-                        FoldEdge::Step(head, (s2, p2))
+                        // The root's partial may carry the observations of a replayed prefix.
+                        let label = if head == self.empty { NOTHING } else { self.interned.borrow_mut().label(head) };
+                        FoldEdge::Step(label, (s2, p2))
                     }
                 });
             }
@@ -210,11 +286,13 @@ impl Widened<'_> {
 /// Every future of `(s0, p0)`, through the engine's fold; `p0.obs` (the observations made before)
 /// prefixes every outcome.
 fn explore(m: &Machine, s0: State, p0: Partial, limit: usize, deadline: Option<Instant>, futures: usize, reduce: bool) -> AllowedSet {
+    let empty = Outcome::empty(&m.model);
     let w = Widened {
         m,
-        empty: Outcome::empty(&m.model),
+        empty: empty.clone(),
         cut: std::cell::Cell::new(false),
         reduction: Reduction::new(m, reduce),
+        interned: RefCell::new(Interned::new(empty)),
     };
     let limits = FoldLimits {
         states: limit,
@@ -242,7 +320,9 @@ fn explore(m: &Machine, s0: State, p0: Partial, limit: usize, deadline: Option<I
         set.complete = false;
         set.stopped_by = Some("step budget".into());
     }
-    for (u, o, e) in folded.tails {
+    let interned = w.interned.into_inner();
+    for id in folded.tails {
+        let (u, o, e) = (*interned.tails[id as usize]).clone();
         match u {
             None => {
                 set.ends.insert((o.clone(), e));
