@@ -33,6 +33,10 @@ snap!(completion_rotate_ptx_not_expressible, "completion_rotate", Backend::Ptx);
 snap!(memcpy_try_libcu, "memcpy_try", Backend::Libcu);
 snap!(memcpy_try_ptx, "memcpy_try", Backend::Ptx);
 snap!(commit_warp_ptx, "commit_warp", Backend::Ptx);
+// A uniform agent's lanes each at their own offset (`offset = lane * 16`): the offset is
+// evaluated with the lane's identity, `th.lane + u.lane`.
+snap!(uniform_lane_offset_ptx, "uniform_lane_offset", Backend::Ptx);
+snap!(uniform_lane_offset_libcu, "uniform_lane_offset", Backend::Libcu);
 
 /// The hardware-batched commit (`stress-hw-commit`): one arrival per group of lanes the hardware
 /// runs together, nothing of the emulation.

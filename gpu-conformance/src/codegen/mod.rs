@@ -108,14 +108,13 @@ pub struct NotExpressible(pub String);
 impl NotExpressible {
     /// Whether this is one of the statements the GPU stage leaves to the model by design
     /// (docs/known-debts.md, "The GPU stage"): the warpgroup-scoped wgmma, the Blackwell
-    /// statements, uniform roles under cluster scope and per-lane offsets in uniform roles. The
+    /// statements, uniform roles under cluster scope. The
     /// library coverage tests accept these refusals and no other.
     pub fn model_only(&self) -> bool {
         const MODEL_ONLY: &[&str] = &[
             "a warpgroup-scoped wgmma (warpgroup_mma / warpgroup_wait) is not expressible",
             "is not expressible on sm_90",
             "under cluster scope is not expressible",
-            "a per-lane offset in uniform role",
         ];
         MODEL_ONLY.iter().any(|m| self.0.contains(m))
     }
@@ -205,6 +204,10 @@ struct Gen<'a> {
     lanes: bool,
     /// The code being generated is a uniform role's.
     uni: bool,
+    /// The expression being printed is a per-lane offset of a uniform agent
+    /// (`program::uniform::per_lane_offset`): `lane`, `tid` and `gtid` are this lane's own (the
+    /// agent's plus `u.lane`), as the model evaluates each lane's fragment.
+    lane_identity: bool,
 }
 
 /// The C++ the kernels evaluate for one expression of `code` (locals are `NAME_SLOT`, shared vars
@@ -227,6 +230,7 @@ pub fn expression_cpp(p: &Protocol, code: &Code, e: &IExpr) -> String {
         remote: None,
         lanes: false,
         uni: false,
+        lane_identity: false,
     };
     g.expr(code, e)
 }
@@ -397,6 +401,7 @@ fn generate_form(p: &Protocol, source: &str, backend: Backend, index: usize, for
         remote: None,
         lanes: false,
         uni: false,
+        lane_identity: false,
     };
     g.check_expressible()?;
     let suffix = match form {
