@@ -12,6 +12,10 @@ use std::path::PathBuf;
 /// The library specs each of the three refusals stopped, by form.
 const SPECS: &[(&str, &[&str])] = &[
     (
+        "uniform role under cluster scope",
+        &["hopper/cluster_uniform_remote_arrive_per_lane", "hopper/cluster_uniform_remote_arrive_per_lane_fixed"],
+    ),
+    (
         "per-lane offset in a uniform role",
         &["hopper/uniform_lane_fragments_overlap", "hopper/uniform_lane_fragments_overlap_fixed"],
     ),

@@ -37,14 +37,6 @@ impl Gen<'_> {
             )));
         }
         if p.cluster > 1 {
-            if let Some(r) = p.roles.iter().find(|r| r.uniform) {
-                return Err(NotExpressible(format!(
-                    "uniform role {} under cluster scope is not expressible: the kernel's lane bookkeeping of uniform agents does not meet the cluster kernel's exit loop and remote operations",
-                    r.name
-                )));
-            }
-        }
-        if p.cluster > 1 {
             self.cluster_expressible()?;
         }
         if let Some(r) = p.roles.iter().find(|r| code_commits(&r.code) && code_warp_ops(&r.code)) {

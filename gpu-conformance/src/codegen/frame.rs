@@ -67,9 +67,10 @@ impl Gen<'_> {
             ));
         }
         if uni {
-            let nl: u32 = thread_lanes(p).iter().sum();
+            // Per CTA: every CTA of a cluster holds the same roles (the model's CTA-major threads).
+            let nl = thread_lanes(p).iter().sum::<u32>() as usize / self.cluster;
             self.w(format!(
-                "constexpr int NL = {nl};        // hardware threads running them (an agent of a uniform role: its warp's lanes)"
+                "constexpr int NL = {nl};        // hardware threads running them (an agent of a uniform role: its warp's lanes), per CTA"
             ));
         }
         self.w(format!("constexpr int NB = {};        // barriers (flattened)", p.barriers.len()));
@@ -426,10 +427,16 @@ impl Gen<'_> {
         if uni {
             self.w("  pc_leave(&s.block_sync);");
             self.w("  if (u.a) {  // a lane of an agent: the last lane out writes the agent's record");
-            self.w(format!(
-                "    pc_u_exit(th, u, block_out + {} + me);  // the agent's lanes-apart word",
-                Layout::of(p).lanes_apart()
-            ));
+            let exit = format!("pc_u_exit(th, u, block_out + {} + me)", Layout::of(p).lanes_apart());
+            if uses_cluster_barrier(p) && !self.hw_cluster_barrier {
+                // The software cluster barrier counts agents: the agent leaves it once, with its last lane.
+                self.w(format!(
+                    "    if ({exit}) pc_cluster_leave(th, {});  // the agent's lanes-apart word; nor the cluster barrier",
+                    self.cluster_bar()
+                ));
+            } else {
+                self.w(format!("    {exit};  // the agent's lanes-apart word"));
+            }
             self.w("  } else {");
             self.w("  pc_leave(&s.warp_sync[th.warp]);");
         } else {
@@ -477,7 +484,13 @@ impl Gen<'_> {
         self.w(format!(
             "  for (int r = 0; r < {nc}; r++) atomicAdd((int*)pc_mapa((const void*)&s.cfin, r), 1);"
         ));
-        self.w("  while (*(volatile int*)&s.cfin < NT)");
+        // Counted in hardware threads: every lane of a uniform agent stays in the loop, as each
+        // one arrived on the hardware barrier.
+        if has_uniform(self.p) {
+            self.w(format!("  while (*(volatile int*)&s.cfin < NL * {nc})"));
+        } else {
+            self.w("  while (*(volatile int*)&s.cfin < NT)");
+        }
         self.w("    asm volatile(\"barrier.cluster.arrive.release;\\n\\tbarrier.cluster.wait.acquire;\" ::: \"memory\");");
     }
 

@@ -108,13 +108,11 @@ pub struct NotExpressible(pub String);
 impl NotExpressible {
     /// Whether this is one of the statements the GPU stage leaves to the model by design
     /// (docs/known-debts.md, "The GPU stage"): the warpgroup-scoped wgmma, the Blackwell
-    /// statements, uniform roles under cluster scope. The
-    /// library coverage tests accept these refusals and no other.
+    /// statements. The library coverage tests accept these refusals and no other.
     pub fn model_only(&self) -> bool {
         const MODEL_ONLY: &[&str] = &[
             "a warpgroup-scoped wgmma (warpgroup_mma / warpgroup_wait) is not expressible",
             "is not expressible on sm_90",
-            "under cluster scope is not expressible",
         ];
         MODEL_ONLY.iter().any(|m| self.0.contains(m))
     }
