@@ -19,6 +19,10 @@ const SPECS: &[(&str, &[&str])] = &[
         "per-lane offset in a uniform role",
         &["hopper/uniform_lane_fragments_overlap", "hopper/uniform_lane_fragments_overlap_fixed"],
     ),
+    (
+        "warpgroup-scoped wgmma",
+        &["hopper/warpgroup_release_before_wait", "hopper/warpgroup_release_before_wait_fixed"],
+    ),
 ];
 
 fn kernels(name: &str, backend: Backend) -> Vec<Kernel> {

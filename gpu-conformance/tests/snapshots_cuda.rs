@@ -40,6 +40,10 @@ snap!(uniform_lane_offset_libcu, "uniform_lane_offset", Backend::Libcu);
 // A uniform role under cluster scope: remote arrives on every lane, the software cluster barrier
 // arrived on once per agent (its leader), left by the agent's last lane.
 snap!(cluster_uniform_ptx, "cluster_uniform", Backend::Ptx);
+// The warpgroup-scoped wgmma: one helper warpgroup for the spec's warpgroup, its four agents'
+// issues counted into one sequence of groups.
+snap!(warpgroup_mma_ptx, "warpgroup_mma", Backend::Ptx);
+snap!(warpgroup_mma_libcu, "warpgroup_mma", Backend::Libcu);
 snap!(cluster_uniform_libcu, "cluster_uniform", Backend::Libcu);
 
 /// ... and its hardware cluster-barrier form: every lane arrives on `barrier.cluster`, and every
