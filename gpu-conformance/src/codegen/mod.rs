@@ -107,8 +107,9 @@ pub struct NotExpressible(pub String);
 
 impl NotExpressible {
     /// Whether this is one of the statements the GPU stage leaves to the model by design
-    /// (docs/known-debts.md, "The GPU stage"): the warpgroup-scoped wgmma, the Blackwell
-    /// statements. The library coverage tests accept these refusals and no other.
+    /// (docs/known-debts.md, "The GPU stage"): the Blackwell statements, TMA descriptors, and
+    /// the warpgroup-scoped wgmma where wgmma is emulated. The library coverage tests accept
+    /// these refusals and no other.
     pub fn model_only(&self) -> bool {
         const MODEL_ONLY: &[&str] = &[
             "a warpgroup-scoped wgmma (warpgroup_mma / warpgroup_wait) is not expressible in this kernel",

@@ -14,6 +14,11 @@
 //! `cp.async.bulk.wait_group.read N`, the same asynchronous reads retired by the same kind of wait,
 //! and the cases say `emulated`.
 //!
+//! `warpgroup_mma`/`warpgroup_wait` (the warpgroup-scoped form) get one helper warpgroup per
+//! warpgroup of the spec ([`wgmma_helpers`]), whose groups its agents share: group k is issued
+//! when the last agent issues it, a wait returns once every agent issued what it covers
+//! (`prelude/wgmma.cuh`, `PcWgScope`). Where wgmma is emulated the form is refused.
+//!
 //! What the lanes of a warp share (bulk and wgmma groups) a uniform agent does once, by its
 //! leader ([`shared_by_the_warp`]).
 
