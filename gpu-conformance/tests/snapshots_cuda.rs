@@ -33,6 +33,29 @@ snap!(completion_rotate_ptx_not_expressible, "completion_rotate", Backend::Ptx);
 snap!(memcpy_try_libcu, "memcpy_try", Backend::Libcu);
 snap!(memcpy_try_ptx, "memcpy_try", Backend::Ptx);
 snap!(commit_warp_ptx, "commit_warp", Backend::Ptx);
+// A uniform agent's lanes each at their own offset (`offset = lane * 16`): the offset is
+// evaluated with the lane's identity, `th.lane + u.lane`.
+snap!(uniform_lane_offset_ptx, "uniform_lane_offset", Backend::Ptx);
+snap!(uniform_lane_offset_libcu, "uniform_lane_offset", Backend::Libcu);
+// A uniform role under cluster scope: remote arrives on every lane, the software cluster barrier
+// arrived on once per agent (its leader), left by the agent's last lane.
+snap!(cluster_uniform_ptx, "cluster_uniform", Backend::Ptx);
+// The warpgroup-scoped wgmma: one helper warpgroup for the spec's warpgroup, its four agents'
+// issues counted into one sequence of groups.
+snap!(warpgroup_mma_ptx, "warpgroup_mma", Backend::Ptx);
+snap!(warpgroup_mma_libcu, "warpgroup_mma", Backend::Libcu);
+snap!(cluster_uniform_libcu, "cluster_uniform", Backend::Libcu);
+
+/// ... and its hardware cluster-barrier form: every lane arrives on `barrier.cluster`, and every
+/// lane stays in the exit loop until the cluster's lanes are done.
+#[test]
+fn cluster_uniform_ptx_hw_barrier() {
+    let f = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/cluster_uniform.phase");
+    let spec = load_spec(&f, &[]).unwrap();
+    let k = phasecheck_gpu::codegen::generate_hw_barrier(&spec.proto, &spec.source, Backend::Ptx, 0).unwrap();
+    assert!(k.body.contains("s.cfin < NL * 2"), "the exit loop counts lanes");
+    insta::assert_snapshot!(k.body);
+}
 
 /// The hardware-batched commit (`stress-hw-commit`): one arrival per group of lanes the hardware
 /// runs together, nothing of the emulation.

@@ -25,9 +25,8 @@ fn uniform_specs() -> Vec<(PathBuf, Spec)> {
         .collect()
 }
 
-/// The uniform specs the GPU stage runs: those without a model-only statement (the
-/// warpgroup-scoped wgmma, the Blackwell statements, uniform roles under cluster scope), which
-/// it refuses by name.
+/// The uniform specs the GPU stage runs: those without a model-only statement (the Blackwell
+/// statements, the warpgroup-scoped wgmma where wgmma is emulated), which it refuses by name.
 fn uniform_gpu_specs() -> Vec<(PathBuf, Spec)> {
     uniform_specs()
         .into_iter()

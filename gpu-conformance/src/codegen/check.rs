@@ -37,28 +37,6 @@ impl Gen<'_> {
             )));
         }
         if p.cluster > 1 {
-            if let Some(r) = p.roles.iter().find(|r| r.uniform) {
-                return Err(NotExpressible(format!(
-                    "uniform role {} under cluster scope is not expressible: the kernel's lane bookkeeping of uniform agents does not meet the cluster kernel's exit loop and remote operations",
-                    r.name
-                )));
-            }
-        }
-        for r in p.roles.iter().filter(|r| r.uniform) {
-            // Every lane of an agent evaluates expressions with the agent's identity (lane 0's),
-            // so a fragment at each lane's own offset would land at lane 0's on every lane.
-            if let Some(i) = r.code.instrs.iter().find(|i| match &i.kind {
-                InstrKind::Op { op, .. } => phasecheck_model::program::uniform::per_lane_offset(op).is_some_and(|o| o.reads_identity()),
-                _ => false,
-            }) {
-                let (line, text) = line_of(self.src, i.span.start);
-                return Err(NotExpressible(format!(
-                    "line {line} `{text}`: a per-lane offset in uniform role {} is not expressible: the kernel evaluates an agent's expressions with its leader's identity on every lane",
-                    r.name
-                )));
-            }
-        }
-        if p.cluster > 1 {
             self.cluster_expressible()?;
         }
         if let Some(r) = p.roles.iter().find(|r| code_commits(&r.code) && code_warp_ops(&r.code)) {

@@ -79,8 +79,15 @@ impl Gen<'_> {
         match kind {
             InstrKind::ClusterArrive { slot, relaxed } if self.hw_cluster_barrier => {
                 let l = Self::local_name(code, *slot);
-                // The same undefined use the software form stops at: a second arrival before the wait.
-                self.w(format!("  if ({l} != 0 || s.cbar_out[th.t]) {{ th.status = PC_ASSERT; return; }}"));
+                // The same undefined use the software form stops at: a second arrival before the
+                // wait. On a uniform agent's lanes, every lane arrives (the hardware counts
+                // threads) and each checks its own local: `cbar_out` is the agent's, set by the
+                // lane that arrived first.
+                if self.lanes {
+                    self.w(format!("  if ({l} != 0) {{ th.status = PC_ASSERT; return; }}"));
+                } else {
+                    self.w(format!("  if ({l} != 0 || s.cbar_out[th.t]) {{ th.status = PC_ASSERT; return; }}"));
+                }
                 if *relaxed {
                     self.w("  asm volatile(\"barrier.cluster.arrive.relaxed;\" ::: \"memory\");  // the hardware's own: no release");
                 } else {
@@ -114,6 +121,25 @@ impl Gen<'_> {
                 ));
             }
             _ => unreachable!("not a cluster barrier instruction"),
+        }
+    }
+
+    /// The spec's `cluster_arrive` on the lanes of a uniform agent, in software: the barrier
+    /// counts agents (docs/semantics.md, "Uniform roles in a cluster"), so the leader arrives once
+    /// for the agent and every lane keeps the phase it arrived on; each lane then waits on its
+    /// own at `cluster_wait` (a wait only reads the barrier).
+    pub(super) fn cluster_arrive_lanes(&mut self, code: &Code, slot: u16, step: bool) {
+        let (b, l) = (self.cluster_bar(), Self::local_name(code, slot));
+        if step {
+            self.w("  if (!pc_u_begin(th, u, th.turnp, NT)) return;");
+        }
+        self.w(format!(
+            "  {{ if (u.lane == 0) {{ if (!pc_cluster_arrive(th, {b}, {l})) return; u.a->val = {l}; }}  // barrier.cluster.arrive.release, in software: once for the agent"
+        ));
+        if step {
+            self.w(format!("    if (!pc_u_end(th, u, th.turnp)) return; {l} = u.a->val; }}"));
+        } else {
+            self.w(format!("    if (!pc_u_meet(th, u)) return; {l} = u.a->val; }}"));
         }
     }
 

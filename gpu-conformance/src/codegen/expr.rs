@@ -73,6 +73,11 @@ impl Gen<'_> {
             IExpr::Const(v) => format!("{v}LL"),
             IExpr::Local(s) => Self::local_name(code, *s),
             IExpr::Var(v) => format!("s.{}", self.var_name(*v)),
+            // A lane of a uniform agent at a per-lane offset: lane k of the agent is the agent's
+            // identity plus k (model/src/rt/uniform_agent.rs, `lanes_at_offsets`).
+            IExpr::Tid if self.lane_identity => "(i64)(th.tid + u.lane)".into(),
+            IExpr::Gtid if self.lane_identity => "(i64)(th.gtid + u.lane)".into(),
+            IExpr::Lane if self.lane_identity => "(i64)(th.lane + u.lane)".into(),
             IExpr::Tid => "(i64)th.tid".into(),
             IExpr::Gtid => "(i64)th.gtid".into(),
             IExpr::Lane => "(i64)th.lane".into(),

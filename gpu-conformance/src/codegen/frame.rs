@@ -9,7 +9,7 @@ use super::expr::{comment_text, ident, line_of};
 use super::memory::words_of;
 use super::named::has_named;
 use super::prelude::{UNIFORM_HELPERS, WGMMA_HELPERS};
-use super::proxy::{wgmma_agents, WARPGROUP};
+use super::proxy::{has_warpgroup_wgmma, wgmma_helpers, WARPGROUP};
 use super::results::{block_words_of, Layout, COMPLETIONS_CPP, END_VARS_FROM_PROBES_CPP, HEADER_CPP, PROBES_CPP};
 use super::warp::{code_commits, has_commit, has_warp_ops};
 use super::{has_uniform, thread_lanes, Backend, Gen, NotExpressible};
@@ -51,25 +51,50 @@ impl Gen<'_> {
         self.w(format!("namespace {ns} {{"));
         self.w(format!("constexpr int NT = {nt};        // model threads"));
         if self.wgmma_hw {
-            let agents = wgmma_agents(p);
-            let base = block_dim - WARPGROUP * agents.len();
+            let helpers = wgmma_helpers(p);
+            let base = block_dim - WARPGROUP * helpers.len();
             let of: Vec<String> = (0..nt)
-                .map(|t| agents.iter().position(|&a| a == t).map_or(-1, |i| i as i64).to_string())
+                .map(|t| helpers.iter().position(|h| h.contains(&t)).map_or(-1, |i| i as i64).to_string())
                 .collect();
-            self.w(format!(
-                "constexpr int NWG = {};        // helper warpgroups: one per agent that issues wgmma",
-                agents.len()
-            ));
+            if has_warpgroup_wgmma(p) {
+                self.w(format!(
+                    "constexpr int NWG = {};        // helper warpgroups: one per agent that issues wgmma_async, one per warpgroup that issues warpgroup_mma",
+                    helpers.len()
+                ));
+            } else {
+                self.w(format!(
+                    "constexpr int NWG = {};        // helper warpgroups: one per agent that issues wgmma",
+                    helpers.len()
+                ));
+            }
             self.w(format!("constexpr int WG_BASE = {base};  // the first helper thread"));
             self.w(format!(
                 "__device__ const int wg_of[NT] = {{{}}};  // per model thread: its helper warpgroup, or -1",
                 of.join(", ")
             ));
+            if has_warpgroup_wgmma(p) {
+                let member: Vec<String> = (0..nt)
+                    .map(|t| {
+                        let scoped = code_warpgroup(p, t);
+                        helpers
+                            .iter()
+                            .find_map(|h| h.iter().position(|&a| a == t))
+                            .filter(|_| scoped)
+                            .map_or(-1, |i| i as i64)
+                            .to_string()
+                    })
+                    .collect();
+                self.w(format!(
+                    "__device__ const int wg_member[NT] = {{{}}};  // per agent of a warpgroup that issues warpgroup_mma: its index in the warpgroup, or -1",
+                    member.join(", ")
+                ));
+            }
         }
         if uni {
-            let nl: u32 = thread_lanes(p).iter().sum();
+            // Per CTA: every CTA of a cluster holds the same roles (the model's CTA-major threads).
+            let nl = thread_lanes(p).iter().sum::<u32>() as usize / self.cluster;
             self.w(format!(
-                "constexpr int NL = {nl};        // hardware threads running them (an agent of a uniform role: its warp's lanes)"
+                "constexpr int NL = {nl};        // hardware threads running them (an agent of a uniform role: its warp's lanes), per CTA"
             ));
         }
         self.w(format!("constexpr int NB = {};        // barriers (flattened)", p.barriers.len()));
@@ -164,6 +189,9 @@ impl Gen<'_> {
         }
         if self.wgmma_hw {
             self.w("  PcWg wg[NWG];           // per helper warpgroup: its agent's requests and wgmma groups");
+            if has_warpgroup_wgmma(p) {
+                self.w("  PcWgScope wgs[NWG];     // per helper warpgroup of a spec warpgroup: its agents' issues of the warpgroup's groups");
+            }
             self.w("  alignas(128) unsigned char wg_ones[2048];  // the wgmma A operand: 64 x 32 bytes of 1");
         }
         if self.hw_cluster_barrier {
@@ -340,6 +368,12 @@ impl Gen<'_> {
         }
         if self.wgmma_hw {
             self.w("    { int* z = (int*)&s.wg[0]; for (int i = 0; i < (int)(sizeof(s.wg) / sizeof(int)); i++) z[i] = 0; }");
+            if has_warpgroup_wgmma(p) {
+                self.w("    { int* z = (int*)&s.wgs[0]; for (int i = 0; i < (int)(sizeof(s.wgs) / sizeof(int)); i++) z[i] = 0; }");
+                for (i, h) in wgmma_helpers(p).iter().enumerate() {
+                    self.w(format!("    s.wgs[{i}].members = {};", h.len()));
+                }
+            }
             self.w("    for (int i = 0; i < 2048; i++) s.wg_ones[i] = 1;");
             self.w("    pc_fence_proxy_async();  // the ones and the buffers' first stamps, for the tensor cores' reads");
         }
@@ -419,17 +453,30 @@ impl Gen<'_> {
         }
         self.w("  }");
         self.w("  if (th.status == PC_RUNNING) th.status = PC_FINISHED;");
-        if self.wgmma_hw {
+        if self.wgmma_hw && has_warpgroup_wgmma(p) {
+            // Once per agent (a uniform agent's leader, which issued its wgmmas).
+            let leader = if uni { "(!u.a || u.lane == 0)" } else { "true" };
+            self.w(format!("  if (wg_of[me] >= 0 && {leader}) {{"));
+            self.w("    if (wg_member[me] < 0) pc_wg_leave(th, &s.wg[wg_of[me]]);  // its helper warpgroup retires every group and leaves");
+            self.w("    else pc_wgs_leave(th, &s.wg[wg_of[me]], &s.wgs[wg_of[me]]);  // ... once every agent of its warpgroup has left");
+            self.w("  }");
+        } else if self.wgmma_hw {
             self.w("  if (wg_of[me] >= 0) pc_wg_leave(th, &s.wg[wg_of[me]]);  // its helper warpgroup retires every group and leaves");
         }
         self.w("  // An exited thread no longer holds back syncthreads / syncwarp.");
         if uni {
             self.w("  pc_leave(&s.block_sync);");
             self.w("  if (u.a) {  // a lane of an agent: the last lane out writes the agent's record");
-            self.w(format!(
-                "    pc_u_exit(th, u, block_out + {} + me);  // the agent's lanes-apart word",
-                Layout::of(p).lanes_apart()
-            ));
+            let exit = format!("pc_u_exit(th, u, block_out + {} + me)", Layout::of(p).lanes_apart());
+            if uses_cluster_barrier(p) && !self.hw_cluster_barrier {
+                // The software cluster barrier counts agents: the agent leaves it once, with its last lane.
+                self.w(format!(
+                    "    if ({exit}) pc_cluster_leave(th, {});  // the agent's lanes-apart word; nor the cluster barrier",
+                    self.cluster_bar()
+                ));
+            } else {
+                self.w(format!("    {exit};  // the agent's lanes-apart word"));
+            }
             self.w("  } else {");
             self.w("  pc_leave(&s.warp_sync[th.warp]);");
         } else {
@@ -477,7 +524,13 @@ impl Gen<'_> {
         self.w(format!(
             "  for (int r = 0; r < {nc}; r++) atomicAdd((int*)pc_mapa((const void*)&s.cfin, r), 1);"
         ));
-        self.w("  while (*(volatile int*)&s.cfin < NT)");
+        // Counted in hardware threads: every lane of a uniform agent stays in the loop, as each
+        // one arrived on the hardware barrier.
+        if has_uniform(self.p) {
+            self.w(format!("  while (*(volatile int*)&s.cfin < NL * {nc})"));
+        } else {
+            self.w("  while (*(volatile int*)&s.cfin < NT)");
+        }
         self.w("    asm volatile(\"barrier.cluster.arrive.release;\\n\\tbarrier.cluster.wait.acquire;\" ::: \"memory\");");
     }
 
@@ -538,4 +591,9 @@ impl Gen<'_> {
         }
         self.w("  }");
     }
+}
+
+/// Model thread `t`'s role issues warpgroup-scoped wgmma.
+fn code_warpgroup(p: &Protocol, t: usize) -> bool {
+    super::proxy::code_warpgroup_wgmma(&p.roles[p.threads[t].role as usize].code)
 }

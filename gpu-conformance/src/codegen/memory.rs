@@ -56,10 +56,13 @@ impl Gen<'_> {
                 if let Some(c) = chk {
                     self.w(format!("  {c}"));
                 }
-                let (off, n) = (self.expr(code, offset), self.expr(code, bytes));
+                let (off, per_lane) = self.offset(code, offset);
+                let n = self.expr(code, bytes);
                 let v = self.expr(code, version);
                 let flat = self.flat_buf(code, buf);
-                let once = if self.lanes { "if (u.lane == 0) " } else { "" };
+                // At a per-lane offset each lane writes its own part, a write of its own (the
+                // model counts one per lane); otherwise the lanes' writes of one part count once.
+                let once = if self.lanes && !per_lane { "if (u.lane == 0) " } else { "" };
                 self.w(format!(
                     "  if ({n} % 4 != 0 || {n} <= 0 || {off} % 4 != 0 || {off} < 0 || {off} + {n} > (i64)sizeof({d})) {{ th.status = PC_UNSUPPORTED; return; }}"
                 ));
@@ -72,7 +75,8 @@ impl Gen<'_> {
                 if let Some(c) = chk {
                     self.w(format!("  {c}"));
                 }
-                let (off, n) = (self.expr(code, offset), self.expr(code, bytes));
+                let (off, _) = self.offset(code, offset);
+                let n = self.expr(code, bytes);
                 self.w(format!(
                     "  if ({n} % 4 != 0 || {n} <= 0 || {off} % 4 != 0 || {off} < 0 || {off} + {n} > (i64)sizeof({d})) {{ th.status = PC_UNSUPPORTED; return; }}"
                 ));
@@ -81,5 +85,17 @@ impl Gen<'_> {
                 ));
             }
         }
+    }
+
+    /// The offset of a partial access, and whether it is a per-lane offset: on the lanes of a
+    /// uniform agent an offset that reads `lane`, `tid` or `gtid` is evaluated by each lane with
+    /// its own identity (docs/language.md, "Warp-uniform roles"), as the model evaluates it once
+    /// per lane; any other is the agent's.
+    fn offset(&mut self, code: &Code, offset: &IExpr) -> (String, bool) {
+        let per_lane = self.lanes && self.remote.is_none() && offset.reads_identity();
+        self.lane_identity = per_lane;
+        let off = self.expr(code, offset);
+        self.lane_identity = false;
+        (off, per_lane)
     }
 }

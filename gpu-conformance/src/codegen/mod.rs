@@ -58,7 +58,7 @@ pub use expr::comment_text;
 pub use frame::smem_symbol;
 pub use plain::generate_plain;
 pub use prelude::prelude_text;
-pub use proxy::{has_wgmma, wgmma_agents, wgmma_hw_form};
+pub use proxy::{has_wgmma, wgmma_agents, wgmma_helpers, wgmma_hw_form};
 pub use results::{block_words_of, status, BlockRecord, ThreadRecord, CAP, HEADER_WORDS, SRC_VERSIONS, THREAD_WORDS};
 pub use uniform::{has_uniform, thread_lanes};
 pub use warp::{has_commit, PATH_CAP};
@@ -107,15 +107,13 @@ pub struct NotExpressible(pub String);
 
 impl NotExpressible {
     /// Whether this is one of the statements the GPU stage leaves to the model by design
-    /// (docs/known-debts.md, "The GPU stage"): the warpgroup-scoped wgmma, the Blackwell
-    /// statements, uniform roles under cluster scope and per-lane offsets in uniform roles. The
-    /// library coverage tests accept these refusals and no other.
+    /// (docs/known-debts.md, "The GPU stage"): the Blackwell statements, TMA descriptors, and
+    /// the warpgroup-scoped wgmma where wgmma is emulated. The library coverage tests accept
+    /// these refusals and no other.
     pub fn model_only(&self) -> bool {
         const MODEL_ONLY: &[&str] = &[
-            "a warpgroup-scoped wgmma (warpgroup_mma / warpgroup_wait) is not expressible",
+            "a warpgroup-scoped wgmma (warpgroup_mma / warpgroup_wait) is not expressible in this kernel",
             "is not expressible on sm_90",
-            "under cluster scope is not expressible",
-            "a per-lane offset in uniform role",
         ];
         MODEL_ONLY.iter().any(|m| self.0.contains(m))
     }
@@ -205,6 +203,10 @@ struct Gen<'a> {
     lanes: bool,
     /// The code being generated is a uniform role's.
     uni: bool,
+    /// The expression being printed is a per-lane offset of a uniform agent
+    /// (`program::uniform::per_lane_offset`): `lane`, `tid` and `gtid` are this lane's own (the
+    /// agent's plus `u.lane`), as the model evaluates each lane's fragment.
+    lane_identity: bool,
 }
 
 /// The C++ the kernels evaluate for one expression of `code` (locals are `NAME_SLOT`, shared vars
@@ -227,6 +229,7 @@ pub fn expression_cpp(p: &Protocol, code: &Code, e: &IExpr) -> String {
         remote: None,
         lanes: false,
         uni: false,
+        lane_identity: false,
     };
     g.expr(code, e)
 }
@@ -371,11 +374,11 @@ fn generate_form(p: &Protocol, source: &str, backend: Backend, index: usize, for
         _ => None,
     };
     let block_dim = if wgmma_hw {
-        proxy::helper_base(block_dim) + proxy::WARPGROUP * proxy::wgmma_agents(p).len()
+        proxy::helper_base(block_dim) + proxy::WARPGROUP * proxy::wgmma_helpers(p).len()
     } else {
         block_dim
     };
-    if wgmma_hw && buffer_bytes + lane_bytes + WGMMA_BYTES * proxy::wgmma_agents(p).len() + WGMMA_ONES_BYTES > MAX_SHARED_BYTES {
+    if wgmma_hw && buffer_bytes + lane_bytes + (WGMMA_BYTES + WGMMA_SCOPE_BYTES) * proxy::wgmma_helpers(p).len() + WGMMA_ONES_BYTES > MAX_SHARED_BYTES {
         return Err(NotExpressible(format!(
             "buffers ({buffer_bytes} bytes) and the wgmma helpers' bookkeeping exceed {MAX_SHARED_BYTES} bytes of dynamic shared memory"
         )));
@@ -397,6 +400,7 @@ fn generate_form(p: &Protocol, source: &str, backend: Backend, index: usize, for
         remote: None,
         lanes: false,
         uni: false,
+        lane_identity: false,
     };
     g.check_expressible()?;
     let suffix = match form {
@@ -435,6 +439,8 @@ const MAX_SHARED_BYTES: usize = 222 * 1024;
 /// and of the wgmma A operand of ones (64 x 32 bytes) the helpers multiply the spec's buffers by.
 const WGMMA_BYTES: usize = 512;
 const WGMMA_ONES_BYTES: usize = 2048;
+/// ... and of one helper's agents of a spec warpgroup (`PcWgScope`, for `warpgroup_mma`), rounded up.
+const WGMMA_SCOPE_BYTES: usize = 320;
 
 impl<'a> Gen<'a> {
     fn w(&mut self, s: impl AsRef<str>) {

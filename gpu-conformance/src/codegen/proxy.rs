@@ -14,6 +14,11 @@
 //! `cp.async.bulk.wait_group.read N`, the same asynchronous reads retired by the same kind of wait,
 //! and the cases say `emulated`.
 //!
+//! `warpgroup_mma`/`warpgroup_wait` (the warpgroup-scoped form) get one helper warpgroup per
+//! warpgroup of the spec ([`wgmma_helpers`]), whose groups its agents share: group k is issued
+//! when the last agent issues it, a wait returns once every agent issued what it covers
+//! (`prelude/wgmma.cuh`, `PcWgScope`). Where wgmma is emulated the form is refused.
+//!
 //! What the lanes of a warp share (bulk and wgmma groups) a uniform agent does once, by its
 //! leader ([`shared_by_the_warp`]).
 
@@ -60,11 +65,46 @@ pub(super) const WARPGROUP: usize = 128;
 /// The smallest operand a descriptor read covers exactly (one m64n8k32 u8 B operand).
 const WGMMA_CHUNK: i64 = 256;
 
-/// The model threads that issue wgmma reads, in order: agent i's helper warpgroup is the i-th.
+/// The model threads that issue wgmma reads, in order.
 pub fn wgmma_agents(p: &Protocol) -> Vec<usize> {
     (0..p.threads.len())
         .filter(|&t| code_wgmma(&p.roles[p.threads[t].role as usize].code))
         .collect()
+}
+
+/// The code issues warpgroup-scoped wgmma (`warpgroup_mma` / `warpgroup_wait`).
+pub(super) fn code_warpgroup_wgmma(code: &Code) -> bool {
+    code.instrs.iter().any(|i| {
+        matches!(
+            i.kind,
+            InstrKind::Op {
+                op: IOp::Proxy(ProxyOp::Wgmma { warpgroup: true, .. }) | IOp::Proxy(ProxyOp::WgmmaWait { warpgroup: true, .. }),
+                ..
+            }
+        )
+    })
+}
+
+/// Some role issues warpgroup-scoped wgmma.
+pub(super) fn has_warpgroup_wgmma(p: &Protocol) -> bool {
+    p.roles.iter().any(|r| code_warpgroup_wgmma(&r.code))
+}
+
+/// The helper warpgroups, in order, each with the model threads it serves: one per agent that
+/// issues `wgmma_async`, and one per warpgroup of the spec (`Protocol::warpgroup_of`, its agents
+/// in that order) that issues `warpgroup_mma`, whose groups are the warpgroup's.
+pub fn wgmma_helpers(p: &Protocol) -> Vec<Vec<usize>> {
+    let mut v: Vec<Vec<usize>> = Vec::new();
+    for t in wgmma_agents(p) {
+        if code_warpgroup_wgmma(&p.roles[p.threads[t].role as usize].code) {
+            if !v.iter().any(|h| h.contains(&t)) {
+                v.push(p.warpgroup_of(t));
+            }
+        } else {
+            v.push(vec![t]);
+        }
+    }
+    v
 }
 
 /// Whether the protocol's wgmma reads run on the hardware's `wgmma.mma_async` (module docs), or
@@ -102,10 +142,13 @@ pub fn wgmma_hw_form(p: &Protocol, model_threads: usize) -> Result<(), String> {
             }
         }
     }
-    let total = helper_base(model_threads) + WARPGROUP * wgmma_agents(p).len();
+    if wgmma_helpers(p).iter().any(|h| h.len() > 64) {
+        return Err("a warpgroup of more than 64 agents".into());
+    }
+    let total = helper_base(model_threads) + WARPGROUP * wgmma_helpers(p).len();
     if total > 1024 {
         return Err(format!(
-            "{model_threads} threads and a helper warpgroup per issuing agent make {total} threads per block: at most 1024"
+            "{model_threads} threads and a helper warpgroup per issuing agent (or warpgroup) make {total} threads per block: at most 1024"
         ));
     }
     Ok(())
@@ -135,8 +178,8 @@ pub(super) fn shared_by_the_warp(op: &IOp) -> bool {
 /// four warps of a warpgroup, and a bulk store records no version of what it read.
 pub(super) fn proxy_inexpressible(op: &IOp, wgmma_hw: bool) -> Option<String> {
     match op {
-        IOp::Proxy(ProxyOp::Wgmma { warpgroup: true, .. }) | IOp::Proxy(ProxyOp::WgmmaWait { warpgroup: true, .. }) => Some(
-            "a warpgroup-scoped wgmma (warpgroup_mma / warpgroup_wait) is not expressible: a real wgmma needs sm_90a and matrix descriptors, and its emulation by bulk stores keeps groups per thread, not one group for the four warps of a warpgroup".to_string(),
+        IOp::Proxy(ProxyOp::Wgmma { warpgroup: true, .. }) | IOp::Proxy(ProxyOp::WgmmaWait { warpgroup: true, .. }) if !wgmma_hw => Some(
+            "a warpgroup-scoped wgmma (warpgroup_mma / warpgroup_wait) is not expressible in this kernel: its wgmma reads are emulated (see `wgmma_hw_form`: a cluster, an operand under 128 bytes, more than 1024 threads), and that emulation by bulk stores keeps groups per thread, not one group for the four warps of a warpgroup".to_string(),
         ),
         IOp::Proxy(ProxyOp::Wgmma { expect: Some(_), .. }) if !wgmma_hw => Some(
             "a wgmma_async with `expect = V` is not expressible: its emulation by bulk stores records no version of the operands it reads".to_string(),
@@ -146,6 +189,21 @@ pub(super) fn proxy_inexpressible(op: &IOp, wgmma_hw: bool) -> Option<String> {
 }
 
 impl Gen<'_> {
+    /// The operand pointers and sizes of a wgmma, with their index checks.
+    fn wgmma_operands(&mut self, code: &Code, bufs: &[Ref]) -> (Vec<String>, Vec<String>) {
+        let mut ptrs = Vec::new();
+        let mut sizes = Vec::new();
+        for b in bufs {
+            let (d, chk) = self.place(code, b, false);
+            if let Some(c) = chk {
+                self.w(format!("    {c}"));
+            }
+            ptrs.push(format!("(const int*){d}"));
+            sizes.push(format!("(int)sizeof({d})"));
+        }
+        (ptrs, sizes)
+    }
+
     /// An operation of the async proxy (`ProxyOp::StoreAsync`, `CommitGroup`, `WaitGroup`, `Wgmma`,
     /// `WgmmaWait`, `FenceProxyAsync`, `FenceMbarrierInit`).
     pub(super) fn proxy_op(&mut self, code: &Code, op: &ProxyOp) {
@@ -182,6 +240,23 @@ impl Gen<'_> {
             ProxyOp::WaitGroup { n, read } => {
                 let n = self.expr(code, n);
                 self.w(format!("  if (!pc_bulk_wait(th, {n}, {read})) return;"));
+            }
+            ProxyOp::Wgmma { bufs, expect, warpgroup: true } => {
+                self.w("  { // warpgroup_mma: this agent's issue of its warpgroup's next group; the helper warpgroup issues wgmma.mma_async once every agent of the warpgroup has");
+                let (ptrs, sizes) = self.wgmma_operands(code, bufs);
+                let v = expect.as_ref().map_or("-1LL".to_string(), |e| self.expr(code, e));
+                self.w(format!("    const int* ops[] = {{{}}};", ptrs.join(", ")));
+                self.w(format!("    const int bytes[] = {{{}}};", sizes.join(", ")));
+                self.w(format!(
+                    "    if (!pc_wgs_mma(th, &s.wg[wg_of[th.t]], &s.wgs[wg_of[th.t]], wg_member[th.t], {}, ops, bytes, {v})) return; }}",
+                    bufs.len()
+                ));
+            }
+            ProxyOp::WgmmaWait { n, warpgroup: true } => {
+                let n = self.expr(code, n);
+                self.w(format!(
+                    "  if (!pc_wgs_wait(th, &s.wg[wg_of[th.t]], &s.wgs[wg_of[th.t]], wg_member[th.t], {n})) return;  // warpgroup_wait: wgmma.wait_group on the warpgroup's groups, once every agent issued them"
+                ));
             }
             ProxyOp::Wgmma { bufs, expect, .. } if self.wgmma_hw => {
                 self.w("  { // wgmma_async: wgmma.mma_async by this agent's helper warpgroup, over the operands' descriptors");

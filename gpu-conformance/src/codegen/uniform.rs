@@ -254,6 +254,10 @@ impl Gen<'_> {
                     self.w("  if (!pc_sync(th, &s.block_sync)) return;  // every lane takes part");
                 }
             }
+            InstrKind::ClusterArrive { slot, .. } if !self.hw_cluster_barrier => {
+                // A relaxed arrival runs as a releasing one, as for a thread (`cluster_instr`).
+                self.cluster_arrive_lanes(code, *slot, step);
+            }
             InstrKind::Elect { slot } => {
                 if step {
                     self.w(begin);

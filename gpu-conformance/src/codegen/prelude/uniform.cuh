@@ -112,8 +112,9 @@ __device__ bool pc_u_block_wait(PcThread& th, PcU& u, int elected) {
   return st == PC_RUNNING || st == PC_OVERFLOW;   // the elected lane stopped in the block: so does the agent
 }
 // A lane exits. The last lane out writes the agent's record header from the leader's counters and,
-// in `apart`, the lanes whose observations or end differ from the leader's.
-__device__ void pc_u_exit(PcThread& th, PcU& u, int* apart) {
+// in `apart`, the lanes whose observations or end differ from the leader's; it returns true (the
+// agent has exited: in a cluster it then leaves the cluster barrier, which counts agents).
+__device__ bool pc_u_exit(PcThread& th, PcU& u, int* apart) {
   PcUAgent* a = u.a;
   if (u.in_block) pc_u_block_done(th, u);
   a->fin[u.lane][0] = th.status; a->fin[u.lane][1] = th.nreads; a->fin[u.lane][2] = th.ntry;
@@ -130,6 +131,8 @@ __device__ void pc_u_exit(PcThread& th, PcU& u, int* apart) {
     for (int l = 1; l < u.lanes; l++)
       if (a->fin[l][0] != a->fin[0][0] || a->hash[l] != a->hash[0] || a->nobs[l] != a->nobs[0]) m |= 1u << l;
     *apart = (int)m;
+    return true;
   }
+  return false;
 }
 #endif

@@ -187,4 +187,81 @@ __device__ void pc_wg_serve(PcWg* w, const unsigned char* ones, u64 timeout_ns) 
     start = pc_now();
   }
 }
+// ---- warpgroup_mma / warpgroup_wait: one helper warpgroup per warpgroup of the spec ----------
+// The agents of one warpgroup of the spec (its four warps, or their lanes) share one sequence of
+// wgmma groups, as the warps of a hardware warpgroup do. Group k is issued (wgmma.mma_async by
+// the helpers, `pc_wg_mma`) once every agent has issued its k-th warpgroup_mma, by the agent whose
+// issue completes it, and in group order; warpgroup_wait(N) of an agent waits (bounded) until
+// every agent has issued the groups older than its own N newest, then has the helpers retire them
+// with wgmma.wait_group, unless another agent's wait already did. One agent posts at a time.
+struct PcWgScope {
+  volatile int lock;              // an agent posting to the helpers
+  volatile int left;              // agents that exited
+  int members;                    // agents of the warpgroup
+  volatile int mine[64];          // per agent of the warpgroup: the groups it issued
+  volatile int cnt[PC_WG_SLOTS];  // per group slot: the agents that issued that group so far
+};
+static_assert(sizeof(PcWgScope) <= 320, "WGMMA_SCOPE_BYTES in codegen/mod.rs bounds it");
+__device__ bool pc_wgs_lock(PcThread& th, PcWgScope* g) {
+  u64 start = pc_now();
+  while (atomicCAS((int*)&g->lock, 0, 1) != 0) {
+    if (pc_now() - start > th.timeout_ns) { th.status = PC_HUNG; return false; }
+  }
+  __threadfence_block();
+  return true;
+}
+__device__ void pc_wgs_unlock(PcWgScope* g) { __threadfence_block(); atomicExch((int*)&g->lock, 0); }
+// warpgroup_mma(bufs) by agent `m` of the warpgroup.
+__device__ bool pc_wgs_mma(PcThread& th, PcWg* w, PcWgScope* g, int m, int nops, const int* const* bufs, const int* bytes, i64 expect) {
+  int k = g->mine[m];
+  if (k - w->retired >= PC_WG_SLOTS) { th.status = PC_UNSUPPORTED; return false; }  // more groups in flight than slots
+  g->mine[m] = k + 1;
+  __threadfence_block();
+  if (atomicAdd((int*)&g->cnt[k % PC_WG_SLOTS], 1) != g->members - 1) {
+    if (expect >= 0) {  // `expect = V`, checked at each agent's issue
+      bool stale = false;
+      for (int o = 0; o < nops; o++) {
+        const volatile int* b = bufs[o];
+        for (int i = 0; i < bytes[o] / 4; i++) stale |= (i64)b[i] != expect;
+      }
+      if (stale) th.nbad++;
+    }
+    return true;  // the others have not all issued group k yet: the last of them posts it
+  }
+  g->cnt[k % PC_WG_SLOTS] = 0;
+  // The last agent to issue group k posts it, once the helpers issued every earlier group.
+  u64 start = pc_now();
+  for (;;) {
+    if (!pc_wgs_lock(th, g)) return false;
+    if (w->issued == k) break;
+    pc_wgs_unlock(g);
+    if (pc_now() - start > th.timeout_ns) { th.status = PC_HUNG; return false; }
+  }
+  bool ok = pc_wg_mma(th, w, nops, bufs, bytes, expect);
+  pc_wgs_unlock(g);
+  return ok;
+}
+// warpgroup_wait(N) by agent `m`: the groups older than its N newest are complete once every
+// agent issued them (the MMA runs only then: a missing issue keeps it waiting, bounded).
+__device__ bool pc_wgs_wait(PcThread& th, PcWg* w, PcWgScope* g, int m, i64 n) {
+  if (n < 0) { th.status = PC_ASSERT; return false; }
+  i64 target = (i64)g->mine[m] - n;
+  if (target <= 0) return true;
+  u64 start = pc_now();
+  while ((i64)w->issued < target) {
+    if (pc_now() - start > th.timeout_ns) { th.status = PC_HUNG; return false; }
+  }
+  bool ok = true;
+  if ((i64)w->retired < target) {
+    if (!pc_wgs_lock(th, g)) return false;
+    if ((i64)w->retired < target) ok = pc_wg_wait(th, w, (i64)w->issued - target);
+    pc_wgs_unlock(g);
+  }
+  __threadfence_block();  // the reads are over: what follows is ordered after them
+  return ok;
+}
+// An agent of the warpgroup is done; the last one sends the helpers away.
+__device__ void pc_wgs_leave(PcThread& th, PcWg* w, PcWgScope* g) {
+  if (atomicAdd((int*)&g->left, 1) == g->members - 1) pc_wg_leave(th, w);
+}
 #endif

@@ -1,0 +1,70 @@
+//! Three forms the generator once refused and now generates (issue 30 item 3): a uniform role
+//! under cluster scope, a per-lane offset in a uniform role, and the warpgroup-scoped wgmma
+//! (`warpgroup_mma` / `warpgroup_wait`). Every library spec that used to be refused for one of
+//! them generates in both backends (with its hardware-barrier form where it has one) and, where
+//! NVRTC is installed (gpu-conformance/ci/setup-nvrtc.sh), compiles for sm_90a.
+
+use phasecheck_gpu::codegen::{generate, generate_hw_barrier, hw_barrier_form, Backend, Kernel};
+use phasecheck_gpu::nvrtc;
+use phasecheck_model::spec::load as load_spec;
+use std::path::PathBuf;
+
+/// The library specs each of the three refusals stopped, by form.
+const SPECS: &[(&str, &[&str])] = &[
+    (
+        "uniform role under cluster scope",
+        &["hopper/cluster_uniform_remote_arrive_per_lane", "hopper/cluster_uniform_remote_arrive_per_lane_fixed"],
+    ),
+    (
+        "per-lane offset in a uniform role",
+        &["hopper/uniform_lane_fragments_overlap", "hopper/uniform_lane_fragments_overlap_fixed"],
+    ),
+    (
+        "warpgroup-scoped wgmma",
+        &["hopper/warpgroup_release_before_wait", "hopper/warpgroup_release_before_wait_fixed"],
+    ),
+];
+
+fn kernels(name: &str, backend: Backend) -> Vec<Kernel> {
+    let f = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("../specs/{name}.phase"));
+    let spec = load_spec(&f, &[]).unwrap_or_else(|e| panic!("{e}"));
+    let p = &spec.proto;
+    let mut v = vec![generate(p, &spec.source, backend, 0).unwrap_or_else(|e| panic!("{name} [{}]: {e}", backend.name()))];
+    if hw_barrier_form(p).is_ok() {
+        v.push(generate_hw_barrier(p, &spec.source, backend, 1).unwrap_or_else(|e| panic!("{name} [{}] hw barrier: {e}", backend.name())));
+    }
+    v
+}
+
+#[test]
+fn the_formerly_refused_library_specs_generate_in_both_backends() {
+    for (form, names) in SPECS {
+        for name in *names {
+            for b in [Backend::Ptx, Backend::Libcu] {
+                let ks = kernels(name, b);
+                assert!(!ks.is_empty(), "{form}: {name}");
+            }
+        }
+    }
+}
+
+#[test]
+fn the_formerly_refused_library_specs_compile_for_sm90a() {
+    if !nvrtc::available() {
+        eprintln!("SKIPPED: libnvrtc not found (source gpu-conformance/ci/setup-nvrtc.sh to run this test)");
+        return;
+    }
+    let mut failures = Vec::new();
+    for (_, names) in SPECS {
+        for name in *names {
+            for b in [Backend::Ptx, Backend::Libcu] {
+                for k in kernels(name, b) {
+                    if let Err(log) = nvrtc::compile_source(&k.source(), &format!("{}.cu", k.symbol)) {
+                        failures.push(format!("{name} {} [{}]:\n{log}", k.symbol, b.name()));
+                    }
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
