@@ -602,6 +602,11 @@ fn judge_case(s: &SpecPlan, k: &Kernel, b: Backend, mode: &str, trace: Option<us
         match &k.wgmma_emulated {
             // wgmma.mma_async is executed by a whole warpgroup (128 threads, .sync.aligned) and the
             // spec's agent is one thread (or one warp's lanes): a helper warpgroup issues its wgmmas.
+            // A warpgroup-scoped group is issued by the helper once the last of the warpgroup's
+            // warps issued it: the warps' joint issue is the generator's, hence "emulated".
+            None if crate::codegen::has_warpgroup_wgmma(&s.model.proto) => note.push_str(
+                "wgmma on the hardware (wgmma.mma_async by one helper warpgroup per spec warpgroup, over descriptors of the spec's buffers); the warpgroup's joint issue emulated (a group goes out once the last of its warps issued it); ",
+            ),
             None => note.push_str(
                 "wgmma on the hardware (wgmma.mma_async by a helper warpgroup per issuing agent, over descriptors of the spec's buffers); ",
             ),

@@ -58,7 +58,7 @@ pub use expr::comment_text;
 pub use frame::smem_symbol;
 pub use plain::generate_plain;
 pub use prelude::prelude_text;
-pub use proxy::{has_wgmma, wgmma_agents, wgmma_helpers, wgmma_hw_form};
+pub use proxy::{has_warpgroup_wgmma, has_wgmma, wgmma_agents, wgmma_helpers, wgmma_hw_form};
 pub use results::{block_words_of, status, BlockRecord, ThreadRecord, CAP, HEADER_WORDS, SRC_VERSIONS, THREAD_WORDS};
 pub use uniform::{has_uniform, thread_lanes};
 pub use warp::{has_commit, PATH_CAP};

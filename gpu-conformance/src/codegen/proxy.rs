@@ -86,7 +86,7 @@ pub(super) fn code_warpgroup_wgmma(code: &Code) -> bool {
 }
 
 /// Some role issues warpgroup-scoped wgmma.
-pub(super) fn has_warpgroup_wgmma(p: &Protocol) -> bool {
+pub fn has_warpgroup_wgmma(p: &Protocol) -> bool {
     p.roles.iter().any(|r| code_warpgroup_wgmma(&r.code))
 }
 
