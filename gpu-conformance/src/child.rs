@@ -202,8 +202,13 @@ pub fn run_jobs(jf: &mut JobFile, tag: &str, dir: &Path, budget: Duration, on: &
         let mut next = start;
         let mut faulted = false;
         let mut over = false;
-        // When the job in progress began: the child's module load, then each result, restart it.
+        // When the job in progress began: each of the child's words restarts it.
         let mut job_began = Instant::now();
+        // The module is loaded (the child said `ready`): only from then on does a launch's hang
+        // limit run. Loading a module eagerly took over 5 s in a fresh child on the H200
+        // (2026-12-03, the first job of the suite), which a limit counted from the spawn took for
+        // a hung launch (the false OUTSIDE of 2026-12-02); the spec's budget bounds the load.
+        let mut loaded = false;
         let mut hung = false;
         // Whether the child's last word was `launch` (so that a `done` after it times the launch).
         let mut launch_said = false;
@@ -219,7 +224,8 @@ pub fn run_jobs(jf: &mut JobFile, tag: &str, dir: &Path, budget: Duration, on: &
             };
             let left = budget.saturating_sub(began.elapsed());
             let hang = Duration::from_millis(job.hang_ms);
-            let hang_left = if job.hang_ms > 0 {
+            let timed = job.hang_ms > 0 && loaded;
+            let hang_left = if timed {
                 hang.saturating_sub(job_began.elapsed())
             } else {
                 HEARTBEAT
@@ -227,7 +233,7 @@ pub fn run_jobs(jf: &mut JobFile, tag: &str, dir: &Path, budget: Duration, on: &
             let line = match rx.recv_timeout(left.min(HEARTBEAT).min(hang_left)) {
                 Ok(l) => l,
                 Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
-                Err(std::sync::mpsc::RecvTimeoutError::Timeout) if job.hang_ms > 0 && job_began.elapsed() >= hang => {
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) if timed && job_began.elapsed() >= hang => {
                     // A hardware barrier that never completes: only ending the process ends it.
                     let _ = child.kill();
                     on(ChildEvent::Result(
@@ -270,7 +276,8 @@ pub fn run_jobs(jf: &mut JobFile, tag: &str, dir: &Path, budget: Duration, on: &
             job_began = Instant::now();
             let launched = std::mem::replace(&mut launch_said, what == "launch");
             match what {
-                "ready" | "launch" => {}
+                "ready" => loaded = true,
+                "launch" => {}
                 "done" => {
                     let f = jf.results_dir.join(format!("job-{id}.bin"));
                     let r = match std::fs::read(&f) {

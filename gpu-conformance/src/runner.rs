@@ -38,17 +38,18 @@ use std::time::{Duration, Instant};
 /// How long a free-running launch on the hardware's barriers may take before the host takes it
 /// for hung, where the model allows a hang (or anything, after undefined behaviour): a slow launch
 /// taken for a hang there is judged within either way. Its waits are bounded by 20 ms each; in the
-/// H200 run of 2026-12-02 (`results/2026-12-02-h200-probe-*`, the library's stress cases) the
-/// slowest of 100 hardware-barrier launches that returned took 0.16 s, so 2 s is a wide margin;
-/// each launch that hangs as the model allows costs that much of the wall (six in the library).
+/// H200 run of 2026-12-03 (`results/2026-12-03-h200-a.md`, each note says how long its launch took)
+/// the slowest of 106 hardware-barrier launches that returned took 0.16 s, so 2 s is a wide
+/// margin; each launch that hangs as the model allows costs that much of the wall (six in the
+/// library).
 pub const HW_BARRIER_HANG_MS: u64 = 2000;
 
-/// The hang limit of a hardware-barrier launch whose spec the model says always returns. In the
-/// H200 run of 2026-12-02 (`results/2026-12-02-h200-a-*`) the first stress launch of
-/// `cutlass_pipeline_tma_async_cluster_multicast` (a fresh child, `barrier.cluster`, 4,096
-/// clusters) passed 4 s in the suite while alone it returned every time; a slow launch taken for
-/// a hang there is a false OUTSIDE, while where the model allows a hang it is judged within either
-/// way, so only these launches get the long wait (each note says how long a launch took).
+/// The hang limit of a hardware-barrier launch whose spec the model says always returns. In an
+/// H200 run of 2026-12-02 the first stress launch of `cutlass_pipeline_tma_async_cluster_multicast`
+/// (a fresh child, `barrier.cluster`, 4,096 clusters) passed a 4 s limit twice in the suite while
+/// alone it returned every time; with this limit it returned in 0.01 s (2026-12-03, above). A slow
+/// launch taken for a hang there is a false OUTSIDE, while where the model allows a hang it is
+/// judged within either way, so only these launches get the long wait.
 pub const HW_BARRIER_QUIET_HANG_MS: u64 = 30_000;
 
 /// Run the suite; the exit status: 0 (nothing outside the model, or no driver), 1 (some case
