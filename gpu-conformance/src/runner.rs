@@ -173,12 +173,51 @@ pub fn run(a: &Settings) -> u8 {
 
 /// [`plan_spec`] for every spec, on as many threads as the machine has cores (at most one per
 /// spec). The stages are independent per spec, and each catches its own model failure.
+/// A spec's line comes when it is planned; while a long enumeration runs, a line every few
+/// seconds says how many specs are left and which has run longest (the real shapes' planning went
+/// 75 s without a word on the H200, 2026-12-03).
 fn plan_all(loaded: &[phasecheck_model::spec::Spec], a: &Settings, index: &TraceIndex, generated: &[Generated]) -> Vec<SpecPlan> {
     let n = loaded.len();
-    par_map(n, |i| {
-        let p = plan_spec(&loaded[i], a, index, &generated[i]);
-        eprintln!("{}", progress_line(i, n, &p));
-        p
+    let t0 = Instant::now();
+    let running: std::sync::Mutex<BTreeMap<usize, Instant>> = std::sync::Mutex::new(BTreeMap::new());
+    let left = std::sync::atomic::AtomicUsize::new(n);
+    std::thread::scope(|scope| {
+        let (running, left) = (&running, &left);
+        scope.spawn(move || {
+            let mut spoke = Instant::now();
+            while left.load(std::sync::atomic::Ordering::Relaxed) > 0 {
+                std::thread::sleep(Duration::from_millis(100));
+                if spoke.elapsed() < crate::child::HEARTBEAT {
+                    continue;
+                }
+                let longest = running.lock().unwrap().iter().min_by_key(|(_, t)| **t).map(|(&i, t)| (i, t.elapsed()));
+                if let Some((i, took)) = longest {
+                    eprintln!(
+                        "gpu run: planning, {} of {n} specs left, {:.1} s; longest running: {} ({:.1} s)",
+                        left.load(std::sync::atomic::Ordering::Relaxed),
+                        t0.elapsed().as_secs_f64(),
+                        loaded[i].path.display(),
+                        took.as_secs_f64()
+                    );
+                }
+                spoke = Instant::now();
+            }
+        });
+        // Counted down even if a plan panics, so that the ticker always ends.
+        struct Planned<'a>(&'a std::sync::atomic::AtomicUsize);
+        impl Drop for Planned<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+        par_map(n, |i| {
+            let _planned = Planned(left);
+            running.lock().unwrap().insert(i, Instant::now());
+            let p = plan_spec(&loaded[i], a, index, &generated[i]);
+            running.lock().unwrap().remove(&i);
+            eprintln!("{}", progress_line(i, n, &p));
+            p
+        })
     })
 }
 
