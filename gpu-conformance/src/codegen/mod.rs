@@ -50,12 +50,14 @@ mod plain;
 mod prelude;
 mod proxy;
 mod results;
+mod tensormap;
 mod thread;
 mod uniform;
 mod warp;
 
 pub use expr::comment_text;
 pub use frame::smem_symbol;
+pub use tensormap::tmap_symbol;
 pub use plain::generate_plain;
 pub use prelude::prelude_text;
 pub use proxy::{has_warpgroup_wgmma, has_wgmma, wgmma_agents, wgmma_helpers, wgmma_hw_form};
