@@ -109,8 +109,8 @@ pub struct NotExpressible(pub String);
 
 impl NotExpressible {
     /// Whether this is one of the statements the GPU stage leaves to the model by design
-    /// (docs/known-debts.md, "The GPU stage"): the Blackwell statements, TMA descriptors, and
-    /// the warpgroup-scoped wgmma where wgmma is emulated. The library coverage tests accept
+    /// (docs/known-debts.md, "The GPU stage"): the Blackwell statements and the warpgroup-scoped
+    /// wgmma where wgmma is emulated (TMA descriptors run on real tensor maps, `tensormap.rs`). The library coverage tests accept
     /// these refusals and no other.
     pub fn model_only(&self) -> bool {
         const MODEL_ONLY: &[&str] = &[
