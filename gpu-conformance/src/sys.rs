@@ -144,6 +144,84 @@ impl Gpu {
         Ok(u32::from_le_bytes(b))
     }
 
+    /// A kernel with TMA descriptors (`tensormap`) has a `PcTmapHost` (`codegen::tmap_symbol`,
+    /// layout in codegen/prelude/tensormap.cuh): give it a tensor source (768 rows of
+    /// `src_words` words, row r stamped r - 256), per-block descriptor slots, and a real
+    /// `CUtensorMap` (cuTensorMapEncodeTiled: 1-D, int32, 512 rows, the kernel's box). A kernel
+    /// without one gets nothing (Ok(None)). Any failure is this launch's error, before the launch.
+    fn tensor_map(&self, m: &Module, l: &Launch) -> Result<Option<(cudarc::driver::CudaSlice<i32>, cudarc::driver::CudaSlice<u8>)>, String> {
+        use cudarc::driver::sys as cu;
+        use cudarc::driver::DevicePtr;
+        let name = crate::codegen::tmap_symbol(l.symbol);
+        let Ok(mut view) = m.module.get_global(&name, &self.stream) else {
+            return Ok(None);
+        };
+        let mut host: Vec<u8> = self.stream.clone_dtoh(&view).map_err(|e| format!("tensor map: read {name}: {e:?}"))?;
+        if host.len() < 160 {
+            return Err(format!("tensor map: {name} is {} bytes, not a PcTmapHost", host.len()));
+        }
+        let word = |h: &[u8], at: usize| i32::from_le_bytes([h[at], h[at + 1], h[at + 2], h[at + 3]]);
+        let (box_words, nbuf) = (word(&host, 148), word(&host, 152));
+        let row_words = l.src_words;
+        if !(1..=256).contains(&box_words) || box_words % 4 != 0 || nbuf < 1 || row_words < 4 || row_words % 4 != 0 {
+            return Err(format!(
+                "tensor map: box of {box_words} words, {nbuf} slots, rows of {row_words} words: not a tensor map TMA takes"
+            ));
+        }
+        const ROWS: usize = 768;
+        let rows_host: Vec<i32> = (0..ROWS).flat_map(|r| std::iter::repeat_n(r as i32 - 256, row_words as usize)).collect();
+        let rows = self.stream.clone_htod(&rows_host).map_err(|e| format!("tensor map: copy: {e:?}"))?;
+        let slots = self
+            .stream
+            .alloc_zeros::<u8>(l.grid as usize * nbuf as usize * 128)
+            .map_err(|e| format!("tensor map: alloc: {e:?}"))?;
+        let (rows_ptr, slots_ptr) = {
+            let (r, _r) = rows.device_ptr(&self.stream);
+            let (s, _s) = slots.device_ptr(&self.stream);
+            (r, s)
+        };
+        let mut map = cu::CUtensorMap { opaque: [0; 16] };
+        let dims: [u64; 1] = [512 * row_words as u64];
+        let strides: [u64; 1] = [row_words as u64 * 4]; // rank 1 reads none of it
+        let boxes: [u32; 1] = [box_words as u32];
+        let elem: [u32; 1] = [1];
+        // SAFETY: every pointer is to a live local of the size the call reads for rank 1; the
+        // driver is loaded (a context exists). A missing entry point panics in cudarc's loader:
+        // caught, and this launch's error.
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| unsafe {
+            cu::cuTensorMapEncodeTiled(
+                &mut map,
+                cu::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_INT32,
+                1,
+                rows_ptr as *mut std::ffi::c_void,
+                dims.as_ptr(),
+                strides.as_ptr(),
+                boxes.as_ptr(),
+                elem.as_ptr(),
+                cu::CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
+                cu::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_NONE,
+                cu::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                cu::CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+            )
+        }))
+        .map_err(|_| "tensor map: cuTensorMapEncodeTiled is missing from the driver".to_string())?;
+        if r != cu::CUresult::CUDA_SUCCESS {
+            return Err(format!(
+                "tensor map: cuTensorMapEncodeTiled failed ({r:?}) for a 1-D int32 tensor of {} elements, box {box_words}",
+                dims[0]
+            ));
+        }
+        for (i, w) in map.opaque.iter().enumerate() {
+            host[i * 8..i * 8 + 8].copy_from_slice(&w.to_le_bytes());
+        }
+        host[128..136].copy_from_slice(&rows_ptr.to_le_bytes());
+        host[136..144].copy_from_slice(&slots_ptr.to_le_bytes());
+        host[144..148].copy_from_slice(&(row_words * 4).to_le_bytes());
+        host[156..160].copy_from_slice(&1i32.to_le_bytes());
+        self.stream.memcpy_htod(&host, &mut view).map_err(|e| format!("tensor map: write {name}: {e:?}"))?;
+        Ok(Some((rows, slots)))
+    }
+
     /// Launch and wait; Err carries the CUDA error (a sticky one leaves this context unusable).
     /// `launching` is called once the kernel is loaded and its buffers are in place, just before
     /// the launch: what happens after it is the kernel's own time (the host's hang limit for a
@@ -175,6 +253,8 @@ impl Gpu {
             .map_err(|e| format!("alloc: {e:?}"))?;
         let src = self.stream.clone_htod(l.src).map_err(|e| format!("copy: {e:?}"))?;
         let sched = self.stream.clone_htod(l.sched).map_err(|e| format!("copy: {e:?}"))?;
+        // A kernel with TMA descriptors gets its tensor map (kept alive until the launch is done).
+        let _tensor_map = self.tensor_map(m, l)?;
         let cfg = LaunchConfig {
             grid_dim: (l.grid, 1, 1),
             block_dim: (l.block, 1, 1),

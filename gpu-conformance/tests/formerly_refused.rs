@@ -1,6 +1,6 @@
-//! Three forms the generator once refused and now generates (issue 30 item 3): a uniform role
-//! under cluster scope, a per-lane offset in a uniform role, and the warpgroup-scoped wgmma
-//! (`warpgroup_mma` / `warpgroup_wait`). Every library spec that used to be refused for one of
+//! Forms the generator once refused and now generates (issue 30 item 3): a uniform role
+//! under cluster scope, a per-lane offset in a uniform role, the warpgroup-scoped wgmma
+//! (`warpgroup_mma` / `warpgroup_wait`), and TMA descriptors in shared memory (`tensormap`). Every library spec that used to be refused for one of
 //! them generates in both backends (with its hardware-barrier form where it has one) and, where
 //! NVRTC is installed (gpu-conformance/ci/setup-nvrtc.sh), compiles for sm_90a.
 
@@ -9,7 +9,7 @@ use phasecheck_gpu::nvrtc;
 use phasecheck_model::spec::load as load_spec;
 use std::path::PathBuf;
 
-/// The library specs each of the three refusals stopped, by form.
+/// The library specs each of the refusals stopped, by form.
 const SPECS: &[(&str, &[&str])] = &[
     (
         "uniform role under cluster scope",
@@ -22,6 +22,15 @@ const SPECS: &[(&str, &[&str])] = &[
     (
         "warpgroup-scoped wgmma",
         &["hopper/warpgroup_release_before_wait", "hopper/warpgroup_release_before_wait_fixed"],
+    ),
+    (
+        "TMA descriptor in shared memory (tensormap)",
+        &[
+            "hopper/tensormap_edit_without_fence",
+            "hopper/tensormap_edit_without_fence_fixed",
+            "hopper/tensormap_edit_under_copy",
+            "hopper/tensormap_edit_under_copy_fixed",
+        ],
     ),
 ];
 
@@ -67,4 +76,35 @@ fn the_formerly_refused_library_specs_compile_for_sm90a() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+/// The tensormap specs run on the real instructions: the edit, the fence pair and the tensor copy
+/// (with the `expect` probe) are each emitted where the spec has them, in both backends.
+#[test]
+fn the_tensormap_specs_use_real_tensor_maps() {
+    for name in ["hopper/tensormap_edit_without_fence_fixed", "hopper/tensormap_edit_under_copy"] {
+        for b in [Backend::Ptx, Backend::Libcu] {
+            let k = &kernels(name, b)[0];
+            for what in [
+                "tensormap.replace.tile.global_address.shared::cta.b1024.b64",
+                "fence.proxy.tensormap::generic.acquire.gpu",
+                "cp.async.bulk.tensor.1d.shared::cluster.global.tile.mbarrier::complete_tx::bytes",
+                "pc_tmap_edit(",
+                "pc_tmap_fence(",
+                "pc_tmap_copy(",
+                "pc_tmap_probe(",
+            ] {
+                assert!(k.body.contains(what), "{name} [{}]: no {what}", b.name());
+            }
+        }
+    }
+    // Without the fence, the kernel has no fence either: the copy reads the slot as the
+    // unfenced stores left it.
+    for b in [Backend::Ptx, Backend::Libcu] {
+        let k = &kernels("hopper/tensormap_edit_without_fence", b)[0];
+        let from = k.body.find("// role ").expect("role functions");
+        let to = k.body.find("}  // namespace").expect("the namespace's end");
+        let roles = &k.body[from..to];
+        assert!(!roles.contains("pc_tmap_fence("), "the unfenced spec's roles fence nothing [{}]", b.name());
+    }
 }

@@ -45,6 +45,11 @@ snap!(cluster_uniform_ptx, "cluster_uniform", Backend::Ptx);
 snap!(warpgroup_mma_ptx, "warpgroup_mma", Backend::Ptx);
 snap!(warpgroup_mma_libcu, "warpgroup_mma", Backend::Libcu);
 snap!(cluster_uniform_libcu, "cluster_uniform", Backend::Libcu);
+// A TMA descriptor in shared memory: the host's tensor map copied in, edited with
+// tensormap.replace, fenced for the tensormap proxy, and read by cp.async.bulk.tensor through its
+// global slot (with the probe that checks `expect`).
+snap!(tensormap_group_ptx, "tensormap_group", Backend::Ptx);
+snap!(tensormap_group_libcu, "tensormap_group", Backend::Libcu);
 
 /// ... and its hardware cluster-barrier form: every lane arrives on `barrier.cluster`, and every
 /// lane stays in the exit loop until the cluster's lanes are done.

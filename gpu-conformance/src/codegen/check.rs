@@ -7,15 +7,6 @@ use super::warp::{code_commits, code_warp_ops};
 use super::{Backend, Gen, NotExpressible};
 use phasecheck_model::program::ir::*;
 
-/// A TMA descriptor in shared memory: the generator's copies are bulk copies
-/// (`cp.async.bulk`), which take no tensor map, and its kernels hold no `CUtensorMap` for a
-/// thread to edit, so the descriptor's edits, fence and use are checked by the model alone.
-fn tensormap_inexpressible(op: &IOp) -> Option<&'static str> {
-    matches!(op, IOp::Copy(CopyOp::Tensor { .. }) | IOp::Proxy(ProxyOp::FenceProxyTensormap { .. })).then_some(
-        "a TMA descriptor in shared memory (`tensormap`) is not expressible on sm_90 by this generator: its copies are bulk copies without tensor maps, and its kernels hold no CUtensorMap",
-    )
-}
-
 impl Gen<'_> {
     /// Reject what this backend cannot express, with the reason.
     pub(super) fn check_expressible(&self) -> Result<(), NotExpressible> {
@@ -24,7 +15,7 @@ impl Gen<'_> {
         for (code, _) in self.all_code() {
             for ins in &code.instrs {
                 let InstrKind::Op { op, .. } = &ins.kind else { continue };
-                if let Some(why) = super::blackwell::blackwell_inexpressible(op).or_else(|| tensormap_inexpressible(op).map(String::from)) {
+                if let Some(why) = super::blackwell::blackwell_inexpressible(op) {
                     let (line, text) = line_of(self.src, ins.span.start);
                     return Err(NotExpressible(format!("line {line} `{text}`: {why}")));
                 }
@@ -61,6 +52,22 @@ impl Gen<'_> {
                     "barrier {} has a completion function; hardware mbarriers have none (libcu++ runs it in software)",
                     b.name
                 )));
+            }
+        }
+        // TMA descriptors (`tensormap`): real tensor maps, within the limits of `tensormap.rs`.
+        let uniform_code: Vec<(&Code, bool)> = p
+            .roles
+            .iter()
+            .map(|r| (&r.code, r.uniform))
+            .chain(p.completions.iter().map(|c| (c, false)))
+            .collect();
+        for (code, uniform) in uniform_code {
+            for ins in &code.instrs {
+                let InstrKind::Op { op, .. } = &ins.kind else { continue };
+                if let Some(why) = self.tensormap_inexpressible(op, uniform) {
+                    let (line, text) = line_of(self.src, ins.span.start);
+                    return Err(NotExpressible(format!("line {line} `{text}`: {why}")));
+                }
             }
         }
         for (code, _) in self.all_code() {

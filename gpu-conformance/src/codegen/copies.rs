@@ -66,7 +66,7 @@ impl Gen<'_> {
         let libcu = self.backend == Backend::Libcu;
         match op {
             CopyOp::CopyFrom { .. } => unreachable!("a copy from shared memory always names its CTA (`cta = R`): cluster.rs emits it"),
-            CopyOp::Tensor { .. } => unreachable!("check_expressible refuses tensor copies (their kernels hold no CUtensorMap)"),
+            CopyOp::Tensor { map, expect, copy } => self.tensor_copy(code, map, expect.as_ref(), copy),
             CopyOp::Copy { buf, bar, bytes, version } => {
                 let (b, chk1) = self.place(code, bar, true);
                 let (d, chk2) = self.place(code, buf, false);

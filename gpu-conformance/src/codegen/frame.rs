@@ -8,7 +8,8 @@ use super::cluster::uses_cluster_barrier;
 use super::expr::{comment_text, ident, line_of};
 use super::memory::words_of;
 use super::named::has_named;
-use super::prelude::{UNIFORM_HELPERS, WGMMA_HELPERS};
+use super::prelude::{TENSORMAP_HELPERS, UNIFORM_HELPERS, WGMMA_HELPERS};
+use super::tensormap::has_tensormap;
 use super::proxy::{has_warpgroup_wgmma, wgmma_helpers, WARPGROUP};
 use super::results::{block_words_of, Layout, COMPLETIONS_CPP, END_VARS_FROM_PROBES_CPP, HEADER_CPP, PROBES_CPP};
 use super::warp::{code_commits, has_commit, has_warp_ops};
@@ -48,8 +49,16 @@ impl Gen<'_> {
         if self.wgmma_hw {
             self.w(WGMMA_HELPERS);
         }
+        let tmap = has_tensormap(p);
+        if tmap {
+            self.w(TENSORMAP_HELPERS);
+            self.tensormap_host(symbol);
+        }
         self.w(format!("namespace {ns} {{"));
         self.w(format!("constexpr int NT = {nt};        // model threads"));
+        if tmap {
+            self.tensormap_accessor(symbol);
+        }
         if self.wgmma_hw {
             let helpers = wgmma_helpers(p);
             let base = block_dim - WARPGROUP * helpers.len();
@@ -197,6 +206,9 @@ impl Gen<'_> {
         if self.hw_cluster_barrier {
             self.w("  volatile int cbar_out[NT];  // barrier.cluster: arrived on a phase not yet waited for, per model thread");
             self.w("  int cfin;               // model threads of the cluster that finished (each CTA counts them all)");
+        }
+        if tmap {
+            self.tensormap_shared();
         }
         self.w("  PcSync block_sync;      // syncthreads");
         self.w("  PcSync warp_sync[NW];   // syncwarp, per model warp");
@@ -386,7 +398,10 @@ impl Gen<'_> {
             self.w("    for (int i = 0; i < NT; i++) { s.wcount[i] = 0; s.wdone[i] = 0; }");
             self.w("    for (int w = 0; w < NW; w++) s.walive[w] = warp_n[w] >= 32 ? 0xffffffffu : (1u << warp_n[w]) - 1u;");
         }
-        if self.backend == Backend::Ptx || nc > 1 {
+        if tmap {
+            self.tensormap_init();
+        }
+        if self.backend == Backend::Ptx || nc > 1 || tmap {
             self.w("    pc_fence_init();  // make the inits visible to the async proxy");
         }
         self.w("  }");

@@ -31,6 +31,7 @@ impl Gen<'_> {
                 }
                 self.w("  }");
             }
+            MemOp::Write { buf, version } if self.is_tensormap(buf) => self.tensormap_write(code, buf, version),
             MemOp::Write { buf, version } => {
                 let (d, chk) = self.place(code, buf, false);
                 if let Some(c) = chk {

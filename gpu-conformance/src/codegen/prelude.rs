@@ -46,6 +46,10 @@ pub(super) const UNIFORM_HELPERS: &str = include_str!("prelude/uniform.cuh");
 /// wgmma reads run on the hardware, behind an include guard, as the uniform helpers are.
 pub(super) const WGMMA_HELPERS: &str = include_str!("prelude/wgmma.cuh");
 
+/// TMA descriptors in shared memory (`tensormap`): emitted in the body of each kernel that has
+/// one, behind an include guard, as the uniform helpers are.
+pub(super) const TENSORMAP_HELPERS: &str = include_str!("prelude/tensormap.cuh");
+
 /// The first lines of a translation unit: what generated it, and the backend's include.
 fn header(backend: Backend) -> &'static str {
     match backend {

@@ -208,9 +208,7 @@ impl Gen<'_> {
     /// `WgmmaWait`, `FenceProxyAsync`, `FenceMbarrierInit`).
     pub(super) fn proxy_op(&mut self, code: &Code, op: &ProxyOp) {
         match op {
-            ProxyOp::FenceProxyTensormap { .. } => {
-                unreachable!("check_expressible refuses descriptor fences (the kernels hold no CUtensorMap)")
-            }
+            ProxyOp::FenceProxyTensormap { map } => self.tensormap_fence(code, map),
             ProxyOp::StoreAsync { buf } => {
                 let (d, chk) = self.place(code, buf, false);
                 if let Some(c) = chk {
