@@ -313,6 +313,9 @@ impl Machine {
             (proto.lanes_at(t, s.threads[t].pc) > 1 && arrivals_span_phases(&obs)) || self.co_issued_past_pending(s, &next, t, &obs)
         });
         let over = batched_over.then(|| Next::Undefined(self.undefined(p, ViolationKind::OverArrival)));
+        if self.edits_descriptor_in_use(s, &out.violations, &obs) {
+            return vec![Next::Undefined(self.undefined(p, ViolationKind::DataRace))];
+        }
         if out
             .violations
             .iter()
@@ -392,6 +395,26 @@ impl Machine {
 }
 
 impl Machine {
+    /// The step edits a TMA descriptor (`tensormap`) while a tensor copy issued through it is in
+    /// flight (the model's data race of that edit). The TMA unit may read the descriptor at any
+    /// time until the copy lands, and may see it half edited, so what the copy fetches, and what
+    /// its destination then holds, is unconstrained: on the H200 (2026-12-03,
+    /// specs/hopper/tensormap_edit_under_copy) 38 of 8,192 blocks read the tile that the edited
+    /// descriptor points at, a version the model's issue-time read never lands. From here the
+    /// outcome is anything, as after any undefined behaviour.
+    fn edits_descriptor_in_use(&self, s: &State, violations: &[Violation], obs: &[Obs]) -> bool {
+        use phasecheck_model::rt::copies::CopyKind;
+        let p = &self.model.proto;
+        violations.iter().any(|v| v.kind == ViolationKind::DataRace)
+            && obs.iter().any(|o| match o {
+                Obs::Wrote { buf, .. } => {
+                    let b = *buf as usize;
+                    p.buffers[b].tensormap && s.copies.iter().any(|c| c.kind == CopyKind::SrcRead && c.buf as usize == b)
+                }
+                _ => false,
+            })
+    }
+
     /// `t`'s arrive (its step from `s` to `next`, observing `obs`) and the arrivals of the other
     /// lanes of its warp and role standing at the same instruction in `s`, applied after it one by
     /// one: whether one of those lands on another phase of `t`'s barrier. On the H200 they are one
