@@ -207,6 +207,9 @@ impl Gen<'_> {
             self.w("  volatile int cbar_out[NT];  // barrier.cluster: arrived on a phase not yet waited for, per model thread");
             self.w("  int cfin;               // model threads of the cluster that finished (each CTA counts them all)");
         }
+        if self.keeper {
+            self.w("  int cfin;               // model threads of the cluster that finished (each CTA counts them all)");
+        }
         if tmap {
             self.tensormap_shared();
         }
@@ -378,6 +381,9 @@ impl Gen<'_> {
         if self.hw_cluster_barrier {
             self.w("    s.cfin = 0; for (int i = 0; i < NT; i++) s.cbar_out[i] = 0;");
         }
+        if self.keeper {
+            self.w("    s.cfin = 0;");
+        }
         if self.wgmma_hw {
             self.w("    { int* z = (int*)&s.wg[0]; for (int i = 0; i < (int)(sizeof(s.wg) / sizeof(int)); i++) z[i] = 0; }");
             if has_warpgroup_wgmma(p) {
@@ -413,6 +419,16 @@ impl Gen<'_> {
             self.w(
                 "  if ((int)threadIdx.x >= WG_BASE) { pc_wg_serve(&s.wg[(threadIdx.x - WG_BASE) / 128], s.wg_ones, timeout_ns); return; }",
             );
+        }
+        if self.keeper {
+            self.w(format!(
+                "  if (threadIdx.x >= {}) {{  // the keeper warp: this CTA's shared memory outlives every thread of the cluster",
+                block_dim - 32
+            ));
+            self.w("    while (*(volatile int*)&s.cfin < NT) __nanosleep(1000);");
+            self.w("    pc_cluster_barrier_hw();  // the keepers alone: every model thread has exited");
+            self.w("    return;");
+            self.w("  }");
         }
         self.w("  if (me < 0) return;");
         self.w("  PcThread th = {};");
@@ -516,6 +532,11 @@ impl Gen<'_> {
         self.end_probes();
         if self.hw_cluster_barrier {
             self.cluster_hw_exit();
+        } else if self.keeper {
+            // Counted finished in every CTA, then gone: an exited lane holds back no barrier.sync.
+            self.w(format!(
+                "  asm volatile(\"fence.acq_rel.cluster;\" ::: \"memory\"); for (int r = 0; r < {nc}; r++) atomicAdd((int*)pc_mapa((const void*)&s.cfin, r), 1);"
+            ));
         } else if nc > 1 {
             self.w("  pc_cluster_barrier_hw();  // no CTA exits while a peer may still reach its shared memory");
         }

@@ -189,6 +189,10 @@ struct Gen<'a> {
     /// `syncthreads` and named barriers on the hardware's own instructions ([`generate_hw_barrier`],
     /// one CTA).
     hw_barrier: bool,
+    /// Named barriers on the hardware in a cluster kernel without a cluster barrier: the model's
+    /// threads exit when they finish and a keeper warp per CTA keeps its shared memory alive
+    /// until the whole cluster finished ([`hw_barrier_form`]).
+    keeper: bool,
     /// The spec's cluster barrier on `barrier.cluster` ([`generate_hw_barrier`], a cluster).
     hw_cluster_barrier: bool,
     /// wgmma reads on the hardware's `wgmma.mma_async`, by helper warpgroups (`proxy`).
@@ -225,6 +229,7 @@ pub fn expression_cpp(p: &Protocol, code: &Code, e: &IExpr) -> String {
         pc: 0,
         hw_commit: false,
         hw_barrier: false,
+        keeper: false,
         hw_cluster_barrier: false,
         wgmma_hw: false,
         cluster: p.cluster.max(1) as usize,
@@ -260,6 +265,16 @@ pub fn generate_hw_barrier(p: &Protocol, source: &str, backend: Backend, index: 
     generate_form(p, source, backend, index, Form::HwBarrier)
 }
 
+/// A cluster spec without a cluster barrier whose named barriers run on the hardware: its model
+/// threads exit when they finish (a lane parked at the end would hold back its warp's
+/// `barrier.sync`, which waits for every lane not exited), and one keeper warp per CTA, which
+/// takes part in no named barrier, holds the CTA's shared memory until every thread of the
+/// cluster finished. Not with uniform roles (their lanes' exit bookkeeping counts hardware
+/// threads at the end) nor a cluster barrier (`barrier.cluster` would count the keeper).
+pub(super) fn keeper_form(p: &Protocol) -> bool {
+    p.cluster > 1 && !cluster::uses_cluster_barrier(p) && named::has_named(p) && !p.roles.iter().any(|r| r.uniform)
+}
+
 /// Whether a spec has a hardware-barrier form: it uses `syncthreads` or named barriers (one CTA),
 /// or the cluster barrier (a cluster), and nothing whose software form the hardware barrier would
 /// meet: a warp-batched `commit` waits in software for its converged lanes, so those specs keep
@@ -274,8 +289,8 @@ pub fn generate_hw_barrier(p: &Protocol, source: &str, backend: Backend, index: 
 pub fn hw_barrier_form(p: &Protocol) -> Result<(), String> {
     let any = |f: &dyn Fn(&InstrKind) -> bool| p.roles.iter().any(|r| r.code.instrs.iter().any(|i| f(&i.kind)));
     let cluster = p.cluster > 1;
-    if cluster && !cluster::uses_cluster_barrier(p) {
-        return Err("no cluster barrier (a cluster kernel keeps syncthreads and named barriers in software)".into());
+    if cluster && !cluster::uses_cluster_barrier(p) && !keeper_form(p) {
+        return Err("no cluster barrier and no named barrier (a cluster kernel keeps syncthreads in software)".into());
     }
     if !cluster && !any(&|k| matches!(k, InstrKind::SyncThreads | InstrKind::NamedBar { .. })) {
         return Err("no syncthreads or named barrier".into());
@@ -299,7 +314,7 @@ pub fn software_barriers(p: &Protocol, hw_form: bool) -> Vec<&'static str> {
     if !cta_hw && any(&|k| matches!(k, InstrKind::SyncThreads)) {
         v.push("syncthreads");
     }
-    if !cta_hw && any(&|k| matches!(k, InstrKind::NamedBar { .. })) {
+    if !(cta_hw || hw_form && keeper_form(p)) && any(&|k| matches!(k, InstrKind::NamedBar { .. })) {
         v.push("named barriers");
     }
     if !cluster_hw && any(&|k| matches!(k, InstrKind::ClusterArrive { .. } | InstrKind::ClusterWait { .. })) {
@@ -348,6 +363,9 @@ fn generate_form(p: &Protocol, source: &str, backend: Backend, index: usize, for
         .max()
         .unwrap_or(1);
     uniform_layout(p)?;
+    // The keeper warp follows the model's threads (module docs of `frame`, `keeper_exit`).
+    let keeper = form == Form::HwBarrier && keeper_form(p);
+    let block_dim = if keeper { block_dim.div_ceil(32) * 32 + 32 } else { block_dim };
     if block_dim > 1024 {
         return Err(NotExpressible(format!("{block_dim} threads per block: at most 1024")));
     }
@@ -396,7 +414,8 @@ fn generate_form(p: &Protocol, source: &str, backend: Backend, index: usize, for
         pc: 0,
         hw_commit: form == Form::HwCommit,
         hw_barrier: form == Form::HwBarrier && p.cluster <= 1,
-        hw_cluster_barrier: form == Form::HwBarrier && p.cluster > 1,
+        keeper,
+        hw_cluster_barrier: form == Form::HwBarrier && p.cluster > 1 && !keeper,
         wgmma_hw,
         cluster: p.cluster.max(1) as usize,
         remote: None,

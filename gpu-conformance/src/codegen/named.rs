@@ -18,7 +18,7 @@ impl Gen<'_> {
     pub(super) fn named_instr(&mut self, code: &Code, kind: &InstrKind) {
         let p = self.p;
         match kind {
-            InstrKind::NamedBar { id, count, sync } if self.hw_barrier => {
+            InstrKind::NamedBar { id, count, sync } if self.hw_barrier || self.keeper => {
                 let (id, count) = (self.expr(code, id), self.expr(code, count));
                 let ws = p.warp_size;
                 let what = if *sync { "barrier.sync" } else { "barrier.arrive" };
