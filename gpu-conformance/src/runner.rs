@@ -654,7 +654,9 @@ fn judge_case(s: &SpecPlan, k: &Kernel, b: Backend, mode: &str, trace: Option<us
         }
     }
     let hw_form = mode == "stress-hw-barrier";
-    if hw_form && s.model.proto.cluster > 1 {
+    if hw_form && crate::codegen::keeper_form(&s.model.proto) {
+        note.push_str("named barriers on the hardware (barrier.sync / barrier.arrive, unbounded: a launch that does not return is ended by the host; a keeper warp per CTA holds its shared memory until the cluster finished); ");
+    } else if hw_form && s.model.proto.cluster > 1 {
         note.push_str("cluster barrier on the hardware (barrier.cluster, unbounded: a launch that does not return is ended by the host); ");
     } else if hw_form {
         note.push_str("execution barriers on the hardware (barrier.sync / barrier.arrive, unbounded: a launch that does not return is ended by the host); ");

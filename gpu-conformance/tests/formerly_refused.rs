@@ -108,3 +108,23 @@ fn the_tensormap_specs_use_real_tensor_maps() {
         assert!(!roles.contains("pc_tmap_fence("), "the unfenced spec's roles fence nothing [{}]", b.name());
     }
 }
+
+/// The named barriers of a cluster spec without a cluster barrier run on the hardware in its
+/// hardware-barrier form: `barrier.sync` in both backends, model threads counted finished in every
+/// CTA, and a keeper warp (the block's last warp) waiting for the count before it meets the other
+/// keepers on `barrier.cluster`; the software form keeps the bounded named barrier.
+#[test]
+fn a_cluster_without_a_cluster_barrier_runs_its_named_barriers_on_the_hardware() {
+    for name in ["hopper/cluster_named_barrier_orders_own_cta", "hopper/cluster_named_barrier_orders_own_cta_fixed"] {
+        for b in [Backend::Ptx, Backend::Libcu] {
+            let ks = kernels(name, b);
+            assert_eq!(ks.len(), 2, "{name} [{}]: a hardware-barrier form", b.name());
+            let (soft, hw) = (&ks[0], &ks[1]);
+            assert!(!soft.body.contains("barrier.sync %0, %1") && soft.body.contains("pc_named("), "{name}");
+            assert!(hw.body.contains("barrier.sync %0, %1") && !hw.body.contains("pc_named(th"), "{name}");
+            assert!(hw.body.contains("the keeper warp") && hw.body.contains("s.cfin < NT"), "{name}");
+            assert_eq!(hw.block_dim % 32, 0, "{name}: the keeper is a whole warp");
+            assert_eq!(hw.block_dim, soft.block_dim.div_ceil(32) * 32 + 32, "{name}");
+        }
+    }
+}

@@ -23,6 +23,7 @@ use std::time::Instant;
 const REPORTS: &[(&str, usize)] = &[
     ("gpu-conformance/results/2026-12-03-h200-final.json", 1220),
     ("gpu-conformance/results/2026-12-03-h200-final-realshape.json", 44),
+    ("gpu-conformance/results/2026-12-03-h200-cluster-named-1.json", 12),
 ];
 const ALLOW: &str = "gpu-conformance/results/unchecked.txt";
 

@@ -271,7 +271,7 @@ pub fn generate_hw_barrier(p: &Protocol, source: &str, backend: Backend, index: 
 /// takes part in no named barrier, holds the CTA's shared memory until every thread of the
 /// cluster finished. Not with uniform roles (their lanes' exit bookkeeping counts hardware
 /// threads at the end) nor a cluster barrier (`barrier.cluster` would count the keeper).
-pub(super) fn keeper_form(p: &Protocol) -> bool {
+pub fn keeper_form(p: &Protocol) -> bool {
     p.cluster > 1 && !cluster::uses_cluster_barrier(p) && named::has_named(p) && !p.roles.iter().any(|r| r.uniform)
 }
 
@@ -285,7 +285,9 @@ pub(super) fn keeper_form(p: &Protocol) -> bool {
 /// `syncthreads` and named barriers in software: a finished thread cannot exit there (its CTA's
 /// shared memory must outlive every peer's access), so it stays in the harness's exit loop, which
 /// arrives on every later phase of the cluster barrier as an exited thread would not hold it back,
-/// but would hold back a `barrier.sync` of its CTA ([`cluster_hw_exit`] in `frame`).
+/// but would hold back a `barrier.sync` of its CTA ([`cluster_hw_exit`] in `frame`). A cluster
+/// spec without a cluster barrier runs its named barriers on the hardware instead, with a keeper
+/// warp per CTA ([`keeper_form`]); its `syncthreads` stay in software.
 pub fn hw_barrier_form(p: &Protocol) -> Result<(), String> {
     let any = |f: &dyn Fn(&InstrKind) -> bool| p.roles.iter().any(|r| r.code.instrs.iter().any(|i| f(&i.kind)));
     let cluster = p.cluster > 1;
