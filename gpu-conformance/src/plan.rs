@@ -255,7 +255,11 @@ pub struct Generated {
 impl Generated {
     /// The kernels NVRTC compiles for backend `b`: the spec's kernel and its hardware forms.
     pub fn kernels(&self, b: Backend) -> impl Iterator<Item = &Kernel> {
-        let main = self.attempts.iter().filter(move |(be, _)| *be == b).filter_map(|(_, k)| k.as_ref().ok());
+        let main = self
+            .attempts
+            .iter()
+            .filter(move |(be, _)| *be == b)
+            .filter_map(|(_, k)| k.as_ref().ok());
         main.chain(self.hw_commit.get(&b)).chain(self.hw_barrier.get(&b))
     }
 }
@@ -263,10 +267,11 @@ impl Generated {
 /// Generate a spec's kernels (a generator that panics is that backend's refusal).
 pub fn generate_kernels(spec: &Spec, index: usize, backends: &[Backend]) -> Generated {
     let t = Instant::now();
-    let attempt = |f: &dyn Fn() -> Result<Kernel, crate::codegen::NotExpressible>| match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
-        Ok(r) => r.map_err(|e| e.0),
-        Err(p) => Err(format!("code generation panicked: {}", panic_text(&*p))),
-    };
+    let attempt =
+        |f: &dyn Fn() -> Result<Kernel, crate::codegen::NotExpressible>| match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+            Ok(r) => r.map_err(|e| e.0),
+            Err(p) => Err(format!("code generation panicked: {}", panic_text(&*p))),
+        };
     let mut g = Generated {
         attempts: Vec::new(),
         hw_commit: BTreeMap::new(),
@@ -290,7 +295,6 @@ pub fn generate_kernels(spec: &Spec, index: usize, backends: &[Backend]) -> Gene
     g.seconds = t.elapsed().as_secs_f64();
     g
 }
-
 
 /// Run the model stages for one spec within `s.budget`; never panics.
 pub fn plan_spec(spec: &Spec, s: &Settings, traces: &TraceIndex, generated: &Generated) -> SpecPlan {

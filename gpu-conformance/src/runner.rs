@@ -190,7 +190,12 @@ fn plan_all(loaded: &[phasecheck_model::spec::Spec], a: &Settings, index: &Trace
                 if spoke.elapsed() < crate::child::HEARTBEAT {
                     continue;
                 }
-                let longest = running.lock().unwrap().iter().min_by_key(|(_, t)| **t).map(|(&i, t)| (i, t.elapsed()));
+                let longest = running
+                    .lock()
+                    .unwrap()
+                    .iter()
+                    .min_by_key(|(_, t)| **t)
+                    .map(|(&i, t)| (i, t.elapsed()));
                 if let Some((i, took)) = longest {
                     eprintln!(
                         "gpu run: planning, {} of {n} specs left, {:.1} s; longest running: {} ({:.1} s)",
@@ -288,7 +293,9 @@ fn compile_modules(a: &Settings, generated: &[Generated]) -> Modules {
     // The ready specs' kernels in chunks, one NVRTC module per chunk and backend, all compiled at
     // once (NVRTC compiles separate programs concurrently; one module of every kernel took 37 s
     // on one core of the H200 host while the others idled).
-    let ready: Vec<usize> = (0..generated.len()).filter(|&i| a.backends.iter().any(|&b| generated[i].kernels(b).next().is_some())).collect();
+    let ready: Vec<usize> = (0..generated.len())
+        .filter(|&i| a.backends.iter().any(|&b| generated[i].kernels(b).next().is_some()))
+        .collect();
     let cores = std::thread::available_parallelism().map(|c| c.get()).unwrap_or(1);
     let chunks = (cores / a.backends.len().max(1)).clamp(1, 8).min(ready.len().max(1));
     let mut chunk_of = vec![0usize; generated.len()];
@@ -353,17 +360,31 @@ fn compile_modules(a: &Settings, generated: &[Generated]) -> Modules {
             mine.iter().map(|m| m.2).fold(0.0, f64::max)
         );
     }
-    Modules { chunk_of, compiled, chunks }
+    Modules {
+        chunk_of,
+        compiled,
+        chunks,
+    }
 }
 
 /// 3-4: run the jobs in children, judge.
-fn run_on_gpu(a: &Settings, specs: &mut [SpecPlan], modules: Modules, cases: &mut Vec<Case>, save: &mut (dyn FnMut(&[SpecPlan], &[Case]) + Send)) {
+fn run_on_gpu(
+    a: &Settings,
+    specs: &mut [SpecPlan],
+    modules: Modules,
+    cases: &mut Vec<Case>,
+    save: &mut (dyn FnMut(&[SpecPlan], &[Case]) + Send),
+) {
     let work = std::env::temp_dir().join(format!("phasecheck-gpu-{}", std::process::id()));
     let _ = std::fs::create_dir_all(&work);
     let timeout_ns = a.timeout_ms * 1_000_000;
     let replay_blocks = a.runs.clamp(1, 32);
     let modes = modes(a.replay, a.stress);
-    let Modules { chunk_of, mut compiled, chunks } = modules;
+    let Modules {
+        chunk_of,
+        mut compiled,
+        chunks,
+    } = modules;
     for &b in &a.backends {
         let ptx_of: BTreeMap<usize, Result<String, String>> = (0..chunks)
             .map(|c| (c, compiled.remove(&(b, c)).expect("every chunk was compiled").0))

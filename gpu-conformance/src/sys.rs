@@ -149,14 +149,21 @@ impl Gpu {
     /// `src_words` words, row r stamped r - 256), per-block descriptor slots, and a real
     /// `CUtensorMap` (cuTensorMapEncodeTiled: 1-D, int32, 512 rows, the kernel's box). A kernel
     /// without one gets nothing (Ok(None)). Any failure is this launch's error, before the launch.
-    fn tensor_map(&self, m: &Module, l: &Launch) -> Result<Option<(cudarc::driver::CudaSlice<i32>, cudarc::driver::CudaSlice<u8>)>, String> {
+    fn tensor_map(
+        &self,
+        m: &Module,
+        l: &Launch,
+    ) -> Result<Option<(cudarc::driver::CudaSlice<i32>, cudarc::driver::CudaSlice<u8>)>, String> {
         use cudarc::driver::sys as cu;
         use cudarc::driver::DevicePtr;
         let name = crate::codegen::tmap_symbol(l.symbol);
         let Ok(mut view) = m.module.get_global(&name, &self.stream) else {
             return Ok(None);
         };
-        let mut host: Vec<u8> = self.stream.clone_dtoh(&view).map_err(|e| format!("tensor map: read {name}: {e:?}"))?;
+        let mut host: Vec<u8> = self
+            .stream
+            .clone_dtoh(&view)
+            .map_err(|e| format!("tensor map: read {name}: {e:?}"))?;
         if host.len() < 160 {
             return Err(format!("tensor map: {name} is {} bytes, not a PcTmapHost", host.len()));
         }
@@ -169,7 +176,9 @@ impl Gpu {
             ));
         }
         const ROWS: usize = 768;
-        let rows_host: Vec<i32> = (0..ROWS).flat_map(|r| std::iter::repeat_n(r as i32 - 256, row_words as usize)).collect();
+        let rows_host: Vec<i32> = (0..ROWS)
+            .flat_map(|r| std::iter::repeat_n(r as i32 - 256, row_words as usize))
+            .collect();
         let rows = self.stream.clone_htod(&rows_host).map_err(|e| format!("tensor map: copy: {e:?}"))?;
         let slots = self
             .stream
@@ -218,7 +227,9 @@ impl Gpu {
         host[136..144].copy_from_slice(&slots_ptr.to_le_bytes());
         host[144..148].copy_from_slice(&(row_words * 4).to_le_bytes());
         host[156..160].copy_from_slice(&1i32.to_le_bytes());
-        self.stream.memcpy_htod(&host, &mut view).map_err(|e| format!("tensor map: write {name}: {e:?}"))?;
+        self.stream
+            .memcpy_htod(&host, &mut view)
+            .map_err(|e| format!("tensor map: write {name}: {e:?}"))?;
         Ok(Some((rows, slots)))
     }
 

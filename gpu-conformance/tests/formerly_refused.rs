@@ -13,11 +13,17 @@ use std::path::PathBuf;
 const SPECS: &[(&str, &[&str])] = &[
     (
         "uniform role under cluster scope",
-        &["hopper/cluster_uniform_remote_arrive_per_lane", "hopper/cluster_uniform_remote_arrive_per_lane_fixed"],
+        &[
+            "hopper/cluster_uniform_remote_arrive_per_lane",
+            "hopper/cluster_uniform_remote_arrive_per_lane_fixed",
+        ],
     ),
     (
         "per-lane offset in a uniform role",
-        &["hopper/uniform_lane_fragments_overlap", "hopper/uniform_lane_fragments_overlap_fixed"],
+        &[
+            "hopper/uniform_lane_fragments_overlap",
+            "hopper/uniform_lane_fragments_overlap_fixed",
+        ],
     ),
     (
         "warpgroup-scoped wgmma",
@@ -105,7 +111,11 @@ fn the_tensormap_specs_use_real_tensor_maps() {
         let from = k.body.find("// role ").expect("role functions");
         let to = k.body.find("}  // namespace").expect("the namespace's end");
         let roles = &k.body[from..to];
-        assert!(!roles.contains("pc_tmap_fence("), "the unfenced spec's roles fence nothing [{}]", b.name());
+        assert!(
+            !roles.contains("pc_tmap_fence("),
+            "the unfenced spec's roles fence nothing [{}]",
+            b.name()
+        );
     }
 }
 
@@ -115,13 +125,22 @@ fn the_tensormap_specs_use_real_tensor_maps() {
 /// keepers on `barrier.cluster`; the software form keeps the bounded named barrier.
 #[test]
 fn a_cluster_without_a_cluster_barrier_runs_its_named_barriers_on_the_hardware() {
-    for name in ["hopper/cluster_named_barrier_orders_own_cta", "hopper/cluster_named_barrier_orders_own_cta_fixed"] {
+    for name in [
+        "hopper/cluster_named_barrier_orders_own_cta",
+        "hopper/cluster_named_barrier_orders_own_cta_fixed",
+    ] {
         for b in [Backend::Ptx, Backend::Libcu] {
             let ks = kernels(name, b);
             assert_eq!(ks.len(), 2, "{name} [{}]: a hardware-barrier form", b.name());
             let (soft, hw) = (&ks[0], &ks[1]);
-            assert!(!soft.body.contains("barrier.sync %0, %1") && soft.body.contains("pc_named("), "{name}");
-            assert!(hw.body.contains("barrier.sync %0, %1") && !hw.body.contains("pc_named(th"), "{name}");
+            assert!(
+                !soft.body.contains("barrier.sync %0, %1") && soft.body.contains("pc_named("),
+                "{name}"
+            );
+            assert!(
+                hw.body.contains("barrier.sync %0, %1") && !hw.body.contains("pc_named(th"),
+                "{name}"
+            );
             assert!(hw.body.contains("the keeper warp") && hw.body.contains("s.cfin < NT"), "{name}");
             assert_eq!(hw.block_dim % 32, 0, "{name}: the keeper is a whole warp");
             assert_eq!(hw.block_dim, soft.block_dim.div_ceil(32) * 32 + 32, "{name}");

@@ -292,7 +292,11 @@ fn the_long_hang_limit_goes_exactly_to_launches_whose_hang_the_model_does_not_al
 #[test]
 fn an_edit_of_a_descriptor_under_its_copy_allows_anything_after_it() {
     let set = allowed_outcomes(&model("specs/hopper/tensormap_edit_under_copy.phase"), 100_000);
-    assert!(set.undefined().any(|u| u.cause == phasecheck_model::ViolationKind::DataRace), "{}", set.summary());
+    assert!(
+        set.undefined().any(|u| u.cause == phasecheck_model::ViolationKind::DataRace),
+        "{}",
+        set.summary()
+    );
     let fixed = allowed_outcomes(&model("specs/hopper/tensormap_edit_under_copy_fixed.phase"), 100_000);
     assert_eq!(fixed.undefined().count(), 0, "{}", fixed.summary());
     // The unfenced edit before the issue is a race the model keeps precise: stale versions only.

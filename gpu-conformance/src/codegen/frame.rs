@@ -9,9 +9,9 @@ use super::expr::{comment_text, ident, line_of};
 use super::memory::words_of;
 use super::named::has_named;
 use super::prelude::{TENSORMAP_HELPERS, UNIFORM_HELPERS, WGMMA_HELPERS};
-use super::tensormap::has_tensormap;
 use super::proxy::{has_warpgroup_wgmma, wgmma_helpers, WARPGROUP};
 use super::results::{block_words_of, Layout, COMPLETIONS_CPP, END_VARS_FROM_PROBES_CPP, HEADER_CPP, PROBES_CPP};
+use super::tensormap::has_tensormap;
 use super::warp::{code_commits, has_commit, has_warp_ops};
 use super::{has_uniform, thread_lanes, Backend, Gen, NotExpressible};
 use phasecheck_model::program::ir::*;
@@ -199,7 +199,9 @@ impl Gen<'_> {
         if self.wgmma_hw {
             self.w("  PcWg wg[NWG];           // per helper warpgroup: its agent's requests and wgmma groups");
             if has_warpgroup_wgmma(p) {
-                self.w("  PcWgScope wgs[NWG];     // per helper warpgroup of a spec warpgroup: its agents' issues of the warpgroup's groups");
+                self.w(
+                    "  PcWgScope wgs[NWG];     // per helper warpgroup of a spec warpgroup: its agents' issues of the warpgroup's groups",
+                );
             }
             self.w("  alignas(128) unsigned char wg_ones[2048];  // the wgmma A operand: 64 x 32 bytes of 1");
         }

@@ -57,11 +57,11 @@ mod warp;
 
 pub use expr::comment_text;
 pub use frame::smem_symbol;
-pub use tensormap::tmap_symbol;
 pub use plain::generate_plain;
 pub use prelude::prelude_text;
 pub use proxy::{has_warpgroup_wgmma, has_wgmma, wgmma_agents, wgmma_helpers, wgmma_hw_form};
 pub use results::{block_words_of, status, BlockRecord, ThreadRecord, CAP, HEADER_WORDS, SRC_VERSIONS, THREAD_WORDS};
+pub use tensormap::tmap_symbol;
 pub use uniform::{has_uniform, thread_lanes};
 pub use warp::{has_commit, PATH_CAP};
 
@@ -400,7 +400,10 @@ fn generate_form(p: &Protocol, source: &str, backend: Backend, index: usize, for
     } else {
         block_dim
     };
-    if wgmma_hw && buffer_bytes + lane_bytes + (WGMMA_BYTES + WGMMA_SCOPE_BYTES) * proxy::wgmma_helpers(p).len() + WGMMA_ONES_BYTES > MAX_SHARED_BYTES {
+    if wgmma_hw
+        && buffer_bytes + lane_bytes + (WGMMA_BYTES + WGMMA_SCOPE_BYTES) * proxy::wgmma_helpers(p).len() + WGMMA_ONES_BYTES
+            > MAX_SHARED_BYTES
+    {
         return Err(NotExpressible(format!(
             "buffers ({buffer_bytes} bytes) and the wgmma helpers' bookkeeping exceed {MAX_SHARED_BYTES} bytes of dynamic shared memory"
         )));

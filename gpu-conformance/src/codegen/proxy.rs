@@ -239,7 +239,11 @@ impl Gen<'_> {
                 let n = self.expr(code, n);
                 self.w(format!("  if (!pc_bulk_wait(th, {n}, {read})) return;"));
             }
-            ProxyOp::Wgmma { bufs, expect, warpgroup: true } => {
+            ProxyOp::Wgmma {
+                bufs,
+                expect,
+                warpgroup: true,
+            } => {
                 self.w("  { // warpgroup_mma: this agent's issue of its warpgroup's next group; the helper warpgroup issues wgmma.mma_async once every agent of the warpgroup has");
                 let (ptrs, sizes) = self.wgmma_operands(code, bufs);
                 let v = expect.as_ref().map_or("-1LL".to_string(), |e| self.expr(code, e));

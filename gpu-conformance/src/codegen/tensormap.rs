@@ -86,12 +86,12 @@ pub(super) fn box_words(p: &Protocol) -> Result<i64, String> {
             return Err(format!("a tensor copy at offset {off}: a box lands at a 128-byte aligned address"));
         }
         if n > 1024 && n % 1024 != 0 {
-            return Err(format!("a tensor copy of {n} bytes: past 1024 bytes (a box of 256 words) it must be a multiple of 1024 bytes"));
+            return Err(format!(
+                "a tensor copy of {n} bytes: past 1024 bytes (a box of 256 words) it must be a multiple of 1024 bytes"
+            ));
         }
         match size {
-            Some(s) if s != n => {
-                return Err(format!("tensor copies of {s} and {n} bytes: the host encodes one box per kernel"))
-            }
+            Some(s) if s != n => return Err(format!("tensor copies of {s} and {n} bytes: the host encodes one box per kernel")),
             _ => size = Some(n),
         }
     }
@@ -106,7 +106,10 @@ impl Gen<'_> {
             return None;
         }
         if uniform {
-            return Some("a tensormap statement in a warp-uniform role: every lane of the agent would edit, fence or copy through the descriptor".into());
+            return Some(
+                "a tensormap statement in a warp-uniform role: every lane of the agent would edit, fence or copy through the descriptor"
+                    .into(),
+            );
         }
         match op {
             IOp::Copy(CopyOp::Tensor { copy, .. }) => {

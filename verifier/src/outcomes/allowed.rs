@@ -273,7 +273,11 @@ impl Widened<'_> {
                         let head = std::mem::replace(&mut p2.obs, self.empty.clone());
                         clean &= head == p.obs;
                         // The root's partial may carry the observations of a replayed prefix.
-                        let label = if head == self.empty { NOTHING } else { self.interned.borrow_mut().label(head) };
+                        let label = if head == self.empty {
+                            NOTHING
+                        } else {
+                            self.interned.borrow_mut().label(head)
+                        };
                         FoldEdge::Step(label, (s2, p2))
                     }
                 });
