@@ -272,10 +272,7 @@ impl Gen<'_> {
         ));
         match op {
             IOp::Mbar(MbarOp::Arrive { bar, n, drop, expect_tx }) => {
-                let (b, chk) = self.place(code, bar, true);
-                if let Some(c) = chk {
-                    self.w(format!("    {c}"));
-                }
+                let b = self.placed(code, bar, true, "    ");
                 let native = self.native(&b);
                 match expect_tx {
                     Some(tx) => {

@@ -108,10 +108,7 @@ impl Gen<'_> {
                 bytes,
                 version,
             } => {
-                let (d, chk) = self.place(code, buf, false);
-                if let Some(c) = chk {
-                    self.w(format!("  {c}"));
-                }
+                let d = self.placed(code, buf, false, "  ");
                 let (off, n, flat, v) = self.part_of(code, buf, offset, bytes, version.as_ref());
                 self.w(format!(
                     "  if (({n} != 4 && {n} != 8 && {n} != 16) || {off} < 0 || {off} % {n} != 0 || {off} + {n} > (i64)sizeof({d})) {{ th.status = PC_UNSUPPORTED; return; }}"
@@ -133,10 +130,7 @@ impl Gen<'_> {
             }
             CopyOp::CpAsyncWait { n: None } => self.w("  asm volatile(\"cp.async.wait_all;\" ::: \"memory\");"),
             CopyOp::CpAsyncArrive { bar, noinc } => {
-                let (b, chk) = self.place(code, bar, true);
-                if let Some(c) = chk {
-                    self.w(format!("  {c}"));
-                }
+                let b = self.placed(code, bar, true, "  ");
                 let native = if libcu { self.native(&b) } else { format!("&{b}") };
                 self.w(format!(
                     "  pc_cp_async_arrive({native}, {noinc});  // arrive-on once this thread's prior cp.async copies land"

@@ -132,6 +132,15 @@ impl Gen<'_> {
         g as usize % (n / self.cluster).max(1)
     }
 
+    /// [`Gen::place`], with its index check (if any) written first at `indent`.
+    pub(super) fn placed(&mut self, code: &Code, r: &Ref, barrier: bool, indent: &str) -> String {
+        let (d, chk) = self.place(code, r, barrier);
+        if let Some(c) = chk {
+            self.w(format!("{indent}{c}"));
+        }
+        d
+    }
+
     /// `s.full[idx]` for a barrier reference, with a bounds check statement when indexed.
     pub(super) fn place(&self, code: &Code, r: &Ref, barrier: bool) -> (String, Option<String>) {
         let lg = self.local_group(r.group, barrier);

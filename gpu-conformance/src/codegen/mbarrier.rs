@@ -28,10 +28,7 @@ impl Gen<'_> {
         };
         match op {
             MbarOp::Arrive { bar, n, drop, expect_tx } => {
-                let (b, chk) = self.place(code, bar, true);
-                if let Some(c) = chk {
-                    self.w(format!("  {c}"));
-                }
+                let b = self.placed(code, bar, true, "  ");
                 let n = self.expr(code, n);
                 let tok_var = "tok";
                 let soft = self.is_software(bar);
@@ -71,10 +68,7 @@ impl Gen<'_> {
                 self.w("  }");
             }
             MbarOp::Wait { bar, target, try_ } => {
-                let (b, chk) = self.place(code, bar, true);
-                if let Some(c) = chk {
-                    self.w(format!("  {c}"));
-                }
+                let b = self.placed(code, bar, true, "  ");
                 let soft = self.is_software(bar);
                 // A token held in a local written by an arrive is the raw barrier token; anything
                 // else (a literal phase, an expression) names a phase by its parity.
@@ -123,10 +117,7 @@ impl Gen<'_> {
                 }
             }
             MbarOp::ExpectTx { bar, bytes } => {
-                let (b, chk) = self.place(code, bar, true);
-                if let Some(c) = chk {
-                    self.w(format!("  {c}"));
-                }
+                let b = self.placed(code, bar, true, "  ");
                 let n = self.expr(code, bytes);
                 if libcu {
                     self.w(format!("  cuda::device::barrier_expect_tx({b}, (ptrdiff_t){n});"));
@@ -135,18 +126,12 @@ impl Gen<'_> {
                 }
             }
             MbarOp::CompleteTx { bar, bytes } => {
-                let (b, chk) = self.place(code, bar, true);
-                if let Some(c) = chk {
-                    self.w(format!("  {c}"));
-                }
+                let b = self.placed(code, bar, true, "  ");
                 let n = self.expr(code, bytes);
                 self.w(format!("  pc_mbar_complete_tx({}, (int){n});", self.native(&b)));
             }
             MbarOp::Init { bar, count } => {
-                let (b, chk) = self.place(code, bar, true);
-                if let Some(c) = chk {
-                    self.w(format!("  {c}"));
-                }
+                let b = self.placed(code, bar, true, "  ");
                 let live_flat = self.flat_bar(code, bar);
                 let g = &self.p.barrier_groups[bar.group as usize];
                 let decl = self.p.barriers[g.base as usize].count;
@@ -168,10 +153,7 @@ impl Gen<'_> {
                 self.w(format!("  s.bar_live[{live_flat}] = 1;"));
             }
             MbarOp::Inval { bar } => {
-                let (b, chk) = self.place(code, bar, true);
-                if let Some(c) = chk {
-                    self.w(format!("  {c}"));
-                }
+                let b = self.placed(code, bar, true, "  ");
                 let live_flat = self.flat_bar(code, bar);
                 self.w(format!("  s.bar_live[{live_flat}] = 0;"));
                 if libcu && self.is_software(bar) {

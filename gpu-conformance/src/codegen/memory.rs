@@ -17,10 +17,7 @@ impl Gen<'_> {
     pub(super) fn memory_op(&mut self, code: &Code, op: &MemOp, rec: Option<Recorded>) {
         match op {
             MemOp::Read { buf, expect } => {
-                let (d, chk) = self.place(code, buf, false);
-                if let Some(c) = chk {
-                    self.w(format!("  {c}"));
-                }
+                let d = self.placed(code, buf, false, "  ");
                 self.w(format!("  {{ int v = pc_read({d}, (int)(sizeof({d}) / 4));"));
                 if rec == Some(Recorded::Read) {
                     self.w(format!("    {}", self.record(0, "v")));
@@ -33,10 +30,7 @@ impl Gen<'_> {
             }
             MemOp::Write { buf, version } if self.is_tensormap(buf) => self.tensormap_write(code, buf, version),
             MemOp::Write { buf, version } => {
-                let (d, chk) = self.place(code, buf, false);
-                if let Some(c) = chk {
-                    self.w(format!("  {c}"));
-                }
+                let d = self.placed(code, buf, false, "  ");
                 let v = self.expr(code, version);
                 let flat = self.flat_buf(code, buf);
                 // On an agent's lanes every lane writes (the model reports the race) and the write
@@ -53,10 +47,7 @@ impl Gen<'_> {
                 bytes,
                 version,
             } => {
-                let (d, chk) = self.place(code, buf, false);
-                if let Some(c) = chk {
-                    self.w(format!("  {c}"));
-                }
+                let d = self.placed(code, buf, false, "  ");
                 let (off, per_lane) = self.offset(code, offset);
                 let n = self.expr(code, bytes);
                 let v = self.expr(code, version);
@@ -72,10 +63,7 @@ impl Gen<'_> {
                 ));
             }
             MemOp::ReadPart { buf, offset, bytes, .. } => {
-                let (d, chk) = self.place(code, buf, false);
-                if let Some(c) = chk {
-                    self.w(format!("  {c}"));
-                }
+                let d = self.placed(code, buf, false, "  ");
                 let (off, _) = self.offset(code, offset);
                 let n = self.expr(code, bytes);
                 self.w(format!(

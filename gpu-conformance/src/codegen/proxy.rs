@@ -194,10 +194,7 @@ impl Gen<'_> {
         let mut ptrs = Vec::new();
         let mut sizes = Vec::new();
         for b in bufs {
-            let (d, chk) = self.place(code, b, false);
-            if let Some(c) = chk {
-                self.w(format!("    {c}"));
-            }
+            let d = self.placed(code, b, false, "    ");
             ptrs.push(format!("(const int*){d}"));
             sizes.push(format!("(int)sizeof({d})"));
         }
@@ -210,19 +207,13 @@ impl Gen<'_> {
         match op {
             ProxyOp::FenceProxyTensormap { map } => self.tensormap_fence(code, map),
             ProxyOp::StoreAsync { buf } => {
-                let (d, chk) = self.place(code, buf, false);
-                if let Some(c) = chk {
-                    self.w(format!("  {c}"));
-                }
+                let d = self.placed(code, buf, false, "  ");
                 self.w(format!(
                     "  pc_store_async({d}, (int)sizeof({d}));  // TMA store: the async proxy reads it until its group is waited for"
                 ));
             }
             ProxyOp::StorePartAsync { buf, offset, bytes } => {
-                let (d, chk) = self.place(code, buf, false);
-                if let Some(c) = chk {
-                    self.w(format!("  {c}"));
-                }
+                let d = self.placed(code, buf, false, "  ");
                 let (off, n) = (self.expr(code, offset), self.expr(code, bytes));
                 // cp.async.bulk needs a 16-byte aligned address and size: anything else is a
                 // store the hardware cannot make (the model still judges it).
@@ -262,16 +253,7 @@ impl Gen<'_> {
             }
             ProxyOp::Wgmma { bufs, expect, .. } if self.wgmma_hw => {
                 self.w("  { // wgmma_async: wgmma.mma_async by this agent's helper warpgroup, over the operands' descriptors");
-                let mut ptrs = Vec::new();
-                let mut sizes = Vec::new();
-                for b in bufs {
-                    let (d, chk) = self.place(code, b, false);
-                    if let Some(c) = chk {
-                        self.w(format!("    {c}"));
-                    }
-                    ptrs.push(format!("(const int*){d}"));
-                    sizes.push(format!("(int)sizeof({d})"));
-                }
+                let (ptrs, sizes) = self.wgmma_operands(code, bufs);
                 self.w(format!("    const int* ops[] = {{{}}};", ptrs.join(", ")));
                 self.w(format!("    const int bytes[] = {{{}}};", sizes.join(", ")));
                 // `expect = V`: every operand must hold version V at the issue (a stale operand is
@@ -291,10 +273,7 @@ impl Gen<'_> {
             ProxyOp::Wgmma { bufs, .. } => {
                 self.w("  // wgmma_async, emulated: a bulk store of each operand, one bulk group (the same async reads)");
                 for b in bufs {
-                    let (d, chk) = self.place(code, b, false);
-                    if let Some(c) = chk {
-                        self.w(format!("  {c}"));
-                    }
+                    let d = self.placed(code, b, false, "  ");
                     self.w(format!("  pc_store_async({d}, (int)sizeof({d}));"));
                 }
                 self.w("  pc_bulk_commit();");

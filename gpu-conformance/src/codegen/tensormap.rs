@@ -130,10 +130,7 @@ impl Gen<'_> {
 
     /// `tensormap_write(MAP, V)`.
     pub(super) fn tensormap_write(&mut self, code: &Code, map: &Ref, version: &IExpr) {
-        let (d, chk) = self.place(code, map, false);
-        if let Some(c) = chk {
-            self.w(format!("  {c}"));
-        }
+        let d = self.placed(code, map, false, "  ");
         let v = self.expr(code, version);
         let flat = self.flat_buf(code, map);
         self.w(format!(
@@ -147,10 +144,7 @@ impl Gen<'_> {
 
     /// `fence_proxy_tensormap(MAP)`.
     pub(super) fn tensormap_fence(&mut self, code: &Code, map: &Ref) {
-        let (_, chk) = self.place(code, map, false);
-        if let Some(c) = chk {
-            self.w(format!("  {c}"));
-        }
+        self.placed(code, map, false, "  ");
         let flat = self.flat_buf(code, map);
         self.w(format!(
             "  if (!pc_tmap().ok) {{ th.status = PC_UNSUPPORTED; return; }} pc_tmap_fence(pc_tmap(), {flat});  // fence.proxy.tensormap::generic release + acquire"

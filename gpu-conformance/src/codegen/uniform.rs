@@ -111,10 +111,7 @@ impl Gen<'_> {
             unreachable!("only arrivals come here")
         };
         let libcu = self.backend == Backend::Libcu;
-        let (b, chk) = self.place(code, bar, true);
-        if let Some(c) = chk {
-            self.w(format!("  {c}"));
-        }
+        let b = self.placed(code, bar, true, "  ");
         let n = self.expr(code, n);
         let call = match (libcu, expect_tx) {
             (false, Some(tx)) => format!("pc_mbar_arrive_expect_tx(&{b}, (int){})", self.expr(code, tx)),

@@ -98,10 +98,7 @@ impl Gen<'_> {
     /// A warp-batched `commit`: it ends its turn itself, once for the group.
     fn commit(&mut self, code: &Code, bar: &Ref) {
         let libcu = self.backend == Backend::Libcu;
-        let (b, chk) = self.place(code, bar, true);
-        if let Some(c) = chk {
-            self.w(format!("  {c}"));
-        }
+        let b = self.placed(code, bar, true, "  ");
         let arrive = if libcu {
             format!("(void){b}.arrive()")
         } else {

@@ -143,11 +143,37 @@ pub fn allowed_after(
 /// number as it is, and each (label, tail) pair is prepended once.
 #[derive(Default)]
 struct Interned {
-    tails: Vec<Rc<Tail>>,
-    tail_ids: FxHashMap<Rc<Tail>, u32>,
-    labels: Vec<Rc<Outcome>>,
-    label_ids: FxHashMap<Rc<Outcome>, u32>,
+    tails: Numbered<Tail>,
+    labels: Numbered<Outcome>,
     prepended: FxHashMap<(u32, u32), u32>,
+}
+
+/// Values kept once each, numbered in the order they first came.
+struct Numbered<T> {
+    items: Vec<Rc<T>>,
+    ids: FxHashMap<Rc<T>, u32>,
+}
+
+impl<T> Default for Numbered<T> {
+    fn default() -> Self {
+        Numbered {
+            items: Vec::new(),
+            ids: FxHashMap::default(),
+        }
+    }
+}
+
+impl<T: Eq + std::hash::Hash> Numbered<T> {
+    fn id(&mut self, v: T) -> u32 {
+        if let Some(&id) = self.ids.get(&v) {
+            return id;
+        }
+        let id = self.items.len() as u32;
+        let v = Rc::new(v);
+        self.items.push(v.clone());
+        self.ids.insert(v, id);
+        id
+    }
 }
 
 /// The label of a step that observes nothing (interned first).
@@ -156,30 +182,8 @@ const NOTHING: u32 = 0;
 impl Interned {
     fn new(empty: Outcome) -> Interned {
         let mut i = Interned::default();
-        i.label(empty);
+        i.labels.id(empty);
         i
-    }
-
-    fn label(&mut self, o: Outcome) -> u32 {
-        if let Some(&id) = self.label_ids.get(&o) {
-            return id;
-        }
-        let id = self.labels.len() as u32;
-        let o = Rc::new(o);
-        self.labels.push(o.clone());
-        self.label_ids.insert(o, id);
-        id
-    }
-
-    fn tail(&mut self, t: Tail) -> u32 {
-        if let Some(&id) = self.tail_ids.get(&t) {
-            return id;
-        }
-        let id = self.tails.len() as u32;
-        let t = Rc::new(t);
-        self.tails.push(t.clone());
-        self.tail_ids.insert(t, id);
-        id
     }
 
     fn prepend(&mut self, head: u32, tail: u32) -> u32 {
@@ -189,9 +193,9 @@ impl Interned {
         if let Some(&id) = self.prepended.get(&(head, tail)) {
             return id;
         }
-        let (u, t, e) = &*self.tails[tail as usize];
-        let joined = (*u, prepend(&self.labels[head as usize], t), e.clone());
-        let id = self.tail(joined);
+        let (u, t, e) = &*self.tails.items[tail as usize];
+        let joined = (*u, prepend(&self.labels.items[head as usize], t), e.clone());
+        let id = self.tails.id(joined);
         self.prepended.insert((head, tail), id);
         id
     }
@@ -212,7 +216,7 @@ struct Widened<'a> {
 
 impl Widened<'_> {
     fn leaf(&self, t: Tail) -> FoldEdge<(State, Partial), u32, u32> {
-        FoldEdge::Leaf(self.interned.borrow_mut().tail(t))
+        FoldEdge::Leaf(self.interned.borrow_mut().tails.id(t))
     }
 }
 
@@ -276,7 +280,7 @@ impl Widened<'_> {
                         let label = if head == self.empty {
                             NOTHING
                         } else {
-                            self.interned.borrow_mut().label(head)
+                            self.interned.borrow_mut().labels.id(head)
                         };
                         FoldEdge::Step(label, (s2, p2))
                     }
@@ -326,7 +330,7 @@ fn explore(m: &Machine, s0: State, p0: Partial, limit: usize, deadline: Option<I
     }
     let interned = w.interned.into_inner();
     for id in folded.tails {
-        let (u, o, e) = (*interned.tails[id as usize]).clone();
+        let (u, o, e) = (*interned.tails.items[id as usize]).clone();
         match u {
             None => {
                 set.ends.insert((o.clone(), e));
