@@ -271,9 +271,12 @@ pub fn validate_names(case: &Case) -> Result<(), String> {
             case.backend.escape_debug()
         ));
     }
-    if !matches!(case.mode.as_str(), "stress" | "stress-hw-commit" | "stress-hw-barrier" | "replay") {
+    if !matches!(
+        case.mode.as_str(),
+        "stress" | "stress-hw-commit" | "stress-hw-barrier" | "replay" | "replay-hw-barrier"
+    ) {
         return Err(format!(
-            "unknown mode `{}` (gpu run writes stress, stress-hw-commit, stress-hw-barrier or replay)",
+            "unknown mode `{}` (gpu run writes stress, stress-hw-commit, stress-hw-barrier, replay or replay-hw-barrier)",
             case.mode.escape_debug()
         ));
     }

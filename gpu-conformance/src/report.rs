@@ -124,7 +124,7 @@ impl Report {
             }
             let n = |v: Verdict| ran.iter().filter(|c| c.verdict == Some(v)).count();
             let shown = |mode: &str| {
-                let m: Vec<&&&Case> = ran.iter().filter(|c| c.mode == mode).collect();
+                let m: Vec<&&&Case> = ran.iter().filter(|c| c.mode.starts_with(mode)).collect();
                 if m.iter().all(|c| c.bug_manifested.is_none()) {
                     "-"
                 } else if m.iter().any(|c| c.bug_manifested == Some(true)) {

@@ -17,8 +17,10 @@
 //! A spec with `syncthreads` or named barriers (and no uniform role, commit or cluster) runs its
 //! stress case as `stress-hw-barrier`: the kernel on the hardware's `barrier.sync` /
 //! `barrier.arrive`, which cannot be bounded inside, so the host ends a launch that does not
-//! return within [`HW_BARRIER_HANG_MS`] and judges it as hung ([`judge_launch_hung`]); its replays
-//! keep the software barriers the turnstile can force (and say "emulated"). One NVRTC module per backend; the jobs of specs that cannot
+//! return within [`HW_BARRIER_HANG_MS`] and judges it as hung ([`judge_launch_hung`]). Its replays whose trace
+//! returns run on the same kernel as `replay-hw-barrier` (the turnstile forces the order of the
+//! arrivals; see [`replay_returns`]); a trace that ends hung keeps the bounded software barriers
+//! (and says "emulated"), so that the record says which threads hung. One NVRTC module per backend; the jobs of specs that cannot
 //! fault share one child, each spec that may fault (over-arrival, lifetime, tx-range, count-range,
 //! uninitialized) gets its own.
 
@@ -250,6 +252,25 @@ fn par_map<T: Send>(n: usize, f: impl Fn(usize) -> T + Sync) -> Vec<T> {
         .collect()
 }
 
+/// How long the host waits for a launch on the hardware's barriers (see [`HW_BARRIER_HANG_MS`]).
+fn hang_limit(s: &SpecPlan) -> u64 {
+    if s.allowed.as_ref().is_none_or(crate::compare::hang_in_model) {
+        HW_BARRIER_HANG_MS
+    } else {
+        HW_BARRIER_QUIET_HANG_MS
+    }
+}
+
+/// A replay runs on the hardware's barriers when its trace, forced, leaves no thread hung and
+/// reaches no undefined behaviour: then the forced launch returns, and the turnstile forces the
+/// same order of steps as on the software barriers (a thread ends its turn before it blocks in
+/// `barrier.sync`, and a thread whose turn never comes runs free, as in software). A trace that
+/// ends hung keeps the software form: on the hardware the host could only end the launch, and no
+/// thread's record would say which threads hung where, which is what that replay is for.
+fn replay_returns(model: &phasecheck_model::rt::Model, actions: &[phasecheck_model::rt::Action]) -> bool {
+    forced(model, actions).is_ok_and(|fc| fc.timeouts.is_empty() && fc.undefined.is_none())
+}
+
 fn modes(r: bool, s: bool) -> Vec<&'static str> {
     let mut v = Vec::new();
     if s {
@@ -435,8 +456,7 @@ fn run_on_gpu(
             if a.stress {
                 if let Some(h) = s.hw_barrier_kernels.get(&b) {
                     let mut j = mk(id, a.runs.max(1), vec![0, 0], 0x5EED ^ id as u32, 2048, h);
-                    let hang_ok = s.allowed.as_ref().is_none_or(crate::compare::hang_in_model);
-                    j.hang_ms = if hang_ok { HW_BARRIER_HANG_MS } else { HW_BARRIER_QUIET_HANG_MS };
+                    j.hang_ms = hang_limit(s);
                     groups.entry(group).or_default().push(j);
                     meta.insert(id, (si, "stress-hw-barrier", None));
                 } else {
@@ -458,11 +478,19 @@ fn run_on_gpu(
             }
             if a.replay {
                 for (ti, t) in s.traces.iter().enumerate() {
-                    groups
-                        .entry(group)
-                        .or_default()
-                        .push(mk(id, replay_blocks, replay_schedule(&s.model, &t.actions), 1, 0, k));
-                    meta.insert(id, (si, "replay", Some(ti)));
+                    let sched = replay_schedule(&s.model, &t.actions);
+                    match s.hw_barrier_kernels.get(&b).filter(|_| replay_returns(&s.model, &t.actions)) {
+                        Some(h) => {
+                            let mut j = mk(id, replay_blocks, sched, 1, 0, h);
+                            j.hang_ms = hang_limit(s);
+                            groups.entry(group).or_default().push(j);
+                            meta.insert(id, (si, "replay-hw-barrier", Some(ti)));
+                        }
+                        None => {
+                            groups.entry(group).or_default().push(mk(id, replay_blocks, sched, 1, 0, k));
+                            meta.insert(id, (si, "replay", Some(ti)));
+                        }
+                    }
                     id += 1;
                 }
             }
@@ -506,7 +534,7 @@ fn run_on_gpu(
                             .map(|(jid, res)| {
                                 let (_, mode, trace) = meta[&jid];
                                 let k = match mode {
-                                    "stress-hw-barrier" => &s.hw_barrier_kernels[&b],
+                                    "stress-hw-barrier" | "replay-hw-barrier" => &s.hw_barrier_kernels[&b],
                                     _ => s.kernels[&b].as_ref().unwrap(),
                                 };
                                 let blocks = if mode.starts_with("stress") { a.runs.max(1) } else { replay_blocks } as usize;
@@ -674,7 +702,7 @@ fn judge_case(s: &SpecPlan, k: &Kernel, b: Backend, mode: &str, trace: Option<us
             Some(why) => note.push_str(&format!("wgmma emulated (bulk stores of its operands: {why}); ")),
         }
     }
-    let hw_form = mode == "stress-hw-barrier";
+    let hw_form = mode.ends_with("-hw-barrier");
     if hw_form && crate::codegen::keeper_form(&s.model.proto) {
         note.push_str("named barriers on the hardware (barrier.sync / barrier.arrive, unbounded: a launch that does not return is ended by the host; a keeper warp per CTA holds its shared memory until the cluster finished); ");
     } else if hw_form && s.model.proto.cluster > 1 {

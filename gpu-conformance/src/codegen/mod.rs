@@ -23,7 +23,8 @@
 //! bounded software barriers (a hang is recorded per thread, and a replay can force them);
 //! [`generate_hw_barrier`] runs them on the hardware (`barrier.sync 0`, `barrier.sync id, count`,
 //! `barrier.arrive id, count`), which nothing inside the kernel can bound: the runner launches it
-//! free (`stress-hw-barrier`) and the host ends a launch that does not return (see `child`).
+//! free (`stress-hw-barrier`) and under the turnstile (`replay-hw-barrier`, every replay whose
+//! trace returns), and the host ends a launch that does not return (see `child`).
 //!
 //! The generator is laid out by hardware object, as the model is: one module per object emits
 //! what the spec does with it (`mbarrier`, `copies`, `memory`, `warp`, `named`,
