@@ -57,3 +57,25 @@ fn a_call_with_the_wrong_number_of_arguments_is_an_error() {
     let e = run(BUMP, "  let n = 1\n  bump(n, n)\n  work").unwrap_err();
     assert!(e.contains("bump"), "{e}");
 }
+
+/// Calls nest at most 64 deep; a deeper chain (no recursion) is refused with the nesting code,
+/// E038, not the arity code E037 (the advice differs: flatten the chain, or fix the call).
+#[test]
+fn a_call_chain_past_the_nesting_bound_is_refused_as_too_deep() {
+    let chain = |n: usize| -> String {
+        let mut fns = String::new();
+        for i in 0..n {
+            fns.push_str(&format!("fn f{i}(x) {{\n  f{}(x)\n}}\n", i + 1));
+        }
+        fns.push_str(&format!("fn f{n}(x) {{\n  x = x + 1\n}}\n"));
+        fns
+    };
+    let lowered = |n: usize| {
+        let src = format!("protocol calls\n{}role r[1] {{\n  let v = 0\n  f0(v)\n  work\n}}\n", chain(n));
+        let ast = lang::parse(&src).unwrap();
+        lang::check(&ast).unwrap();
+        lower(&ast, &[]).map(|_| ()).map_err(|d| d.code)
+    };
+    assert_eq!(lowered(10), Ok(()));
+    assert_eq!(lowered(70), Err("E038"));
+}

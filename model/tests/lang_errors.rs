@@ -182,6 +182,12 @@ fn e021_unknown_name() {
     rejects("protocol p\nparam A = B\nrole w[1] { work }\n", "E021", 2, 11);
     let m = rejects(&in_role("  let x = qqq"), "E021", 9, 11);
     assert!(!m.contains("did you mean"), "no far-fetched suggestion: {m}");
+    // The typo distance at its edge: two edits from `ctrl` are a typo, three are another name
+    // (even where three is at most half the name's length).
+    let m = rejects(&in_role("  let x = cxtrxl"), "E021", 9, 11);
+    assert!(m.contains("did you mean `ctrl`?"), "two edits away: {m}");
+    let m = rejects(&in_role("  let x = cxtxrxl"), "E021", 9, 11);
+    assert!(!m.contains("did you mean"), "three edits away is no typo: {m}");
 }
 
 #[test]
