@@ -248,3 +248,18 @@ fn a_uniform_warps_arrivals_are_recorded_per_phase_with_their_lanes() {
     let completed = obs.iter().filter(|o| matches!(o, Obs::PhaseCompleted { .. })).count();
     assert_eq!(completed, 2, "{obs:?}");
 }
+
+#[test]
+fn a_whole_write_after_partial_writes_replaces_every_byte_including_the_first() {
+    use phasecheck_model::ViolationKind::StaleRead;
+    // Two halves written apart (the buffer's record is now per range), then the whole buffer:
+    // every byte holds version 3, the first one too.
+    let src = |lo: u32| {
+        format!("protocol p\nbuffer tile bytes 64\nrole w[1] {{\n  write(tile, 1, offset = 0, bytes = 32)\n  write(tile, 2, offset = 32, bytes = 32)\n  write(tile, 3)\n  read(tile, expect = 3, offset = {lo}, bytes = 1)\n}}\n")
+    };
+    for lo in [0, 1, 31, 32, 63] {
+        assert!(!reachable_kinds(&model_of(&src(lo))).contains(&StaleRead), "byte {lo}");
+    }
+    let wrong = src(0).replace("expect = 3", "expect = 1");
+    assert!(reachable_kinds(&model_of(&wrong)).contains(&StaleRead));
+}
