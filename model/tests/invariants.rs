@@ -263,3 +263,49 @@ fn a_whole_write_after_partial_writes_replaces_every_byte_including_the_first() 
     let wrong = src(0).replace("expect = 3", "expect = 1");
     assert!(reachable_kinds(&model_of(&wrong)).contains(&StaleRead));
 }
+
+#[test]
+fn a_copys_default_version_counts_partial_writes_as_writes() {
+    use phasecheck_model::ViolationKind::StaleRead;
+    // A copy with no `version =` lands the count of writes to its buffer so far: after one
+    // partial write that is version 1, as after one whole write.
+    let src = |w: &str, v: u32| {
+        format!("protocol p\nbarrier b count 1\nbuffer tile bytes 64\nrole w[1] {{\n  {w}\n  memcpy_async(tile, b)\n  let t = arrive(b)\n  wait(b, t)\n  read(tile, expect = {v})\n}}\n")
+    };
+    for w in [
+        "write(tile, 7)",
+        "write(tile, 7, offset = 0, bytes = 32)",
+        "write(tile, 7, offset = 32, bytes = 32)",
+    ] {
+        assert!(!reachable_kinds(&model_of(&src(w, 1))).contains(&StaleRead), "{w}");
+        assert!(reachable_kinds(&model_of(&src(w, 0))).contains(&StaleRead), "{w}");
+    }
+}
+
+/// The planted defect `no-parity-aliasing` (docs/mutants.md) must differ from the hardware only
+/// where parities alias: on a fresh barrier a wait on the current phase still blocks and one on
+/// the phase before it still returns, as on the hardware (else the planted-mutant test would
+/// judge the library against a defect that breaks every wait, not the aliasing it names).
+#[test]
+fn the_planted_no_parity_aliasing_defect_changes_only_the_aliased_wait() {
+    let enabled_at_start = |src: &str, planted: bool| {
+        let mut m = model_of(src);
+        if planted {
+            m.mutant = Some(phasecheck_model::rt::Mutant::NoParityAliasing);
+        }
+        let s = m.init().next.unwrap();
+        let mut en = Vec::new();
+        m.actions(&s, &mut en);
+        !en.is_empty()
+    };
+    for planted in [false, true] {
+        assert!(!enabled_at_start(
+            "protocol p\nbarrier e count 1\nrole c[1] {\n  wait_parity(e, 0)\n}\n",
+            planted
+        ));
+        assert!(enabled_at_start(
+            "protocol p\nbarrier e count 1\nrole c[1] {\n  wait_parity(e, 1)\n}\n",
+            planted
+        ));
+    }
+}
