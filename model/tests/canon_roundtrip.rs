@@ -85,3 +85,22 @@ fn packing_keeps_states_with_more_objects_than_a_flag_word_holds() {
         }
     }
 }
+
+/// A state carries a component per thread, barrier, buffer and var, four for copies, engines,
+/// their knowledge and commit logs, and one more only for what the protocol uses: named
+/// barriers (or the cluster barrier) and the async proxy. A component a protocol never uses
+/// would cost every stored state its id (bytes per state is a figure users read).
+#[test]
+fn a_state_has_a_named_barrier_component_only_when_the_protocol_uses_named_barriers() {
+    let count = |src: &str| {
+        let ast = phasecheck_model::lang::parse(src).unwrap();
+        phasecheck_model::lang::check(&ast).unwrap();
+        let m = phasecheck_model::rt::Model::new(phasecheck_model::program::lower::lower(&ast, &[]).unwrap());
+        m.component_count()
+    };
+    let plain = "protocol p\nbarrier b count 2\nrole w[2] {\n  arrive_and_wait(b)\n}\n";
+    let named = "protocol p\nbarrier b count 2\nrole w[2] {\n  arrive_and_wait(b)\n  bar_sync(1, 64)\n}\n";
+    // 2 threads + 1 barrier + 4.
+    assert_eq!(count(plain), 7);
+    assert_eq!(count(named), 8);
+}
