@@ -309,3 +309,11 @@ fn the_planted_no_parity_aliasing_defect_changes_only_the_aliased_wait() {
         ));
     }
 }
+
+/// `tcgen05.alloc` and `tcgen05.dealloc` are warp-wide (`.sync.aligned`): a uniform warp
+/// allocates its tensor memory once, not once per lane, and frees it once.
+#[test]
+fn a_uniform_warp_allocates_and_frees_tensor_memory_once() {
+    let src = "protocol u\nwarp_size 4\nbarrier ready count 1\nbarrier done count 1\nbuffer acc bytes 512\nrole mma warps 1 uniform {\n  tmem_alloc(acc, 64)\n  let e = elect()\n  if e == 1 { arrive(ready) }\n  wait_parity(done, 0)\n  tmem_dealloc(acc)\n}\nrole epilogue[1] {\n  wait_parity(ready, 0)\n  arrive(done)\n}\n";
+    assert_eq!(reachable_kinds(&model_of(src)), Default::default());
+}
