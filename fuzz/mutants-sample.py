@@ -184,23 +184,81 @@ def wilson(k, n, z=1.96):
     return (c - h, c + h)
 
 
-def summary(path):
-    rows = [json.loads(l) for l in open(path) if l.strip()]
+EQUIVALENT = os.path.join(ROOT, "fuzz", "mutants-equivalent.jsonl")
+
+
+def equivalents():
+    """Sites (at a commit) argued equivalent: no input can tell the mutant from the original.
+    Each row says why; they are counted apart, never as caught."""
+    if not os.path.exists(EQUIVALENT):
+        return {}
+    rows = [json.loads(l) for l in open(EQUIVALENT) if l.strip()]
+    return {(r["commit"], tuple(r["site"])): r["why"] for r in rows}
+
+
+def latest(path, commit=None):
+    """The last row per (commit, site): a re-judged row replaces the first judgement."""
     seen = {}
-    for r in rows:
-        seen[tuple(r["site"])] = r
-    rows = list(seen.values())
+    for l in open(path):
+        if l.strip():
+            r = json.loads(l)
+            if commit is None or r["commit"] == commit:
+                seen[(r["commit"], tuple(r["site"]))] = r
+    return seen
+
+
+def summary(path, commit=None):
+    seen = latest(path, commit)
+    eq = equivalents()
+    rows = [r for k, r in seen.items() if not (r["outcome"] == "missed" and k in eq)]
+    equivalent = len(seen) - len(rows)
     caught = sum(r["outcome"] == "caught" for r in rows)
     missed = [r for r in rows if r["outcome"] == "missed"]
     unviable = sum(r["outcome"] == "unviable" for r in rows)
     viable = caught + len(missed)
     lo, hi = wilson(caught, viable)
-    print(f"{len(rows)} mutants run: {caught} caught, {len(missed)} missed, {unviable} unviable")
+    rejudged = sum(bool(r.get("tests_commit")) for r in rows)
+    print(
+        f"{len(seen)} mutants run: {caught} caught ({rejudged} of them re-judged with later tests), "
+        f"{len(missed)} missed, {unviable} unviable, {equivalent} equivalent (fuzz/mutants-equivalent.jsonl)"
+    )
     if viable:
         print(f"score {caught}/{viable} = {100 * caught / viable:.1f} % (95 % Wilson interval {100 * lo:.1f} % to {100 * hi:.1f} %)")
     for r in missed:
         rel, line, col, op, old, new = r["site"]
         print(f"MISSED {rel}:{line}:{col + 1}: {op} `{old.strip()}` -> `{new.strip()}`")
+
+
+def git(*args):
+    return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True)
+
+
+def rejudge(path, commit, profile, timeout, out):
+    """Judge again, with the tests of this tree, every mutant of `commit` that was missed. The
+    semantics must be those the sample was drawn from (model/src as at `commit`), so that each
+    site is the same mutant; the tests may be newer (their commit is recorded)."""
+    if git("diff", "--quiet", commit, "--", "model/src").returncode != 0:
+        print(f"model/src differs from {commit}: its sites would not be the same mutants", file=sys.stderr)
+        return 2
+    tests_commit = git("rev-parse", "HEAD").stdout.strip()
+    if git("diff", "--quiet", "HEAD").returncode != 0:
+        tests_commit += "+uncommitted"
+    eq = equivalents()
+    todo = [r for k, r in latest(path, commit).items() if r["outcome"] == "missed" and k not in eq]
+    for r in todo:
+        s = tuple(r["site"])
+        p, saved = apply(s)
+        try:
+            built, passed, secs = run_tests(tests_for(profile), timeout)
+        finally:
+            with open(p, "w", encoding="utf-8") as f:
+                f.write(saved)
+        outcome = "unviable" if not built else ("missed" if passed else "caught")
+        row = dict(r, outcome=outcome, seconds=round(secs), tests_commit=tests_commit)
+        with open(out, "a") as f:
+            f.write(json.dumps(row) + "\n")
+        print(f"{outcome:8} {s[0]}:{s[1]}:{s[2] + 1} {s[3]} `{s[4].strip()}` -> `{s[5].strip()}` ({secs:.0f} s, re-judged)", flush=True)
+    return 0
 
 
 def stop(signum, frame):
@@ -222,12 +280,17 @@ def main():
     ap.add_argument("--out", default="mutants.jsonl")
     ap.add_argument("--timeout", type=int, default=300, help="seconds per test command")
     ap.add_argument("--summary", metavar="JSONL")
+    ap.add_argument("--commit", help="with --summary or --rejudge: only the rows of this commit (the sample of one tree)")
+    ap.add_argument("--rejudge", metavar="JSONL", help="judge again the missed mutants of --commit with this tree's tests (rows go to --out)")
     ap.add_argument("--fail-on-missed", action="store_true", help="exit 1 when a mutant of this shard survives (CI)")
     ap.add_argument("--profile", default="mutants", help="cargo profile (Cargo.toml's [profile.mutants]: cheap rebuilds; release where its cache is warm)")
     a = ap.parse_args()
     if a.summary:
-        summary(a.summary)
+        summary(a.summary, a.commit)
         return 0
+    if a.rejudge:
+        assert a.commit, "--rejudge needs --commit (the tree the sample was drawn from)"
+        return rejudge(a.rejudge, a.commit, a.profile, a.timeout, a.out)
     chosen, total, files = sample(a.size, a.seed)
     if a.list:
         print(f"{total} sites in {files} files of model/src; sample of {len(chosen)} (seed {a.seed}), {a.shards} shards")

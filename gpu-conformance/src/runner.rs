@@ -32,7 +32,7 @@ use crate::report::{today, Case, Report, SpecRow};
 use crate::{nvrtc, sys};
 use phasecheck_model::spec::{expand, load as load_spec};
 use phasecheck_verifier::outcomes::replay_schedule;
-use phasecheck_verifier::outcomes::{forced, End, Outcome};
+use phasecheck_verifier::outcomes::{forced, End, Outcome, ThreadEnd};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -268,7 +268,9 @@ fn hang_limit(s: &SpecPlan) -> u64 {
 /// ends hung keeps the software form: on the hardware the host could only end the launch, and no
 /// thread's record would say which threads hung where, which is what that replay is for.
 fn replay_returns(model: &phasecheck_model::rt::Model, actions: &[phasecheck_model::rt::Action]) -> bool {
-    forced(model, actions).is_ok_and(|fc| fc.timeouts.is_empty() && fc.undefined.is_none())
+    // A deadlock trace ends with its threads `Hung` and no timeout (none is left to time out).
+    forced(model, actions)
+        .is_ok_and(|fc| fc.timeouts.is_empty() && fc.undefined.is_none() && !fc.ends.iter().any(|e| matches!(e, ThreadEnd::Hung)))
 }
 
 fn modes(r: bool, s: bool) -> Vec<&'static str> {
@@ -731,6 +733,9 @@ fn judge_case(s: &SpecPlan, k: &Kernel, b: Backend, mode: &str, trace: Option<us
     };
     if let JobResult::Hung(why) = &res {
         note.push_str(&format!("{why}; "));
+        if let Some(t) = trace.map(|i| &s.traces[i]) {
+            note.push_str(&format!("trace: {} ({} steps) from {}; ", t.label, t.actions.len(), t.source));
+        }
         let j = judge_launch_hung(allowed);
         case.runs = blocks;
         case.observed = BTreeMap::from([(LAUNCH_HUNG.to_string(), blocks)]);
