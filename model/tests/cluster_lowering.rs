@@ -86,3 +86,23 @@ fn cluster_one_lowers_exactly_as_no_cluster_line() {
     assert_eq!(format!("{plain:?}"), format!("{one:?}"));
     assert_eq!(plain.cluster, 1);
 }
+
+/// A cluster repeats every table per CTA, so the model's 16-bit tables must hold the repeated
+/// count: 33,000 barriers (or buffers, or vars) fit one CTA but not two, and `cluster 2` refuses
+/// them (E108) instead of numbering the second CTA's copies past the table.
+#[test]
+fn the_table_bounds_count_every_cta_of_the_cluster() {
+    let many = |one: &str, n: usize| (0..n).map(|k| one.replace('K', &k.to_string())).collect::<Vec<_>>().join("\n");
+    for (table, decl) in [
+        ("barriers", many("barrier bK[1000] count 1", 33)),
+        ("buffers", many("buffer tK[1000] bytes 4", 33)),
+        ("shared vars", many("var vK = 0", 33_000)),
+    ] {
+        let src = |cluster: u32| format!("protocol c\ncluster {cluster}\n{decl}\nrole w[1] {{ work }}\n");
+        parse_spec("c", &src(1), &[]).unwrap_or_else(|e| panic!("{table}, one CTA: {e}"));
+        let e = parse_spec("c", &src(2), &[])
+            .err()
+            .unwrap_or_else(|| panic!("{table}: two CTAs accepted"));
+        assert!(e.contains("E108") && e.contains(table), "{table}: {e}");
+    }
+}

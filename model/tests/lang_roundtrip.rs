@@ -526,3 +526,18 @@ fn deep_nesting_is_an_error_not_a_crash() {
         assert!(d.message.contains("nested"), "{}", d.message);
     }
 }
+
+/// Two-character operators need no space around them: `a==1||b!=2` is the same program as
+/// `a == 1 || b != 2` (each operator takes its two characters, not the name after it).
+#[test]
+fn two_character_operators_lex_the_same_without_spaces() {
+    let prog = |cond: &str| {
+        let src = format!("protocol p\nrole w[2] {{\n  let a = tid\n  let b = 1 - tid\n  for i in 0..2 {{\n    assert {cond}\n  }}\n}}\n");
+        phasecheck_model::lang::parse(&src).unwrap_or_else(|d| panic!("{cond}: {}", d.message))
+    };
+    let tight = prog("(a==0||b==0)&&(a!=b||a<=b)&&(a>=0||b>=0)&&i<=1");
+    let spaced = prog("(a == 0 || b == 0) && (a != b || a <= b) && (a >= 0 || b >= 0) && i <= 1");
+    assert!(phasecheck_model::lang::pretty::same_program(&tight, &spaced));
+    let ranged = prog("i<2");
+    assert!(phasecheck_model::lang::pretty::same_program(&ranged, &prog("i < 2")));
+}

@@ -1,0 +1,134 @@
+//! The partial-order reduction's law, checked inside the model crate: on every library spec small
+//! enough to walk in full, a depth-first search that expands only the persistent subset the model
+//! offers (`TransitionSystem::persistent`, with the stack proviso and the fall-back to the full
+//! set when a chosen step ends its execution) reaches exactly the violation kinds the full search
+//! reaches.
+//!
+//! The engine's own law tests (tests/reductions.rs, tests/por_constructs.rs) compare its searches;
+//! this one needs no engine, so a defect in a construct's footprint (`rt/footprint*`) fails a test
+//! of the crate that holds the footprints: the mutation sample judges a mutant by this crate's
+//! tests and the library record (docs/mutants.md), and a footprint that forgets a conflict can
+//! keep every library verdict of the breadth-first engine while this walk still tells.
+
+use phasecheck_model::rt::state::State;
+use phasecheck_model::rt::{Action, Model};
+use phasecheck_model::ts::TransitionSystem;
+use phasecheck_model::ViolationKind;
+use std::collections::{BTreeSet, HashSet};
+use std::path::PathBuf;
+
+/// Walks past this many states are not run (the spec is left to the engine's tests).
+const CAP: usize = 3000;
+
+fn canonical(m: &Model, mut s: State) -> State {
+    use phasecheck_model::ts::Packed;
+    let mut perm = Vec::new();
+    m.canonicalize(&mut s, false, &mut perm);
+    s
+}
+
+/// Every violation kind reachable from the initial state; `None` past `CAP` states.
+fn reachable_kinds(m: &Model, reduce: bool) -> Option<(BTreeSet<ViolationKind>, usize)> {
+    struct Frame {
+        s: State,
+        next: Vec<State>,
+    }
+    let mut kinds = BTreeSet::new();
+    let init = m.init();
+    kinds.extend(init.violations.iter().map(|v| v.kind));
+    let Some(s0) = init.next else { return Some((kinds, 0)) };
+    let mut visited: HashSet<State> = HashSet::new();
+    let mut on_stack: HashSet<State> = HashSet::new();
+    let mut stack: Vec<Frame> = Vec::new();
+    let mut enabled = Vec::new();
+    let mut subset = Vec::new();
+    let mut open = |s: State, kinds: &mut BTreeSet<ViolationKind>, on_stack: &HashSet<State>| -> Frame {
+        enabled.clear();
+        m.actions(&s, &mut enabled);
+        kinds.extend(m.state_violations(&s, &enabled).into_iter().map(|v| v.kind));
+        let mut expand = |acts: &[Action], kinds: &mut BTreeSet<ViolationKind>| -> (Vec<State>, bool) {
+            let mut next = Vec::new();
+            let mut keep = true;
+            for &a in acts {
+                let out = m.step(&s, a);
+                assert!(out.internal.is_none(), "internal error: {:?}", out.internal);
+                kinds.extend(out.violations.iter().map(|v| v.kind));
+                match out.next {
+                    Some(n) => {
+                        let n = canonical(m, n);
+                        keep &= !on_stack.contains(&n) && n != s;
+                        next.push(n);
+                    }
+                    None => keep = false,
+                }
+            }
+            (next, keep)
+        };
+        subset.clear();
+        let reduced = reduce && !m.is_final(&s) && m.persistent(&s, &enabled, &mut subset);
+        let next = if reduced {
+            // The subset's violations are kept even if it is rolled back: they are reachable.
+            let (next, keep) = expand(&subset.clone(), kinds);
+            if keep {
+                next
+            } else {
+                expand(&enabled.clone(), kinds).0
+            }
+        } else {
+            expand(&enabled.clone(), kinds).0
+        };
+        Frame { s, next }
+    };
+    let s0 = canonical(m, s0);
+    visited.insert(s0.clone());
+    on_stack.insert(s0.clone());
+    stack.push(open(s0, &mut kinds, &on_stack));
+    while let Some(top) = stack.last_mut() {
+        match top.next.pop() {
+            Some(n) => {
+                if visited.insert(n.clone()) {
+                    if visited.len() > CAP {
+                        return None;
+                    }
+                    on_stack.insert(n.clone());
+                    let f = open(n, &mut kinds, &on_stack);
+                    stack.push(f);
+                }
+            }
+            None => {
+                let f = stack.pop().unwrap();
+                on_stack.remove(&f.s);
+            }
+        }
+    }
+    Some((kinds, visited.len()))
+}
+
+fn library() -> Vec<PathBuf> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../specs");
+    phasecheck_model::spec::expand(&[root]).expect("the library is readable")
+}
+
+#[test]
+fn the_reduced_walk_reaches_every_kind_the_full_walk_reaches_on_every_small_library_spec() {
+    let (mut compared, mut violated, mut pruned) = (0, 0, 0);
+    let mut differ = Vec::new();
+    for path in library() {
+        let spec = phasecheck_model::spec::load(&path, &[]).unwrap_or_else(|e| panic!("{e}"));
+        let m = Model::new(spec.proto);
+        let Some((full, all)) = reachable_kinds(&m, false) else { continue };
+        let (reduced, fewer) = reachable_kinds(&m, true).expect("the reduced walk is no larger than the full one");
+        compared += 1;
+        if reduced != full {
+            differ.push(format!("{}: full {full:?}, reduced {reduced:?}", path.display()));
+        }
+        violated += usize::from(!full.is_empty());
+        pruned += usize::from(fewer < all);
+    }
+    assert!(differ.is_empty(), "the reduction changed the kinds:\n{}", differ.join("\n"));
+    // The law must cover the library, and the reduction must have pruned something in it.
+    eprintln!("{compared} specs compared, {violated} with a violation, {pruned} walked in fewer states reduced");
+    assert!(compared >= 150, "only {compared} specs were small enough to compare");
+    assert!(violated >= 50, "only {violated} compared specs have a violation");
+    assert!(pruned >= 50, "the reduction pruned only {pruned} of them");
+}
