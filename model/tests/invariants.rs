@@ -317,3 +317,34 @@ fn a_uniform_warp_allocates_and_frees_tensor_memory_once() {
     let src = "protocol u\nwarp_size 4\nbarrier ready count 1\nbarrier done count 1\nbuffer acc bytes 512\nrole mma warps 1 uniform {\n  tmem_alloc(acc, 64)\n  let e = elect()\n  if e == 1 { arrive(ready) }\n  wait_parity(done, 0)\n  tmem_dealloc(acc)\n}\nrole epilogue[1] {\n  wait_parity(ready, 0)\n  arrive(done)\n}\n";
     assert_eq!(reachable_kinds(&model_of(src)), Default::default());
 }
+
+/// The self-check's wait rule (I-WAIT) refuses a wait that returned on a phase an even number of
+/// phases behind the current one: the hardware's parity makes it look like the current one, so a
+/// step that passed it lost track of aliasing. A real step passes; the same step naming the phase
+/// two behind the current one does not.
+#[test]
+fn the_self_check_refuses_a_wait_that_returned_on_an_aliased_phase() {
+    let m = model_of("protocol p\nbarrier b count 1\nrole w[1] {\n  arrive(b)\n  arrive(b)\n  arrive(b)\n  wait_parity(b, 0)\n}\n");
+    let mut s = m.init().next.unwrap();
+    let mut en = Vec::new();
+    loop {
+        en.clear();
+        m.actions(&s, &mut en);
+        let a = en[0];
+        let out = m.step(&s, a);
+        let waited = out.event.as_ref().unwrap().obs.iter().any(|o| matches!(o, Obs::Waited { .. }));
+        if waited {
+            assert!(phasecheck_model::rt::selfcheck::transition(&m, &s, a, &out).is_ok());
+            let mut aliased = out.clone();
+            for o in &mut aliased.event.as_mut().unwrap().obs {
+                if let Obs::Waited { phase, .. } = o {
+                    *phase -= 1; // current 3, named 2 -> 1: two phases behind the current one
+                }
+            }
+            let e = phasecheck_model::rt::selfcheck::transition(&m, &s, a, &aliased).unwrap_err();
+            assert_eq!(e.rule, "I-WAIT");
+            return;
+        }
+        s = out.next.unwrap();
+    }
+}
