@@ -52,7 +52,10 @@ fn a_plain_read_races_the_atomics_it_is_not_ordered_after_in_either_order() {
     let (_, out) = run_check("either_order", &cluster_spec(1, body));
     assert!(out.contains("verdict: violated (data-race)"), "{out}");
     // The trace says what an add left and what a read saw as values, not versions.
-    assert!(out.contains("adds to cta0.c, which now holds 1") || out.contains("reads cta0.c = "), "{out}");
+    assert!(
+        out.contains("adds to cta0.c, which now holds 1") || out.contains("reads cta0.c = "),
+        "{out}"
+    );
     // The reader's own earlier add does not race its read (program order).
     let body = "  if cta == 0 { atomic_add(c, 1)\n  read_counter(c, expect = 1) }";
     assert_eq!(verdict("own_add", &cluster_spec(1, body)), "verdict: holds");
