@@ -50,6 +50,11 @@ snap!(cluster_uniform_libcu, "cluster_uniform", Backend::Libcu);
 // global slot (with the probe that checks `expect`).
 snap!(tensormap_group_ptx, "tensormap_group", Backend::Ptx);
 snap!(tensormap_group_libcu, "tensormap_group", Backend::Libcu);
+// Counters in a cluster: the own CTA's add and a peer's (mapa.shared::cluster, then
+// red.relaxed.cluster.shared::cluster.add.u32), and plain reads of the own and the peer's
+// counter recorded with their values.
+snap!(counter_cluster_ptx, "counter_cluster", Backend::Ptx);
+snap!(counter_cluster_libcu, "counter_cluster", Backend::Libcu);
 
 /// ... and its hardware cluster-barrier form: every lane arrives on `barrier.cluster`, and every
 /// lane stays in the exit loop until the cluster's lanes are done.

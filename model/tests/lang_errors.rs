@@ -393,3 +393,33 @@ fn break_inside_a_while_loop_is_accepted() {
     let prog = parse(src).expect("parses");
     check(&prog).unwrap_or_else(|d| panic!("{}", d.render("t.phase", src)));
 }
+
+/// Counters are named only by `atomic_add` and `read_counter`, which name nothing else: a
+/// buffer holds versions, not a value an atomic could add to.
+#[test]
+fn e023_counters_and_buffers_are_not_interchangeable() {
+    let counters = |body: &str| format!("protocol p\ncounter hits\nbuffer one bytes 64\nrole w[2] {{\n{body}\n}}\n");
+    let m = rejects(&counters("  atomic_add(one, 1)"), "E023", 5, 14);
+    assert!(m.contains("`one` is a buffer") && m.contains("counter NAME"), "{m}");
+    rejects(&counters("  read_counter(one, expect = 0)"), "E023", 5, 16);
+    let m = rejects(&counters("  read(hits, expect = 0)"), "E023", 5, 8);
+    assert!(m.contains("`read_counter`"), "{m}");
+    rejects(&counters("  write(hits, 1)"), "E023", 5, 9);
+    rejects(&counters("  atomic_add(hits[0], 1)"), "E024", 5, 19);
+    rejects(&counters("  atomic_add(hit, 1)"), "E021", 5, 14);
+    rejects(&counters("  let x = hits + 1"), "E032", 5, 11);
+}
+
+/// A counter statement that names a peer (`cta = R`) needs a cluster; `read`/`write` keep
+/// accepting `cta = 0` without one, as before counters existed.
+#[test]
+fn e041_counter_of_a_peer_without_a_cluster() {
+    let one = |body: &str| format!("protocol p\ncounter hits\nbuffer one bytes 64\nrole w[2] {{\n{body}\n}}\n");
+    let m = rejects(&one("  atomic_add(hits, 1, cta = 0)"), "E041", 5, 3);
+    assert!(m.contains("cluster N"), "{m}");
+    rejects(&one("  read_counter(hits, cta = 1, expect = 0)"), "E041", 5, 3);
+    let plain = one("  read(one, cta = 0)");
+    check(&parse(&plain).expect("parses")).expect("read with cta = 0 and no cluster stays accepted");
+    let clustered = "protocol p\ncluster 2\ncounter hits\nrole w[1] {\n  atomic_add(hits, 1, cta = 1 - cta)\n}\n";
+    check(&parse(clustered).expect("parses")).expect("a cluster spec may name a peer's counter");
+}

@@ -238,6 +238,20 @@ role producer[1] {
 }
 "#;
 
+/// Counters: atomic adds to the own CTA's and a peer's, and checked reads of both.
+const COUNTER_STATEMENTS: &str = r#"protocol counter_statements
+cluster 2
+counter hits
+counter bins[2]                    // an array of counters
+
+role worker[1] {
+  atomic_add(hits, 1)             ; atomic_add(bins[1], 2, cta = 1 - cta)
+  cluster_sync()
+  read_counter(hits, expect = 1)  ; read_counter(bins[0])     ; read_counter(bins[1], cta = 0, expect = 2)
+  cluster_sync()
+}
+"#;
+
 /// Blackwell: tensor memory, the tcgen05 MMA and its commit, cluster launch control.
 const BLACKWELL_STATEMENTS: &str = r#"protocol blackwell_statements
 barrier done count 1
@@ -267,6 +281,7 @@ fn every_operation_of_the_table_parses_and_checks() {
         CLUSTER_STATEMENTS,
         WARPGROUP_STATEMENTS,
         TENSORMAP_STATEMENTS,
+        COUNTER_STATEMENTS,
         BLACKWELL_STATEMENTS,
     ] {
         let p = accept(src);

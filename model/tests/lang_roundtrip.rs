@@ -159,6 +159,9 @@ fn op() -> impl Strategy<Value = Op> {
         // TMA descriptors in shared memory: the edit, the fence, and a whole or partial copy
         // through the descriptor.
         (p(), x()).prop_map(|(map, version)| OpKind::TensormapWrite { map, version }),
+        // Counters: the atomic add and the checked read.
+        (p(), x()).prop_map(|(counter, value)| OpKind::AtomicAdd { counter, value }),
+        (p(), ox()).prop_map(|(counter, expect)| OpKind::ReadCounter { counter, expect }),
         p().prop_map(|map| OpKind::FenceProxyTensormap { map }),
         (p(), ox(), p(), p(), prop::option::of(x()), ox(), ox()).prop_map(|(map, expect, buf, bar, offset, bytes, version)| {
             let kind = match offset {
@@ -194,6 +197,18 @@ fn op() -> impl Strategy<Value = Op> {
                     src,
                     offset,
                     bytes
+                },
+                span: Span::default(),
+            }),
+        }),
+        // An atomic add to a peer's counter, and a read of it.
+        (p(), x(), ox(), x(), any::<bool>()).prop_map(|(counter, value, expect, rank, add)| OpKind::Remote {
+            target: ClusterTarget::Cta(rank),
+            op: Box::new(Op {
+                kind: if add {
+                    OpKind::AtomicAdd { counter, value }
+                } else {
+                    OpKind::ReadCounter { counter, expect }
                 },
                 span: Span::default(),
             }),
@@ -269,6 +284,7 @@ fn item() -> impl Strategy<Value = Item> {
             len,
             bytes,
             tensormap: false,
+            counter: false,
             span: Span::default()
         })),
         // A descriptor is always 128 bytes: the printer writes no size, the parser puts it back.
@@ -280,6 +296,19 @@ fn item() -> impl Strategy<Value = Item> {
                 span: Span::default()
             },
             tensormap: true,
+            counter: false,
+            span: Span::default()
+        })),
+        // A counter is always 4 bytes: the printer writes no size, the parser puts it back.
+        (name(), prop::option::of(expr())).prop_map(|(n, len)| Item::Buffer(BufferDecl {
+            name: ident(n),
+            len,
+            bytes: Expr {
+                kind: ExprKind::Int(4),
+                span: Span::default()
+            },
+            tensormap: false,
+            counter: true,
             span: Span::default()
         })),
         (name(), expr()).prop_map(|(n, init)| Item::Var(VarDecl { name: ident(n), init })),

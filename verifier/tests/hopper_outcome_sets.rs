@@ -83,3 +83,25 @@ fn peers_arriving_together_on_a_phase_shortened_by_a_drop_may_fault() {
     let fine = allowed_outcomes(&model("specs/guide/double_buffer.phase"), 1_000_000);
     assert!(!fine.fault_allowed(), "{fine}");
 }
+
+/// Counters: a read of a counter is recorded with its value. The histogram ordered by the cluster
+/// barrier has one outcome (every bin read as 2); the read not ordered after the peer's add
+/// admits both totals (1 and 2) and the widened values of a racing read, so a GPU run that sees
+/// the partial total is within the model.
+#[test]
+fn counter_reads_are_recorded_with_their_values() {
+    let fixed = allowed_outcomes(&model("specs/hopper/cuda_guide_cluster_histogram_atomics.phase"), 1_000_000);
+    assert!(fixed.is_complete(), "{fixed}");
+    assert_eq!(fixed.len(), 1, "{fixed}");
+    let o = fixed.iter().next().unwrap();
+    assert!(o.threads.iter().all(|t| t.reads == [2]), "{fixed}");
+    let racy = allowed_outcomes(&model("specs/hopper/cluster_counter_read_before_peer_atomics.phase"), 1_000_000);
+    assert!(racy.is_complete(), "{racy}");
+    let cta0_reads: std::collections::BTreeSet<Vec<i64>> = racy.iter().map(|o| o.threads[0].reads.clone()).collect();
+    assert!(cta0_reads.contains(&vec![1]) && cta0_reads.contains(&vec![2]), "{racy}");
+    let ordered = allowed_outcomes(
+        &model("specs/hopper/cluster_counter_read_before_peer_atomics_fixed.phase"),
+        1_000_000,
+    );
+    assert!(ordered.iter().all(|o| o.threads[0].reads == [2]), "{ordered}");
+}

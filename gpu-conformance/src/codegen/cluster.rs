@@ -63,11 +63,13 @@ impl Gen<'_> {
                         | IOp::Mem(MemOp::Read { .. })
                         | IOp::Mem(MemOp::Write { .. })
                         | IOp::Mem(MemOp::ReadPart { .. })
+                        | IOp::Mem(MemOp::AtomicAdd { .. })
+                        | IOp::Mem(MemOp::ReadCounter { .. })
                         | IOp::Copy(CopyOp::Copy { .. })
                         | IOp::Copy(CopyOp::CopyPart { .. })
                         | IOp::Copy(CopyOp::CopyFrom { .. })
                         | IOp::Copy(CopyOp::StAsync { .. }), false) => {}
-                        _ => return bad("this remote operation has no sm_90 form in the generated kernel (remote: arrive, arrive_expect_tx, read, write, copy_async, st_async; multicast: copy_async)"),
+                        _ => return bad("this remote operation has no sm_90 form in the generated kernel (remote: arrive, arrive_expect_tx, read, write, atomic_add, read_counter, copy_async, st_async; multicast: copy_async)"),
                     }
             }
         }
@@ -310,6 +312,15 @@ impl Gen<'_> {
                 offset,
                 bytes,
             }) => self.peer_copy_from(code, buf, bar, src, offset, bytes),
+            // The hardware's DSMEM atomic: the own CTA's address of the counter mapped into the
+            // peer's window (`mapa.shared::cluster`), then `red.shared::cluster`.
+            IOp::Mem(MemOp::AtomicAdd { buf, value }) => {
+                let d = self.placed(code, buf, false, "    ");
+                let v = self.expr(code, value);
+                self.w(format!(
+                    "    pc_red_add_cluster(pc_mapa_smem({d}, (int)peer), (int){v});  // red.relaxed.cluster.shared::cluster.add.u32 on the peer's counter"
+                ));
+            }
             _ => {
                 self.w("    Shared& peer_s = *(Shared*)pc_mapa((const void*)&s, (int)peer);  // the peer's shared memory (DSMEM)");
                 self.w("    { Shared& s = peer_s;");

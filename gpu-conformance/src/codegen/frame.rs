@@ -160,11 +160,15 @@ impl Gen<'_> {
         for g in local_buf_groups {
             let b = &p.buffers[g.base as usize];
             let arr = if g.is_array { format!("[{}]", g.len) } else { String::new() };
+            let what = if b.counter {
+                "a counter: its value in the first word".to_string()
+            } else {
+                format!("{} bytes of version stamps", b.bytes)
+            };
             self.w(format!(
-                "  alignas(128) int buf_{}{arr}[{}];  // {} bytes of version stamps",
+                "  alignas(128) int buf_{}{arr}[{}];  // {what}",
                 ident(self.declared(&g.name)),
                 words_of(b.bytes),
-                b.bytes
             ));
         }
         for v in &p.vars[..p.vars.len() / nc] {

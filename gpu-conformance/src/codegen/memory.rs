@@ -62,6 +62,29 @@ impl Gen<'_> {
                     "  pc_write((int*)((char*){d} + {off}), (int)({n} / 4), (int){v}); {once}atomicAdd(&s.writes[{flat}], 1);  // part of the buffer"
                 ));
             }
+            // A counter's value is the first word of its (16-byte) cell. The add is the
+            // hardware's own relaxed cluster-scope reduction: `red.shared::cluster` on the own
+            // CTA's address (a shared::cta address is one of the own CTA in the cluster window);
+            // a peer's counter is added to in `remote_op`, through `mapa`.
+            MemOp::AtomicAdd { buf, value } => {
+                let d = self.placed(code, buf, false, "  ");
+                let v = self.expr(code, value);
+                self.w(format!(
+                    "  pc_red_add_cluster(pc_smem({d}), (int){v});  // red.relaxed.cluster.shared::cluster.add.u32 (atomicAdd)"
+                ));
+            }
+            MemOp::ReadCounter { buf, expect } => {
+                let d = self.placed(code, buf, false, "  ");
+                self.w(format!("  {{ int v = *(volatile int*){d};  // a plain load of the counter"));
+                if rec == Some(Recorded::Read) {
+                    self.w(format!("    {}", self.record(0, "v")));
+                    if let Some(e) = expect {
+                        let e = self.expr(code, e);
+                        self.w(format!("    if ((i64)v != {e}) th.nbad++;  // not the expected value"));
+                    }
+                }
+                self.w("  }");
+            }
             MemOp::ReadPart { buf, offset, bytes, .. } => {
                 let d = self.placed(code, buf, false, "  ");
                 let (off, _) = self.offset(code, offset);

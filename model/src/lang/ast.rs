@@ -103,6 +103,11 @@ pub struct BufferDecl {
     /// tensormap statements may name it, and only `fence_proxy_tensormap` makes its edits
     /// visible to the async proxy (`fence.proxy.async` does not cover the tensormap proxy).
     pub tensormap: bool,
+    /// Declared `counter NAME`: a 32-bit cell of shared memory that holds a value (initially 0)
+    /// rather than a version, changed only by atomic adds (`atomic_add`) and read by
+    /// `read_counter`. Atomics on it never race each other; a plain read races every atomic it is
+    /// not ordered after (docs/semantics.md, "DSMEM atomics").
+    pub counter: bool,
     pub span: Span,
 }
 
@@ -456,6 +461,21 @@ pub enum OpKind {
         op: Box<Op>,
     },
 
+    // ---- Counters (`counter NAME`) ----
+    /// `atomic_add(C, V)`: `red.relaxed.cluster.shared::cluster.add.u32` (CUDA's `atomicAdd`):
+    /// an atomic read-modify-write of the counter that orders nothing; with `cta = R` (a
+    /// `Remote`) on the peer's counter through `mapa`.
+    AtomicAdd {
+        counter: Place,
+        value: Expr,
+    },
+    /// `read_counter(C)`, `read_counter(C, expect = V)`: a plain (non-atomic) load of the
+    /// counter's value; another value than `expect` is a stale read.
+    ReadCounter {
+        counter: Place,
+        expect: Option<Expr>,
+    },
+
     // ---- Cluster scope: sm_90 thread-block clusters ----
     /// `arrive(B, cta = R)`, `read(BUF, cta = R, ...)`, `copy_async(BUF, B, multicast = MASK)`:
     /// `op` on the objects of another CTA of the cluster (DSMEM through `mapa`), or a multicast
@@ -568,6 +588,8 @@ impl OpKind {
             OpKind::TensormapWrite { .. } => "tensormap_write",
             OpKind::FenceProxyTensormap { .. } => "fence_proxy_tensormap",
             OpKind::CopyAsyncTensor { op, .. } => op.kind.keyword(),
+            OpKind::AtomicAdd { .. } => "atomic_add",
+            OpKind::ReadCounter { .. } => "read_counter",
             OpKind::Remote { op, .. } => op.kind.keyword(),
             OpKind::ClusterArrive => "cluster_arrive",
             OpKind::ClusterArriveRelaxed => "cluster_arrive_relaxed",
@@ -603,7 +625,12 @@ impl OpKind {
             | OpKind::CpAsyncCommitGroup
             | OpKind::CpAsyncWait { .. }
             | OpKind::CpAsyncArrive { .. } => Object::Copies,
-            OpKind::Read { .. } | OpKind::Write { .. } | OpKind::ReadPart { .. } | OpKind::WritePart { .. } => Object::Memory,
+            OpKind::Read { .. }
+            | OpKind::Write { .. }
+            | OpKind::ReadPart { .. }
+            | OpKind::WritePart { .. }
+            | OpKind::AtomicAdd { .. }
+            | OpKind::ReadCounter { .. } => Object::Memory,
             OpKind::Commit { .. } | OpKind::Elect => Object::Warp,
             OpKind::BarSync { .. } | OpKind::BarArrive { .. } => Object::NamedBarrier,
             OpKind::CopyStoreAsync { .. }
@@ -934,6 +961,16 @@ impl Op {
                 f(version)
             }
             OpKind::FenceProxyTensormap { map } => place(map, f),
+            OpKind::AtomicAdd { counter, value } => {
+                place(counter, f);
+                f(value)
+            }
+            OpKind::ReadCounter { counter, expect } => {
+                place(counter, f);
+                if let Some(e) = expect {
+                    f(e)
+                }
+            }
             OpKind::CopyAsyncTensor { map, expect, op: inner } => {
                 place(map, f);
                 if let Some(e) = expect {

@@ -61,6 +61,10 @@ enum Global {
     Tensormap {
         array: bool,
     },
+    /// `counter NAME`: a value cell, named only by `atomic_add` and `read_counter`.
+    Counter {
+        array: bool,
+    },
     Var,
     Completion,
     Role,
@@ -76,6 +80,7 @@ impl Global {
             Global::Barrier { .. } => "a barrier",
             Global::Buffer { .. } => "a buffer",
             Global::Tensormap { .. } => "a tensormap (a TMA descriptor)",
+            Global::Counter { .. } => "a counter",
             Global::Var => "a shared var",
             Global::Completion => "a completion function",
             Global::Role => "a role",
@@ -128,6 +133,7 @@ pub fn check_all(p: &Program) -> Vec<Diagnostic> {
         ctx: Ctx::Role,
         errors: Vec::new(),
         loops: 0,
+        cluster: p.items.iter().any(|i| matches!(i, Item::Cluster(_))),
     };
     if let Err(d) = c.collect(p) {
         return vec![d];
@@ -167,6 +173,8 @@ struct Checker {
     errors: Vec<Diagnostic>,
     /// Loops (`for`, `while`) around the statement being checked: `break` needs one.
     loops: usize,
+    /// The protocol has a `cluster N` line: a counter statement may name a peer (`cta = R`).
+    cluster: bool,
 }
 
 impl Checker {
@@ -190,6 +198,7 @@ impl Checker {
                 Item::Param(d) => (&d.name, Global::Param),
                 Item::Barrier(d) => (&d.name, Global::Barrier { array: d.len.is_some() }),
                 Item::Buffer(d) if d.tensormap => (&d.name, Global::Tensormap { array: d.len.is_some() }),
+                Item::Buffer(d) if d.counter => (&d.name, Global::Counter { array: d.len.is_some() }),
                 Item::Buffer(d) => (&d.name, Global::Buffer { array: d.len.is_some() }),
                 Item::Var(d) => (&d.name, Global::Var),
                 Item::Completion(d) => (&d.name, Global::Completion),
@@ -642,14 +651,16 @@ impl Checker {
                 span,
                 format!("`{n}` is a role, not a number; did you mean `{n}.count`?"),
             )),
-            Some(Global::Barrier { .. }) | Some(Global::Buffer { .. }) | Some(Global::Tensormap { .. }) => Err(err(
-                "E032",
-                span,
-                format!(
-                    "`{n}` is {}, not a number; pass it to an operation instead, like `arrive({n})`",
-                    self.globals[n].describe()
-                ),
-            )),
+            Some(Global::Barrier { .. }) | Some(Global::Buffer { .. }) | Some(Global::Tensormap { .. }) | Some(Global::Counter { .. }) => {
+                Err(err(
+                    "E032",
+                    span,
+                    format!(
+                        "`{n}` is {}, not a number; pass it to an operation instead, like `arrive({n})`",
+                        self.globals[n].describe()
+                    ),
+                ))
+            }
             Some(Global::Completion) => Err(err(
                 "E032",
                 span,
@@ -877,6 +888,14 @@ impl Checker {
                 exprs.push(version);
             }
             OpKind::FenceProxyTensormap { map } => self.tensormap_place(map, kw)?,
+            OpKind::AtomicAdd { counter, value } => {
+                self.counter_place(counter, kw)?;
+                exprs.push(value);
+            }
+            OpKind::ReadCounter { counter, expect } => {
+                self.counter_place(counter, kw)?;
+                exprs.extend(expect);
+            }
             OpKind::CopyAsyncTensor { map, expect, op } => {
                 self.tensormap_place(map, kw)?;
                 self.op(op)?;
@@ -895,8 +914,18 @@ impl Checker {
                     format!("a completion function runs in no particular thread, so a cluster-scope `{kw}` there has no thread of the cluster to run it; move it into a role body"),
                 ));
             }
-            OpKind::Remote { target, op } => {
-                self.op(op)?;
+            OpKind::Remote { target, op: inner } => {
+                if matches!(inner.kind, OpKind::AtomicAdd { .. } | OpKind::ReadCounter { .. }) && !self.cluster {
+                    // Without a cluster the only rank is the own CTA's; a counter statement that
+                    // names one means a peer that does not exist (read/write keep accepting
+                    // `cta = 0` there, as they did before counters).
+                    return Err(err(
+                        "E041",
+                        op.span,
+                        format!("`{kw}` with `cta = R` reaches the counter of a peer CTA, but this protocol runs one CTA; add a `cluster N` line to the header, or drop `cta = R` for the own CTA's counter"),
+                    ));
+                }
+                self.op(inner)?;
                 exprs.push(target.expr());
             }
             OpKind::ClusterArrive | OpKind::ClusterArriveRelaxed | OpKind::ClusterWait | OpKind::ClusterSync => {}
@@ -927,25 +956,55 @@ impl Checker {
     /// A descriptor argument: a declared `tensormap` (E023 for anything else, E021 for an
     /// undeclared name), indexed exactly when it is an array.
     fn tensormap_place(&self, p: &Place, kw: &str) -> Result<(), Diagnostic> {
+        self.special_place(
+            p,
+            kw,
+            "tensormap",
+            "declare the descriptor with `tensormap NAME` at top level",
+            |g| match g {
+                Global::Tensormap { array } => Some(array),
+                _ => None,
+            },
+        )
+    }
+
+    /// A counter argument: a declared `counter` (E023 for a buffer or anything else: a buffer
+    /// holds versions, not a value to add to), indexed exactly when it is an array.
+    fn counter_place(&self, p: &Place, kw: &str) -> Result<(), Diagnostic> {
+        self.special_place(
+            p,
+            kw,
+            "counter",
+            "declare the cell with `counter NAME` at top level (a buffer holds versions, not a value an atomic could add to)",
+            |g| match g {
+                Global::Counter { array } => Some(array),
+                _ => None,
+            },
+        )
+    }
+
+    /// A place that must name a declared object of kind `what` (`is` says whether a global is
+    /// one and whether it is an array): E023 for another kind, E021 for an undeclared name,
+    /// E024/E025 for an index that does not match.
+    fn special_place(&self, p: &Place, kw: &str, what: &str, how: &str, is: impl Fn(Global) -> Option<bool>) -> Result<(), Diagnostic> {
         let n = &p.name.name;
         let array = match self.globals.get(n) {
-            Some(Global::Tensormap { array }) => *array,
-            Some(g) => {
-                return Err(err(
-                    "E023",
-                    p.name.span,
-                    format!(
-                        "`{n}` is {}, but `{kw}` needs a tensormap here; declare the descriptor with `tensormap NAME` at top level",
-                        g.describe()
-                    ),
-                ))
-            }
+            Some(g) => match is(*g) {
+                Some(array) => array,
+                None => {
+                    return Err(err(
+                        "E023",
+                        p.name.span,
+                        format!("`{n}` is {}, but `{kw}` needs a {what} here; {how}", g.describe()),
+                    ))
+                }
+            },
             None => {
-                let hint = did_you_mean(n, self.names_where(|g| matches!(g, Global::Tensormap { .. })));
+                let hint = did_you_mean(n, self.names_where(|g| is(g).is_some()));
                 let msg = if hint.is_empty() {
-                    format!("no tensormap `{n}` is declared; declare it with `tensormap {n}` at top level")
+                    format!("no {what} `{n}` is declared; declare it with `{what} {n}` at top level")
                 } else {
-                    format!("no tensormap `{n}` is declared{hint}")
+                    format!("no {what} `{n}` is declared{hint}")
                 };
                 return Err(err("E021", p.name.span, msg));
             }
@@ -954,12 +1013,12 @@ impl Checker {
             (Some(ix), false) => Err(err(
                 "E024",
                 ix.span,
-                format!("`{n}` is a single tensormap, not an array; write `{n}` without an index"),
+                format!("`{n}` is a single {what}, not an array; write `{n}` without an index"),
             )),
             (None, true) => Err(err(
                 "E025",
                 p.span,
-                format!("`{n}` is an array of tensormaps; pick one with an index, like `{n}[0]`"),
+                format!("`{n}` is an array of {what}s; pick one with an index, like `{n}[0]`"),
             )),
             (Some(ix), true) => self.expr(ix),
             (None, false) => Ok(()),
@@ -1001,10 +1060,14 @@ impl Checker {
                     "copy_async" | "memcpy_async" => "its first argument",
                     _ => "here",
                 };
+                let hint = match found {
+                    Some(Global::Counter { .. }) => "; a counter is changed only by `atomic_add` and read by `read_counter`",
+                    _ => "",
+                };
                 return Err(err(
                     "E023",
                     p.name.span,
-                    format!("`{n}` is {what}, but `{kw}` needs a {want} {pos}"),
+                    format!("`{n}` is {what}, but `{kw}` needs a {want} {pos}{hint}"),
                 ));
             }
         };

@@ -60,6 +60,9 @@ pub const OPS: &[&str] = &[
     // TMA descriptors in shared memory.
     "tensormap_write",
     "fence_proxy_tensormap",
+    // Counters (DSMEM atomics).
+    "atomic_add",
+    "read_counter",
     // Cluster scope.
     "cluster_arrive",
     "cluster_arrive_relaxed",
@@ -86,6 +89,7 @@ pub const KEYWORDS: &[&str] = &[
     "barrier",
     "buffer",
     "tensormap",
+    "counter",
     "var",
     "completion",
     "role",
@@ -442,6 +446,7 @@ impl Parser {
                 "barrier" => items.push(Item::Barrier(self.barrier()?)),
                 "buffer" => items.push(Item::Buffer(self.buffer()?)),
                 "tensormap" => items.push(Item::Buffer(self.tensormap()?)),
+                "counter" => items.push(Item::Buffer(self.counter()?)),
                 "var" => {
                     self.bump();
                     let name = self.name("a var name")?;
@@ -479,6 +484,7 @@ impl Parser {
                         "barrier",
                         "buffer",
                         "tensormap",
+                        "counter",
                         "var",
                         "completion",
                         "role",
@@ -629,6 +635,28 @@ impl Parser {
             len,
             bytes,
             tensormap: false,
+            counter: false,
+            span,
+        })
+    }
+
+    /// `counter NAME` (or `counter NAME[N]`): a 32-bit value cell in shared memory (the `u32`
+    /// that `atomicAdd` updates), always 4 bytes, so it takes no size.
+    fn counter(&mut self) -> PResult<BufferDecl> {
+        let start = self.bump().span;
+        let name = self.name("a counter name")?;
+        let len = self.opt_len()?;
+        let span = self.since(start);
+        let bytes = Expr {
+            kind: ExprKind::Int(4),
+            span,
+        };
+        Ok(BufferDecl {
+            name,
+            len,
+            bytes,
+            tensormap: false,
+            counter: true,
             span,
         })
     }
@@ -649,6 +677,7 @@ impl Parser {
             len,
             bytes,
             tensormap: true,
+            counter: false,
             span,
         })
     }

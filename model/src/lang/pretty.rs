@@ -197,6 +197,9 @@ fn item_to(out: &mut String, item: &Item, c: &mut Comments) {
         Item::Buffer(d) if d.tensormap => {
             let _ = write!(out, "tensormap {}{}", d.name.name, len_suffix(&d.len));
         }
+        Item::Buffer(d) if d.counter => {
+            let _ = write!(out, "counter {}{}", d.name.name, len_suffix(&d.len));
+        }
         Item::Buffer(d) => {
             let _ = write!(out, "buffer {}{} bytes {}", d.name.name, len_suffix(&d.len), expr(&d.bytes));
         }
@@ -463,6 +466,14 @@ pub fn op_str(op: &Op) -> String {
             args.push(expr(version));
         }
         OpKind::FenceProxyTensormap { map } => args.push(place(map)),
+        OpKind::AtomicAdd { counter, value } => {
+            args.push(place(counter));
+            args.push(expr(value));
+        }
+        OpKind::ReadCounter { counter, expect } => {
+            args.push(place(counter));
+            named_args(&mut args, &[("expect", expect)]);
+        }
         // The copy as written without a descriptor, plus the descriptor it reads.
         OpKind::CopyAsyncTensor { map, expect, op } => {
             let inner = op_str(op);
@@ -582,6 +593,7 @@ pub fn strip_spans(p: &Program) -> Program {
                     len: d.len.as_ref().map(se),
                     bytes: se(&d.bytes),
                     tensormap: d.tensormap,
+                    counter: d.counter,
                     span: z,
                 }),
                 Item::Var(d) => Item::Var(VarDecl {
@@ -828,6 +840,14 @@ fn so(op: &Op) -> Op {
             version: se(version),
         },
         OpKind::FenceProxyTensormap { map } => OpKind::FenceProxyTensormap { map: sp(map) },
+        OpKind::AtomicAdd { counter, value } => OpKind::AtomicAdd {
+            counter: sp(counter),
+            value: se(value),
+        },
+        OpKind::ReadCounter { counter, expect } => OpKind::ReadCounter {
+            counter: sp(counter),
+            expect: oe(expect),
+        },
         OpKind::CopyAsyncTensor { map, expect, op } => OpKind::CopyAsyncTensor {
             map: sp(map),
             expect: expect.as_ref().map(se),

@@ -69,6 +69,9 @@ pub struct BufferInfo {
     /// A TMA descriptor (`tensormap NAME`): its generic writes are made visible to the async
     /// proxy by `fence_proxy_tensormap` only.
     pub tensormap: bool,
+    /// A counter (`counter NAME`): its cell holds a value (initially 0) that atomic adds
+    /// change, and its race records tell atomics from plain reads (rt/memory.rs).
+    pub counter: bool,
 }
 
 #[derive(Clone, Debug)]

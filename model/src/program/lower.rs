@@ -146,6 +146,7 @@ pub fn lower(program: &ast::Program, overrides: &[(String, i64)]) -> Result<Prot
                 name: element_name(&b.name.name, b.len.is_some(), i),
                 bytes,
                 tensormap: b.tensormap,
+                counter: b.counter,
             });
         }
     }
@@ -335,6 +336,7 @@ fn per_cta_tables(
                 name: format!("cta{c}.{}", b.name),
                 bytes: b.bytes,
                 tensormap: b.tensormap,
+                counter: b.counter,
             })
         })
         .collect();
@@ -713,6 +715,14 @@ impl CodeBuilder<'_> {
             OpKind::TensormapWrite { map, version } => IOp::Mem(MemOp::Write {
                 buf: self.buf(map)?,
                 version: self.expr(version)?,
+            }),
+            OpKind::AtomicAdd { counter, value } => IOp::Mem(MemOp::AtomicAdd {
+                buf: self.buf(counter)?,
+                value: self.expr(value)?,
+            }),
+            OpKind::ReadCounter { counter, expect } => IOp::Mem(MemOp::ReadCounter {
+                buf: self.buf(counter)?,
+                expect: expect.as_ref().map(|e| self.expr(e)).transpose()?,
             }),
             OpKind::FenceProxyTensormap { map } => IOp::Proxy(ProxyOp::FenceProxyTensormap { map: self.buf(map)? }),
             OpKind::CopyAsyncTensor { .. } => unreachable!("lowered above"),

@@ -116,6 +116,8 @@ impl Exec<'_> {
                     IOp::Mbar(MbarOp::Arrive { .. }) => "arrives on a barrier of",
                     IOp::Mem(MemOp::Read { .. }) | IOp::Mem(MemOp::ReadPart { .. }) => "reads the shared memory of",
                     IOp::Mem(MemOp::Write { .. }) => "writes the shared memory of",
+                    IOp::Mem(MemOp::AtomicAdd { .. }) => "adds atomically to a counter in the shared memory of",
+                    IOp::Mem(MemOp::ReadCounter { .. }) => "reads a counter in the shared memory of",
                     _ => "copies into the shared memory of",
                 };
                 self.fail(

@@ -626,6 +626,7 @@ impl Exec<'_> {
             agent: (n + d) as u16,
             epoch: self.s.engines[d][n + d],
             in_completion: false,
+            atomic: false,
         };
         self.record_read(r.buf as usize, (r.offset, r.offset + r.len), engine);
         self.obs.push(Obs::AsyncReadDone { buf: r.buf, wgmma: false });
@@ -852,6 +853,7 @@ impl Exec<'_> {
             agent: (n + d) as u16,
             epoch: self.s.engines[d][n + d],
             in_completion: false,
+            atomic: false,
         });
         self.obs.push(Obs::Landed {
             buf: c.buf,
@@ -925,6 +927,7 @@ impl Exec<'_> {
             agent: (n + d) as u16,
             epoch: self.s.engines[d][n + d],
             in_completion: false,
+            atomic: false,
         };
         let size = self.p().buffers[d].bytes;
         let cell = &mut self.s.buffers[d];

@@ -371,7 +371,8 @@ impl Exec<'_> {
                     self.agent_label(&Access {
                         agent,
                         epoch,
-                        in_completion: false
+                        in_completion: false,
+                        atomic: false
                     })
                 )),
                 _ => None,

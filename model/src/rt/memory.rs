@@ -29,6 +29,21 @@ pub enum MemOp {
         bytes: IExpr,
         version: IExpr,
     },
+    /// `atomic_add(C, V)`: PTX `red.relaxed.cluster.shared::cluster.add.u32` (CUDA's
+    /// `atomicAdd` on shared memory): an indivisible read-modify-write of counter C that orders
+    /// nothing (it is relaxed: it neither releases nor acquires). Atomics on one counter never
+    /// race each other; each races the plain reads of the counter it is not ordered after.
+    AtomicAdd {
+        buf: Ref,
+        value: IExpr,
+    },
+    /// `read_counter(C, expect = V)`: a plain (weak, non-atomic) load of counter C's value. It
+    /// races every atomic on C it is not ordered after (a `data-race`), since a weak load may
+    /// see any of the values the counter passes through; another value than V is a `stale-read`.
+    ReadCounter {
+        buf: Ref,
+        expect: Option<IExpr>,
+    },
 }
 
 impl MemOp {
@@ -39,24 +54,43 @@ impl MemOp {
     pub fn touch(&self) -> Touch<'_> {
         use crate::rt::footprint::PhaseEffect as P;
         match self {
-            MemOp::Read { buf, .. } | MemOp::ReadPart { buf, .. } => Touch::objects(None, Some((buf, false)), P::None),
+            MemOp::Read { buf, .. } | MemOp::ReadPart { buf, .. } | MemOp::ReadCounter { buf, .. } => {
+                Touch::objects(None, Some((buf, false)), P::None)
+            }
             MemOp::Write { buf, .. } | MemOp::WritePart { buf, .. } => Touch::objects(None, Some((buf, true)), P::None),
+            // Two atomics on one counter leave the same state in either order, but the value a
+            // step observes (`Obs::Wrote`) differs, and the reduction's independence is judged
+            // on steps, not on what the searches report; counting an atomic as a write keeps
+            // it dependent on every access of the counter, which is always sound.
+            MemOp::AtomicAdd { buf, .. } => Touch::objects(None, Some((buf, true)), P::None),
         }
     }
 
     /// The buffer accessed.
     pub fn buf(&self) -> &Ref {
         match self {
-            MemOp::Read { buf, .. } | MemOp::ReadPart { buf, .. } | MemOp::Write { buf, .. } | MemOp::WritePart { buf, .. } => buf,
+            MemOp::Read { buf, .. }
+            | MemOp::ReadPart { buf, .. }
+            | MemOp::Write { buf, .. }
+            | MemOp::WritePart { buf, .. }
+            | MemOp::AtomicAdd { buf, .. }
+            | MemOp::ReadCounter { buf, .. } => buf,
         }
     }
 
-    /// Whether the access writes the buffer (for footprints and races).
+    /// Whether the access is a plain write of the buffer: the lanes of a uniform agent that
+    /// make it race each other. An atomic add is not one (atomics never race each other).
     pub fn writes(&self) -> bool {
         match self {
-            MemOp::Read { .. } | MemOp::ReadPart { .. } => false,
+            MemOp::Read { .. } | MemOp::ReadPart { .. } | MemOp::ReadCounter { .. } | MemOp::AtomicAdd { .. } => false,
             MemOp::Write { .. } | MemOp::WritePart { .. } => true,
         }
+    }
+
+    /// Whether each lane of a uniform agent makes the access on its own: an atomic add is one
+    /// add per lane (a warp's `atomicAdd` adds once for every lane that runs it).
+    pub fn per_lane(&self) -> bool {
+        matches!(self, MemOp::AtomicAdd { .. })
     }
 
     /// Every expression the operation evaluates, outermost ones.
@@ -76,6 +110,12 @@ impl MemOp {
                 }
             }
             MemOp::Write { version, .. } => f(version),
+            MemOp::AtomicAdd { value, .. } => f(value),
+            MemOp::ReadCounter { expect, .. } => {
+                if let Some(e) = expect {
+                    f(e)
+                }
+            }
             MemOp::WritePart {
                 offset, bytes, version, ..
             } => {
@@ -91,6 +131,8 @@ impl MemOp {
         match self {
             MemOp::Read { .. } | MemOp::ReadPart { .. } => "read",
             MemOp::Write { .. } | MemOp::WritePart { .. } => "write",
+            MemOp::AtomicAdd { .. } => "atomic_add",
+            MemOp::ReadCounter { .. } => "read_counter",
         }
     }
 }
@@ -135,6 +177,10 @@ pub struct Access {
     pub epoch: u32,
     /// Made by a completion function (a race with it is completion-misuse).
     pub in_completion: bool,
+    /// An atomic add of a counter. A counter's `reads` hold its plain reads and its atomics,
+    /// at most one of each per agent, sorted by (agent, atomic): atomics do not race each
+    /// other, so no atomic replaces another agent's record the way a write clears the reads.
+    pub atomic: bool,
 }
 
 impl Cell {
@@ -260,7 +306,96 @@ impl Exec<'_> {
                 bytes,
                 version,
             } => self.op_write_part(buf, offset, bytes, version, locals),
+            MemOp::AtomicAdd { buf, value } => self.op_atomic_add(buf, value, locals),
+            MemOp::ReadCounter { buf, expect } => self.op_read_counter(buf, expect, locals),
         }
+    }
+
+    /// The counter's record of `acc` (its plain read or its atomic, by `acc.atomic`) is now `acc`.
+    fn put_counter_record(&mut self, d: usize, acc: Access) {
+        let reads = &mut self.s.buffers[d].reads;
+        match reads.binary_search_by_key(&(acc.agent, acc.atomic), |a| (a.agent, a.atomic)) {
+            Ok(k) => reads[k] = acc,
+            Err(k) => reads.insert(k, acc),
+        }
+    }
+
+    /// `atomic_add(C, V)`: the add is indivisible, so atomics of any agents never race each
+    /// other, whatever their order; it must be ordered after every plain read of the counter
+    /// (a weak load racing an atomic store of the location is a data race in the PTX memory
+    /// model). It is relaxed: the agent's clock is neither released nor acquired.
+    fn op_atomic_add(&mut self, buf: &Ref, value: &IExpr, locals: Option<&[i64]>) -> R<Option<i64>> {
+        let d = self.resolve_buf(buf, locals)?;
+        let v = self.ev(value, locals)?;
+        let me = self.agent as u16;
+        let clock = self.clock();
+        let cell = &self.s.buffers[d];
+        let unordered = cell
+            .last_write
+            .iter()
+            .chain(cell.reads.iter().filter(|a| !a.atomic))
+            .find(|a| a.agent != me && !ordered_before(a, clock))
+            .copied();
+        if let Some(r) = unordered {
+            self.race(true, d, "atomically adds to", Some(&r), "plain read of the counter");
+        }
+        let acc = Access {
+            atomic: true,
+            ..self.access()
+        };
+        self.put_counter_record(d, acc);
+        // The hardware adds 32-bit words: the value wraps as the word does (read back as the
+        // signed `int` the generated kernel records), and V is taken modulo 2^32 as a register
+        // of the add would hold it.
+        let cell = &mut self.s.buffers[d];
+        cell.value = (cell.value as i32).wrapping_add(v as i32) as i64;
+        let now = cell.value;
+        self.obs.push(Obs::Wrote {
+            buf: d as u16,
+            version: now,
+        });
+        Ok(None)
+    }
+
+    /// `read_counter(C, expect = V)`: a plain load, which must be ordered after every atomic of
+    /// the counter by another agent (else `data-race`: it may see any value the counter passes
+    /// through), and sees the sum of the atomics made so far; another value than V is a
+    /// `stale-read`, as a `read` seeing another version is.
+    fn op_read_counter(&mut self, buf: &Ref, expect: &Option<IExpr>, locals: Option<&[i64]>) -> R<Option<i64>> {
+        let d = self.resolve_buf(buf, locals)?;
+        let want = match expect {
+            Some(e) => Some(self.ev(e, locals)?),
+            None => None,
+        };
+        let me = self.agent as u16;
+        let clock = self.clock();
+        let cell = &self.s.buffers[d];
+        let unordered = cell
+            .last_write
+            .iter()
+            .chain(cell.reads.iter().filter(|a| a.atomic))
+            .find(|a| a.agent != me && !ordered_before(a, clock))
+            .copied();
+        if let Some(a) = unordered {
+            self.race(true, d, "reads", Some(&a), "atomic add");
+        }
+        self.put_counter_record(d, self.access());
+        let got = self.s.buffers[d].value;
+        self.obs.push(Obs::Read {
+            buf: d as u16,
+            version: got,
+        });
+        if let Some(w) = want.filter(|w| *w != got) {
+            self.fail(
+                K::StaleRead,
+                format!(
+                    "{} reads value {got} of the counter {} but the protocol means {w}",
+                    self.label(),
+                    self.p().buffers[d].name
+                ),
+            );
+        }
+        Ok(Some(got))
     }
 
     pub(super) fn op_read(&mut self, buf: &Ref, expect: &Option<IExpr>, locals: Option<&[i64]>) -> R<Option<i64>> {
@@ -424,6 +559,7 @@ impl Exec<'_> {
             agent: self.agent as u16,
             epoch: self.clock()[self.agent],
             in_completion: self.in_completion,
+            atomic: false,
         }
     }
 

@@ -75,7 +75,7 @@ impl Words<'_> {
 }
 
 fn put_access(out: &mut Vec<u32>, a: &Access) {
-    out.push(a.agent as u32 | (a.in_completion as u32) << 16);
+    out.push(a.agent as u32 | (a.in_completion as u32) << 16 | (a.atomic as u32) << 17);
     out.push(a.epoch);
 }
 
@@ -83,7 +83,8 @@ fn get_access(r: &mut Words) -> Access {
     let w = r.u();
     Access {
         agent: w as u16,
-        in_completion: w >> 16 != 0,
+        in_completion: (w >> 16) & 1 != 0,
+        atomic: (w >> 17) & 1 != 0,
         epoch: r.u(),
     }
 }

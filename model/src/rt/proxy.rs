@@ -538,6 +538,7 @@ impl Exec<'_> {
                         agent: (n + d) as u16,
                         epoch,
                         in_completion: false,
+                        atomic: false,
                     };
                     self.record_read(d, (r.lo as i64, r.hi as i64), acc);
                     self.obs.push(Obs::AsyncReadDone { buf: r.buf, wgmma: true });
@@ -608,6 +609,7 @@ impl Exec<'_> {
                     agent: a,
                     epoch: e,
                     in_completion: false,
+                    atomic: false,
                 })
             })
             .unwrap_or_default();

@@ -165,7 +165,8 @@ fn permute(s: &mut State, perm: &[u32]) {
         for a in c.accesses_mut() {
             remap_access(a);
         }
-        c.reads.sort_by_key(|r| r.agent);
+        // A counter keeps an agent's plain read and its atomic side by side (rt/memory.rs).
+        c.reads.sort_by_key(|r| (r.agent, r.atomic));
         for r in c.parts.iter_mut() {
             r.reads.sort_by_key(|r| r.agent);
         }

@@ -494,6 +494,7 @@ impl Exec<'_> {
             agent: (n + a) as u16,
             epoch: self.s.engines[a][n + a],
             in_completion: false,
+            atomic: false,
         };
         let mut i = 0;
         let mut end = at;

@@ -10,7 +10,8 @@
 use super::*;
 
 /// Whether each lane of a warp makes the operation's contribution on its own (its object says).
-/// Accesses of memory are made once: a write by the lanes is judged a race among them first.
+/// Accesses of memory are made once (a write by the lanes is judged a race among them first),
+/// except an atomic add, which every lane makes.
 fn per_lane(op: &IOp) -> bool {
     match op {
         IOp::Mbar(op) => op.per_lane(),
@@ -18,7 +19,8 @@ fn per_lane(op: &IOp) -> bool {
         IOp::Tc(op) => op.per_lane(),
         // A remote operation counts as its own-CTA form does (an arrive per lane on the peer).
         IOp::Remote { op, .. } => per_lane(op),
-        IOp::Mem(_) | IOp::Warp(_) | IOp::Proxy(_) => false,
+        IOp::Mem(op) => op.per_lane(),
+        IOp::Warp(_) | IOp::Proxy(_) => false,
     }
 }
 
@@ -30,7 +32,7 @@ impl Exec<'_> {
         if lanes == 1 {
             return self.op(op);
         }
-        if let IOp::Mem(access) = op {
+        if let (IOp::Mem(access), false) = (op, per_lane(op)) {
             if let Some(offset) = crate::program::uniform::per_lane_offset(op).filter(|o| o.reads_identity()) {
                 return self.lanes_at_offsets(t, access, offset, lanes);
             }

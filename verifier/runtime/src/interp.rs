@@ -150,6 +150,9 @@ pub fn supported(proto: &Protocol, directed: bool) -> Result<(), Unsupported> {
                         | IOp::Proxy(phasecheck_model::program::ir::ProxyOp::FenceProxyTensormap { .. }),
                     ..
                 } => "TMA descriptors in shared memory (`copy_async(..., tensormap = MAP)`, `fence_proxy_tensormap(MAP)`)",
+                // Its buffers hold versions a write replaces; a counter's value is a sum of adds
+                // whose race rule (atomics never race each other) it does not follow.
+                InstrKind::Op { op, .. } if is_counter_op(op) => "counters (`atomic_add(C, V)`, `read_counter(C)`)",
                 _ => continue,
             };
             return Err(Unsupported(format!("the runtime does not model {what}")));
@@ -918,5 +921,15 @@ impl World {
                 Ok(last)
             }
         }
+    }
+}
+
+/// `atomic_add` or `read_counter`, on the own CTA's counter or a peer's.
+fn is_counter_op(op: &IOp) -> bool {
+    use phasecheck_model::program::ir::MemOp;
+    match op {
+        IOp::Mem(MemOp::AtomicAdd { .. } | MemOp::ReadCounter { .. }) => true,
+        IOp::Remote { op, .. } => is_counter_op(op),
+        _ => false,
     }
 }

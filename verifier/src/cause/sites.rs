@@ -60,7 +60,14 @@ pub(super) fn relocate(model: &Model, source: &str, decls: &Decls, r: &Replayed,
             }
         }),
         ViolationKind::StaleRead if !v.message.contains("in flight") => {
-            version_writer(r, i).map(|j| at(r.steps[j].span, "the version read was written"))
+            // A counter's value is left by the last add before the read, not written as a version.
+            let counter = r.steps[i].obs.iter().any(|o| matches!(o, Obs::Read { buf, .. } if model.proto.buffers[*buf as usize].counter));
+            let why = if counter {
+                "the value read was left by the add"
+            } else {
+                "the version read was written"
+            };
+            version_writer(r, i).map(|j| at(r.steps[j].span, why))
         }
         ViolationKind::DataRace => {
             if let Some(j) = remote_access(model, r, i) {

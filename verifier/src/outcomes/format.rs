@@ -311,7 +311,7 @@ pub enum Judged {
 /// Which observation a thread statement contributes to its [`ThreadOutcome`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Recorded {
-    /// `read(B)` / `read(B, expect = V)`: one entry of `reads`.
+    /// `read(B)` / `read(B, expect = V)`, `read_counter(C)`: one entry of `reads`.
     Read,
     /// `try_wait` / `try_wait_parity`: one entry of `try_waits`.
     TryWait,
@@ -327,14 +327,15 @@ pub enum Recorded {
 pub fn recorded(code: &Code, instr: &Instr) -> Option<Recorded> {
     match &instr.kind {
         InstrKind::Op {
-            op: IOp::Mem(MemOp::Read { .. }),
+            op: IOp::Mem(MemOp::Read { .. } | MemOp::ReadCounter { .. }),
             ..
         } => Some(Recorded::Read),
-        // A DSMEM read of a peer CTA's buffer (cluster scope) is a read like any other.
+        // A DSMEM read of a peer CTA's buffer (cluster scope) is a read like any other, and so is
+        // a plain read of a counter (its value is recorded where a buffer's version is).
         InstrKind::Op {
             op: IOp::Remote { multicast: false, op, .. },
             ..
-        } if matches!(**op, IOp::Mem(MemOp::Read { .. })) => Some(Recorded::Read),
+        } if matches!(**op, IOp::Mem(MemOp::Read { .. } | MemOp::ReadCounter { .. })) => Some(Recorded::Read),
         // A try_wait polled in a `while` loop answers as often as the hardware spins: its
         // answers are not an outcome (the model bounds the loop by revisiting states, not by count).
         InstrKind::Op {

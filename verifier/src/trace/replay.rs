@@ -218,6 +218,10 @@ pub trait Names {
     fn barrier(&self, i: u16) -> String;
     fn buffer(&self, i: u16) -> String;
     fn thread(&self, i: u16) -> String;
+    /// Buffer `i` is a counter: its observations carry a value, not a version.
+    fn is_counter(&self, _i: u16) -> bool {
+        false
+    }
 }
 
 impl Names for phasecheck_model::program::ir::Protocol {
@@ -230,6 +234,9 @@ impl Names for phasecheck_model::program::ir::Protocol {
     fn thread(&self, i: u16) -> String {
         self.thread_label(i as usize)
     }
+    fn is_counter(&self, i: u16) -> bool {
+        self.buffers[i as usize].counter
+    }
 }
 
 /// One line saying what a step observed, the same in reports, trace files and replays.
@@ -239,6 +246,8 @@ pub fn describe_obs(o: &Obs, n: &dyn Names) -> String {
         Obs::Arrived { bar, phase, count } => format!("arrive x{count} on {} phase {phase}", n.barrier(*bar)),
         Obs::Waited { bar, phase } => format!("wait: phase {phase} of {} complete", n.barrier(*bar)),
         Obs::TryWait { bar, phase, result } => format!("try_wait on phase {phase} of {} -> {}", n.barrier(*bar), *result as i32),
+        Obs::Read { buf, version } if n.is_counter(*buf) => format!("reads {} = {version}", n.buffer(*buf)),
+        Obs::Wrote { buf, version } if n.is_counter(*buf) => format!("adds to {}, which now holds {version}", n.buffer(*buf)),
         Obs::Read { buf, version } => format!("reads {} v{version}", n.buffer(*buf)),
         Obs::Wrote { buf, version } => format!("writes {} v{version}", n.buffer(*buf)),
         Obs::CopyIssued { buf, bytes, version, .. } => format!("copy of {bytes} B (v{version}) into {} issued", n.buffer(*buf)),

@@ -9,6 +9,12 @@ __device__ __forceinline__ unsigned pc_mapa_smem(const void* p, int rank) {
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(pc_smem(p)), "r"(rank));
   return r;
 }
+// atomicAdd on a counter of shared memory, the own CTA's or a peer's (`addr` in the
+// shared::cluster window): relaxed, at cluster scope, so that the adds of the CTA's own threads
+// and of its peers are morally strong with each other (atomic with respect to one another).
+__device__ __forceinline__ void pc_red_add_cluster(unsigned addr, int v) {
+  asm volatile("red.relaxed.cluster.shared::cluster.add.u32 [%0], %1;" :: "r"(addr), "r"(v) : "memory");
+}
 // The harness's own hardware cluster barrier (see the generator's notes: never inside spec code).
 __device__ __forceinline__ void pc_cluster_barrier_hw() {
   asm volatile("barrier.cluster.arrive.release;\n\tbarrier.cluster.wait.acquire;" ::: "memory");

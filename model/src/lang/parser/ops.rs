@@ -411,6 +411,14 @@ impl Parser {
                 version: req(second_expr),
             },
             "fence_proxy_tensormap" => OpKind::FenceProxyTensormap { map: first },
+            "atomic_add" => OpKind::AtomicAdd {
+                counter: first,
+                value: req(second_expr),
+            },
+            "read_counter" => OpKind::ReadCounter {
+                counter: first,
+                expect: take_named("expect"),
+            },
             "inval" => OpKind::Inval { bar: first },
             "commit" => OpKind::Commit { bar: first },
             _ => unreachable!("every operation word has a case"),
@@ -571,6 +579,18 @@ pub(super) fn signature(op: &str) -> Sig {
         "fence_mbarrier_init" => (&[], 0, &[], "`fence_mbarrier_init()`"),
         "tensormap_write" => (&[Place, Expr], 2, &[], "`tensormap_write(MAP, V)`"),
         "fence_proxy_tensormap" => (&[Place], 1, &[], "`fence_proxy_tensormap(MAP)`"),
+        "atomic_add" => (
+            &[Place, Expr],
+            2,
+            &["cta"],
+            "`atomic_add(C, V)`, optionally with `cta = R` (an atomic add to CTA R's counter C)",
+        ),
+        "read_counter" => (
+            &[Place],
+            1,
+            &["expect", "cta"],
+            "`read_counter(C)` or `read_counter(C, expect = V)`, optionally with `cta = R` (CTA R's counter C)",
+        ),
         // Blackwell (lang::blackwell).
         "tcgen05_mma" => (
             &[Place, Place, Place, Place],

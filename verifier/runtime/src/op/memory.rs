@@ -48,6 +48,7 @@ impl World {
                 self.writes[d].fetch_add(1, Relaxed);
                 Ok(None)
             }
+            MemOp::AtomicAdd { .. } | MemOp::ReadCounter { .. } => unreachable!("refused before the run: counters have no engine here"),
             MemOp::WritePart {
                 buf,
                 offset,
