@@ -240,8 +240,9 @@ def rejudge(path, commit, profile, timeout, out):
     if git("diff", "--quiet", commit, "--", "model/src").returncode != 0:
         print(f"model/src differs from {commit}: its sites would not be the same mutants", file=sys.stderr)
         return 2
-    tests_commit = git("rev-parse", "HEAD").stdout.strip()
-    if git("diff", "--quiet", "HEAD").returncode != 0:
+    # The tests may be checked out from a later commit over the sample's tree: say which.
+    tests_commit = os.environ.get("MUTANTS_TESTS_COMMIT") or git("rev-parse", "HEAD").stdout.strip()
+    if not os.environ.get("MUTANTS_TESTS_COMMIT") and git("diff", "--quiet", "HEAD").returncode != 0:
         tests_commit += "+uncommitted"
     eq = equivalents()
     todo = [r for k, r in latest(path, commit).items() if r["outcome"] == "missed" and k not in eq]
