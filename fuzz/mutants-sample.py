@@ -217,7 +217,7 @@ def summary(path, commit=None):
     unviable = sum(r["outcome"] == "unviable" for r in rows)
     viable = caught + len(missed)
     lo, hi = wilson(caught, viable)
-    rejudged = sum(bool(r.get("tests_commit")) for r in rows)
+    rejudged = sum(bool(r.get("tests_commit")) and r["outcome"] == "caught" for r in rows)
     print(
         f"{len(seen)} mutants run: {caught} caught ({rejudged} of them re-judged with later tests), "
         f"{len(missed)} missed, {unviable} unviable, {equivalent} equivalent (fuzz/mutants-equivalent.jsonl)"
