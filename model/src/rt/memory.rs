@@ -327,16 +327,7 @@ impl Exec<'_> {
     fn op_atomic_add(&mut self, buf: &Ref, value: &IExpr, locals: Option<&[i64]>) -> R<Option<i64>> {
         let d = self.resolve_buf(buf, locals)?;
         let v = self.ev(value, locals)?;
-        let me = self.agent as u16;
-        let clock = self.clock();
-        let cell = &self.s.buffers[d];
-        let unordered = cell
-            .last_write
-            .iter()
-            .chain(cell.reads.iter().filter(|a| !a.atomic))
-            .find(|a| a.agent != me && !ordered_before(a, clock))
-            .copied();
-        if let Some(r) = unordered {
+        if let Some(r) = self.unordered_counter_access(d, false) {
             self.race(true, d, "atomically adds to", Some(&r), "plain read of the counter");
         }
         let acc = Access {
@@ -357,6 +348,18 @@ impl Exec<'_> {
         Ok(None)
     }
 
+    /// Another agent's access of counter `d` that the current agent is not ordered after: its
+    /// last write, or one of the recorded accesses whose `atomic` flag is `atomic` (an atomic add
+    /// races plain reads, a plain read races atomic adds; atomics never race each other).
+    fn unordered_counter_access(&self, d: usize, atomic: bool) -> Option<Access> {
+        let (me, clock, cell) = (self.agent as u16, self.clock(), &self.s.buffers[d]);
+        cell.last_write
+            .iter()
+            .chain(cell.reads.iter().filter(|a| a.atomic == atomic))
+            .find(|a| a.agent != me && !ordered_before(a, clock))
+            .copied()
+    }
+
     /// `read_counter(C, expect = V)`: a plain load, which must be ordered after every atomic of
     /// the counter by another agent (else `data-race`: it may see any value the counter passes
     /// through), and sees the sum of the atomics made so far; another value than V is a
@@ -367,16 +370,7 @@ impl Exec<'_> {
             Some(e) => Some(self.ev(e, locals)?),
             None => None,
         };
-        let me = self.agent as u16;
-        let clock = self.clock();
-        let cell = &self.s.buffers[d];
-        let unordered = cell
-            .last_write
-            .iter()
-            .chain(cell.reads.iter().filter(|a| a.atomic))
-            .find(|a| a.agent != me && !ordered_before(a, clock))
-            .copied();
-        if let Some(a) = unordered {
+        if let Some(a) = self.unordered_counter_access(d, true) {
             self.race(true, d, "reads", Some(&a), "atomic add");
         }
         self.put_counter_record(d, self.access());
