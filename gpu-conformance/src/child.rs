@@ -142,6 +142,9 @@ pub enum ChildEvent<'a> {
     Result(&'a Job, JobResult),
     /// Nothing came in for a while: the job in progress, and how long its spec has run.
     Waiting(&'a Job, Duration),
+    /// A child loaded its module: how long from its start (the process, the context, the driver's
+    /// compile of every kernel of the module). What the stage spends outside the launches.
+    Ready(Duration),
 }
 
 /// How often the parent speaks up while a child is silent.
@@ -276,7 +279,10 @@ pub fn run_jobs(jf: &mut JobFile, tag: &str, dir: &Path, budget: Duration, on: &
             job_began = Instant::now();
             let launched = std::mem::replace(&mut launch_said, what == "launch");
             match what {
-                "ready" => loaded = true,
+                "ready" => {
+                    loaded = true;
+                    on(ChildEvent::Ready(since_last_word));
+                }
                 "launch" => {}
                 "done" => {
                     let f = jf.results_dir.join(format!("job-{id}.bin"));

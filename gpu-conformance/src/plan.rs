@@ -180,8 +180,6 @@ pub struct SpecPlan {
     pub display: String,
     pub model: Model,
     pub traces: Vec<Trace>,
-    /// Some trace's kind may fault the GPU (its jobs then run in a child of their own).
-    pub may_fault: bool,
     /// Whether the spec has any violation (the verifier's verdict, or a counterexample file).
     pub has_bug: bool,
     /// The spec races (data-race, completion-misuse): shared vars may end with values no
@@ -230,8 +228,6 @@ pub fn refusal(e: &str) -> String {
 
 /// The status of a spec that no backend can generate (its model stages are skipped).
 pub const NOT_EXPRESSIBLE: &str = "not expressible in any backend";
-
-const MAY_FAULT: [K; 5] = [K::OverArrival, K::Lifetime, K::TxRange, K::CountRange, K::Uninitialized];
 
 /// The text of a caught panic.
 pub fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
@@ -304,7 +300,6 @@ pub fn plan_spec(spec: &Spec, s: &Settings, traces: &TraceIndex, generated: &Gen
         display: spec.display.clone(),
         model,
         traces: Vec::new(),
-        may_fault: false,
         has_bug: false,
         vars_racy: false,
         kernels: BTreeMap::new(),
@@ -425,7 +420,6 @@ pub fn plan_spec(spec: &Spec, s: &Settings, traces: &TraceIndex, generated: &Gen
     let racy = [K::DataRace, K::CompletionMisuse];
     plan.vars_racy =
         rep.violations.iter().any(|v| racy.contains(&v.kind)) || found.iter().any(|t| racy.iter().any(|k| k.name() == t.label));
-    plan.may_fault = found.iter().any(|t| MAY_FAULT.iter().any(|k| k.name() == t.label));
     plan.traces = found;
     // 3. Kernels (generated before the model's stages).
     plan.kernels = attempts.iter().cloned().collect();

@@ -321,10 +321,13 @@ fn compile_modules(a: &Settings, generated: &[Generated]) -> Modules {
         .collect();
     let cores = std::thread::available_parallelism().map(|c| c.get()).unwrap_or(1);
     let chunks = (cores / a.backends.len().max(1)).clamp(1, 8).min(ready.len().max(1));
-    let mut chunk_of = vec![0usize; generated.len()];
-    for (j, &si) in ready.iter().enumerate() {
-        chunk_of[si] = j * chunks / ready.len().max(1);
-    }
+    let chunk_of = balance_chunks(&ready, chunks, generated.len(), |si| {
+        a.backends
+            .iter()
+            .flat_map(|&b| generated[si].kernels(b))
+            .map(|k| k.body.len())
+            .sum()
+    });
     let tc = Instant::now();
     let modules_left = std::sync::atomic::AtomicUsize::new(a.backends.len() * chunks);
     let compiling = &modules_left;
@@ -390,6 +393,24 @@ fn compile_modules(a: &Settings, generated: &[Generated]) -> Modules {
     }
 }
 
+/// The module (chunk) of each ready spec: the heaviest specs first, each into the chunk with the
+/// least code so far (NVRTC's time grows with a module's code, and the slowest module holds back
+/// the kernel stage: on the H200 run of 2026-12-03, with chunks cut by spec count, the longest
+/// libcu module took 34.7 s while planning was done in 18 s). Ties go to the lowest chunk, so the
+/// assignment depends only on the specs.
+fn balance_chunks(ready: &[usize], chunks: usize, specs: usize, weight: impl Fn(usize) -> usize) -> Vec<usize> {
+    let mut chunk_of = vec![0usize; specs];
+    let mut order: Vec<(usize, usize)> = ready.iter().map(|&si| (weight(si), si)).collect();
+    order.sort_by(|x, y| y.0.cmp(&x.0).then(x.1.cmp(&y.1)));
+    let mut load = vec![0usize; chunks.max(1)];
+    for (w, si) in order {
+        let c = (0..load.len()).min_by_key(|&c| (load[c], c)).expect("at least one chunk");
+        load[c] += w;
+        chunk_of[si] = c;
+    }
+    chunk_of
+}
+
 /// 3-4: run the jobs in children, judge.
 fn run_on_gpu(
     a: &Settings,
@@ -438,8 +459,11 @@ fn run_on_gpu(
                 }
                 continue;
             }
-            // Per module: one group for the specs that cannot fault, one per spec that may.
-            let group = (chunk_of[si], if s.may_fault { si + 1 } else { 0 });
+            // One group (one child, restarted after a fault) per module. A spec that may fault
+            // once had a child of its own; each such child loads its whole module again (eagerly:
+            // every kernel), about 30 per backend in the 2026-12-03 suite, while the restart after
+            // a fault already keeps a fault from touching the jobs after it.
+            let group = (chunk_of[si], 0);
             let mk = |id: usize, grid: u32, sched: Vec<i32>, seed: u32, max_delay: u32, k: &Kernel| Job {
                 id,
                 symbol: k.symbol.clone(),
@@ -516,6 +540,8 @@ fn run_on_gpu(
         let workers = std::thread::available_parallelism().map(|c| c.get()).unwrap_or(1).clamp(1, 8);
         let working = std::sync::atomic::AtomicUsize::new(workers);
         let alive = &working;
+        let mut stage = StageTime::default();
+        let stage_began = Instant::now();
         std::thread::scope(|scope| {
             for _ in 0..workers {
                 scope.spawn(|| {
@@ -591,7 +617,14 @@ fn run_on_gpu(
                     start: 0,
                 };
                 run_jobs(&mut jf, &format!("{}-{c}-{g}", b.name()), &work, budget, &mut |ev| match ev {
+                    ChildEvent::Ready(d) => {
+                        stage.children += 1;
+                        stage.loading += d;
+                    }
                     ChildEvent::Result(job, res) => {
+                        if let JobResult::Words(_, Some(d)) = &res {
+                            stage.launches += *d;
+                        }
                         progress.job_done();
                         pending.entry(job.spec).or_default().push((job.id, res));
                         let n = left.get_mut(&job.spec).expect("every job's spec is counted");
@@ -631,6 +664,7 @@ fn run_on_gpu(
                 }
             }
         });
+        eprintln!("{}", stage.line(b, meta.len(), stage_began.elapsed()));
         let done = done_specs.into_inner().unwrap();
         cases.extend(done.into_values().flatten());
         (save.into_inner().unwrap())(specs, cases);
@@ -639,6 +673,28 @@ fn run_on_gpu(
         s.status = "ran".into();
     }
     let _ = std::fs::remove_dir_all(&work);
+}
+
+/// Where a backend's kernel stage spent its wall: the children's starts (process, context, the
+/// module's eager load) and the launches themselves; the rest is the host between launches.
+#[derive(Default)]
+struct StageTime {
+    children: usize,
+    loading: Duration,
+    launches: Duration,
+}
+
+impl StageTime {
+    fn line(&self, b: Backend, jobs: usize, wall: Duration) -> String {
+        format!(
+            "gpu run: kernels {} done: {jobs} jobs in {:.1} s; {} children, {:.1} s from their start to their module loaded; launches {:.1} s",
+            b.name(),
+            wall.as_secs_f64(),
+            self.children,
+            self.loading.as_secs_f64(),
+            self.launches.as_secs_f64()
+        )
+    }
 }
 
 /// The observed outcomes of a job with what each run left behind, their block counts, and the
@@ -890,5 +946,33 @@ impl Progress {
     /// A child silent for a while: the spec whose launch is in progress.
     fn waiting_line(&self, s: &SpecPlan, spent: Duration) -> String {
         format!("{} running {} ({:.1} s on it so far)", self.head(), s.display, spent.as_secs_f64())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::balance_chunks;
+
+    /// The longest-first rule's bound: no module holds more code than the average share plus the
+    /// largest spec, every ready spec gets a module, and the rest stay at 0.
+    #[test]
+    fn balanced_modules_hold_at_most_the_average_plus_the_largest_spec() {
+        let weights = [900usize, 40, 40, 700, 35, 30, 25, 20, 500, 15, 10, 5, 300, 3, 2, 1];
+        let ready: Vec<usize> = (0..weights.len()).filter(|i| i % 5 != 4).collect();
+        for chunks in 1..=6 {
+            let of = balance_chunks(&ready, chunks, weights.len(), |si| weights[si]);
+            let mut load = vec![0usize; chunks];
+            for &si in &ready {
+                assert!(of[si] < chunks);
+                load[of[si]] += weights[si];
+            }
+            let total: usize = ready.iter().map(|&si| weights[si]).sum();
+            let largest = ready.iter().map(|&si| weights[si]).max().unwrap();
+            assert!(*load.iter().max().unwrap() <= total / chunks + largest, "{chunks}: {load:?}");
+            // Cut by count instead, the first module would take 900 + 40 + 40 + 700 at 4 chunks.
+            if chunks == 4 {
+                assert!(*load.iter().max().unwrap() <= 900, "{load:?}");
+            }
+        }
     }
 }
