@@ -2,7 +2,7 @@
 # Parallel search: the same check at 1, 2, 4, 8 and 16 expansion threads, with the wall time, the
 # states per second and the speedup over one thread (BENCHMARKS.md, "Parallel search").
 #
-#   benches/parallel/run.sh [BIN] [OUT.md]
+#   benches/parallel/run.sh [BIN] [OUT.md]      (THREADS="1 16" runs those thread counts only)
 #
 # Each instance runs once per thread count under /usr/bin/time -v (wall, peak RSS); the instances
 # are chosen to take >= 10 s on one thread of a current x86-64 core, so that the figure is about the
@@ -29,7 +29,7 @@ tmp=$(mktemp -d)
 } >"$out"
 for inst in "${instances[@]}"; do
   base=""
-  for t in 1 2 4 8 16; do
+  for t in ${THREADS:-1 2 4 8 16}; do
     # shellcheck disable=SC2086
     /usr/bin/time -v "$bin" check "$spec" $inst --threads "$t" --format json --max-seconds 300 \
       >"$tmp/out.json" 2>"$tmp/time.txt" || true

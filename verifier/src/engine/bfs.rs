@@ -11,7 +11,7 @@
 //! initial state by re-running each stored step and composing the renamings the canonical form
 //! applied.
 
-use super::store::{vec_growth, Interner, StateSet};
+use super::store::{hash_words, vec_growth, Interner, StateSet};
 use phasecheck_model::rt::path::Replay;
 use phasecheck_model::rt::{InternalError, Outcome, Violation};
 use phasecheck_model::ts::Packed;
@@ -20,6 +20,9 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 pub use crate::bounds::Bound as Stop;
+
+/// Pieces of a chunk per expansion thread (see the parallel expansion in `explore`).
+const PIECES_PER_THREAD: usize = 4;
 
 /// States past a violation that may always be expanded: enough for every kind of the library's
 /// protocols to be found (tests/reductions.rs), a few milliseconds of search.
@@ -132,9 +135,95 @@ struct Batch<A> {
     words: Vec<u32>,
     /// The end (in `words`) of each fresh component, in order.
     ends: Vec<u32>,
+    /// Per fresh component: its hash, and its id if the store already held it when the batch
+    /// was expanded (else `FRESH`). Looked up by the workers, so that the one thread that enters
+    /// successors into the store only adds what is new.
+    fresh_hash: Vec<u64>,
+    fresh_id: Vec<u32>,
+    /// Per packed successor: the stored state it is, if the store held it when the batch was
+    /// expanded (else `NONE`); the hash of its row when every component was already interned;
+    /// and how many fresh components the batch holds up to and with it.
+    found: Vec<u32>,
+    row_hash: Vec<u64>,
+    fresh_upto: Vec<u32>,
+}
+
+impl<A> Default for Batch<A> {
+    fn default() -> Self {
+        Batch {
+            expansions: Vec::new(),
+            parts: Vec::new(),
+            words: Vec::new(),
+            ends: Vec::new(),
+            fresh_hash: Vec::new(),
+            fresh_id: Vec::new(),
+            found: Vec::new(),
+            row_hash: Vec::new(),
+            fresh_upto: Vec::new(),
+        }
+    }
+}
+
+impl<A> Batch<A> {
+    fn clear(&mut self) {
+        self.expansions.clear();
+        self.truncate(0, 0, 0, 0);
+    }
+
+    /// Back to `parts`, `words`, `fresh` fresh components and `packed` successors.
+    fn truncate(&mut self, parts: usize, words: usize, fresh: usize, packed: usize) {
+        self.parts.truncate(parts);
+        self.words.truncate(words);
+        self.ends.truncate(fresh);
+        self.fresh_hash.truncate(fresh);
+        self.fresh_id.truncate(fresh);
+        self.found.truncate(packed);
+        self.row_hash.truncate(packed);
+        self.fresh_upto.truncate(packed);
+    }
+
+    /// Look up the successor just packed (its components from `parts_from`, its fresh ones from
+    /// `fresh_from`) in the store as it stands: which components and which state it already
+    /// holds. Returns the stored state, if any.
+    fn look_up(&mut self, store: &Store, parts_from: usize, fresh_from: usize, row: &mut Vec<u32>) -> Option<u32> {
+        row.clear();
+        let mut k = fresh_from;
+        let mut from = if k == 0 { 0 } else { self.ends[k - 1] as usize };
+        let mut all = true;
+        for &id in &self.parts[parts_from..] {
+            if id == FRESH {
+                let to = self.ends[k] as usize;
+                let w = &self.words[from..to];
+                let h = hash_words(w.iter().copied());
+                let got = store.parts.find_hashed(w, h);
+                self.fresh_hash.push(h);
+                self.fresh_id.push(got.unwrap_or(FRESH));
+                match got {
+                    Some(x) => row.push(x),
+                    None => all = false,
+                }
+                from = to;
+                k += 1;
+            } else {
+                row.push(id);
+            }
+        }
+        let (found, h) = if all {
+            let h = hash_words(row.iter().copied());
+            (store.states.find_hashed(row, h), h)
+        } else {
+            (None, 0)
+        };
+        self.found.push(found.unwrap_or(NONE));
+        self.row_hash.push(h);
+        self.fresh_upto.push(self.ends.len() as u32);
+        found
+    }
 }
 
 const FRESH: u32 = u32::MAX;
+/// No stored state.
+const NONE: u32 = u32::MAX;
 
 fn resident() -> usize {
     crate::bounds::resident_bytes().unwrap_or(0)
@@ -223,10 +312,7 @@ impl Store {
 /// action cannot be postponed forever. Only states stored before the level began count (not
 /// those added by earlier chunks of it), so the choice does not depend on chunking or threads.
 fn expand<M: Packed>(model: &M, store: &Store, limits: &Limits<M>, at: &[u32], old: u32, batch: &mut Batch<M::Action>) {
-    batch.expansions.clear();
-    batch.parts.clear();
-    batch.words.clear();
-    batch.ends.clear();
+    batch.clear();
     let width = model.components();
     let mut enabled = Vec::new();
     let mut subset = Vec::new();
@@ -256,9 +342,7 @@ fn expand<M: Packed>(model: &M, store: &Store, limits: &Limits<M>, at: &[u32], o
             for pass in [reduce, false] {
                 if pass != reduce {
                     // The reduced pass was rolled back: expand every action.
-                    batch.parts.truncate(mark.0);
-                    batch.words.truncate(mark.1);
-                    batch.ends.truncate(mark.2);
+                    batch.truncate(mark.0, mark.1, mark.2, mark.3 as usize);
                     packed = mark.3;
                     succs.clear();
                 }
@@ -276,7 +360,7 @@ fn expand<M: Packed>(model: &M, store: &Store, limits: &Limits<M>, at: &[u32], o
                         if let Some(mut n) = out.next.take() {
                             model.canonicalize(&mut n, limits.symmetry, &mut perm);
                             let parent = store.states.row(i);
-                            let (words_from, ends_from) = (batch.words.len(), batch.ends.len());
+                            let (parts_from, ends_from) = (batch.parts.len(), batch.ends.len());
                             changed.clear();
                             for (part, &id) in parent.iter().enumerate().take(width) {
                                 if model.same_part(s, &n, part) {
@@ -288,16 +372,9 @@ fn expand<M: Packed>(model: &M, store: &Store, limits: &Limits<M>, at: &[u32], o
                                     changed.push(part);
                                 }
                             }
+                            let stored = batch.look_up(store, parts_from, ends_from, &mut row);
                             if pass && !full {
-                                full = stored_before(
-                                    store,
-                                    &batch.parts[batch.parts.len() - width..],
-                                    &batch.words,
-                                    words_from,
-                                    &batch.ends[ends_from..],
-                                    old,
-                                    &mut row,
-                                );
+                                full = stored.is_some_and(|j| j < old);
                             }
                             slot = Some(packed);
                             packed += 1;
@@ -336,27 +413,6 @@ fn expand<M: Packed>(model: &M, store: &Store, limits: &Limits<M>, at: &[u32], o
             pruned,
         });
     }
-}
-
-/// Whether a successor packed into a batch (its component ids, `FRESH` for the ones whose words
-/// follow from `from` with the given ends) is a state stored with an id below `old`.
-fn stored_before(store: &Store, parts: &[u32], words: &[u32], mut from: usize, ends: &[u32], old: u32, row: &mut Vec<u32>) -> bool {
-    row.clear();
-    let mut k = 0;
-    for &id in parts {
-        if id == FRESH {
-            let to = ends[k] as usize;
-            k += 1;
-            match store.parts.find(&words[from..to]) {
-                Some(found) => row.push(found),
-                None => return false,
-            }
-            from = to;
-        } else {
-            row.push(id);
-        }
-    }
-    store.states.find(row).is_some_and(|j| j < old)
 }
 
 /// Explore every execution that begins with `prefix` (concrete actions from the initial state).
@@ -441,14 +497,7 @@ pub fn explore<M: Packed>(model: &M, prefix: &[M::Action], limits: &Limits<M>) -
     drop(root);
 
     let threads = limits.threads.max(1);
-    let mut pool: Vec<Batch<M::Action>> = (0..threads)
-        .map(|_| Batch {
-            expansions: Vec::new(),
-            parts: Vec::new(),
-            words: Vec::new(),
-            ends: Vec::new(),
-        })
-        .collect();
+    let mut pool: Vec<Batch<M::Action>> = vec![Batch::default()];
     let mut frontier: Vec<u32> = vec![0];
     let mut depth = 0usize;
     let mut stopped = None;
@@ -506,14 +555,27 @@ pub fn explore<M: Packed>(model: &M, prefix: &[M::Action], limits: &Limits<M>) -
                 expand(model, &store, limits, part, level_start, &mut pool[0]);
                 1
             } else {
-                let per = take.div_ceil(threads);
-                let store = &store;
+                // More pieces than workers, taken as workers come free: states differ in cost
+                // (one enables a dozen actions, another none), and equal shares left most
+                // workers waiting for the slowest.
+                let per = take.div_ceil(PIECES_PER_THREAD * threads).max(1);
+                let pieces = take.div_ceil(per);
+                if pool.len() < pieces {
+                    pool.resize_with(pieces, Batch::default);
+                }
+                let queue = std::sync::Mutex::new(part.chunks(per).zip(pool.iter_mut()));
+                let (store, queue) = (&store, &queue);
                 std::thread::scope(|sc| {
-                    for (p, batch) in part.chunks(per).zip(pool.iter_mut()) {
-                        sc.spawn(move || expand(model, store, limits, p, level_start, batch));
+                    for _ in 0..threads.min(pieces) {
+                        sc.spawn(move || loop {
+                            let Some((p, batch)) = queue.lock().unwrap_or_else(|e| e.into_inner()).next() else {
+                                break;
+                            };
+                            expand(model, store, limits, p, level_start, batch);
+                        });
                     }
                 });
-                take.div_ceil(per)
+                pieces
             };
             done += take;
             // Bookkeeping, in frontier order.
@@ -556,19 +618,38 @@ pub fn explore<M: Packed>(model: &M, prefix: &[M::Action], limits: &Limits<M>) -
                             break 'search;
                         }
                         if let Some(k) = s.packed {
-                            row.clear();
                             let k = k as usize;
-                            for &id in &batch.parts[k * width..(k + 1) * width] {
-                                if id == FRESH {
-                                    let to = batch.ends[fresh] as usize;
-                                    row.push(store.parts.intern(&batch.words[from..to]));
-                                    from = to;
-                                    fresh += 1;
-                                } else {
-                                    row.push(id);
+                            let (j, new) = if batch.found[k] != NONE {
+                                // Stored before this chunk: the worker found it.
+                                fresh = batch.fresh_upto[k] as usize;
+                                from = if fresh == 0 { 0 } else { batch.ends[fresh - 1] as usize };
+                                (batch.found[k], false)
+                            } else {
+                                row.clear();
+                                let mut interned = false;
+                                for &id in &batch.parts[k * width..(k + 1) * width] {
+                                    if id == FRESH {
+                                        let to = batch.ends[fresh] as usize;
+                                        let id = match batch.fresh_id[fresh] {
+                                            FRESH => {
+                                                interned = true;
+                                                store.parts.intern_hashed(&batch.words[from..to], batch.fresh_hash[fresh])
+                                            }
+                                            known => known,
+                                        };
+                                        row.push(id);
+                                        from = to;
+                                        fresh += 1;
+                                    } else {
+                                        row.push(id);
+                                    }
                                 }
-                            }
-                            let (j, new) = store.states.insert(&row);
+                                if interned {
+                                    store.states.insert(&row)
+                                } else {
+                                    store.states.insert_hashed(&row, batch.row_hash[k])
+                                }
+                            };
                             if new {
                                 store.parents.push(e.at);
                                 actions.push(s.action);
@@ -603,7 +684,7 @@ pub fn explore<M: Packed>(model: &M, prefix: &[M::Action], limits: &Limits<M>) -
             }
             // Chunks of about 50 ms: bounds and progress stay responsive, workers stay busy.
             let took = t0.elapsed();
-            if took < Duration::from_millis(25) && chunk < 8192 {
+            if took < Duration::from_millis(25) && chunk < (1024 * threads).max(8192) {
                 chunk *= 2;
             } else if took > Duration::from_millis(100) && chunk > 1 {
                 chunk /= 2;

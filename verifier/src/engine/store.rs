@@ -18,7 +18,10 @@ use hashbrown::HashTable;
 use rustc_hash::FxHasher;
 use std::hash::Hasher;
 
-fn hash_words(w: impl IntoIterator<Item = u32>) -> u64 {
+/// The hash the interner and the state table file their entries under: computed by the
+/// expansion workers, in parallel, so that the one thread that enters a chunk's successors into
+/// the store does not compute it again.
+pub fn hash_words(w: impl IntoIterator<Item = u32>) -> u64 {
     let mut h = FxHasher::default();
     for x in w {
         h.write_u32(x);
@@ -116,12 +119,20 @@ impl Interner {
 
     /// The id of `w`, without adding it.
     pub fn find(&self, w: &[u32]) -> Option<u32> {
-        let h = hash_words(w.iter().copied());
+        self.find_hashed(w, hash_words(w.iter().copied()))
+    }
+
+    /// `find`, with `h = hash_words(w)` already computed.
+    pub fn find_hashed(&self, w: &[u32], h: u64) -> Option<u32> {
         self.table.find(h, |&id| same_words(self.encoded(id), w)).copied()
     }
 
     pub fn intern(&mut self, w: &[u32]) -> u32 {
-        let h = hash_words(w.iter().copied());
+        self.intern_hashed(w, hash_words(w.iter().copied()))
+    }
+
+    /// `intern`, with `h = hash_words(w)` already computed.
+    pub fn intern_hashed(&mut self, w: &[u32], h: u64) -> u32 {
         let Interner { bytes, starts, table } = self;
         let encoded = |id: u32| &bytes[starts[id as usize]..starts[id as usize + 1]];
         if let Some(&id) = table.find(h, |&id| same_words(encoded(id), w)) {
@@ -182,12 +193,21 @@ impl StateSet {
     }
 
     pub fn find(&self, row: &[u32]) -> Option<u32> {
-        self.table.find(hash_words(row.iter().copied()), |&i| self.row(i) == row).copied()
+        self.find_hashed(row, hash_words(row.iter().copied()))
+    }
+
+    /// `find`, with `h = hash_words(row)` already computed.
+    pub fn find_hashed(&self, row: &[u32], h: u64) -> Option<u32> {
+        self.table.find(h, |&i| self.row(i) == row).copied()
     }
 
     /// The index of `row`, and whether it was new.
     pub fn insert(&mut self, row: &[u32]) -> (u32, bool) {
-        let h = hash_words(row.iter().copied());
+        self.insert_hashed(row, hash_words(row.iter().copied()))
+    }
+
+    /// `insert`, with `h = hash_words(row)` already computed.
+    pub fn insert_hashed(&mut self, row: &[u32], h: u64) -> (u32, bool) {
         let w = self.width;
         let StateSet { rows, table, .. } = self;
         if let Some(&i) = table.find(h, |&i| &rows[i as usize * w..(i as usize + 1) * w] == row) {
