@@ -144,7 +144,7 @@ struct Batch<A> {
     /// expanded (else `NONE`); the hash of its row when every component was already interned;
     /// and how many fresh components the batch holds up to and with it.
     found: Vec<u32>,
-    row_hash: Vec<u64>,
+    row_hash: Vec<Option<u64>>,
     fresh_upto: Vec<u32>,
 }
 
@@ -184,18 +184,19 @@ impl<A> Batch<A> {
 
     /// Look up the successor just packed (its components from `parts_from`, its fresh ones from
     /// `fresh_from`) in the store as it stands: which components and which state it already
-    /// holds. Returns the stored state, if any.
-    fn look_up(&mut self, store: &Store, parts_from: usize, fresh_from: usize, row: &mut Vec<u32>) -> Option<u32> {
+    /// holds. Returns the stored state, if any. With `resolve` false only the hashes are taken
+    /// (one thread: the store is searched once, when the successor is entered).
+    fn look_up(&mut self, store: &Store, parts_from: usize, fresh_from: usize, row: &mut Vec<u32>, resolve: bool) -> Option<u32> {
         row.clear();
         let mut k = fresh_from;
         let mut from = if k == 0 { 0 } else { self.ends[k - 1] as usize };
-        let mut all = true;
+        let mut all = resolve;
         for &id in &self.parts[parts_from..] {
             if id == FRESH {
                 let to = self.ends[k] as usize;
                 let w = &self.words[from..to];
                 let h = hash_words(w.iter().copied());
-                let got = store.parts.find_hashed(w, h);
+                let got = if all { store.parts.find_hashed(w, h) } else { None };
                 self.fresh_hash.push(h);
                 self.fresh_id.push(got.unwrap_or(FRESH));
                 match got {
@@ -210,9 +211,9 @@ impl<A> Batch<A> {
         }
         let (found, h) = if all {
             let h = hash_words(row.iter().copied());
-            (store.states.find_hashed(row, h), h)
+            (store.states.find_hashed(row, h), Some(h))
         } else {
-            (None, 0)
+            (None, None)
         };
         self.found.push(found.unwrap_or(NONE));
         self.row_hash.push(h);
@@ -372,7 +373,10 @@ fn expand<M: Packed>(model: &M, store: &Store, limits: &Limits<M>, at: &[u32], o
                                     changed.push(part);
                                 }
                             }
-                            let stored = batch.look_up(store, parts_from, ends_from, &mut row);
+                            // The proviso needs the lookup; with workers beside, it also takes
+                            // the search of the store off the one thread that enters successors.
+                            let resolve = limits.threads > 1 || (pass && !full);
+                            let stored = batch.look_up(store, parts_from, ends_from, &mut row, resolve);
                             if pass && !full {
                                 full = stored.is_some_and(|j| j < old);
                             }
@@ -644,10 +648,9 @@ pub fn explore<M: Packed>(model: &M, prefix: &[M::Action], limits: &Limits<M>) -
                                         row.push(id);
                                     }
                                 }
-                                if interned {
-                                    store.states.insert(&row)
-                                } else {
-                                    store.states.insert_hashed(&row, batch.row_hash[k])
+                                match batch.row_hash[k] {
+                                    Some(h) if !interned => store.states.insert_hashed(&row, h),
+                                    _ => store.states.insert(&row),
                                 }
                             };
                             if new {
