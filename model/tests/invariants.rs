@@ -348,3 +348,32 @@ fn the_self_check_refuses_a_wait_that_returned_on_an_aliased_phase() {
         s = out.next.unwrap();
     }
 }
+
+/// `cp.async.commit_group` is per thread: each lane of a uniform warp commits its own copies once,
+/// so the elected lane's copy is in one group, the newest. `cp_async_wait_group(1)` may return
+/// with that group in flight (the read after it races with the copy), `cp_async_wait_group(0)`
+/// lands it.
+#[test]
+fn a_uniform_warp_commits_its_cp_async_copies_as_one_group() {
+    use phasecheck_model::ViolationKind::DataRace;
+    let src = |n: u32| {
+        format!("protocol p\nwarp_size 2\nbuffer d bytes 64\nrole w warps 1 uniform {{\n  let e = elect()\n  if e == 1 {{\n    cp_async(d)\n  }}\n  cp_async_commit_group()\n  cp_async_wait_group({n})\n  read(d)\n}}\n")
+    };
+    assert_eq!(reachable_kinds(&model_of(&src(0))), Default::default());
+    assert!(reachable_kinds(&model_of(&src(1))).contains(&DataRace));
+}
+
+/// A deadlock by spinning needs a loop that nothing can end, changing nothing but the spinning
+/// thread's pc and locals on its way (docs/model.md, `Model::spins`). A loop that invalidates and
+/// re-initialises a barrier comes back to the same state, but on its way the waiter on that
+/// barrier can move (its wait then uses an invalidated barrier): the waiter is not blocked, so
+/// that use is the one violation, not a deadlock.
+#[test]
+fn a_loop_that_lets_a_waiter_move_on_its_way_is_not_a_deadlock() {
+    use phasecheck_model::ViolationKind::{Deadlock, Uninitialized};
+    let src = "protocol p\nbarrier b count 1 manual_init\nrole w[1] {\n  init(b, 1)\n  while 1 {\n    inval(b)\n    init(b, 1)\n  }\n}\nrole c[1] {\n  wait_parity(b, 0)\n}\n";
+    assert_eq!(reachable_kinds(&model_of(src)), [Uninitialized].into_iter().collect());
+    // The same loop with nothing on its way but a step that changes no shared state spins.
+    let idle = src.replace("    inval(b)\n    init(b, 1)\n", "    work\n");
+    assert!(reachable_kinds(&model_of(&idle)).contains(&Deadlock));
+}

@@ -318,6 +318,59 @@ fn e034_params_depending_on_themselves() {
     check(&parse("protocol p\nparam B = A * 2\nparam A = c.count\nrole c[3] { work }\n").unwrap()).unwrap();
 }
 
+/// The search for a circle among params visits each param once: a chain of 64 params, each
+/// naming the one before it twice, checks at once, and a circle declared after the chain is still
+/// found (a search that walked a finished param again would take 2^64 steps on the chain).
+#[test]
+fn e034_the_circle_search_visits_each_param_once() {
+    let mut chain = String::from("protocol p\nparam P0 = 1\n");
+    for i in 1..64 {
+        chain.push_str(&format!("param P{i} = P{} - P{} + 1\n", i - 1, i - 1));
+    }
+    chain.push_str("role w[P63] { work }\n");
+    let circle = format!("{chain}param A = B + P63\nparam B = A\n");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let chain_ok = check(&parse(&chain).unwrap()).is_ok();
+        let circle_code = check(&parse(&circle).unwrap()).err().map(|d| d.code);
+        let _ = tx.send((chain_ok, circle_code));
+    });
+    let got = rx
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("checking 64 chained params did not finish in 60 s");
+    assert_eq!(got, (true, Some("E034")));
+}
+
+/// A byte order mark at the start of a file is not part of line 1: a diagnostic there shows the
+/// line and puts its caret exactly as it would without the mark.
+#[test]
+fn a_byte_order_mark_is_neither_shown_nor_counted_in_a_diagnostic_on_line_one() {
+    let src = "protocol p q\nrole w[1] { work }\n";
+    let with_bom = format!("\u{feff}{src}");
+    let (plain, marked) = (first_error(src), first_error(&with_bom));
+    assert_eq!((marked.code, marked.position(&with_bom)), (plain.code, plain.position(src)));
+    assert_eq!(plain.position(src).0, 1, "the example must fail on line 1");
+    assert_eq!(marked.render("t.phase", &with_bom), plain.render("t.phase", src));
+}
+
+/// A `syncwarp(mask)` in a uniform role must name the whole warp as a constant: a mask read from a
+/// local is a mask computed at run time (E112), even when the local holds every lane, while the
+/// same value written in place is accepted.
+#[test]
+fn e112_a_uniform_roles_syncwarp_mask_read_from_a_local_is_computed_at_run_time() {
+    use phasecheck_model::program::lower::lower;
+    let src = "protocol p\nwarp_size 4\nrole w warps 1 uniform {\n  let m = 15\n  syncwarp(m)\n  work\n}\n";
+    let ast = parse(src).unwrap();
+    check(&ast).unwrap();
+    let d = lower(&ast, &[]).expect_err("a mask from a local is not known to be the whole warp");
+    assert_eq!((d.code, d.position(src)), ("E112", (5, 3)), "{}", d.render("t.phase", src));
+    assert!(d.message.contains("names a mask computed at run time"), "{}", d.message);
+    let literal = src.replace("syncwarp(m)", "syncwarp(15)");
+    let ast = parse(&literal).unwrap();
+    check(&ast).unwrap();
+    lower(&ast, &[]).unwrap_or_else(|d| panic!("{}", d.render("t.phase", &literal)));
+}
+
 #[test]
 fn diagnostics_render_with_a_caret() {
     let src = in_role("  arrive(dnoe)");
