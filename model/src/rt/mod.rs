@@ -383,15 +383,19 @@ impl Model {
         }
     }
 
+    /// Whether a running thread `t` can take its next step in `s` (nothing it stands at
+    /// blocks it).
+    pub(crate) fn runs(&self, s: &State, t: usize) -> bool {
+        matches!(self.wait_check(s, t), WaitCheck::NotAWait | WaitCheck::Ready)
+            && self.commit_ready(s, t)
+            && self.warpgroup_wait_ready(s, t)
+            && self.tmem_alloc_ready(s, t)
+    }
+
     /// Enabled actions, threads first (in index order), then landings.
     pub fn actions(&self, s: &State, out: &mut Vec<Action>) {
         for (t, th) in s.threads.iter().enumerate() {
-            if th.status == Status::Running
-                && matches!(self.wait_check(s, t), WaitCheck::NotAWait | WaitCheck::Ready)
-                && self.commit_ready(s, t)
-                && self.warpgroup_wait_ready(s, t)
-                && self.tmem_alloc_ready(s, t)
-            {
+            if th.status == Status::Running && self.runs(s, t) {
                 out.push(Action::Thread(t as u16));
             } else if th.status == Status::AtSyncWarp && self.at_elect(s, t).is_some() {
                 // Every lane of a ready election may be the one elected: one action each.
@@ -523,6 +527,8 @@ impl Model {
             });
         } else if !enabled.is_empty()
             && !s.all_done()
+            // The cheap half first: a landing or a thread without a `while` loop ends it.
+            && enabled.iter().all(|a| matches!(a, Action::Thread(t) if self.proto.code_of(*t as usize).has_while))
             && enabled.iter().all(|a| matches!(a, Action::Thread(t) if self.spins(s, *t as usize)))
         {
             // Spinning is blocking: a `while` loop polling try_wait (or a shared var) that only
