@@ -264,6 +264,9 @@ pub struct Footprints {
     /// (what `lookahead` narrows to an element without walking the expressions again).
     own: Vec<Vec<Footprint>>,
     own_vars: Vec<Vec<Footprint>>,
+    /// The counters a look-ahead starts from (`fresh_counts`), made once: every walk and every
+    /// seed starts from a copy.
+    fresh: Box<[u64]>,
 }
 
 /// Why the partial-order reduction is off for a protocol: the construct, and the statement it
@@ -504,6 +507,7 @@ impl Footprints {
             counts_arrivals: p.completions.is_empty(),
             own: Vec::new(),
             own_vars: Vec::new(),
+            fresh: Footprints::fresh_counts(barriers, named).into(),
         };
         // Completion functions, closed over the barriers they touch (a fixpoint: footprints only
         // grow, and there are finitely many bits).
@@ -906,23 +910,22 @@ impl Footprints {
             futures
         };
         let mut walks = lookahead::Walks::default();
-        let mut prefixes: Vec<Option<Footprint>> = Vec::new();
+        let mut quiet_prefixes: Vec<Option<Footprint>> = Vec::new();
         let mut counts: Vec<u64> = Vec::new();
         let mut quiet_steps: Vec<Option<Footprint>> = Vec::new();
+        let mut in_t = vec![false; n];
+        let mut in_l = vec![false; lands.len()];
         for seed in 0..n {
             if !thread_enabled[seed] {
                 continue;
             }
             // What the others may do while the seed stands still: their code run ahead to the
-            // waits that cannot return without it (or else their whole static future).
+            // waits that cannot return without it (or else their whole static future). The
+            // seed's own entry is never read: it is in the set from the start.
             let mut steps = &steps;
-            let futures = if ahead {
-                self.prefixes(m, s, seed, &thread_enabled, &mut walks, &mut prefixes, &mut counts);
-                for (t, fp) in prefixes.iter_mut().enumerate() {
-                    if let Some(fp) = fp {
-                        self.for_thread(m, s, t, fp, true);
-                    }
-                }
+            let futures: &[Option<Footprint>] = if ahead {
+                let r = self.prefixes(m, s, seed, &thread_enabled, &mut walks, &mut counts);
+                let mut prefixes = self.round_walks(&walks, r);
                 // Arrivals on a named barrier that cannot reach past its count commute.
                 if self.named > 0 {
                     let arrival = m
@@ -931,9 +934,12 @@ impl Footprints {
                         .map(|(id, c, _)| (id as usize, c as u64));
                     let quiet = self.quiet_named(s, &counts, arrival, m.proto.warp_size as u64);
                     if quiet != 0 {
-                        for fp in prefixes.iter_mut().flatten() {
+                        quiet_prefixes.clear();
+                        quiet_prefixes.extend_from_slice(prefixes);
+                        for fp in quiet_prefixes.iter_mut().flatten() {
                             self.without_named(fp, quiet);
                         }
+                        prefixes = &quiet_prefixes;
                         quiet_steps.clone_from(steps);
                         for fp in quiet_steps.iter_mut().flatten() {
                             self.without_named(fp, quiet);
@@ -941,14 +947,17 @@ impl Footprints {
                         steps = &quiet_steps;
                     }
                 }
-                &prefixes
+                prefixes
             } else {
                 &futures
             };
-            let mut in_t = vec![false; n];
-            let mut in_l = vec![false; lands.len()];
+            in_t.fill(false);
+            in_l.fill(false);
             in_t[seed] = true;
-            let mut chosen: Vec<&Footprint> = vec![steps[seed].as_ref().unwrap()];
+            // The union of the set's footprints: a footprint conflicts with a union exactly when
+            // it conflicts with one of its parts (every clause of `conflicts` is a disjunction
+            // over bits and flags).
+            let mut chosen = steps[seed].unwrap();
             let mut ok = true;
             'closure: loop {
                 let mut grew = false;
@@ -957,11 +966,11 @@ impl Footprints {
                         continue;
                     }
                     let Some(fut) = &futures[u] else { continue };
-                    if chosen.iter().any(|c| c.conflicts(fut)) {
+                    if chosen.conflicts(fut) {
                         match &steps[u] {
                             Some(fp) => {
                                 in_t[u] = true;
-                                chosen.push(fp);
+                                chosen.union(fp);
                                 grew = true;
                             }
                             None => {
@@ -972,9 +981,9 @@ impl Footprints {
                     }
                 }
                 for (i, l) in lands.iter().enumerate() {
-                    if !in_l[i] && chosen.iter().any(|c| c.conflicts(l)) {
+                    if !in_l[i] && chosen.conflicts(l) {
                         in_l[i] = true;
-                        chosen.push(l);
+                        chosen.union(l);
                         grew = true;
                     }
                 }
@@ -993,7 +1002,7 @@ impl Footprints {
                 })
                 .count();
             if size < enabled.len() && best.as_ref().is_none_or(|b| size < b.2) {
-                best = Some((in_t, in_l, size));
+                best = Some((in_t.clone(), in_l.clone(), size));
                 if size == 1 {
                     break;
                 }

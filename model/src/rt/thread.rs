@@ -109,7 +109,7 @@ impl Model {
                     (false, false)
                 };
                 // The state left behind is the next step's spare.
-                *spare = std::mem::replace(&mut cur, Some(n)).or(spare.take());
+                *spare = cur.replace(n).or(spare.take());
                 if !same {
                     break;
                 }
