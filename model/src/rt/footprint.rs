@@ -256,6 +256,9 @@ pub struct Footprints {
     /// Per role, per pc: the footprint of the step that starts there, with its barrier and buffer
     /// references taken as their whole group (`step` narrows an indexed one to its element).
     steps: Vec<Vec<Footprint>>,
+    /// Per role, per pc: whether the local code after the instruction may end the thread
+    /// (`exits_after`; a step narrowed to the state takes it from here).
+    exits: Vec<Vec<bool>>,
     /// A thread's future may be cut at a wait that cannot return while the seed stands still
     /// (`lookahead`): arrivals are counted exactly, which completion functions (they arrive when
     /// a phase completes) and uniform roles (one step arrives for a warp) would not allow.
@@ -504,6 +507,7 @@ impl Footprints {
             completion: vec![Footprint::empty(objects); barriers],
             future: Vec::new(),
             steps: Vec::new(),
+            exits: Vec::new(),
             counts_arrivals: p.completions.is_empty(),
             own: Vec::new(),
             own_vars: Vec::new(),
@@ -572,19 +576,38 @@ impl Footprints {
             .iter()
             .map(|r| r.code.instrs.iter().map(|i| f.instr(p, i, &no_index)).collect())
             .collect();
+        f.exits = p
+            .roles
+            .iter()
+            .map(|r| (0..r.code.instrs.len()).map(|pc| Footprints::exits_after(&r.code, pc)).collect())
+            .collect();
         f.steps = p
             .roles
             .iter()
-            .map(|r| (0..r.code.instrs.len()).map(|pc| f.step_at(p, &r.code, pc, &no_index)).collect())
+            .zip(&f.exits)
+            .map(|(r, exits)| {
+                (0..r.code.instrs.len())
+                    .map(|pc| f.step_at(p, &r.code, pc, &no_index, exits[pc]))
+                    .collect()
+            })
             .collect();
         f
     }
 
     /// The step that starts at `pc`: its instruction (a copy's landing is an action of its own),
-    /// and an exit if the local code that runs after it in the same step may end the thread.
-    fn step_at(&self, p: &Protocol, code: &Code, pc: usize, at: Index) -> Footprint {
+    /// and an exit if the local code that runs after it in the same step may end the thread
+    /// (`exits`: `exits_after`, made once per pc).
+    fn step_at(&self, p: &Protocol, code: &Code, pc: usize, at: Index, exits: bool) -> Footprint {
         let mut fp = self.instr(p, &code.instrs[pc], at);
         fp.lands = false;
+        fp.exit |= exits;
+        fp
+    }
+
+    /// Whether the local code that runs after the instruction at `pc`, in the same step, may
+    /// end the thread.
+    fn exits_after(code: &Code, pc: usize) -> bool {
+        let mut exits = false;
         let mut seen = vec![false; code.instrs.len() + 1];
         let mut stack = successors(code, pc);
         while let Some(q) = stack.pop() {
@@ -594,12 +617,12 @@ impl Footprints {
             }
             seen[q] = true;
             match code.instrs.get(q) {
-                None => fp.exit = true,
+                None => exits = true,
                 Some(x) if !x.visible => stack.extend(successors(code, q)),
                 Some(_) => {}
             }
         }
-        fp
+        exits
     }
 
     fn bar_bits(&self, p: &Protocol, r: &Ref, at: Option<usize>, fp: &mut Footprint, write: bool) {
@@ -751,7 +774,13 @@ impl Footprints {
         if !narrows {
             return self.steps[me.role as usize][pc];
         }
-        self.step_at(p, code, pc, &|e: &IExpr| e.eval_pure(&th.locals, me))
+        self.step_at(
+            p,
+            code,
+            pc,
+            &|e: &IExpr| e.eval_pure(&th.locals, me),
+            self.exits[me.role as usize][pc],
+        )
     }
 
     /// `fp` (a step or a future of thread `t`) with what it touches through the thread itself:

@@ -731,6 +731,11 @@ impl<'m> Exec<'m> {
             let _ = self.read_cell(false, v);
             Ok(self.s.vars[v].value)
         });
+        self.evaluated(r)
+    }
+
+    /// An evaluation's value, or its fault reported.
+    fn evaluated(&mut self, r: Result<i64, EvalError>) -> R<i64> {
         match r {
             Ok(v) => Ok(v),
             Err(EvalError::Fault(m)) => {
@@ -749,6 +754,13 @@ impl<'m> Exec<'m> {
             self.broken("R-EVAL", "thread code evaluated outside a thread".to_string());
             return Err(());
         };
+        if !e.reads_var() {
+            // Nothing is recorded on the state: the thread's locals are read where they are
+            // (a var read records itself, hence the copy below; most expressions read none).
+            let me = self.p().threads[t];
+            let r = e.eval(&self.s.threads[t].locals, Some(&me), &mut |_| Err(EvalError::NoVar));
+            return self.evaluated(r);
+        }
         let locals = self.s.threads[t].locals.clone();
         self.eval_with(e, &locals)
     }
