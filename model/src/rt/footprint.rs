@@ -256,6 +256,9 @@ pub struct Footprints {
     /// Per role, per pc: the footprint of the step that starts there, with its barrier and buffer
     /// references taken as their whole group (`step` narrows an indexed one to its element).
     steps: Vec<Vec<Footprint>>,
+    /// Per role, per pc: whether the local code after the instruction may end the thread
+    /// (`exits_after`; a step narrowed to the state takes it from here).
+    exits: Vec<Vec<bool>>,
     /// A thread's future may be cut at a wait that cannot return while the seed stands still
     /// (`lookahead`): arrivals are counted exactly, which completion functions (they arrive when
     /// a phase completes) and uniform roles (one step arrives for a warp) would not allow.
@@ -264,6 +267,9 @@ pub struct Footprints {
     /// (what `lookahead` narrows to an element without walking the expressions again).
     own: Vec<Vec<Footprint>>,
     own_vars: Vec<Vec<Footprint>>,
+    /// The counters a look-ahead starts from (`fresh_counts`), made once: every walk and every
+    /// seed starts from a copy.
+    fresh: Box<[u64]>,
 }
 
 /// Why the partial-order reduction is off for a protocol: the construct, and the statement it
@@ -501,9 +507,11 @@ impl Footprints {
             completion: vec![Footprint::empty(objects); barriers],
             future: Vec::new(),
             steps: Vec::new(),
+            exits: Vec::new(),
             counts_arrivals: p.completions.is_empty(),
             own: Vec::new(),
             own_vars: Vec::new(),
+            fresh: Footprints::fresh_counts(barriers, named).into(),
         };
         // Completion functions, closed over the barriers they touch (a fixpoint: footprints only
         // grow, and there are finitely many bits).
@@ -568,19 +576,38 @@ impl Footprints {
             .iter()
             .map(|r| r.code.instrs.iter().map(|i| f.instr(p, i, &no_index)).collect())
             .collect();
+        f.exits = p
+            .roles
+            .iter()
+            .map(|r| (0..r.code.instrs.len()).map(|pc| Footprints::exits_after(&r.code, pc)).collect())
+            .collect();
         f.steps = p
             .roles
             .iter()
-            .map(|r| (0..r.code.instrs.len()).map(|pc| f.step_at(p, &r.code, pc, &no_index)).collect())
+            .zip(&f.exits)
+            .map(|(r, exits)| {
+                (0..r.code.instrs.len())
+                    .map(|pc| f.step_at(p, &r.code, pc, &no_index, exits[pc]))
+                    .collect()
+            })
             .collect();
         f
     }
 
     /// The step that starts at `pc`: its instruction (a copy's landing is an action of its own),
-    /// and an exit if the local code that runs after it in the same step may end the thread.
-    fn step_at(&self, p: &Protocol, code: &Code, pc: usize, at: Index) -> Footprint {
+    /// and an exit if the local code that runs after it in the same step may end the thread
+    /// (`exits`: `exits_after`, made once per pc).
+    fn step_at(&self, p: &Protocol, code: &Code, pc: usize, at: Index, exits: bool) -> Footprint {
         let mut fp = self.instr(p, &code.instrs[pc], at);
         fp.lands = false;
+        fp.exit |= exits;
+        fp
+    }
+
+    /// Whether the local code that runs after the instruction at `pc`, in the same step, may
+    /// end the thread.
+    fn exits_after(code: &Code, pc: usize) -> bool {
+        let mut exits = false;
         let mut seen = vec![false; code.instrs.len() + 1];
         let mut stack = successors(code, pc);
         while let Some(q) = stack.pop() {
@@ -590,12 +617,12 @@ impl Footprints {
             }
             seen[q] = true;
             match code.instrs.get(q) {
-                None => fp.exit = true,
+                None => exits = true,
                 Some(x) if !x.visible => stack.extend(successors(code, q)),
                 Some(_) => {}
             }
         }
-        fp
+        exits
     }
 
     fn bar_bits(&self, p: &Protocol, r: &Ref, at: Option<usize>, fp: &mut Footprint, write: bool) {
@@ -747,7 +774,13 @@ impl Footprints {
         if !narrows {
             return self.steps[me.role as usize][pc];
         }
-        self.step_at(p, code, pc, &|e: &IExpr| e.eval_pure(&th.locals, me))
+        self.step_at(
+            p,
+            code,
+            pc,
+            &|e: &IExpr| e.eval_pure(&th.locals, me),
+            self.exits[me.role as usize][pc],
+        )
     }
 
     /// `fp` (a step or a future of thread `t`) with what it touches through the thread itself:
@@ -906,23 +939,22 @@ impl Footprints {
             futures
         };
         let mut walks = lookahead::Walks::default();
-        let mut prefixes: Vec<Option<Footprint>> = Vec::new();
+        let mut quiet_prefixes: Vec<Option<Footprint>> = Vec::new();
         let mut counts: Vec<u64> = Vec::new();
         let mut quiet_steps: Vec<Option<Footprint>> = Vec::new();
+        let mut in_t = vec![false; n];
+        let mut in_l = vec![false; lands.len()];
         for seed in 0..n {
             if !thread_enabled[seed] {
                 continue;
             }
             // What the others may do while the seed stands still: their code run ahead to the
-            // waits that cannot return without it (or else their whole static future).
+            // waits that cannot return without it (or else their whole static future). The
+            // seed's own entry is never read: it is in the set from the start.
             let mut steps = &steps;
-            let futures = if ahead {
-                self.prefixes(m, s, seed, &thread_enabled, &mut walks, &mut prefixes, &mut counts);
-                for (t, fp) in prefixes.iter_mut().enumerate() {
-                    if let Some(fp) = fp {
-                        self.for_thread(m, s, t, fp, true);
-                    }
-                }
+            let futures: &[Option<Footprint>] = if ahead {
+                let r = self.prefixes(m, s, seed, &thread_enabled, &mut walks, &mut counts);
+                let mut prefixes = self.round_walks(&walks, r);
                 // Arrivals on a named barrier that cannot reach past its count commute.
                 if self.named > 0 {
                     let arrival = m
@@ -931,9 +963,12 @@ impl Footprints {
                         .map(|(id, c, _)| (id as usize, c as u64));
                     let quiet = self.quiet_named(s, &counts, arrival, m.proto.warp_size as u64);
                     if quiet != 0 {
-                        for fp in prefixes.iter_mut().flatten() {
+                        quiet_prefixes.clear();
+                        quiet_prefixes.extend_from_slice(prefixes);
+                        for fp in quiet_prefixes.iter_mut().flatten() {
                             self.without_named(fp, quiet);
                         }
+                        prefixes = &quiet_prefixes;
                         quiet_steps.clone_from(steps);
                         for fp in quiet_steps.iter_mut().flatten() {
                             self.without_named(fp, quiet);
@@ -941,14 +976,17 @@ impl Footprints {
                         steps = &quiet_steps;
                     }
                 }
-                &prefixes
+                prefixes
             } else {
                 &futures
             };
-            let mut in_t = vec![false; n];
-            let mut in_l = vec![false; lands.len()];
+            in_t.fill(false);
+            in_l.fill(false);
             in_t[seed] = true;
-            let mut chosen: Vec<&Footprint> = vec![steps[seed].as_ref().unwrap()];
+            // The union of the set's footprints: a footprint conflicts with a union exactly when
+            // it conflicts with one of its parts (every clause of `conflicts` is a disjunction
+            // over bits and flags).
+            let mut chosen = steps[seed].unwrap();
             let mut ok = true;
             'closure: loop {
                 let mut grew = false;
@@ -957,11 +995,11 @@ impl Footprints {
                         continue;
                     }
                     let Some(fut) = &futures[u] else { continue };
-                    if chosen.iter().any(|c| c.conflicts(fut)) {
+                    if chosen.conflicts(fut) {
                         match &steps[u] {
                             Some(fp) => {
                                 in_t[u] = true;
-                                chosen.push(fp);
+                                chosen.union(fp);
                                 grew = true;
                             }
                             None => {
@@ -972,9 +1010,9 @@ impl Footprints {
                     }
                 }
                 for (i, l) in lands.iter().enumerate() {
-                    if !in_l[i] && chosen.iter().any(|c| c.conflicts(l)) {
+                    if !in_l[i] && chosen.conflicts(l) {
                         in_l[i] = true;
-                        chosen.push(l);
+                        chosen.union(l);
                         grew = true;
                     }
                 }
@@ -993,7 +1031,7 @@ impl Footprints {
                 })
                 .count();
             if size < enabled.len() && best.as_ref().is_none_or(|b| size < b.2) {
-                best = Some((in_t, in_l, size));
+                best = Some((in_t.clone(), in_l.clone(), size));
                 if size == 1 {
                     break;
                 }

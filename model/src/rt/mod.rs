@@ -383,15 +383,19 @@ impl Model {
         }
     }
 
+    /// Whether a running thread `t` can take its next step in `s` (nothing it stands at
+    /// blocks it).
+    pub(crate) fn runs(&self, s: &State, t: usize) -> bool {
+        matches!(self.wait_check(s, t), WaitCheck::NotAWait | WaitCheck::Ready)
+            && self.commit_ready(s, t)
+            && self.warpgroup_wait_ready(s, t)
+            && self.tmem_alloc_ready(s, t)
+    }
+
     /// Enabled actions, threads first (in index order), then landings.
     pub fn actions(&self, s: &State, out: &mut Vec<Action>) {
         for (t, th) in s.threads.iter().enumerate() {
-            if th.status == Status::Running
-                && matches!(self.wait_check(s, t), WaitCheck::NotAWait | WaitCheck::Ready)
-                && self.commit_ready(s, t)
-                && self.warpgroup_wait_ready(s, t)
-                && self.tmem_alloc_ready(s, t)
-            {
+            if th.status == Status::Running && self.runs(s, t) {
                 out.push(Action::Thread(t as u16));
             } else if th.status == Status::AtSyncWarp && self.at_elect(s, t).is_some() {
                 // Every lane of a ready election may be the one elected: one action each.
@@ -523,6 +527,8 @@ impl Model {
             });
         } else if !enabled.is_empty()
             && !s.all_done()
+            // The cheap half first: a landing or a thread without a `while` loop ends it.
+            && enabled.iter().all(|a| matches!(a, Action::Thread(t) if self.proto.code_of(*t as usize).has_while))
             && enabled.iter().all(|a| matches!(a, Action::Thread(t) if self.spins(s, *t as usize)))
         {
             // Spinning is blocking: a `while` loop polling try_wait (or a shared var) that only
@@ -725,6 +731,11 @@ impl<'m> Exec<'m> {
             let _ = self.read_cell(false, v);
             Ok(self.s.vars[v].value)
         });
+        self.evaluated(r)
+    }
+
+    /// An evaluation's value, or its fault reported.
+    fn evaluated(&mut self, r: Result<i64, EvalError>) -> R<i64> {
         match r {
             Ok(v) => Ok(v),
             Err(EvalError::Fault(m)) => {
@@ -743,6 +754,13 @@ impl<'m> Exec<'m> {
             self.broken("R-EVAL", "thread code evaluated outside a thread".to_string());
             return Err(());
         };
+        if !e.reads_var() {
+            // Nothing is recorded on the state: the thread's locals are read where they are
+            // (a var read records itself, hence the copy below; most expressions read none).
+            let me = self.p().threads[t];
+            let r = e.eval(&self.s.threads[t].locals, Some(&me), &mut |_| Err(EvalError::NoVar));
+            return self.evaluated(r);
+        }
         let locals = self.s.threads[t].locals.clone();
         self.eval_with(e, &locals)
     }

@@ -2,7 +2,6 @@
 //! on its own (branches, release of a thread a barrier let go, a thread that can only spin).
 
 use super::memory::Clock;
-use super::path::Replay;
 use super::*;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -87,29 +86,49 @@ impl Model {
         if !self.proto.code_of(t).has_while {
             return false;
         }
-        // The one replay walks the thread alone; only its own step counts (an election enables
-        // the same action for a thread waiting at `elect()`, which is not a spin).
+        // Only the thread's own step counts (an election enables the same action for a thread
+        // waiting at `elect()`, which is not a spin). Every state of the walk is stepped into a
+        // spare kept per expansion thread: the search asks this of nearly every state of a
+        // protocol with a `while` loop, and a fresh copy per question cost as much as the
+        // state's own successors.
         let me = Action::Thread(t as u16);
-        let mut run = Replay::from_state(self, Some(s.clone()));
-        for _ in 0..MAX_STEPS {
-            if run.state().is_none_or(|c| c.threads[t].status != Status::Running) {
-                return false;
+        SPARE.with(|spare| {
+            let mut spare = spare.borrow_mut();
+            let mut cur: Option<State> = None;
+            let mut spins = false;
+            for _ in 0..MAX_STEPS {
+                let c = cur.as_ref().unwrap_or(s);
+                if c.threads[t].status != Status::Running || !self.runs(c, t) {
+                    break;
+                }
+                let o = self.step_reusing(c, me, spare.take());
+                let Some(n) = o.next else { break };
+                let (same, back) = if o.violations.is_empty() && o.internal.is_none() {
+                    (same_but_locals(s, &n, t), n == *s)
+                } else {
+                    (false, false)
+                };
+                // The state left behind is the next step's spare.
+                *spare = cur.replace(n).or(spare.take());
+                if !same {
+                    break;
+                }
+                if back {
+                    spins = true;
+                    break;
+                }
             }
-            let Ok(step) = run.take(me) else { return false };
-            let o = &step.outcome;
-            if !o.violations.is_empty() || o.internal.is_some() {
-                return false;
+            if let Some(c) = cur {
+                *spare = Some(c);
             }
-            let Some(n) = &o.next else { return false };
-            if !same_but_locals(s, n, t) {
-                return false;
-            }
-            if n == s {
-                return true;
-            }
-        }
-        false
+            spins
+        })
     }
+}
+
+thread_local! {
+    /// The state `Model::spins` steps into, kept between its calls.
+    static SPARE: std::cell::RefCell<Option<State>> = const { std::cell::RefCell::new(None) };
 }
 
 /// Equal but for thread `t`'s pc and locals.

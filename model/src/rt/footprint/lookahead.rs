@@ -38,10 +38,46 @@ impl Hasher for WordHasher {
 }
 
 /// A remembered walk: its footprint and the counters it changed (index, value) from
-/// `Footprints::fresh_counts`.
+/// `Footprints::fresh`.
 struct Walked {
     fp: Footprint,
     counts: Box<[(u32, u64)]>,
+    reads: PassReads,
+}
+
+/// The entries of `passes` a walk read, by the value it found: the walk is the same under any
+/// `passes` that has those values there (it reads nothing else of `passes`), which lets a
+/// later round of one state keep the walks that the barriers it newly passes do not concern.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct PassReads {
+    set: [u64; WORDS],
+    clear: [u64; WORDS],
+}
+
+impl PassReads {
+    /// `passes[i]`, recorded.
+    #[inline]
+    fn read(&mut self, passes: &[bool], i: usize) -> bool {
+        let v = passes[i];
+        let bits = if v { &mut self.set } else { &mut self.clear };
+        bits[i / 64] |= 1 << (i % 64);
+        v
+    }
+
+    /// The walk that made these reads is the walk under `passes` (as bits) too.
+    fn hold(&self, passes: &[u64; WORDS]) -> bool {
+        (0..WORDS).all(|w| self.set[w] & !passes[w] == 0 && self.clear[w] & passes[w] == 0)
+    }
+}
+
+/// `passes` as bits (it has at most `MAX_OBJECTS` entries: barriers and named barriers are
+/// objects).
+fn pass_bits(passes: &[bool]) -> [u64; WORDS] {
+    let mut bits = [0u64; WORDS];
+    for (i, _) in passes.iter().enumerate().filter(|(_, &p)| p) {
+        bits[i / 64] |= 1 << (i % 64);
+    }
+    bits
 }
 
 /// A thread's walk reads only the thread's own record (pc, status, locals), what `passes` says,
@@ -60,11 +96,16 @@ thread_local! {
 }
 
 /// One round of the fixpoint: with `passes` (what nobody stops at), each thread's walk (`None`:
-/// exited) and the arrivals it makes (`width` counters per thread, `Footprints::fresh_counts`).
+/// exited), with what it touches through the thread itself (`Footprints::for_thread`: it
+/// depends on the state, not on the seed), and the arrivals it makes: the counters it changed
+/// from `Footprints::fresh`, thread t's at `counts[ends[t - 1]..ends[t]]`. A walk changes a few
+/// counters of many, and every seed sums all walks but its own.
 pub(super) struct Round {
     passes: Vec<bool>,
     walks: Vec<Option<Footprint>>,
-    counts: Vec<u64>,
+    counts: Vec<(u32, u64)>,
+    ends: Vec<u32>,
+    reads: Vec<PassReads>,
 }
 
 /// The rounds of one state's look-ahead, shared by its seeds (`Footprints::prefixes`).
@@ -72,7 +113,17 @@ pub(super) struct Round {
 pub(super) struct Walks {
     rounds: Vec<Round>,
     passes: Vec<bool>,
-    scratch: (Vec<i64>, Vec<bool>),
+    scratch: Scratch,
+}
+
+/// Buffers a walk runs in: its locals, which of them are unknown, its counters, and the part of
+/// the cache key its round shares.
+#[derive(Default)]
+struct Scratch {
+    locals: Vec<i64>,
+    unknown: Vec<bool>,
+    counts: Vec<u64>,
+    shared: Vec<u64>,
 }
 
 impl Footprints {
@@ -83,6 +134,7 @@ impl Footprints {
     /// cannot follow the code (a branch or index on a value read from shared state, a collective,
     /// past its budget), the rest of the thread's static future is taken. Arrivals the walk makes
     /// are added to `arrivals` (per barrier; `UNBOUNDED` when not counted).
+    #[allow(clippy::too_many_arguments)]
     fn lookahead(
         &self,
         m: &Model,
@@ -90,6 +142,7 @@ impl Footprints {
         t: usize,
         blocked: bool,
         passes: &[bool],
+        reads: &mut PassReads,
         arrivals: &mut [u64],
         locals: &mut Vec<i64>,
         unknown: &mut Vec<bool>,
@@ -188,7 +241,7 @@ impl Footprints {
                         let most = &mut arrivals[self.barriers + 2 * self.named + k];
                         *most = (*most).max(c);
                     }
-                    if *sync && !passes[self.barriers + k] {
+                    if *sync && !reads.read(passes, self.barriers + k) {
                         return fp;
                     }
                     pc += 1;
@@ -205,7 +258,7 @@ impl Footprints {
                             // phase in progress completes: parity (or a token's parity) against
                             // the phase, as the hardware answers (`hardware_complete`).
                             let waits = match bar {
-                                Some(b) if !passes[b] && s.barriers[b].life == Life::Live => {
+                                Some(b) if !reads.read(passes, b) && s.barriers[b].life == Life::Live => {
                                     if first {
                                         blocked
                                     } else {
@@ -285,25 +338,25 @@ impl Footprints {
     /// barrier, then the least and the greatest thread count those named arrivals name (a use
     /// of a named barrier completes at its first arriver's count; `UNBOUNDED` as the greatest:
     /// unknown).
-    fn fresh_counts(&self) -> Vec<u64> {
-        let mut c = vec![0u64; self.barriers + 3 * self.named];
-        c[self.barriers + self.named..self.barriers + 2 * self.named].fill(UNBOUNDED);
+    pub(super) fn fresh_counts(barriers: usize, named: usize) -> Vec<u64> {
+        let mut c = vec![0u64; barriers + 3 * named];
+        c[barriers + named..barriers + 2 * named].fill(UNBOUNDED);
         c
     }
 
-    /// `sum` with the counts of `more`: arrivals add up, least counts take the least, greatest
-    /// the greatest.
-    fn add_counts(&self, sum: &mut [u64], more: &[u64]) {
+    /// `sum` with counter `i` of another walk, `x`: arrivals add up, least counts take the least,
+    /// greatest the greatest (a fresh counter is the identity of each).
+    #[inline]
+    fn add_count(&self, sum: &mut [u64], i: usize, x: u64) {
         let (least, most) = (self.barriers + self.named, self.barriers + 2 * self.named);
-        for (i, (a, x)) in sum.iter_mut().zip(more).enumerate() {
-            *a = if i < least {
-                a.saturating_add(*x)
-            } else if i < most {
-                (*a).min(*x)
-            } else {
-                (*a).max(*x)
-            };
-        }
+        let a = &mut sum[i];
+        *a = if i < least {
+            a.saturating_add(x)
+        } else if i < most {
+            (*a).min(x)
+        } else {
+            (*a).max(x)
+        };
     }
 
     /// The named barriers whose arrivals all commute in the executions from `s` in which the
@@ -386,25 +439,66 @@ impl Footprints {
     }
 
     /// One round of walks: every unfinished thread walked ahead with `passes`.
-    fn round(&self, m: &Model, s: &State, enabled: &[bool], passes: Vec<bool>, scratch: &mut (Vec<i64>, Vec<bool>)) -> Round {
+    /// A thread whose walk in an `earlier` round of the state read the same values of `passes`
+    /// keeps it.
+    fn round(&self, m: &Model, s: &State, enabled: &[bool], passes: Vec<bool>, earlier: &[Round], scratch: &mut Scratch) -> Round {
         let n = s.threads.len();
-        let width = self.barriers + 3 * self.named;
-        let mut counts = Vec::with_capacity(n * width);
-        for _ in 0..n {
-            counts.extend(self.fresh_counts());
+        let passed = pass_bits(&passes);
+        // What every walk's key holds besides its thread's record: `passes`, and of each barrier
+        // whether it is live and its phase's parity.
+        let shared = &mut scratch.shared;
+        shared.clear();
+        let mut word = 0u64;
+        let mut bits = 0;
+        let mut bit = |b: bool, key: &mut Vec<u64>| {
+            word = word << 1 | b as u64;
+            bits += 1;
+            if bits == 64 {
+                key.push(word);
+                (word, bits) = (0, 0);
+            }
+        };
+        for &p in &passes {
+            bit(p, shared);
         }
-        let walks = (0..n)
-            .map(|t| {
-                (s.threads[t].status != Status::Done).then(|| {
-                    let c = &mut counts[t * width..(t + 1) * width];
-                    self.remembered_walk(m, s, t, !enabled[t], &passes, c, scratch)
+        for b in s.barriers.iter() {
+            bit(b.life == Life::Live, shared);
+            bit(b.phase.rem_euclid(2) == 1, shared);
+        }
+        shared.push(word);
+        let mut counts = Vec::new();
+        let mut ends = Vec::with_capacity(n);
+        let mut reads = vec![PassReads::default(); n];
+        WALKS.with(|cache| {
+            let mut cache = cache.borrow_mut();
+            let walks = (0..n)
+                .map(|t| {
+                    let w = (s.threads[t].status != Status::Done).then(|| {
+                        if let Some(r) = earlier.iter().find(|r| r.reads[t].hold(&passed)) {
+                            let start = if t == 0 { 0 } else { r.ends[t - 1] as usize };
+                            counts.extend_from_slice(&r.counts[start..r.ends[t] as usize]);
+                            reads[t] = r.reads[t];
+                            return r.walks[t].expect("an unfinished thread has a walk");
+                        }
+                        let mut fp = self.remembered_walk(m, s, t, !enabled[t], &passes, &mut cache, &mut counts, &mut reads[t], scratch);
+                        self.for_thread(m, s, t, &mut fp, true);
+                        fp
+                    });
+                    ends.push(counts.len() as u32);
+                    w
                 })
-            })
-            .collect();
-        Round { passes, walks, counts }
+                .collect();
+            Round {
+                passes,
+                walks,
+                counts,
+                ends,
+                reads,
+            }
+        })
     }
 
-    /// `lookahead` from fresh counters `c`, through the walk cache.
+    /// `lookahead` through the walk cache, its changed counters appended to `counts`.
     #[allow(clippy::too_many_arguments)]
     fn remembered_walk(
         &self,
@@ -413,74 +507,64 @@ impl Footprints {
         t: usize,
         blocked: bool,
         passes: &[bool],
-        c: &mut [u64],
-        scratch: &mut (Vec<i64>, Vec<bool>),
+        cache: &mut WalkCache,
+        counts: &mut Vec<(u32, u64)>,
+        reads: &mut PassReads,
+        scratch: &mut Scratch,
     ) -> Footprint {
-        WALKS.with(|cache| {
-            let mut cache = cache.borrow_mut();
-            let cache = &mut *cache;
-            let th = &s.threads[t];
-            let key = &mut cache.key;
-            key.clear();
-            key.push(self.id);
-            key.push(m.mutant.map_or(0, |x| x as u64 + 1));
-            key.push((t as u64) << 34 | (th.pc as u64) << 2 | (th.status == Status::AtNamedWait) as u64 * 2 | blocked as u64);
-            key.extend(th.locals.iter().map(|&l| l as u64));
-            let mut word = 0u64;
-            let mut bits = 0;
-            let mut bit = |b: bool, key: &mut Vec<u64>| {
-                word = word << 1 | b as u64;
-                bits += 1;
-                if bits == 64 {
-                    key.push(word);
-                    (word, bits) = (0, 0);
-                }
-            };
-            for &p in passes {
-                bit(p, key);
-            }
-            for b in s.barriers.iter() {
-                bit(b.life == Life::Live, key);
-                bit(b.phase.rem_euclid(2) == 1, key);
-            }
-            key.push(word);
-            if let Some(w) = cache.map.get(&key[..]) {
-                for &(i, v) in w.counts.iter() {
-                    c[i as usize] = v;
-                }
-                return w.fp;
-            }
-            let fresh = self.fresh_counts();
-            let fp = self.lookahead(m, s, t, blocked, passes, c, &mut scratch.0, &mut scratch.1);
-            let counts = c
-                .iter()
-                .zip(&fresh)
+        let th = &s.threads[t];
+        let key = &mut cache.key;
+        key.clear();
+        key.push(self.id);
+        key.push(m.mutant.map_or(0, |x| x as u64 + 1));
+        key.push((t as u64) << 34 | (th.pc as u64) << 2 | ((th.status == Status::AtNamedWait) as u64) << 1 | blocked as u64);
+        key.extend(th.locals.iter().map(|&l| l as u64));
+        key.extend_from_slice(&scratch.shared);
+        if let Some(w) = cache.map.get(&key[..]) {
+            counts.extend_from_slice(&w.counts);
+            *reads = w.reads;
+            return w.fp;
+        }
+        let c = &mut scratch.counts;
+        c.clear();
+        c.extend_from_slice(&self.fresh);
+        let fp = self.lookahead(m, s, t, blocked, passes, reads, c, &mut scratch.locals, &mut scratch.unknown);
+        let start = counts.len();
+        counts.extend(
+            c.iter()
+                .zip(self.fresh.iter())
                 .enumerate()
                 .filter(|(_, (a, b))| a != b)
-                .map(|(i, (a, _))| (i as u32, *a))
-                .collect();
-            if cache.map.len() >= WALK_CACHE_ENTRIES {
-                cache.map.clear();
-            }
-            cache.map.insert(key[..].into(), Walked { fp, counts });
-            fp
-        })
+                .map(|(i, (a, _))| (i as u32, *a)),
+        );
+        if cache.map.len() >= WALK_CACHE_ENTRIES {
+            cache.map.clear();
+        }
+        cache.map.insert(
+            key[..].into(),
+            Walked {
+                fp,
+                counts: counts[start..].into(),
+                reads: *reads,
+            },
+        );
+        fp
     }
 
     /// Per thread other than `seed`: what it may do in an execution from `s` in which `seed` does
-    /// not move (`None`: exited), into `out`, and the arrivals those walks make, into `arrivals`.
-    /// A least fixpoint: every thread is walked ahead to the first wait whose barrier cannot
-    /// complete its phase in progress; a barrier can when the arrivals the walks make on it reach
-    /// its pending count, and then nobody stops at it and the walks are redone. Sound by
-    /// induction on the order in which an execution's threads pass such waits: the first to pass
-    /// one needs its barrier's phase to complete, which takes arrivals made before any wait was
-    /// passed, all of which the first walks counted.
+    /// not move (`None`: exited; the seed's own entry is to be ignored), as the index of a round
+    /// of `walks`, and the arrivals those walks make, into `arrivals`. A least fixpoint: every
+    /// thread is walked ahead to the first wait whose barrier cannot complete its phase in
+    /// progress; a barrier can when the arrivals the walks make on it reach its pending count,
+    /// and then nobody stops at it and the walks are redone. Sound by induction on the order in
+    /// which an execution's threads pass such waits: the first to pass one needs its barrier's
+    /// phase to complete, which takes arrivals made before any wait was passed, all of which the
+    /// first walks counted.
     ///
     /// A walk depends on the state, its thread and `passes` alone, not on the seed: the rounds
     /// are kept in `walks` and every seed whose fixpoint meets the same `passes` reuses them
     /// (most seeds of a state meet the same few), so a state costs a few rounds of walks rather
     /// than a few per seed.
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn prefixes(
         &self,
         m: &Model,
@@ -488,40 +572,45 @@ impl Footprints {
         seed: usize,
         enabled: &[bool],
         walks: &mut Walks,
-        out: &mut Vec<Option<Footprint>>,
         arrivals: &mut Vec<u64>,
-    ) {
-        let width = self.barriers + 3 * self.named;
+    ) -> usize {
         if walks.rounds.is_empty() {
-            let first = self.round(m, s, enabled, self.dead_barriers(s), &mut walks.scratch);
+            let first = self.round(m, s, enabled, self.dead_barriers(s), &[], &mut walks.scratch);
             walks.rounds.push(first);
         }
         let mut r = 0;
         loop {
             let round = &walks.rounds[r];
             arrivals.clear();
-            arrivals.extend(self.fresh_counts());
-            for t in 0..s.threads.len() {
+            arrivals.extend_from_slice(&self.fresh);
+            let mut start = 0;
+            for (t, &end) in round.ends.iter().enumerate() {
                 if t != seed {
-                    self.add_counts(arrivals, &round.counts[t * width..(t + 1) * width]);
+                    for &(i, x) in &round.counts[start..end as usize] {
+                        self.add_count(arrivals, i as usize, x);
+                    }
                 }
+                start = end as usize;
             }
             walks.passes.clone_from(&round.passes);
             if !self.newly_passed(s, arrivals, &mut walks.passes) {
-                out.clear();
-                out.extend(round.walks.iter().enumerate().map(|(t, w)| if t == seed { None } else { *w }));
-                return;
+                return r;
             }
             r = match walks.rounds.iter().position(|x| x.passes == walks.passes) {
                 Some(k) => k,
                 None => {
                     let passes = walks.passes.clone();
-                    let next = self.round(m, s, enabled, passes, &mut walks.scratch);
+                    let next = self.round(m, s, enabled, passes, &walks.rounds, &mut walks.scratch);
                     walks.rounds.push(next);
                     walks.rounds.len() - 1
                 }
             };
         }
+    }
+
+    /// The walks of round `r` (`prefixes`).
+    pub(super) fn round_walks<'w>(&self, walks: &'w Walks, r: usize) -> &'w [Option<Footprint>] {
+        &walks.rounds[r].walks
     }
 
     /// `fp` without the named barriers of `quiet` (bit k: named barrier k).
