@@ -435,8 +435,11 @@ fn run_on_gpu(
             .collect();
         // Cases by spec, in the specs' order once the backend is done.
         let mut by_spec: BTreeMap<usize, Vec<Case>> = BTreeMap::new();
-        // Jobs by (module, group).
-        let mut groups: BTreeMap<(usize, usize), Vec<Job>> = BTreeMap::new();
+        // Jobs by module: one child per module, restarted after a fault. A spec that may fault
+        // once had a child of its own; each such child loads its whole module again (eagerly:
+        // every kernel), about 30 per backend in the 2026-12-03 suite, while the restart after a
+        // fault already keeps a fault from touching the jobs after it.
+        let mut groups: BTreeMap<usize, Vec<Job>> = BTreeMap::new();
         let mut meta: BTreeMap<usize, (usize, &'static str, Option<usize>)> = BTreeMap::new(); // job -> (spec, mode, trace)
         let mut id = 0;
         for (si, s) in specs.iter().enumerate().filter(|(_, s)| s.ready()) {
@@ -459,11 +462,7 @@ fn run_on_gpu(
                 }
                 continue;
             }
-            // One group (one child, restarted after a fault) per module. A spec that may fault
-            // once had a child of its own; each such child loads its whole module again (eagerly:
-            // every kernel), about 30 per backend in the 2026-12-03 suite, while the restart after
-            // a fault already keeps a fault from touching the jobs after it.
-            let group = (chunk_of[si], 0);
+            let group = chunk_of[si];
             let mk = |id: usize, grid: u32, sched: Vec<i32>, seed: u32, max_delay: u32, k: &Kernel| Job {
                 id,
                 symbol: k.symbol.clone(),
@@ -601,14 +600,14 @@ fn run_on_gpu(
                 let t = &specs_ro[si].seconds;
                 t.get("model").copied().unwrap_or(0.0) + t.get("traces").copied().unwrap_or(0.0)
             };
-            let mut ordered: Vec<((usize, usize), Vec<Job>)> = std::mem::take(&mut groups).into_iter().collect();
+            let mut ordered: Vec<(usize, Vec<Job>)> = std::mem::take(&mut groups).into_iter().collect();
             for (_, jobs) in &mut ordered {
                 // Stable: a spec's jobs stay together and in their order.
                 jobs.sort_by(|x, y| weight(y.spec).total_cmp(&weight(x.spec)).then(x.spec.cmp(&y.spec)));
             }
             let heaviest = |jobs: &[Job]| jobs.iter().map(|j| weight(j.spec)).fold(0.0, f64::max);
             ordered.sort_by(|x, y| heaviest(&y.1).total_cmp(&heaviest(&x.1)));
-            for ((c, g), jobs) in ordered {
+            for (c, jobs) in ordered {
                 let Ok(ptx) = &ptx_of[&c] else { continue };
                 let mut jf = JobFile {
                     ptx: ptx.clone(),
@@ -616,7 +615,7 @@ fn run_on_gpu(
                     jobs,
                     start: 0,
                 };
-                run_jobs(&mut jf, &format!("{}-{c}-{g}", b.name()), &work, budget, &mut |ev| match ev {
+                run_jobs(&mut jf, &format!("{}-{c}", b.name()), &work, budget, &mut |ev| match ev {
                     ChildEvent::Ready(d) => {
                         stage.children += 1;
                         stage.loading += d;
@@ -954,7 +953,7 @@ mod tests {
     use super::balance_chunks;
 
     /// The longest-first rule's bound: no module holds more code than the average share plus the
-    /// largest spec, every ready spec gets a module, and the rest stay at 0.
+    /// largest spec, and every ready spec gets a module.
     #[test]
     fn balanced_modules_hold_at_most_the_average_plus_the_largest_spec() {
         let weights = [900usize, 40, 40, 700, 35, 30, 25, 20, 500, 15, 10, 5, 300, 3, 2, 1];

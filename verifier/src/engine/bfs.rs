@@ -129,57 +129,65 @@ struct Expansion<A> {
 
 struct Batch<A> {
     expansions: Vec<Expansion<A>>,
-    /// Per packed successor, one entry per component: the parent's id when the component did
-    /// not change (most do not), else `FRESH`: its words are the next range of `words`.
-    parts: Vec<u32>,
-    words: Vec<u32>,
-    /// The end (in `words`) of each fresh component, in order.
-    ends: Vec<u32>,
-    /// Per fresh component: its hash, and its id if the store already held it when the batch
-    /// was expanded (else `FRESH`). Looked up by the workers, so that the one thread that enters
-    /// successors into the store only adds what is new.
-    fresh_hash: Vec<u64>,
-    fresh_id: Vec<u32>,
-    /// Per packed successor: the stored state it is, if the store held it when the batch was
-    /// expanded (else `NONE`); the hash of its row when every component was already interned;
-    /// and how many fresh components the batch holds up to and with it.
-    found: Vec<u32>,
-    row_hash: Vec<Option<u64>>,
-    fresh_upto: Vec<u32>,
+    packed: PackedSuccs,
 }
 
 impl<A> Default for Batch<A> {
     fn default() -> Self {
         Batch {
             expansions: Vec::new(),
-            parts: Vec::new(),
-            words: Vec::new(),
-            ends: Vec::new(),
-            fresh_hash: Vec::new(),
-            fresh_id: Vec::new(),
-            found: Vec::new(),
-            row_hash: Vec::new(),
-            fresh_upto: Vec::new(),
+            packed: PackedSuccs::default(),
         }
     }
 }
 
-impl<A> Batch<A> {
-    fn clear(&mut self) {
-        self.expansions.clear();
-        self.truncate(0, 0, 0, 0);
-    }
+/// The successors a batch packed, and what their worker found of them in the store.
+#[derive(Default)]
+struct PackedSuccs {
+    /// Per packed successor, one entry per component: the parent's id when the component did
+    /// not change (most do not), else `FRESH`: its words are the next range of `words`.
+    parts: Vec<u32>,
+    words: Vec<u32>,
+    /// The end (in `words`) of each fresh component, in order.
+    ends: Vec<u32>,
+    /// Per fresh component (as `ends`).
+    fresh: Vec<FreshPart>,
+    /// Per packed successor.
+    looked: Vec<Looked>,
+}
 
+/// A fresh component as its worker found it: looked up by the workers, so that the one thread
+/// that enters successors into the store only adds what is new.
+struct FreshPart {
+    hash: u64,
+    /// Its id, if the store already held it when the batch was expanded.
+    id: Option<u32>,
+}
+
+/// A packed successor as its worker found it.
+struct Looked {
+    /// The stored state it is, if the store held it when the batch was expanded.
+    state: Option<u32>,
+    /// The hash of its row, when every component was already interned.
+    row_hash: Option<u64>,
+    /// Its first fresh component (an index into `fresh` and `ends`).
+    fresh_from: u32,
+}
+
+impl PackedSuccs {
     /// Back to `parts`, `words`, `fresh` fresh components and `packed` successors.
     fn truncate(&mut self, parts: usize, words: usize, fresh: usize, packed: usize) {
         self.parts.truncate(parts);
         self.words.truncate(words);
         self.ends.truncate(fresh);
-        self.fresh_hash.truncate(fresh);
-        self.fresh_id.truncate(fresh);
-        self.found.truncate(packed);
-        self.row_hash.truncate(packed);
-        self.fresh_upto.truncate(packed);
+        self.fresh.truncate(fresh);
+        self.looked.truncate(packed);
+    }
+
+    /// The words of fresh component `f`.
+    fn words_of(&self, f: usize) -> &[u32] {
+        let from = if f == 0 { 0 } else { self.ends[f - 1] as usize };
+        &self.words[from..self.ends[f] as usize]
     }
 
     /// Look up the successor just packed (its components from `parts_from`, its fresh ones from
@@ -188,43 +196,65 @@ impl<A> Batch<A> {
     /// (one thread: the store is searched once, when the successor is entered).
     fn look_up(&mut self, store: &Store, parts_from: usize, fresh_from: usize, row: &mut Vec<u32>, resolve: bool) -> Option<u32> {
         row.clear();
-        let mut k = fresh_from;
-        let mut from = if k == 0 { 0 } else { self.ends[k - 1] as usize };
+        let mut f = fresh_from;
         let mut all = resolve;
-        for &id in &self.parts[parts_from..] {
+        for k in parts_from..self.parts.len() {
+            let id = self.parts[k];
             if id == FRESH {
-                let to = self.ends[k] as usize;
-                let w = &self.words[from..to];
-                let h = hash_words(w.iter().copied());
-                let got = if all { store.parts.find_hashed(w, h) } else { None };
-                self.fresh_hash.push(h);
-                self.fresh_id.push(got.unwrap_or(FRESH));
-                match got {
+                let w = self.words_of(f);
+                let hash = hash_words(w.iter().copied());
+                let id = if all { store.parts.find_hashed(w, hash) } else { None };
+                match id {
                     Some(x) => row.push(x),
                     None => all = false,
                 }
-                from = to;
-                k += 1;
+                self.fresh.push(FreshPart { hash, id });
+                f += 1;
             } else {
                 row.push(id);
             }
         }
-        let (found, h) = if all {
+        let (state, row_hash) = if all {
             let h = hash_words(row.iter().copied());
             (store.states.find_hashed(row, h), Some(h))
         } else {
             (None, None)
         };
-        self.found.push(found.unwrap_or(NONE));
-        self.row_hash.push(h);
-        self.fresh_upto.push(self.ends.len() as u32);
-        found
+        self.looked.push(Looked {
+            state,
+            row_hash,
+            fresh_from: fresh_from as u32,
+        });
+        state
+    }
+
+    /// Successor `k` entered into the store (its new components, then its row): its index, and
+    /// whether it was new.
+    fn enter(&self, k: usize, width: usize, store: &mut Store, row: &mut Vec<u32>) -> (u32, bool) {
+        let looked = &self.looked[k];
+        if let Some(j) = looked.state {
+            return (j, false);
+        }
+        row.clear();
+        let mut f = looked.fresh_from as usize;
+        for &id in &self.parts[k * width..(k + 1) * width] {
+            if id == FRESH {
+                let part = &self.fresh[f];
+                row.push(part.id.unwrap_or_else(|| store.parts.intern_hashed(self.words_of(f), part.hash)));
+                f += 1;
+            } else {
+                row.push(id);
+            }
+        }
+        // A row hash was taken only when every component was already interned, so it still holds.
+        match looked.row_hash {
+            Some(h) => store.states.insert_hashed(row, h),
+            None => store.states.insert(row),
+        }
     }
 }
 
 const FRESH: u32 = u32::MAX;
-/// No stored state.
-const NONE: u32 = u32::MAX;
 
 fn resident() -> usize {
     crate::bounds::resident_bytes().unwrap_or(0)
@@ -313,7 +343,8 @@ impl Store {
 /// action cannot be postponed forever. Only states stored before the level began count (not
 /// those added by earlier chunks of it), so the choice does not depend on chunking or threads.
 fn expand<M: Packed>(model: &M, store: &Store, limits: &Limits<M>, at: &[u32], old: u32, batch: &mut Batch<M::Action>) {
-    batch.clear();
+    batch.expansions.clear();
+    batch.packed.truncate(0, 0, 0, 0);
     let width = model.components();
     let mut enabled = Vec::new();
     let mut subset = Vec::new();
@@ -339,11 +370,11 @@ fn expand<M: Packed>(model: &M, store: &Store, limits: &Limits<M>, at: &[u32], o
         if !model.is_final(s) {
             subset.clear();
             let reduce = limits.por && model.persistent(s, &enabled, &mut subset);
-            let mark = (batch.parts.len(), batch.words.len(), batch.ends.len(), packed);
+            let mark = (batch.packed.parts.len(), batch.packed.words.len(), batch.packed.ends.len(), packed);
             for pass in [reduce, false] {
                 if pass != reduce {
                     // The reduced pass was rolled back: expand every action.
-                    batch.truncate(mark.0, mark.1, mark.2, mark.3 as usize);
+                    batch.packed.truncate(mark.0, mark.1, mark.2, mark.3 as usize);
                     packed = mark.3;
                     succs.clear();
                 }
@@ -361,22 +392,22 @@ fn expand<M: Packed>(model: &M, store: &Store, limits: &Limits<M>, at: &[u32], o
                         if let Some(mut n) = out.next.take() {
                             model.canonicalize(&mut n, limits.symmetry, &mut perm);
                             let parent = store.states.row(i);
-                            let (parts_from, ends_from) = (batch.parts.len(), batch.ends.len());
+                            let (parts_from, fresh_from) = (batch.packed.parts.len(), batch.packed.ends.len());
                             changed.clear();
                             for (part, &id) in parent.iter().enumerate().take(width) {
                                 if model.same_part(s, &n, part) {
-                                    batch.parts.push(id);
+                                    batch.packed.parts.push(id);
                                 } else {
-                                    model.pack_part(&n, part, &mut batch.words);
-                                    batch.ends.push(batch.words.len() as u32);
-                                    batch.parts.push(FRESH);
+                                    model.pack_part(&n, part, &mut batch.packed.words);
+                                    batch.packed.ends.push(batch.packed.words.len() as u32);
+                                    batch.packed.parts.push(FRESH);
                                     changed.push(part);
                                 }
                             }
                             // The proviso needs the lookup; with workers beside, it also takes
                             // the search of the store off the one thread that enters successors.
                             let resolve = limits.threads > 1 || (pass && !full);
-                            let stored = batch.look_up(store, parts_from, ends_from, &mut row, resolve);
+                            let stored = batch.packed.look_up(store, parts_from, fresh_from, &mut row, resolve);
                             if pass && !full {
                                 full = stored.is_some_and(|j| j < old);
                             }
@@ -584,7 +615,6 @@ pub fn explore<M: Packed>(model: &M, prefix: &[M::Action], limits: &Limits<M>) -
             done += take;
             // Bookkeeping, in frontier order.
             for batch in pool[..used].iter_mut() {
-                let (mut from, mut fresh) = (0usize, 0usize);
                 for e in batch.expansions.drain(..) {
                     taint[e.at as usize] |= EXPANDED;
                     if e.pruned > 0 {
@@ -622,37 +652,7 @@ pub fn explore<M: Packed>(model: &M, prefix: &[M::Action], limits: &Limits<M>) -
                             break 'search;
                         }
                         if let Some(k) = s.packed {
-                            let k = k as usize;
-                            let (j, new) = if batch.found[k] != NONE {
-                                // Stored before this chunk: the worker found it.
-                                fresh = batch.fresh_upto[k] as usize;
-                                from = if fresh == 0 { 0 } else { batch.ends[fresh - 1] as usize };
-                                (batch.found[k], false)
-                            } else {
-                                row.clear();
-                                let mut interned = false;
-                                for &id in &batch.parts[k * width..(k + 1) * width] {
-                                    if id == FRESH {
-                                        let to = batch.ends[fresh] as usize;
-                                        let id = match batch.fresh_id[fresh] {
-                                            FRESH => {
-                                                interned = true;
-                                                store.parts.intern_hashed(&batch.words[from..to], batch.fresh_hash[fresh])
-                                            }
-                                            known => known,
-                                        };
-                                        row.push(id);
-                                        from = to;
-                                        fresh += 1;
-                                    } else {
-                                        row.push(id);
-                                    }
-                                }
-                                match batch.row_hash[k] {
-                                    Some(h) if !interned => store.states.insert_hashed(&row, h),
-                                    _ => store.states.insert(&row),
-                                }
-                            };
+                            let (j, new) = batch.packed.enter(k as usize, width, &mut store, &mut row);
                             if new {
                                 store.parents.push(e.at);
                                 actions.push(s.action);
