@@ -290,6 +290,108 @@ fn warpgroup_pipeline(seed: u64) -> String {
     )
 }
 
+/// `while` loops as kernels write them: a ring walked by counting `while` loops, waits written as
+/// spins on `try_wait_parity` (CUTLASS's `ClusterBarrier::wait`) or as blocking waits, a
+/// consumer that leaves its loop early by `break`, and a shared flag polled until the producer
+/// sets it. Mistakes: a loop one round short, a spin on the wrong parity, a flag never set (each
+/// a spin that nothing can end, or a stale read), the release before the read.
+fn while_loops(seed: u64) -> String {
+    let mut d = Dice(seed);
+    let stages = 1 + d.pick(2);
+    let iters = 1 + d.pick(3);
+    let consumers = 1 + d.pick(2);
+    let spin = |bar: &str, parity: &str| format!("let ok = 0\n    while ok == 0 {{ ok = try_wait_parity({bar}, {parity}) }}");
+    let pbound = if d.mistake(4) == 1 { "ITERS - 1" } else { "ITERS" };
+    let empty_parity = if d.mistake(4) == 1 {
+        "(i / STAGES) % 2"
+    } else {
+        "(i / STAGES + 1) % 2"
+    };
+    let pwait = match d.pick(3) {
+        0 => format!("    if i >= STAGES {{ wait_parity(empty[s], {empty_parity}) }}\n"),
+        1 => format!("    if i >= STAGES {{\n    {}\n    }}\n", spin("empty[s]", empty_parity)),
+        _ if d.mistake(3) == 1 => String::new(),
+        _ => format!("    if i >= STAGES {{ wait_parity(empty[s], {empty_parity}) }}\n"),
+    };
+    let full_parity = if d.mistake(4) == 1 { "0" } else { "(i / STAGES) % 2" };
+    let cwait = if d.pick(2) == 0 {
+        format!("    {}\n", spin("full[s]", full_parity))
+    } else {
+        format!("    wait_parity(full[s], {full_parity})\n")
+    };
+    let read = "    read(slot[s], expect = i)\n";
+    let release = "    arrive(empty[s])\n";
+    let body = if d.mistake(4) == 1 {
+        format!("{cwait}{release}{read}")
+    } else {
+        format!("{cwait}{read}{release}")
+    };
+    let early = if d.mistake(4) == 1 {
+        format!("    if i == {} {{ break }}\n", d.pick(iters))
+    } else {
+        String::new()
+    };
+    let (set_flag, poll) = match d.pick(3) {
+        0 => ("", ""),
+        1 => ("  flag = 1\n", "  let f = 0\n  while f == 0 { f = flag }\n"),
+        _ if d.mistake(3) == 1 => ("", "  let f = 0\n  while f == 0 { f = flag }\n"),
+        _ => ("  flag = 1\n", ""),
+    };
+    format!(
+        "protocol spin\nexpect holds\nparam STAGES = {stages}\nparam ITERS = {iters}\n\n\
+         barrier full[STAGES] count 1\nbarrier empty[STAGES] count {consumers}\nbuffer slot[STAGES] bytes 16\nvar flag = 0\n\n\
+         role producer[1] {{\n  let i = 0\n  while i < {pbound} {{\n    let s = i % STAGES\n{pwait}\
+         \x20   arrive_expect_tx(full[s], 16)\n    copy_async(slot[s], full[s], version = i)\n    i = i + 1\n  }}\n{set_flag}}}\n\n\
+         role consumer[{consumers}] {{\n  let i = 0\n  while i < ITERS {{\n    let s = i % STAGES\n{body}{early}    i = i + 1\n  }}\n{poll}}}\n"
+    )
+}
+
+/// Roles whose code reads the thread's identity the way warp-specialized kernels do: a uniform
+/// consumer role of several warps where one warp (or lane 0 of a lane role) signals, the warp
+/// picks its half of the work (`(warp - 1) / 2`), and sometimes an identity read mixed with a
+/// local (`warp + i`) or a per-warp buffer index keeps the warps apart. The symmetry reduction
+/// groups only threads whose identity decides the same values. Mistakes: the signaller counted
+/// once per warp, a read before the wait, a stale expectation for one warp.
+fn identity_roles(seed: u64) -> String {
+    let mut d = Dice(seed);
+    let uniform = d.pick(3) != 0;
+    let warps = 2 + d.pick(3);
+    let iters = 1 + d.pick(2);
+    let signaller = if uniform {
+        format!("warp == {}", 1 + d.pick(warps))
+    } else {
+        "lane == 0".to_string()
+    };
+    let count = if d.mistake(4) == 1 { 2 } else { 1 };
+    let half = if uniform { "(warp - 1) / 2" } else { "lane / 2" };
+    let wait = if d.mistake(4) == 1 { "" } else { "    wait_parity(full, i % 2)\n" };
+    let expect = match d.mistake(4) {
+        1 => format!("i + ({half}) * 0"),
+        2 if uniform => "warp + i - warp".to_string(),
+        3 => "0".to_string(),
+        _ => "i".to_string(),
+    };
+    let scratch = if uniform && d.pick(2) == 0 {
+        format!("    write(w[warp - 1], i)\n")
+    } else {
+        String::new()
+    };
+    let consumer = if uniform {
+        format!("role consumer warps {warps} uniform {{\n")
+    } else {
+        format!("role consumer[{}] {{\n", warps)
+    };
+    format!(
+        "protocol ident\nexpect holds\nwarp_size 4\n\nbarrier full count 1\nbarrier empty count {count}\n\
+         buffer slot bytes 16\nbuffer w[8] bytes 4\nbuffer h[2] bytes 4\n\n\
+         role producer warps 1 uniform {{\n  let e = elect()\n  if e == 1 {{\n    for i in 0..{iters} {{\n\
+         \x20     if i > 0 {{ wait_parity(empty, (i + 1) % 2) }}\n      arrive_expect_tx(full, 16)\n\
+         \x20     copy_async(slot, full, version = i)\n    }}\n  }}\n}}\n\n\
+         {consumer}  let g = {half}\n  for i in 0..{iters} {{\n{wait}    read(slot, expect = {expect})\n{scratch}\
+         \x20   if g == 0 {{ read(h[0], expect = 0) }}\n    if {signaller} {{ arrive(empty) }}\n  }}\n}}\n"
+    )
+}
+
 /// Kinds found, or `None` when the search did not finish within its bound.
 fn kinds(src: &str, por: bool, symmetry: bool, mutant: Option<Mutant>) -> Option<BTreeSet<ViolationKind>> {
     let ast = lang::parse(src).unwrap_or_else(|d| panic!("generated protocol does not parse: {d:?}\n{src}"));
@@ -369,17 +471,37 @@ proptest! {
     fn reduction_keeps_the_kinds_of_warpgroup_mma_pipelines(seed in any::<u64>()) {
         same_kinds(&warpgroup_pipeline(seed))?;
     }
+
+    /// Law: on `while` loops (counting loops, spins on try_wait_parity and on a shared flag,
+    /// `break`), the reduction keeps the kinds, the spinning `deadlock` among them.
+    #[test]
+    fn reduction_keeps_the_kinds_of_while_loops_and_spins(seed in any::<u64>()) {
+        same_kinds(&while_loops(seed))?;
+    }
+
+    /// Law: on roles that read their identity (a signalling warp, a warp's half of the work, an
+    /// identity mixed with a local, a per-warp buffer), the symmetry reduction (alone and with
+    /// the partial-order reduction) keeps the kinds of the unreduced search.
+    #[test]
+    fn symmetry_keeps_the_kinds_of_roles_that_read_their_identity(seed in any::<u64>()) {
+        let src = identity_roles(seed);
+        let plain = kinds(&src, false, false, None);
+        prop_assume!(plain.is_some());
+        prop_assert_eq!(&plain, &kinds(&src, false, true, None), "symmetry alone\n{}", src);
+        prop_assert_eq!(&plain, &kinds(&src, true, true, None), "with the partial-order reduction\n{}", src);
+    }
 }
 
 /// Each planted footprint defect loses a kind on some protocol of its construct's generator (the
 /// first of 400 seeds where it does is reported), so the laws above can fail.
 #[test]
 fn each_footprint_defect_loses_a_kind_on_its_construct() {
-    let cases: [(Mutant, fn(u64) -> String); 4] = [
+    let cases: [(Mutant, fn(u64) -> String); 5] = [
         (Mutant::PorForgetsWarpLanes, warp_election),
         (Mutant::PorForgetsNamedBarriers, named_barriers),
         (Mutant::PorCountsOneLanePerAgent, uniform_pipeline),
         (Mutant::PorFenceForgetsFlags, fence_handoff),
+        (Mutant::PorWhileRunsOnce, while_loops),
     ];
     assert_eq!(Mutant::FOOTPRINT_DEFECTS.len(), cases.len());
     for (mutant, generate) in cases {
@@ -392,4 +514,39 @@ fn each_footprint_defect_loses_a_kind_on_its_construct() {
         eprintln!("{}: caught at seed {caught:?}", mutant.name());
         assert!(caught.is_some(), "{} loses no kind on 400 generated protocols", mutant.name());
     }
+}
+
+/// The `while` generator reaches what its mistakes are for: a spin that nothing can end
+/// (`deadlock`), a stale read, and protocols that hold, so its law above compares searches that
+/// find something.
+#[test]
+fn while_loops_reach_spinning_deadlocks_stale_reads_and_protocols_that_hold() {
+    let mut seen = BTreeSet::new();
+    let mut holds = 0;
+    for seed in 0..128u64 {
+        let Some(k) = kinds(&while_loops(seed), false, false, None) else {
+            continue;
+        };
+        holds += k.is_empty() as usize;
+        seen.extend(k);
+    }
+    eprintln!("kinds over 128 seeds: {seen:?}; {holds} hold");
+    assert!(holds > 0);
+    assert!(
+        seen.contains(&ViolationKind::Deadlock) && seen.contains(&ViolationKind::StaleRead),
+        "{seen:?}"
+    );
+}
+
+/// The identity generator exercises the symmetry it tests: most of its protocols have a class of
+/// interchangeable threads although their role reads `warp` or `lane`, and some (a per-warp
+/// buffer, `warp + i`) keep every consumer apart.
+#[test]
+fn roles_that_read_their_identity_still_have_interchangeable_threads() {
+    let classes: Vec<usize> = (0..64u64)
+        .map(|seed| Model::new(lower(&lang::parse(&identity_roles(seed)).unwrap(), &[]).unwrap()).symmetry_class_count())
+        .collect();
+    let with = classes.iter().filter(|&&c| c > 0).count();
+    eprintln!("{with} of 64 generated protocols have a symmetry class");
+    assert!(with >= 8 && with < 64, "{classes:?}");
 }

@@ -377,8 +377,8 @@ impl IExpr {
         }
     }
 
-    /// Reads the thread's identity (`tid`, `gtid`, `lane`, `warp`): threads that run such code are
-    /// not interchangeable.
+    /// Reads the thread's identity (`tid`, `gtid`, `lane`, `warp`): its value may differ from
+    /// thread to thread (rt::symmetry records what it decides for each).
     pub fn reads_identity(&self) -> bool {
         let mut found = false;
         self.each(&mut |e| found |= matches!(e, IExpr::Tid | IExpr::Gtid | IExpr::Lane | IExpr::Warp));
@@ -440,24 +440,6 @@ impl IOp {
             IOp::Tc(op) => op.name(),
             IOp::Remote { op, .. } => op.name(),
         }
-    }
-}
-
-impl Instr {
-    /// The instruction's outcome depends on which thread runs it: it reads `tid`, `gtid`, `lane`
-    /// or `warp`, or it is an `elect()` (the elected lane differs from the others). Threads whose
-    /// code has such an instruction are not interchangeable (rt::symmetry).
-    pub fn reads_identity(&self) -> bool {
-        self.reads_identity_in(false)
-    }
-
-    /// `reads_identity` in a role that is `uniform` or not: an agent of a uniform role is alone
-    /// in its warp, so its `elect()` always elects it and its `syncwarp(mask)` names the whole
-    /// warp (program::uniform checks both): neither tells its agents apart.
-    pub fn reads_identity_in(&self, uniform: bool) -> bool {
-        let mut found = !uniform && matches!(self.kind, InstrKind::Elect { .. } | InstrKind::SyncWarpMask { .. });
-        self.exprs(&mut |e| found |= e.reads_identity());
-        found
     }
 }
 

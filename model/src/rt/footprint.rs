@@ -320,16 +320,10 @@ pub fn why_off(p: &Protocol, fine_grained: bool, objects: usize) -> Option<PorOf
         ));
     }
     for r in &p.roles {
-        for (pc, i) in r.code.instrs.iter().enumerate() {
+        for i in &r.code.instrs {
             if is_collective(i) || without_footprint(i) {
                 return at(format!("`{}`", instr_name(i)), i);
             }
-            if r.code.has_while && is_while_back_edge(&r.code, pc) {
-                return at("a `while` loop".to_string(), i);
-            }
-        }
-        if r.code.has_while {
-            return whole(format!("a `while` loop in role {}", r.name));
         }
     }
     None

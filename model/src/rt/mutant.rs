@@ -41,6 +41,9 @@ pub enum Mutant {
     PorCountsOneLanePerAgent,
     /// The reduction's fence flags are forgotten: a `fence_proxy_async` step writes none.
     PorFenceForgetsFlags,
+    /// The cut at waits walks a `while` loop's body once: its jump back is taken as the thread's
+    /// end, so the later rounds (and what follows the loop) are forgotten.
+    PorWhileRunsOnce,
 }
 
 impl Mutant {
@@ -63,18 +66,23 @@ impl Mutant {
     /// Footprints that each forget one construct's conflicts. Not in `ALL`: the library's expect
     /// lines need not notice them (most library specs are small enough to hide a lost
     /// interleaving); the reduced-versus-unreduced comparisons of `tests/por_constructs.rs` must.
-    pub const FOOTPRINT_DEFECTS: [Mutant; 4] = [
+    pub const FOOTPRINT_DEFECTS: [Mutant; 5] = [
         Mutant::PorForgetsWarpLanes,
         Mutant::PorForgetsNamedBarriers,
         Mutant::PorCountsOneLanePerAgent,
         Mutant::PorFenceForgetsFlags,
+        Mutant::PorWhileRunsOnce,
     ];
 
     /// A defect of the partial-order reduction's footprints alone (the model's steps are right).
     pub fn is_footprint_defect(self) -> bool {
         matches!(
             self,
-            Mutant::PorForgetsWarpLanes | Mutant::PorForgetsNamedBarriers | Mutant::PorCountsOneLanePerAgent | Mutant::PorFenceForgetsFlags
+            Mutant::PorForgetsWarpLanes
+                | Mutant::PorForgetsNamedBarriers
+                | Mutant::PorCountsOneLanePerAgent
+                | Mutant::PorFenceForgetsFlags
+                | Mutant::PorWhileRunsOnce
         )
     }
 
@@ -97,6 +105,7 @@ impl Mutant {
             Mutant::PorForgetsNamedBarriers => "por-forgets-named-barriers",
             Mutant::PorCountsOneLanePerAgent => "por-counts-one-lane-per-agent",
             Mutant::PorFenceForgetsFlags => "por-fence-forgets-flags",
+            Mutant::PorWhileRunsOnce => "por-while-runs-once",
         }
     }
 }

@@ -6,27 +6,35 @@
 //!   starts a new one above all others. Replacing each agent's epochs by their rank keeps every
 //!   comparison, and keeps states of a long loop from differing only in how many releases came
 //!   before: a state's size no longer grows with depth.
-//! - **Interchangeable threads (symmetry).** Threads of one role and one warp whose code never
-//!   reads its identity (`tid`, `gtid`, `lane`, `warp`) behave alike: permuting them (and
+//! - **Interchangeable threads (symmetry).** Threads of one role and one warp whose identity
+//!   (`tid`, `gtid`, `lane`, `warp`) decides the same values in their code (`identity_signature`)
+//!   behave alike: permuting them (and
 //!   everything that names them: clock columns, access records, copy issuers, init records) maps
 //!   executions to executions with the same violations. Sorting each such class by the threads'
 //!   own records picks one representative; ties keep their order, so two equivalent states may
 //!   still be stored twice (less reduction, never a lost state).
 
 use super::thread::status_word;
-use crate::program::ir::{IOp, InstrKind, Protocol, ProxyOp, WarpOp};
+use crate::program::ir::{IExpr, IOp, InstrKind, Protocol, ProxyOp, ThreadInfo, WarpOp};
 use crate::rt::state::{Access, State, ThreadState};
 use crate::rt::{Action, Model};
 
 /// The classes of interchangeable threads (each sorted, two or more members).
 pub fn symmetry_classes(p: &Protocol) -> Vec<Vec<usize>> {
-    let mut classes: Vec<((u16, u32), Vec<usize>)> = Vec::new();
+    let mut classes: Vec<((u16, u16, u32, Vec<Option<i64>>), Vec<usize>)> = Vec::new();
     for (t, info) in p.threads.iter().enumerate() {
         let role = &p.roles[info.role as usize];
-        let identity = role.code.instrs.iter().any(|i| i.reads_identity_in(role.uniform));
-        if identity {
+        // Which lane of a warp `elect()` picks, or a mask names, tells a warp's lanes apart.
+        let lanes_named = !role.uniform
+            && role
+                .code
+                .instrs
+                .iter()
+                .any(|i| matches!(i.kind, InstrKind::Elect { .. } | InstrKind::SyncWarpMask { .. }));
+        if lanes_named {
             continue;
         }
+        let signature = identity_signature(p, info.role as usize, info);
         // The agents of a uniform role are whole warps, each alone in its warp: its election
         // always picks it and nothing warp-level tells the warps apart unless the role commits
         // (the per-warp commit logs), so they are interchangeable across warps, as whole warps
@@ -66,13 +74,47 @@ pub fn symmetry_classes(p: &Protocol) -> Vec<Vec<usize>> {
         if tcgen05 {
             continue;
         }
-        let key = (info.role, if whole_warps { u32::MAX } else { info.warp });
+        let key = (info.role, info.cta, if whole_warps { u32::MAX } else { info.warp }, signature);
         match classes.iter_mut().find(|(k, _)| *k == key) {
             Some((_, members)) => members.push(t),
             None => classes.push((key, vec![t])),
         }
     }
     classes.into_iter().map(|(_, m)| m).filter(|m| m.len() > 1).collect()
+}
+
+/// What a thread's identity (`tid`, `gtid`, `lane`, `warp`) decides in its role's code: the value,
+/// for this thread, of every largest subexpression that reads its identity and no local or var
+/// (`(warp - 1) / WARPS`, `warp % 4 == 0`), in code order. Two threads of a role with the same
+/// signature run the same code as a function of their locals and the shared state, so swapping
+/// them (locals included) maps executions to executions: the warps of a warpgroup other than its
+/// signalling warp are interchangeable, while the signalling warp is not. An identity read mixed
+/// with a local (`warp + i`) records the identity itself, which keeps those threads apart.
+fn identity_signature(p: &Protocol, role: usize, me: &ThreadInfo) -> Vec<Option<i64>> {
+    fn walk(e: &IExpr, me: &ThreadInfo, out: &mut Vec<Option<i64>>) {
+        if !e.reads_identity() {
+            return;
+        }
+        let mut state = false;
+        e.each(&mut |x| state |= matches!(x, IExpr::Local(_) | IExpr::Var(_)));
+        if !state {
+            out.push(e.eval_pure(&[], me));
+            return;
+        }
+        match e {
+            IExpr::Unary(_, x) => walk(x, me, out),
+            IExpr::Binary(_, a, b) => {
+                walk(a, me, out);
+                walk(b, me, out);
+            }
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    for i in p.roles[role].code.instrs.iter() {
+        i.exprs(&mut |e| walk(e, me, &mut out));
+    }
+    out
 }
 
 /// The order in which a class's members are sorted: everything a thread holds that does not

@@ -184,6 +184,10 @@ impl Footprints {
                     fp.exit = true;
                     return fp;
                 }
+                InstrKind::Jump { .. } if m.mutant == Some(crate::rt::Mutant::PorWhileRunsOnce) && is_while_back_edge(code, pc) => {
+                    fp.exit = true;
+                    return fp;
+                }
                 InstrKind::Jump { to } => pc = *to as usize,
                 InstrKind::Branch { cond, else_to } => {
                     fp.union(&self.own[role][pc]);
