@@ -264,7 +264,10 @@ impl Exec<'_> {
         self.live_barrier(b, what)?;
         self.check_range(K::TxRange, bytes, 0, format!("{what} on {}", self.p().barriers[b].name))?;
         self.add_tx(b, if complete { -bytes } else { bytes })?;
-        if complete {
+        // complete_tx releases; an expect_tx that completes the phase (its bytes landed first)
+        // is the phase's last event, and the phase carries its history as it does an arrival's.
+        let bs = &self.s.barriers[b];
+        if complete || (bs.pending == 0 && bs.tx == 0) {
             self.release_into(b);
         }
         self.maybe_complete(b)?;
@@ -516,13 +519,13 @@ impl Exec<'_> {
     }
 
     pub(super) fn maybe_complete_after_arrival(&mut self, b: usize) -> R<()> {
+        // An arrival that completes a phase with a completion function is released by
+        // `complete`, after the function ran (one release, one epoch, whichever arrival is last).
         let bs = &self.s.barriers[b];
-        if bs.pending == 0 && bs.tx == 0 {
-            self.complete(b)
-        } else {
+        if !(bs.pending == 0 && bs.tx == 0 && self.p().barriers[b].completion.is_some()) {
             self.release_into(b);
-            Ok(())
         }
+        self.maybe_complete(b)
     }
 
     pub(super) fn maybe_complete(&mut self, b: usize) -> R<()> {
@@ -543,8 +546,14 @@ impl Exec<'_> {
             if self.m.mutant != Some(Mutant::CompletionNeverRuns) {
                 self.run_completion(ci as usize, b)?;
             }
+            // What the completion function did is released into the phase with it.
+            self.release_into(b);
         }
-        self.release_into(b);
+        // Without one, the completing step (an arrival, a landing, a complete_tx) has just
+        // released into this phase, and nothing since: a second release would only tick its
+        // agent's epoch, and by one more when its step happens to be the last of the phase, so
+        // the same history would be stored under as many numberings as there are orders of the
+        // phase's last two events (a copy issued before its arrive_expect_tx: 20x the states).
         let bs = &mut self.s.barriers[b];
         let (done, pending, tx) = (bs.phase, bs.pending, bs.tx);
         bs.prev_clock = std::mem::replace(&mut bs.clock, vec![0; bs.prev_clock.len()].into_boxed_slice());
