@@ -253,7 +253,15 @@ fn por_off_text(source: &str, off: &PorOff) -> String {
                 .span
                 .and_then(|sp| source.get(sp.start as usize..sp.end as usize))
                 .and_then(|t| t.lines().next())
-                .map(|t| t.trim().chars().take(60).collect::<String>())
+                .map(|t| {
+                    // A long statement is cut, and says so.
+                    let t = t.trim();
+                    if t.chars().count() > 60 {
+                        format!("{} ...", t.chars().take(56).collect::<String>().trim_end())
+                    } else {
+                        t.to_string()
+                    }
+                })
                 .unwrap_or_default();
             format!("{} at line {line}: {text}", off.construct)
         }

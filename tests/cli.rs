@@ -266,6 +266,10 @@ fn the_header_names_the_construct_that_turns_the_partial_order_reduction_off() {
             "specs/hopper/cp_async_group_wait_too_shallow.phase",
             "turned off by `cp_async` at line 13",
         ),
+        (
+            "specs/hopper/partial_copy_overlap.phase",
+            "turned off by a partial copy (`copy_async`/`memcpy_async` with `offset =` or `bytes =`) at line 14: copy_async(tile, full, offset = 0, bytes = 128, version = 1)",
+        ),
     ] {
         let out = text(&phasecheck(&["check", spec, "--max-states", "2000"]).stdout);
         assert!(out.contains(&format!("partial-order: off, {blame}")), "{spec}:\n{out}");

@@ -322,11 +322,32 @@ pub fn why_off(p: &Protocol, fine_grained: bool, objects: usize) -> Option<PorOf
     for r in &p.roles {
         for i in &r.code.instrs {
             if is_collective(i) || without_footprint(i) {
-                return at(format!("`{}`", instr_name(i)), i);
+                return at(off_name(i), i);
             }
         }
     }
     None
+}
+
+/// What turns the reduction off at an instruction, as a user would look for it: the copies that
+/// share the name `copy_async` (and `memcpy_async`, which lowers to them) say which form it is.
+fn off_name(i: &Instr) -> String {
+    use crate::rt::copies::CopyOp;
+    match &i.kind {
+        InstrKind::Op {
+            op: IOp::Copy(CopyOp::CopyPart { .. }),
+            ..
+        } => "a partial copy (`copy_async`/`memcpy_async` with `offset =` or `bytes =`)".to_string(),
+        InstrKind::Op {
+            op: IOp::Copy(CopyOp::CopyFrom { .. }),
+            ..
+        } => "a copy from shared memory (`copy_async(..., from =)`)".to_string(),
+        InstrKind::Op {
+            op: IOp::Copy(CopyOp::Tensor { .. }),
+            ..
+        } => "a tensor copy (`copy_async(..., tensormap =)`)".to_string(),
+        _ => format!("`{}`", instr_name(i)),
+    }
 }
 
 /// The statement an instruction stands for, by its name in the language.
