@@ -476,3 +476,27 @@ fn e041_counter_of_a_peer_without_a_cluster() {
     let clustered = "protocol p\ncluster 2\ncounter hits\nrole w[1] {\n  atomic_add(hits, 1, cta = 1 - cta)\n}\n";
     check(&parse(clustered).expect("parses")).expect("a cluster spec may name a peer's counter");
 }
+
+/// Lowering a program that skipped `check` still refuses a place that indexes a single object or
+/// names a whole array, with the advice that fits each case (E109).
+#[test]
+fn e109_lowering_names_the_array_or_scalar_mistake() {
+    let lower = |body: &str| {
+        let src = in_role(body);
+        let p = parse(&src).unwrap_or_else(|d| panic!("{d:?}"));
+        match phasecheck_model::program::lower::lower(&p, &[]) {
+            Err(d) => d,
+            Ok(_) => panic!("lowered:\n{src}"),
+        }
+    };
+    let d = lower("  read(slot)");
+    assert_eq!(d.code, "E109");
+    assert!(
+        d.message.contains("is an array of 2 buffers") && d.message.contains("`slot[0]`"),
+        "{}",
+        d.message
+    );
+    let d = lower("  arrive(done[0])");
+    assert_eq!(d.code, "E109");
+    assert!(d.message.contains("is a single barrier, not an array"), "{}", d.message);
+}
