@@ -377,3 +377,51 @@ fn a_loop_that_lets_a_waiter_move_on_its_way_is_not_a_deadlock() {
     let idle = src.replace("    inval(b)\n    init(b, 1)\n", "    work\n");
     assert!(reachable_kinds(&model_of(&idle)).contains(&Deadlock));
 }
+
+/// Every violation reachable from the initial state with its message (as `reachable_kinds`).
+fn reachable_violations(m: &Model) -> Vec<phasecheck_model::rt::Violation> {
+    let mut out = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    let Some(s0) = m.init().next else { return out };
+    let mut stack = vec![s0];
+    while let Some(s) = stack.pop() {
+        if !seen.insert(format!("{s:?}")) {
+            continue;
+        }
+        let mut enabled = Vec::new();
+        m.actions(&s, &mut enabled);
+        out.extend(m.state_violations(&s, &enabled));
+        for a in enabled {
+            let o = m.step(&s, a);
+            out.extend(o.violations);
+            stack.extend(o.next);
+        }
+    }
+    out
+}
+
+/// A named barrier orders only what a warp did before its `bar_arrive`: a producer that writes
+/// the buffer again after signalling races with the consumer that `bar_sync`ed on the barrier,
+/// and the race is reported at the consumer's read too (when the read comes after the late
+/// write), not only at the late write (when it comes after the read).
+#[test]
+fn a_write_after_bar_arrive_races_with_the_bar_sync_waiters_read() {
+    use phasecheck_model::ViolationKind::DataRace;
+    let src = "protocol p\nwarp_size 1\nbuffer d bytes 16\nrole producer warps 1 {\n  write(d, 1)\n  bar_arrive(1, 2)\n}\nrole consumer warps 1 {\n  bar_sync(1, 2)\n  read(d)\n}\n";
+    assert_eq!(reachable_kinds(&model_of(src)), Default::default());
+    let late = src.replace("  bar_arrive(1, 2)\n", "  bar_arrive(1, 2)\n  write(d, 2)\n");
+    let races: Vec<String> = reachable_violations(&model_of(&late))
+        .into_iter()
+        .filter(|v| v.kind == DataRace)
+        .map(|v| v.message)
+        .collect();
+    assert!(
+        races.iter().any(|m| m.starts_with("consumer") && m.contains(" reads ")),
+        "{races:#?}"
+    );
+    assert!(
+        races.iter().any(|m| m.starts_with("producer") && m.contains(" overwrites ")),
+        "{races:#?}"
+    );
+}
+
