@@ -425,3 +425,22 @@ fn a_write_after_bar_arrive_races_with_the_bar_sync_waiters_read() {
     );
 }
 
+/// A TMA store of a whole buffer (`copy_store_async(d)`) reads every byte of it through the
+/// async proxy, the first one included: a generic write of byte 0 not followed by
+/// `fence_proxy_async` is a race across proxies, and a write of byte 0 while the store may
+/// still read it is a data race; the fence and a `wait_group_read(0)` make both safe.
+#[test]
+fn a_whole_buffer_tma_store_reads_the_first_byte_too() {
+    use phasecheck_model::ViolationKind::DataRace;
+    let with = |before: &str, after: &str| {
+        format!("protocol p\nbuffer d bytes 64\nrole t[1] {{\n  write(d, 1, offset = 0, bytes = 1)\n{before}  copy_store_async(d)\n  commit_group()\n{after}  wait_group(0)\n}}\n")
+    };
+    let fence = "  fence_proxy_async()\n";
+    assert_eq!(reachable_kinds(&model_of(&with(fence, ""))), Default::default());
+    assert!(reachable_kinds(&model_of(&with("", ""))).contains(&DataRace));
+    let overwrite = "  write(d, 2, offset = 0, bytes = 1)\n";
+    assert!(reachable_kinds(&model_of(&with(fence, overwrite))).contains(&DataRace));
+    let waited = "  wait_group_read(0)\n  write(d, 2, offset = 0, bytes = 1)\n";
+    assert_eq!(reachable_kinds(&model_of(&with(fence, waited))), Default::default());
+}
+
