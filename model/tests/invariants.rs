@@ -444,3 +444,18 @@ fn a_whole_buffer_tma_store_reads_the_first_byte_too() {
     assert_eq!(reachable_kinds(&model_of(&with(fence, waited))), Default::default());
 }
 
+/// `tcgen05.alloc` blocks until its CTA has the columns free: a warp that holds all 512
+/// columns and waits for a signal that another warp sends only after its own allocation
+/// deadlocks the CTA; freeing the columns before waiting lets both run.
+#[test]
+fn a_tmem_alloc_past_the_free_columns_waits_for_a_dealloc() {
+    use phasecheck_model::ViolationKind::Deadlock;
+    let src = "protocol p\nbarrier ready count 1\nbuffer x bytes 512\nbuffer y bytes 512\nrole a[1] {\n  tmem_alloc(x, 512)\n  wait_parity(ready, 0)\n  tmem_dealloc(x)\n}\nrole b[1] {\n  tmem_alloc(y, 256)\n  arrive(ready)\n  tmem_dealloc(y)\n}\n";
+    assert_eq!(reachable_kinds(&model_of(src)), [Deadlock].into_iter().collect());
+    let freed = src.replace(
+        "  wait_parity(ready, 0)\n  tmem_dealloc(x)\n",
+        "  tmem_dealloc(x)\n  wait_parity(ready, 0)\n",
+    );
+    assert_eq!(reachable_kinds(&model_of(&freed)), Default::default());
+}
+
