@@ -459,3 +459,16 @@ fn a_tmem_alloc_past_the_free_columns_waits_for_a_dealloc() {
     assert_eq!(reachable_kinds(&model_of(&freed)), Default::default());
 }
 
+/// Bytes a TMA copy wrote came through the async proxy: a TMA store may read them back without
+/// a `fence_proxy_async`, even where the generic proxy wrote them before the copy. Bytes only
+/// the generic proxy wrote still need the fence.
+#[test]
+fn bytes_a_tma_copy_overwrote_need_no_proxy_fence_before_a_tma_store() {
+    use phasecheck_model::ViolationKind::DataRace;
+    // The generic write covers `written`, the TMA copy bytes 0..16, the store `stored`.
+    let with = |written: u32, stored: u32| {
+        format!("protocol p\nbarrier full count 1\nbuffer d bytes 32\nrole t[1] {{\n  write(d, 1, offset = {written}, bytes = 16)\n  arrive_expect_tx(full, 16)\n  copy_async(d, full, offset = 0, bytes = 16)\n  wait_parity(full, 0)\n  copy_store_async(d, offset = {stored}, bytes = 16)\n  commit_group()\n  wait_group(0)\n}}\n")
+    };
+    assert_eq!(reachable_kinds(&model_of(&with(0, 0))), Default::default());
+    assert_eq!(reachable_kinds(&model_of(&with(16, 16))), [DataRace].into_iter().collect());
+}
