@@ -472,3 +472,15 @@ fn bytes_a_tma_copy_overwrote_need_no_proxy_fence_before_a_tma_store() {
     assert_eq!(reachable_kinds(&model_of(&with(0, 0))), Default::default());
     assert_eq!(reachable_kinds(&model_of(&with(16, 16))), [DataRace].into_iter().collect());
 }
+
+/// A range of zero bytes touches no byte, even in a buffer a param sized to nothing: unordered
+/// writes of `bytes = N` with N = 0 race with nothing, while the same writes of one byte do.
+#[test]
+fn writes_of_zero_bytes_race_with_nothing() {
+    use phasecheck_model::ViolationKind::DataRace;
+    let with = |n: u32| {
+        format!("protocol p\nparam N = {n}\nbuffer tail bytes N\nrole w[2] {{\n  write(tail, tid, offset = 0, bytes = N)\n  write(tail, tid + 2, offset = 0, bytes = N)\n}}\n")
+    };
+    assert_eq!(reachable_kinds(&model_of(&with(0))), Default::default());
+    assert_eq!(reachable_kinds(&model_of(&with(1))), [DataRace].into_iter().collect());
+}
