@@ -484,3 +484,12 @@ fn writes_of_zero_bytes_race_with_nothing() {
     assert_eq!(reachable_kinds(&model_of(&with(0))), Default::default());
     assert_eq!(reachable_kinds(&model_of(&with(1))), [DataRace].into_iter().collect());
 }
+
+/// Allocating tensor memory for a buffer that still holds its columns is reported as the double
+/// allocation it is, even when the CTA has no columns left (it is not a wait for free columns).
+#[test]
+fn a_double_tmem_alloc_is_reported_not_waited_on() {
+    use phasecheck_model::ViolationKind::Lifetime;
+    let src = "protocol p\nbuffer x bytes 512\nrole a[1] {\n  tmem_alloc(x, 512)\n  tmem_alloc(x, 512)\n  tmem_dealloc(x)\n}\n";
+    assert_eq!(reachable_kinds(&model_of(src)), [Lifetime].into_iter().collect());
+}
