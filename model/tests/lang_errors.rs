@@ -500,3 +500,26 @@ fn e109_lowering_names_the_array_or_scalar_mistake() {
     assert_eq!(d.code, "E109");
     assert!(d.message.contains("is a single barrier, not an array"), "{}", d.message);
 }
+
+/// The model follows at most 512 threads, counted over the cluster: 512 lower, 513 are refused
+/// with E104 at the protocol's name, saying how many it has; a cluster of 2 CTAs of 256 lowers,
+/// one of 2 CTAs of 257 does not.
+#[test]
+fn e104_at_most_512_threads_counted_over_the_cluster() {
+    let lower = |src: &str| {
+        let p = parse(src).unwrap_or_else(|d| panic!("{d:?}"));
+        check(&p).unwrap_or_else(|d| panic!("{d:?}"));
+        phasecheck_model::program::lower::lower(&p, &[])
+    };
+    let src = |cluster: u32, n: u32| format!("protocol big\ncluster {cluster}\nrole a[255] {{\n  work\n}}\nrole b[{n}] {{\n  work\n}}\n");
+    for (cluster, n, total) in [(1, 257, 512), (2, 1, 512)] {
+        let p = lower(&src(cluster, n)).unwrap_or_else(|d| panic!("{d:?}"));
+        assert_eq!(p.threads.len(), total);
+    }
+    for (cluster, n, total) in [(1, 258, 513), (2, 2, 514)] {
+        let d = lower(&src(cluster, n)).err().expect("too many threads lowered");
+        assert_eq!(d.code, "E104");
+        assert_eq!(d.position(&src(cluster, n)), (1, 10));
+        assert!(d.message.contains(&format!("has {total} threads")), "{}", d.message);
+    }
+}
