@@ -493,3 +493,23 @@ fn a_double_tmem_alloc_is_reported_not_waited_on() {
     let src = "protocol p\nbuffer x bytes 512\nrole a[1] {\n  tmem_alloc(x, 512)\n  tmem_alloc(x, 512)\n  tmem_dealloc(x)\n}\n";
     assert_eq!(reachable_kinds(&model_of(src)), [Lifetime].into_iter().collect());
 }
+
+/// A completion function may issue a copy (here when a TMA landing completes the phase, so no
+/// thread runs it): the copy is followed like a thread's, so reading its bytes before it has
+/// landed and been waited for is a race, and waiting for its barrier first is not.
+#[test]
+fn a_copy_issued_by_a_completion_function_on_a_landing_is_tracked_like_a_threads() {
+    use phasecheck_model::ViolationKind::{DataRace, Lifetime};
+    let src = "protocol p\nbarrier full count 1 completion refill\nbarrier again count 1\nbuffer d bytes 32\nbuffer e bytes 32\ncompletion refill {\n  copy_async(e, again, offset = 0, bytes = 16)\n}\nrole t[1] {\n  arrive_expect_tx(full, 32)\n  copy_async(d, full)\n  wait_parity(full, 0)\n  arrive_expect_tx(again, 16)\n  wait_parity(again, 0)\n  read(e, offset = 0, bytes = 16)\n}\n";
+    assert_eq!(reachable_kinds(&model_of(src)), Default::default());
+    let early = src.replace("  arrive_expect_tx(again, 16)\n  wait_parity(again, 0)\n", "");
+    let v = reachable_violations(&model_of(&early));
+    assert_eq!(
+        v.iter().map(|v| v.kind).collect::<std::collections::BTreeSet<_>>(),
+        [DataRace, Lifetime].into_iter().collect()
+    );
+    assert!(
+        v.iter().any(|v| v.message.contains("before the async copy into bytes 0..16 of it")),
+        "{v:#?}"
+    );
+}
