@@ -523,3 +523,22 @@ fn e104_at_most_512_threads_counted_over_the_cluster() {
         assert!(d.message.contains(&format!("has {total} threads")), "{}", d.message);
     }
 }
+
+/// E040 follows a token through a loop: a loop that only ever re-arrives on the same barrier
+/// leaves the token known (its wait on another barrier is rejected), but a `break` can leave the
+/// loop between two assignments, so past a loop with a `break` the token is not known (no
+/// rejection of a wait that the break makes right).
+#[test]
+fn e040_through_loops_with_and_without_break() {
+    let ok = in_role("  let t = arrive(full[0])\n  for i in 0..2 {\n    t = arrive(done)\n    if i == 0 { break }\n    t = arrive(full[0])\n  }\n  wait(done, t)");
+    let p = parse(&ok).expect("parses");
+    let d = phasecheck_model::lang::check_all(&p);
+    assert!(d.is_empty(), "{d:?}");
+    let m = rejects(
+        &in_role("  let t = arrive(done)\n  for i in 0..2 {\n    t = arrive(done)\n  }\n  wait(full[0], t)"),
+        "E040",
+        13,
+        17,
+    );
+    assert!(m.contains("`done`"), "{m}");
+}
