@@ -513,3 +513,21 @@ fn a_copy_issued_by_a_completion_function_on_a_landing_is_tracked_like_a_threads
         "{v:#?}"
     );
 }
+
+/// Zero bytes in the middle of a copy still in flight are not bytes of it: a write or a read
+/// of `bytes = 0` there meets no copy, while one byte there is a race with the copy.
+#[test]
+fn zero_bytes_inside_a_copy_in_flight_meet_no_copy() {
+    use phasecheck_model::ViolationKind::DataRace;
+    let with = |access: &str, n: u32| {
+        format!("protocol p\nbarrier full count 1\nbuffer d bytes 32\nrole t[1] {{\n  arrive_expect_tx(full, 16)\n  copy_async(d, full, offset = 0, bytes = 16)\n  {access}offset = 8, bytes = {n})\n  wait_parity(full, 0)\n}}\n")
+    };
+    for access in ["write(d, 2, ", "read(d, "] {
+        assert_eq!(reachable_kinds(&model_of(&with(access, 0))), Default::default(), "{access}");
+        assert_eq!(
+            reachable_kinds(&model_of(&with(access, 1))),
+            [DataRace].into_iter().collect(),
+            "{access}"
+        );
+    }
+}
