@@ -542,3 +542,28 @@ fn e040_through_loops_with_and_without_break() {
     );
     assert!(m.contains("`done`"), "{m}");
 }
+
+/// E112 gives the advice that fits the value a uniform role misuses: an `elect()` result used
+/// other than as the condition of an `if` with no `else` is told where it may go; a value of the
+/// lane (`tid`) is told to come from `warp` instead.
+#[test]
+fn e112_advice_fits_an_elect_result_or_a_lane_value() {
+    use phasecheck_model::program::lower::lower;
+    let reject = |body: &str| {
+        let src = format!("protocol p\nwarp_size 4\nbarrier b count 1\nrole w warps 1 uniform {{\n{body}\n}}\n");
+        let ast = parse(&src).unwrap();
+        check(&ast).unwrap_or_else(|d| panic!("{}", d.render("t.phase", &src)));
+        let d = lower(&ast, &[]).expect_err("lowered");
+        assert_eq!(d.code, "E112", "{}", d.render("t.phase", &src));
+        d.message
+    };
+    let m = reject("  let e = elect()\n  let k = e * 2\n  if k == 2 { arrive(b) }");
+    assert!(
+        m.contains("depends on `elect()`") && m.contains("may only be the condition of an `if` with no `else`"),
+        "{m}"
+    );
+    assert!(!m.contains("derive it from `warp`"), "{m}");
+    let m = reject("  if tid == 0 { arrive(b) }");
+    assert!(m.contains("derive it from `warp` instead"), "{m}");
+    assert!(!m.contains("may only be the condition"), "{m}");
+}
