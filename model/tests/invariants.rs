@@ -377,3 +377,157 @@ fn a_loop_that_lets_a_waiter_move_on_its_way_is_not_a_deadlock() {
     let idle = src.replace("    inval(b)\n    init(b, 1)\n", "    work\n");
     assert!(reachable_kinds(&model_of(&idle)).contains(&Deadlock));
 }
+
+/// Every violation reachable from the initial state with its message (as `reachable_kinds`).
+fn reachable_violations(m: &Model) -> Vec<phasecheck_model::rt::Violation> {
+    let mut out = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    let Some(s0) = m.init().next else { return out };
+    let mut stack = vec![s0];
+    while let Some(s) = stack.pop() {
+        if !seen.insert(format!("{s:?}")) {
+            continue;
+        }
+        let mut enabled = Vec::new();
+        m.actions(&s, &mut enabled);
+        out.extend(m.state_violations(&s, &enabled));
+        for a in enabled {
+            let o = m.step(&s, a);
+            out.extend(o.violations);
+            stack.extend(o.next);
+        }
+    }
+    out
+}
+
+/// A named barrier orders only what a warp did before its `bar_arrive`: a producer that writes
+/// the buffer again after signalling races with the consumer that `bar_sync`ed on the barrier,
+/// and the race is reported at the consumer's read too (when the read comes after the late
+/// write), not only at the late write (when it comes after the read).
+#[test]
+fn a_write_after_bar_arrive_races_with_the_bar_sync_waiters_read() {
+    use phasecheck_model::ViolationKind::DataRace;
+    let src = "protocol p\nwarp_size 1\nbuffer d bytes 16\nrole producer warps 1 {\n  write(d, 1)\n  bar_arrive(1, 2)\n}\nrole consumer warps 1 {\n  bar_sync(1, 2)\n  read(d)\n}\n";
+    assert_eq!(reachable_kinds(&model_of(src)), Default::default());
+    let late = src.replace("  bar_arrive(1, 2)\n", "  bar_arrive(1, 2)\n  write(d, 2)\n");
+    let races: Vec<String> = reachable_violations(&model_of(&late))
+        .into_iter()
+        .filter(|v| v.kind == DataRace)
+        .map(|v| v.message)
+        .collect();
+    assert!(
+        races.iter().any(|m| m.starts_with("consumer") && m.contains(" reads ")),
+        "{races:#?}"
+    );
+    assert!(
+        races.iter().any(|m| m.starts_with("producer") && m.contains(" overwrites ")),
+        "{races:#?}"
+    );
+}
+
+/// A TMA store of a whole buffer (`copy_store_async(d)`) reads every byte of it through the
+/// async proxy, the first one included: a generic write of byte 0 not followed by
+/// `fence_proxy_async` is a race across proxies, and a write of byte 0 while the store may
+/// still read it is a data race; the fence and a `wait_group_read(0)` make both safe.
+#[test]
+fn a_whole_buffer_tma_store_reads_the_first_byte_too() {
+    use phasecheck_model::ViolationKind::DataRace;
+    let with = |before: &str, after: &str| {
+        format!("protocol p\nbuffer d bytes 64\nrole t[1] {{\n  write(d, 1, offset = 0, bytes = 1)\n{before}  copy_store_async(d)\n  commit_group()\n{after}  wait_group(0)\n}}\n")
+    };
+    let fence = "  fence_proxy_async()\n";
+    assert_eq!(reachable_kinds(&model_of(&with(fence, ""))), Default::default());
+    assert!(reachable_kinds(&model_of(&with("", ""))).contains(&DataRace));
+    let overwrite = "  write(d, 2, offset = 0, bytes = 1)\n";
+    assert!(reachable_kinds(&model_of(&with(fence, overwrite))).contains(&DataRace));
+    let waited = "  wait_group_read(0)\n  write(d, 2, offset = 0, bytes = 1)\n";
+    assert_eq!(reachable_kinds(&model_of(&with(fence, waited))), Default::default());
+}
+
+/// `tcgen05.alloc` blocks until its CTA has the columns free: a warp that holds all 512
+/// columns and waits for a signal that another warp sends only after its own allocation
+/// deadlocks the CTA; freeing the columns before waiting lets both run.
+#[test]
+fn a_tmem_alloc_past_the_free_columns_waits_for_a_dealloc() {
+    use phasecheck_model::ViolationKind::Deadlock;
+    let src = "protocol p\nbarrier ready count 1\nbuffer x bytes 512\nbuffer y bytes 512\nrole a[1] {\n  tmem_alloc(x, 512)\n  wait_parity(ready, 0)\n  tmem_dealloc(x)\n}\nrole b[1] {\n  tmem_alloc(y, 256)\n  arrive(ready)\n  tmem_dealloc(y)\n}\n";
+    assert_eq!(reachable_kinds(&model_of(src)), [Deadlock].into_iter().collect());
+    let freed = src.replace(
+        "  wait_parity(ready, 0)\n  tmem_dealloc(x)\n",
+        "  tmem_dealloc(x)\n  wait_parity(ready, 0)\n",
+    );
+    assert_eq!(reachable_kinds(&model_of(&freed)), Default::default());
+}
+
+/// Bytes a TMA copy wrote came through the async proxy: a TMA store may read them back without
+/// a `fence_proxy_async`, even where the generic proxy wrote them before the copy. Bytes only
+/// the generic proxy wrote still need the fence.
+#[test]
+fn bytes_a_tma_copy_overwrote_need_no_proxy_fence_before_a_tma_store() {
+    use phasecheck_model::ViolationKind::DataRace;
+    // The generic write covers `written`, the TMA copy bytes 0..16, the store `stored`.
+    let with = |written: u32, stored: u32| {
+        format!("protocol p\nbarrier full count 1\nbuffer d bytes 32\nrole t[1] {{\n  write(d, 1, offset = {written}, bytes = 16)\n  arrive_expect_tx(full, 16)\n  copy_async(d, full, offset = 0, bytes = 16)\n  wait_parity(full, 0)\n  copy_store_async(d, offset = {stored}, bytes = 16)\n  commit_group()\n  wait_group(0)\n}}\n")
+    };
+    assert_eq!(reachable_kinds(&model_of(&with(0, 0))), Default::default());
+    assert_eq!(reachable_kinds(&model_of(&with(16, 16))), [DataRace].into_iter().collect());
+}
+
+/// A range of zero bytes touches no byte, even in a buffer a param sized to nothing: unordered
+/// writes of `bytes = N` with N = 0 race with nothing, while the same writes of one byte do.
+#[test]
+fn writes_of_zero_bytes_race_with_nothing() {
+    use phasecheck_model::ViolationKind::DataRace;
+    let with = |n: u32| {
+        format!("protocol p\nparam N = {n}\nbuffer tail bytes N\nrole w[2] {{\n  write(tail, tid, offset = 0, bytes = N)\n  write(tail, tid + 2, offset = 0, bytes = N)\n}}\n")
+    };
+    assert_eq!(reachable_kinds(&model_of(&with(0))), Default::default());
+    assert_eq!(reachable_kinds(&model_of(&with(1))), [DataRace].into_iter().collect());
+}
+
+/// Allocating tensor memory for a buffer that still holds its columns is reported as the double
+/// allocation it is, even when the CTA has no columns left (it is not a wait for free columns).
+#[test]
+fn a_double_tmem_alloc_is_reported_not_waited_on() {
+    use phasecheck_model::ViolationKind::Lifetime;
+    let src = "protocol p\nbuffer x bytes 512\nrole a[1] {\n  tmem_alloc(x, 512)\n  tmem_alloc(x, 512)\n  tmem_dealloc(x)\n}\n";
+    assert_eq!(reachable_kinds(&model_of(src)), [Lifetime].into_iter().collect());
+}
+
+/// A completion function may issue a copy (here when a TMA landing completes the phase, so no
+/// thread runs it): the copy is followed like a thread's, so reading its bytes before it has
+/// landed and been waited for is a race, and waiting for its barrier first is not.
+#[test]
+fn a_copy_issued_by_a_completion_function_on_a_landing_is_tracked_like_a_threads() {
+    use phasecheck_model::ViolationKind::{DataRace, Lifetime};
+    let src = "protocol p\nbarrier full count 1 completion refill\nbarrier again count 1\nbuffer d bytes 32\nbuffer e bytes 32\ncompletion refill {\n  copy_async(e, again, offset = 0, bytes = 16)\n}\nrole t[1] {\n  arrive_expect_tx(full, 32)\n  copy_async(d, full)\n  wait_parity(full, 0)\n  arrive_expect_tx(again, 16)\n  wait_parity(again, 0)\n  read(e, offset = 0, bytes = 16)\n}\n";
+    assert_eq!(reachable_kinds(&model_of(src)), Default::default());
+    let early = src.replace("  arrive_expect_tx(again, 16)\n  wait_parity(again, 0)\n", "");
+    let v = reachable_violations(&model_of(&early));
+    assert_eq!(
+        v.iter().map(|v| v.kind).collect::<std::collections::BTreeSet<_>>(),
+        [DataRace, Lifetime].into_iter().collect()
+    );
+    assert!(
+        v.iter().any(|v| v.message.contains("before the async copy into bytes 0..16 of it")),
+        "{v:#?}"
+    );
+}
+
+/// Zero bytes in the middle of a copy still in flight are not bytes of it: a write or a read
+/// of `bytes = 0` there meets no copy, while one byte there is a race with the copy.
+#[test]
+fn zero_bytes_inside_a_copy_in_flight_meet_no_copy() {
+    use phasecheck_model::ViolationKind::DataRace;
+    let with = |access: &str, n: u32| {
+        format!("protocol p\nbarrier full count 1\nbuffer d bytes 32\nrole t[1] {{\n  arrive_expect_tx(full, 16)\n  copy_async(d, full, offset = 0, bytes = 16)\n  {access}offset = 8, bytes = {n})\n  wait_parity(full, 0)\n}}\n")
+    };
+    for access in ["write(d, 2, ", "read(d, "] {
+        assert_eq!(reachable_kinds(&model_of(&with(access, 0))), Default::default(), "{access}");
+        assert_eq!(
+            reachable_kinds(&model_of(&with(access, 1))),
+            [DataRace].into_iter().collect(),
+            "{access}"
+        );
+    }
+}

@@ -476,3 +476,94 @@ fn e041_counter_of_a_peer_without_a_cluster() {
     let clustered = "protocol p\ncluster 2\ncounter hits\nrole w[1] {\n  atomic_add(hits, 1, cta = 1 - cta)\n}\n";
     check(&parse(clustered).expect("parses")).expect("a cluster spec may name a peer's counter");
 }
+
+/// Lowering a program that skipped `check` still refuses a place that indexes a single object or
+/// names a whole array, with the advice that fits each case (E109).
+#[test]
+fn e109_lowering_names_the_array_or_scalar_mistake() {
+    let lower = |body: &str| {
+        let src = in_role(body);
+        let p = parse(&src).unwrap_or_else(|d| panic!("{d:?}"));
+        match phasecheck_model::program::lower::lower(&p, &[]) {
+            Err(d) => d,
+            Ok(_) => panic!("lowered:\n{src}"),
+        }
+    };
+    let d = lower("  read(slot)");
+    assert_eq!(d.code, "E109");
+    assert!(
+        d.message.contains("is an array of 2 buffers") && d.message.contains("`slot[0]`"),
+        "{}",
+        d.message
+    );
+    let d = lower("  arrive(done[0])");
+    assert_eq!(d.code, "E109");
+    assert!(d.message.contains("is a single barrier, not an array"), "{}", d.message);
+}
+
+/// The model follows at most 512 threads, counted over the cluster: 512 lower, 513 are refused
+/// with E104 at the protocol's name, saying how many it has; a cluster of 2 CTAs of 256 lowers,
+/// one of 2 CTAs of 257 does not.
+#[test]
+fn e104_at_most_512_threads_counted_over_the_cluster() {
+    let lower = |src: &str| {
+        let p = parse(src).unwrap_or_else(|d| panic!("{d:?}"));
+        check(&p).unwrap_or_else(|d| panic!("{d:?}"));
+        phasecheck_model::program::lower::lower(&p, &[])
+    };
+    let src = |cluster: u32, n: u32| format!("protocol big\ncluster {cluster}\nrole a[255] {{\n  work\n}}\nrole b[{n}] {{\n  work\n}}\n");
+    for (cluster, n, total) in [(1, 257, 512), (2, 1, 512)] {
+        let p = lower(&src(cluster, n)).unwrap_or_else(|d| panic!("{d:?}"));
+        assert_eq!(p.threads.len(), total);
+    }
+    for (cluster, n, total) in [(1, 258, 513), (2, 2, 514)] {
+        let d = lower(&src(cluster, n)).err().expect("too many threads lowered");
+        assert_eq!(d.code, "E104");
+        assert_eq!(d.position(&src(cluster, n)), (1, 10));
+        assert!(d.message.contains(&format!("has {total} threads")), "{}", d.message);
+    }
+}
+
+/// E040 follows a token through a loop: a loop that only ever re-arrives on the same barrier
+/// leaves the token known (its wait on another barrier is rejected), but a `break` can leave the
+/// loop between two assignments, so past a loop with a `break` the token is not known (no
+/// rejection of a wait that the break makes right).
+#[test]
+fn e040_through_loops_with_and_without_break() {
+    let ok = in_role("  let t = arrive(full[0])\n  for i in 0..2 {\n    t = arrive(done)\n    if i == 0 { break }\n    t = arrive(full[0])\n  }\n  wait(done, t)");
+    let p = parse(&ok).expect("parses");
+    let d = phasecheck_model::lang::check_all(&p);
+    assert!(d.is_empty(), "{d:?}");
+    let m = rejects(
+        &in_role("  let t = arrive(done)\n  for i in 0..2 {\n    t = arrive(done)\n  }\n  wait(full[0], t)"),
+        "E040",
+        13,
+        17,
+    );
+    assert!(m.contains("`done`"), "{m}");
+}
+
+/// E112 gives the advice that fits the value a uniform role misuses: an `elect()` result used
+/// other than as the condition of an `if` with no `else` is told where it may go; a value of the
+/// lane (`tid`) is told to come from `warp` instead.
+#[test]
+fn e112_advice_fits_an_elect_result_or_a_lane_value() {
+    use phasecheck_model::program::lower::lower;
+    let reject = |body: &str| {
+        let src = format!("protocol p\nwarp_size 4\nbarrier b count 1\nrole w warps 1 uniform {{\n{body}\n}}\n");
+        let ast = parse(&src).unwrap();
+        check(&ast).unwrap_or_else(|d| panic!("{}", d.render("t.phase", &src)));
+        let d = lower(&ast, &[]).expect_err("lowered");
+        assert_eq!(d.code, "E112", "{}", d.render("t.phase", &src));
+        d.message
+    };
+    let m = reject("  let e = elect()\n  let k = e * 2\n  if k == 2 { arrive(b) }");
+    assert!(
+        m.contains("depends on `elect()`") && m.contains("may only be the condition of an `if` with no `else`"),
+        "{m}"
+    );
+    assert!(!m.contains("derive it from `warp`"), "{m}");
+    let m = reject("  if tid == 0 { arrive(b) }");
+    assert!(m.contains("derive it from `warp` instead"), "{m}");
+    assert!(!m.contains("may only be the condition"), "{m}");
+}
