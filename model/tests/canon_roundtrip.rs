@@ -92,17 +92,43 @@ fn packing_keeps_states_with_more_objects_than_a_flag_word_holds() {
 /// would cost every stored state its id (bytes per state is a figure users read).
 #[test]
 fn a_state_has_a_named_barrier_component_only_when_the_protocol_uses_named_barriers() {
-    let count = |src: &str| {
-        let ast = phasecheck_model::lang::parse(src).unwrap();
-        phasecheck_model::lang::check(&ast).unwrap();
-        let m = phasecheck_model::rt::Model::new(phasecheck_model::program::lower::lower(&ast, &[]).unwrap());
-        m.component_count()
-    };
+    let count = |src: &str| model_of(src).component_count();
     let plain = "protocol p\nbarrier b count 2\nrole w[2] {\n  arrive_and_wait(b)\n}\n";
     let named = "protocol p\nbarrier b count 2\nrole w[2] {\n  arrive_and_wait(b)\n  bar_sync(1, 64)\n}\n";
     // 2 threads + 1 barrier + 4.
     assert_eq!(count(plain), 7);
     assert_eq!(count(named), 8);
+}
+
+/// A protocol's model from its source (parsed, checked, lowered).
+fn model_of(src: &str) -> Model {
+    let ast = phasecheck_model::lang::parse(src).unwrap();
+    phasecheck_model::lang::check(&ast).unwrap();
+    Model::new(phasecheck_model::program::lower::lower(&ast, &[]).unwrap())
+}
+
+/// Walk one path from the initial state, taking the first enabled action `take` accepts, each
+/// step from the state as the search stores it (packed, then unpacked): every state must give
+/// itself back (`first` compares a part before the whole, for a readable failure) and no step
+/// may raise a violation. Returns the last state and the steps taken.
+fn walk_one_path(m: &Model, take: impl Fn(&phasecheck_model::rt::Action) -> bool, first: impl Fn(&State, &State)) -> (State, usize) {
+    let mut s = m.init().next.expect("initial state");
+    let mut steps = 0usize;
+    let mut actions = Vec::new();
+    loop {
+        let back = roundtrip(m, &s);
+        first(&back, &s);
+        assert_eq!(back, s, "after {steps} steps");
+        actions.clear();
+        m.actions(&s, &mut actions);
+        let Some(&a) = actions.iter().find(|a| take(a)) else { break };
+        let out = m.step(&back, a);
+        assert!(out.violations.is_empty(), "after {steps} steps: {:?}", out.violations);
+        let Some(n) = out.next else { break };
+        s = n;
+        steps += 1;
+    }
+    (s, steps)
 }
 
 /// A cp.async copy's group age stops growing where the packing's field ends (groups that old are
@@ -111,28 +137,9 @@ fn a_state_has_a_named_barrier_component_only_when_the_protocol_uses_named_barri
 #[test]
 fn packing_keeps_a_cp_async_copy_committed_more_groups_ago_than_its_age_field_counts() {
     let src = "protocol p\nbuffer d bytes 16\nrole t[1] {\n  cp_async(d)\n  for i in 0..4100 {\n    cp_async_commit_group()\n  }\n  cp_async_wait_group(0)\n  read(d)\n}\n";
-    let ast = phasecheck_model::lang::parse(src).unwrap();
-    phasecheck_model::lang::check(&ast).unwrap();
-    let m = Model::new(phasecheck_model::program::lower::lower(&ast, &[]).unwrap());
+    let m = model_of(src);
     // The thread runs alone (the copy is never landed by its own step): one path of states.
-    let mut s = m.init().next.expect("initial state");
-    let mut steps = 0usize;
-    let mut actions = Vec::new();
-    loop {
-        let back = roundtrip(&m, &s);
-        assert_eq!(back, s, "after {steps} steps");
-        actions.clear();
-        m.actions(&s, &mut actions);
-        let Some(&a) = actions.iter().find(|a| matches!(a, phasecheck_model::rt::Action::Thread(_))) else {
-            break;
-        };
-        // Each step from the state as the search stores it: packed, then unpacked.
-        let out = m.step(&back, a);
-        assert!(out.violations.is_empty(), "after {steps} steps: {:?}", out.violations);
-        let Some(n) = out.next else { break };
-        s = n;
-        steps += 1;
-    }
+    let (s, steps) = walk_one_path(&m, |a| matches!(a, phasecheck_model::rt::Action::Thread(_)), |_, _| {});
     assert!(steps > 4100, "only {steps} steps");
     assert!(s.all_done() && s.copies.is_empty(), "the wait left the copy in flight");
 }
@@ -144,26 +151,8 @@ fn packing_keeps_a_cp_async_copy_committed_more_groups_ago_than_its_age_field_co
 #[test]
 fn packing_keeps_which_agents_of_a_full_warpgroup_waited_for_its_mma() {
     let src = "protocol p\nwarp_size 16\nbuffer a bytes 16\nrole mma warpgroups 1 {\n  warpgroup_mma(a)\n  warpgroup_wait(0)\n}\n";
-    let ast = phasecheck_model::lang::parse(src).unwrap();
-    phasecheck_model::lang::check(&ast).unwrap();
-    let m = Model::new(phasecheck_model::program::lower::lower(&ast, &[]).unwrap());
-    let mut s = m.init().next.expect("initial state");
-    let mut steps = 0usize;
-    let mut actions = Vec::new();
-    loop {
-        let back = roundtrip(&m, &s);
-        assert_eq!(back.proxy.reads, s.proxy.reads, "after {steps} steps");
-        assert_eq!(back, s, "after {steps} steps");
-        actions.clear();
-        m.actions(&s, &mut actions);
-        let Some(&a) = actions.first() else { break };
-        // Each step from the state as the search stores it.
-        let out = m.step(&back, a);
-        assert!(out.violations.is_empty(), "after {steps} steps: {:?}", out.violations);
-        let Some(n) = out.next else { break };
-        s = n;
-        steps += 1;
-    }
+    let m = model_of(src);
+    let (s, steps) = walk_one_path(&m, |_| true, |back, s| assert_eq!(back.proxy.reads, s.proxy.reads));
     assert!(steps >= 128, "only {steps} steps");
     assert!(
         s.all_done() && s.proxy.reads.is_empty(),

@@ -156,27 +156,9 @@ fn fresh_barrier_parity_zero_wait_blocks() {
     assert_eq!(v[0].kind, phasecheck_model::ViolationKind::Deadlock);
 }
 
-/// Every violation kind reachable from the initial state (a depth-first walk over every
-/// interleaving; the protocols here are a few dozen states).
+/// Every violation kind reachable from the initial state (`reachable_violations`' kinds).
 fn reachable_kinds(m: &Model) -> std::collections::BTreeSet<phasecheck_model::ViolationKind> {
-    let mut kinds = std::collections::BTreeSet::new();
-    let mut seen = std::collections::HashSet::new();
-    let Some(s0) = m.init().next else { return kinds };
-    let mut stack = vec![s0];
-    while let Some(s) = stack.pop() {
-        if !seen.insert(format!("{s:?}")) {
-            continue;
-        }
-        let mut enabled = Vec::new();
-        m.actions(&s, &mut enabled);
-        kinds.extend(m.state_violations(&s, &enabled).into_iter().map(|v| v.kind));
-        for a in enabled {
-            let out = m.step(&s, a);
-            kinds.extend(out.violations.iter().map(|v| v.kind));
-            stack.extend(out.next);
-        }
-    }
-    kinds
+    reachable_violations(m).into_iter().map(|v| v.kind).collect()
 }
 
 #[test]
@@ -378,7 +360,8 @@ fn a_loop_that_lets_a_waiter_move_on_its_way_is_not_a_deadlock() {
     assert!(reachable_kinds(&model_of(&idle)).contains(&Deadlock));
 }
 
-/// Every violation reachable from the initial state with its message (as `reachable_kinds`).
+/// Every violation reachable from the initial state with its message (a depth-first walk over
+/// every interleaving; the protocols here are a few dozen states).
 fn reachable_violations(m: &Model) -> Vec<phasecheck_model::rt::Violation> {
     let mut out = Vec::new();
     let mut seen = std::collections::HashSet::new();

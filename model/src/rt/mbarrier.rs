@@ -266,8 +266,7 @@ impl Exec<'_> {
         self.add_tx(b, if complete { -bytes } else { bytes })?;
         // complete_tx releases; an expect_tx that completes the phase (its bytes landed first)
         // is the phase's last event, and the phase carries its history as it does an arrival's.
-        let bs = &self.s.barriers[b];
-        if complete || (bs.pending == 0 && bs.tx == 0) {
+        if complete || self.phase_ready(b) {
             self.release_into(b);
         }
         self.maybe_complete(b)?;
@@ -521,16 +520,20 @@ impl Exec<'_> {
     pub(super) fn maybe_complete_after_arrival(&mut self, b: usize) -> R<()> {
         // An arrival that completes a phase with a completion function is released by
         // `complete`, after the function ran (one release, one epoch, whichever arrival is last).
-        let bs = &self.s.barriers[b];
-        if !(bs.pending == 0 && bs.tx == 0 && self.p().barriers[b].completion.is_some()) {
+        if !(self.phase_ready(b) && self.p().barriers[b].completion.is_some()) {
             self.release_into(b);
         }
         self.maybe_complete(b)
     }
 
-    pub(super) fn maybe_complete(&mut self, b: usize) -> R<()> {
+    /// Nothing more is owed to the current phase: no pending arrival, no outstanding byte.
+    fn phase_ready(&self, b: usize) -> bool {
         let bs = &self.s.barriers[b];
-        if bs.pending == 0 && bs.tx == 0 {
+        bs.pending == 0 && bs.tx == 0
+    }
+
+    pub(super) fn maybe_complete(&mut self, b: usize) -> R<()> {
+        if self.phase_ready(b) {
             self.complete(b)
         } else {
             Ok(())
