@@ -68,6 +68,9 @@ pub struct Tally {
     /// ([`stopped_by_forcing`]).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub not_forced: usize,
+    /// Not admitted by an allowed set that a budget left incomplete ([`Judged::Undecided`]).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub undecided: usize,
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -80,6 +83,7 @@ impl Tally {
             Judged::Constrained => self.constrained += n,
             Judged::Vacuous => self.vacuous += n,
             Judged::Rejected => self.outside += n,
+            Judged::Undecided => self.undecided += n,
         }
     }
 
@@ -88,16 +92,18 @@ impl Tally {
         self.vacuous += o.vacuous;
         self.outside += o.outside;
         self.not_forced += o.not_forced;
+        self.undecided += o.undecided;
     }
 
     /// OUTSIDE if any block is outside, `not forced` if any block showed only the forcing's own
-    /// hang, unchecked if any was admitted only vacuously, else within.
+    /// hang, unchecked if any was admitted only vacuously or left undecided by an incomplete
+    /// allowed set, else within.
     pub fn verdict(&self) -> Verdict {
         if self.outside > 0 {
             Verdict::Outside
         } else if self.not_forced > 0 {
             Verdict::NotForced
-        } else if self.vacuous > 0 {
+        } else if self.vacuous > 0 || self.undecided > 0 {
             Verdict::Unchecked
         } else {
             Verdict::Within
@@ -123,6 +129,15 @@ fn judgement(tally: Tally, why: BTreeSet<String>) -> Judgement {
         String::new()
     };
     Judgement { verdict, why, tally }
+}
+
+/// Why an observation an incomplete allowed set does not hold is no evidence.
+fn undecided_reason(allowed: &AllowedSet) -> String {
+    format!(
+        "the model's enumeration stopped at its budget ({} after {} states), and the part it explored does not hold this outcome: the rest may",
+        allowed.stopped_by().unwrap_or("a bound"),
+        allowed.explored()
+    )
 }
 
 fn vacuous_reason(allowed: &AllowedSet) -> String {
@@ -284,8 +299,14 @@ pub fn judge_stress(allowed: &AllowedSet, observed: &[(Outcome, usize)], ends: &
     let mut why = BTreeSet::new();
     for (i, (o, n)) in observed.iter().enumerate() {
         let j = allowed.judge_end(o, &end_at(ends, i));
-        if j == Judged::Vacuous {
-            why.insert(vacuous_reason(allowed));
+        match j {
+            Judged::Vacuous => {
+                why.insert(vacuous_reason(allowed));
+            }
+            Judged::Undecided => {
+                why.insert(undecided_reason(allowed));
+            }
+            _ => {}
         }
         tally.add(j, *n);
     }
@@ -383,7 +404,8 @@ pub fn stopped_by_forcing(allowed: &AllowedSet, o: &Outcome) -> bool {
 /// At most this many prefix points are enumerated per case before falling back to step 0.
 const MAX_PREFIX_SETS: usize = 12;
 
-/// Judge a replay case. `allowed` is the spec's whole allowed set (complete); `limit` and
+/// Judge a replay case. `allowed` is the spec's whole allowed set (a budget may have left it
+/// incomplete: then a block no set holds is undecided, never OUTSIDE); `limit` and
 /// `deadline` bound each enumeration from a prefix point.
 pub fn judge_replay(
     model: &Model,
@@ -441,6 +463,9 @@ pub fn judge_replay(
             .chain(std::iter::once(0))
             .collect();
         let mut judged = (Judged::Rejected, None);
+        // A set a budget left incomplete that does not hold the block leaves it undecided, unless
+        // another set admits it.
+        let mut undecided = None;
         for k in consistent {
             let set = if k == 0 {
                 Some(allowed)
@@ -451,6 +476,10 @@ pub fn judge_replay(
             };
             let Some(set) = set else { continue };
             let j = set.judge_end(o, &end);
+            if j == Judged::Undecided {
+                undecided.get_or_insert((k, undecided_reason(set)));
+                continue;
+            }
             if j != Judged::Rejected {
                 if j == Judged::Vacuous {
                     why.insert(vacuous_reason(set));
@@ -458,6 +487,10 @@ pub fn judge_replay(
                 judged = (j, Some(k));
                 break;
             }
+        }
+        if let (Judged::Rejected, Some((k, reason))) = (judged.0, undecided) {
+            why.insert(reason);
+            judged = (Judged::Undecided, Some(k));
         }
         if judged.0 == Judged::Rejected && stopped_by_forcing(allowed, o) {
             tally.not_forced += n;
@@ -679,11 +712,11 @@ fn allows_anything(allowed: &AllowedSet) -> bool {
     allowed.undefined().next().is_some() || !allowed.vacuous_causes().is_empty()
 }
 
-/// Whether a launch that never returns would agree with the model (a hang it allows, or
-/// anything after undefined behaviour): the host's patience with a hardware-barrier launch
-/// depends on it.
+/// Whether a launch that never returns may agree with the model (a hang it allows, anything
+/// after undefined behaviour, or an allowed set a budget left incomplete, whose rest may hang):
+/// the host's patience with a hardware-barrier launch depends on it.
 pub fn hang_in_model(allowed: &AllowedSet) -> bool {
-    allows_hang(allowed) || allows_anything(allowed)
+    allows_hang(allowed) || allows_anything(allowed) || !allowed.is_complete()
 }
 
 /// Judge a free-running launch on the hardware's barriers that never returned. Nothing says which
@@ -698,6 +731,9 @@ pub fn judge_launch_hung(allowed: &AllowedSet) -> Judgement {
     } else if allows_anything(allowed) {
         tally.vacuous = 1;
         why.insert("no allowed outcome hangs, but the model reaches undefined behaviour, after which it allows any".to_string());
+    } else if !allowed.is_complete() {
+        tally.undecided = 1;
+        why.insert(undecided_reason(allowed));
     } else {
         tally.outside = 1;
     }

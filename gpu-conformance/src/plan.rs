@@ -336,24 +336,35 @@ pub fn plan_spec(spec: &Spec, s: &Settings, traces: &TraceIndex, generated: &Gen
             plan.status = format!("model error: outcome enumeration: {}", panic_text(&*p));
             return plan;
         }
-        Ok(set) if !set.is_complete() => {
-            plan.status = match set.stopped_by() {
-                Some("seconds") => format!(
-                    "not run (budget: model enumeration stopped at {:.0} s after {} states)",
-                    b.outcome_seconds,
-                    set.explored()
-                ),
-                Some("outcomes") => format!(
-                    "not run (budget: model enumeration held more than {} futures after {} states)",
-                    phasecheck_verifier::outcomes::MAX_HELD_FUTURES,
-                    set.explored()
-                ),
-                Some("step budget") => "not run (budget: a model step ran past the step budget of 16,777,216 local instructions)".into(),
-                _ => format!("not run (budget: model enumeration reached {} states)", b.outcome_states),
-            };
+        Ok(set) if set.stopped_by() == Some("step budget") => {
+            plan.status = "not run (budget: a model step ran past the step budget of 16,777,216 local instructions)".into();
             return plan;
         }
-        Ok(set) => plan.allowed = Some(set),
+        Ok(set) => {
+            // A budget that stops the enumeration does not stop the cases: what the explored part
+            // holds is allowed (within), and what it does not hold is undecided (unchecked, never
+            // OUTSIDE; compare.rs). The replays still show the bugs their traces reach.
+            if !set.is_complete() {
+                plan.notes.push(match set.stopped_by() {
+                    Some("seconds") => format!(
+                        "allowed outcomes incomplete: the enumeration stopped at {:.0} s after {} states, before it held any; every outcome is judged unchecked",
+                        b.outcome_seconds,
+                        set.explored()
+                    ),
+                    Some("outcomes") => format!(
+                        "allowed outcomes incomplete: the enumeration held more than {} futures after {} states, and kept none; every outcome is judged unchecked",
+                        phasecheck_verifier::outcomes::MAX_HELD_FUTURES,
+                        set.explored()
+                    ),
+                    _ => format!(
+                        "allowed outcomes incomplete: the enumeration reached {} states; {} outcomes of the part explored are judged, any other outcome is unchecked",
+                        b.outcome_states,
+                        set.len()
+                    ),
+                });
+            }
+            plan.allowed = Some(set);
+        }
     }
     // 2. Traces: the committed files first, the verifier for the kinds they do not cover.
     let t = Instant::now();

@@ -169,7 +169,7 @@ impl Report {
         let bug_cases = cases.iter().filter(|c| c.bug_manifested.is_some()).count();
         let emulated = cases.iter().filter(|c| c.note.contains("emulated")).count();
         s.push_str(&format!(
-            "{} cases: {} within the model, {} unchecked (the model allows anything: no evidence), {} OUTSIDE, {} not forced (the replay's forcing made the hang it shows: counted apart), {not_judged} not judged; {emulated} cases emulate a rule in software; bug shown in {bugs}/{bug_cases} buggy cases; {:.1} s wall.\n\n",
+            "{} cases: {} within the model, {} unchecked (no evidence: the model allows anything there, or its enumeration stopped at a budget first), {} OUTSIDE, {} not forced (the replay's forcing made the hang it shows: counted apart), {not_judged} not judged; {emulated} cases emulate a rule in software; bug shown in {bugs}/{bug_cases} buggy cases; {:.1} s wall.\n\n",
             cases.len(),
             self.count(Verdict::Within),
             self.count(Verdict::Unchecked),

@@ -271,6 +271,48 @@ fn a_hung_launch_is_within_only_where_the_model_allows_a_thread_that_never_finis
     assert!(j.why.contains("undefined behaviour"));
 }
 
+/// A budget that stops the outcome enumeration leaves a subset of what the model allows: an
+/// outcome it holds is within, and one it does not hold is unchecked with the budget named,
+/// never OUTSIDE (the part not explored may hold it), in stress, in a hung launch and in replay.
+#[test]
+fn an_incomplete_allowed_set_judges_what_it_holds_and_leaves_the_rest_unchecked_never_outside() {
+    let m = model("specs/mistakes/consumer_wrong_parity.phase");
+    let full = allowed_outcomes(&m, 1_000_000);
+    assert!(full.is_complete() && full.len() > 1, "{full}");
+    // The smallest budget whose explored part holds an outcome but not all of them.
+    let part = (2..10_000)
+        .map(|limit| allowed_outcomes(&m, limit))
+        .find(|s| !s.is_complete() && s.iter().next().is_some() && s.len() < full.len())
+        .expect("some budget leaves part of the set");
+    let held = part.iter().next().unwrap().clone();
+    assert!(full.contains(&held), "an outcome of the explored part is allowed: {held}");
+    let missed = full.iter().find(|o| !part.contains(o)).unwrap().clone();
+    let (j, _) = judge_stress(&part, &[(held.clone(), 10)], &[]);
+    assert_eq!(j.verdict, Verdict::Within);
+    let (j, _) = judge_stress(&part, &[(held.clone(), 10), (missed.clone(), 3)], &[]);
+    assert_eq!(j.verdict, Verdict::Unchecked, "{}", j.why);
+    assert_eq!((j.tally.constrained, j.tally.undecided, j.tally.outside), (10, 3, 0));
+    assert!(j.why.contains("stopped at its budget"), "{}", j.why);
+    // What no execution allows is OUTSIDE for the whole set, and still only unchecked for the part.
+    let mut never = held.clone();
+    never.threads[1].reads = vec![12345];
+    assert_eq!(judge_stress(&full, &[(never.clone(), 1)], &[]).0.verdict, Verdict::Outside);
+    assert_eq!(judge_stress(&part, &[(never.clone(), 1)], &[]).0.verdict, Verdict::Unchecked);
+    let hung = judge_launch_hung(&part);
+    assert!(
+        hung.verdict == Verdict::Within || hung.verdict == Verdict::Unchecked,
+        "{:?}",
+        hung.verdict
+    );
+    assert!(hang_in_model(&part));
+    // Replay: a block that left its trace is judged against the part too.
+    let rep = check(&m, &CheckOptions::default());
+    let trace = &rep.violations[0].actions;
+    let fc = forced(&m, trace).unwrap();
+    let (j, _) = judge_replay(&m, trace, &fc, &part, &[(never, 1)], &[], 1_000_000, None);
+    assert_ne!(j.verdict, Verdict::Outside, "{}", j.why);
+}
+
 /// The host waits long for a hardware-barrier launch only where taking a slow launch for a hang
 /// would be a false OUTSIDE: exactly where the hung launch's judgement is OUTSIDE.
 #[test]

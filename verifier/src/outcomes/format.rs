@@ -306,6 +306,10 @@ pub enum Judged {
     Vacuous,
     /// Not admitted: outside the model.
     Rejected,
+    /// Not admitted by the part of the allowed set enumerated before a budget stopped it (the set
+    /// is incomplete): the model may allow it in the part not explored, so it is evidence of
+    /// nothing, never OUTSIDE.
+    Undecided,
 }
 
 /// Which observation a thread statement contributes to its [`ThreadOutcome`].
@@ -432,8 +436,24 @@ impl AllowedSet {
     /// Judge one observed outcome: [`Judged::Constrained`] when a concrete outcome or an
     /// undefined-behaviour pattern with a non-empty prefix admits it (a faulted run with no data
     /// read back needs such a pattern to exist), [`Judged::Vacuous`] when only patterns reached
-    /// before any observation do, [`Judged::Rejected`] otherwise.
+    /// before any observation do, [`Judged::Rejected`] otherwise ([`Judged::Undecided`] when the
+    /// set is incomplete).
     pub fn judge(&self, o: &Outcome) -> Judged {
+        self.undecided_if_incomplete(self.judge_explored(o))
+    }
+
+    /// A rejection by an incomplete set is [`Judged::Undecided`]: what it holds is a subset of
+    /// what the model allows (the executions explored before the budget), so only admission
+    /// is evidence.
+    fn undecided_if_incomplete(&self, j: Judged) -> Judged {
+        if j == Judged::Rejected && !self.complete {
+            Judged::Undecided
+        } else {
+            j
+        }
+    }
+
+    fn judge_explored(&self, o: &Outcome) -> Judged {
         if !o.fault && self.outcomes.contains(o) {
             return Judged::Constrained;
         }
@@ -473,11 +493,7 @@ impl AllowedSet {
             }
             vacuous = true;
         }
-        if vacuous {
-            Judged::Vacuous
-        } else {
-            Judged::Rejected
-        }
+        self.undecided_if_incomplete(if vacuous { Judged::Vacuous } else { Judged::Rejected })
     }
 
     /// The ends the executions giving outcome `o` reach (empty when none is known).

@@ -410,3 +410,34 @@ fn a_trace_that_does_not_replay_is_refused_with_its_step_and_thread() {
     let e = prefix_observations(&m, &[Action::Land(3)]).unwrap_err();
     assert_eq!(e, "step 1 cannot be taken: there is no async copy #3 in flight (0 are)");
 }
+
+/// Whatever budget stops the enumeration, the part explored holds only outcomes (and undefined
+/// behaviour patterns) of the whole set, and it never rejects: so a GPU run judged against it can
+/// be unchecked, never a false OUTSIDE.
+#[test]
+fn an_incomplete_set_is_a_subset_of_the_whole_and_never_rejects() {
+    let mut partial = 0;
+    for (m, whole) in models() {
+        for limit in [2, 5, 10, 20, 50, 100, 300] {
+            let part = allowed_outcomes(m, limit);
+            if part.is_complete() {
+                assert_eq!(&part.outcomes, &whole.outcomes);
+                continue;
+            }
+            partial += usize::from(!part.is_empty() && part.len() < whole.len());
+            assert!(
+                part.outcomes.is_subset(&whole.outcomes),
+                "limit {limit}:\n{part}\nnot within\n{whole}"
+            );
+            assert!(part.undefined.is_subset(&whole.undefined), "limit {limit}");
+            for o in whole.iter().chain(part.iter()) {
+                let j = part.judge(o);
+                assert_ne!(j, Judged::Rejected, "limit {limit}: {o}");
+                if j == Judged::Constrained {
+                    assert_eq!(whole.judge(o), Judged::Constrained, "{o}");
+                }
+            }
+        }
+    }
+    assert!(partial > 0, "no budget left a proper, non-empty part");
+}
