@@ -165,11 +165,20 @@ def run_tests(tests, timeout):
         if b.returncode != 0:
             return False, False, time.time() - t0
     for t in tests:
+        # A session of its own, so that a timeout ends the test binary too, not only cargo (an
+        # orphaned binary of a hanging mutant would run on beside the next mutants).
+        p = subprocess.Popen(t, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         try:
-            r = subprocess.run(t, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+            code = p.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
             return True, False, time.time() - t0
-        if r.returncode != 0:
+        finally:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+        if code != 0:
             return True, False, time.time() - t0
     return True, True, time.time() - t0
 
@@ -320,6 +329,9 @@ def main():
         outcome = "unviable" if not built else ("missed" if passed else "caught")
         missed += outcome == "missed"
         row = {"site": list(s), "outcome": outcome, "seconds": round(secs), "seed": a.seed, "shard": f"{k}/{n}", "commit": commit}
+        # Tests checked out over the sample's tree (see rejudge) are named, so the row says which judged it.
+        if os.environ.get("MUTANTS_TESTS_COMMIT"):
+            row["tests_commit"] = os.environ["MUTANTS_TESTS_COMMIT"]
         with open(a.out, "a") as f:
             f.write(json.dumps(row) + "\n")
         print(f"{outcome:8} {s[0]}:{s[1]}:{s[2] + 1} {s[3]} `{s[4].strip()}` -> `{s[5].strip()}` ({secs:.0f} s)", flush=True)
