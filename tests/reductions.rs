@@ -114,6 +114,11 @@ fn reductions_keep_the_verdicts_of(half: usize) {
             "{name}: thread count changed the state count"
         );
         assert_eq!(sym.stats.transitions, sym_parallel.stats.transitions, "{name}");
+        // The workers intern a chunk's new components shard by shard: the store holds the same.
+        assert_eq!(
+            sym.stats.bytes_per_state, sym_parallel.stats.bytes_per_state,
+            "{name}: thread count changed what the store holds"
+        );
         assert_eq!(traces(&sym), traces(&sym_parallel), "{name}: thread count changed a trace");
 
         // Traces found on canonical states replay concretely with their kind, and each is the

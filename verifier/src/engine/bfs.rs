@@ -11,7 +11,7 @@
 //! initial state by re-running each stored step and composing the renamings the canonical form
 //! applied.
 
-use super::store::{hash_words, vec_growth, Interner, StateSet};
+use super::store::{hash_words, vec_growth, Components, ShardMut, StateSet, SHARDS};
 use phasecheck_model::rt::path::Replay;
 use phasecheck_model::rt::{InternalError, Outcome, Violation};
 use phasecheck_model::ts::Packed;
@@ -261,7 +261,7 @@ fn resident() -> usize {
 }
 
 struct Store {
-    parts: Interner,
+    parts: Components,
     states: StateSet,
     /// For every state but the root: its parent and (in `actions`) the action from it.
     parents: Vec<u32>,
@@ -450,6 +450,46 @@ fn expand<M: Packed>(model: &M, store: &Store, limits: &Limits<M>, at: &[u32], o
     }
 }
 
+/// Intern the new components of a chunk's successors in parallel, before the one thread enters
+/// the successors: each worker owns every `threads`-th shard of the store and interns, in
+/// frontier order, the components its workers did not find that fall in its shards. Each shard
+/// so meets its components in the order one thread would, and hands out the same ids. The ids
+/// go to `out` as (batch, fresh component, id).
+fn intern_fresh<A: Sync>(parts: &mut Components, batches: &[Batch<A>], threads: usize, out: &mut Vec<(u32, u32, u32)>) {
+    let mut owned: Vec<Vec<ShardMut>> = (0..threads).map(|_| Vec::new()).collect();
+    for shard in parts.shards_mut() {
+        owned[shard.index % threads].push(shard);
+    }
+    out.clear();
+    std::thread::scope(|sc| {
+        let workers: Vec<_> = owned
+            .into_iter()
+            .map(|mut mine| {
+                sc.spawn(move || {
+                    let mut found = Vec::new();
+                    let mut slot = [usize::MAX; SHARDS];
+                    for (k, shard) in mine.iter().enumerate() {
+                        slot[shard.index] = k;
+                    }
+                    for (b, batch) in batches.iter().enumerate() {
+                        for (f, part) in batch.packed.fresh.iter().enumerate() {
+                            let k = slot[Components::shard_of(part.hash)];
+                            if part.id.is_none() && k != usize::MAX {
+                                let id = mine[k].intern_hashed(batch.packed.words_of(f), part.hash);
+                                found.push((b as u32, f as u32, id));
+                            }
+                        }
+                    }
+                    found
+                })
+            })
+            .collect();
+        for w in workers {
+            out.extend(w.join().expect("an interning worker does not panic"));
+        }
+    });
+}
+
 /// Explore every execution that begins with `prefix` (concrete actions from the initial state).
 pub fn explore<M: Packed>(model: &M, prefix: &[M::Action], limits: &Limits<M>) -> Explored<M::Action> {
     let start = Instant::now();
@@ -513,7 +553,7 @@ pub fn explore<M: Packed>(model: &M, prefix: &[M::Action], limits: &Limits<M>) -
     model.canonicalize(&mut root, limits.symmetry, &mut root_perm);
     let width = model.components();
     let mut store = Store {
-        parts: Interner::new(),
+        parts: Components::default(),
         states: StateSet::new(width),
         parents: Vec::new(),
     };
@@ -533,6 +573,8 @@ pub fn explore<M: Packed>(model: &M, prefix: &[M::Action], limits: &Limits<M>) -
 
     let threads = limits.threads.max(1);
     let mut pool: Vec<Batch<M::Action>> = vec![Batch::default()];
+    // The ids `intern_fresh` gave a chunk's new components: (batch, fresh component, id).
+    let mut interned: Vec<(u32, u32, u32)> = Vec::new();
     let mut frontier: Vec<u32> = vec![0];
     let mut depth = 0usize;
     let mut stopped = None;
@@ -613,6 +655,12 @@ pub fn explore<M: Packed>(model: &M, prefix: &[M::Action], limits: &Limits<M>) -
                 pieces
             };
             done += take;
+            if used > 1 {
+                intern_fresh(&mut store.parts, &pool[..used], threads, &mut interned);
+                for &(b, f, id) in &interned {
+                    pool[b as usize].packed.fresh[f as usize].id = Some(id);
+                }
+            }
             // Bookkeeping, in frontier order.
             for batch in pool[..used].iter_mut() {
                 for e in batch.expansions.drain(..) {

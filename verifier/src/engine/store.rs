@@ -163,6 +163,108 @@ impl Interner {
     }
 }
 
+/// Bits of a component id that name its shard (`Components`).
+const SHARD_BITS: u32 = 6;
+/// Shards of the component store: enough that the workers of a 16-thread search each own
+/// several, so the interning of a chunk's new components spreads evenly over them.
+pub const SHARDS: usize = 1 << SHARD_BITS;
+
+/// The distinct components, in shards by hash, so that the workers of a parallel search intern a
+/// chunk's new components at once, each into the shards it owns (`bfs.rs`). A component's id is
+/// its index in its shard, then the shard: each shard hands out its indices in the order its
+/// components are first interned, which the search keeps to frontier order, so the ids do not
+/// depend on the thread count.
+pub struct Components {
+    shards: Vec<Interner>,
+}
+
+impl Default for Components {
+    fn default() -> Self {
+        Components {
+            shards: (0..SHARDS).map(|_| Interner::new()).collect(),
+        }
+    }
+}
+
+impl Components {
+    /// The shard of a component with hash `h`: bits the tables' own bucket index and control
+    /// byte do not use (the low bits and the top seven), so each shard's table stays uniform.
+    pub fn shard_of(h: u64) -> usize {
+        ((h >> 40) as usize) & (SHARDS - 1)
+    }
+
+    fn split(id: u32) -> (usize, u32) {
+        ((id as usize) & (SHARDS - 1), id >> SHARD_BITS)
+    }
+
+    fn join(shard: usize, local: u32) -> u32 {
+        assert!(local < 1 << (32 - SHARD_BITS), "more than 2^26 components in one shard");
+        (local << SHARD_BITS) | shard as u32
+    }
+
+    /// Append the words of `id` to `out`.
+    pub fn get_into(&self, id: u32, out: &mut Vec<u32>) {
+        let (shard, local) = Self::split(id);
+        self.shards[shard].get_into(local, out);
+    }
+
+    /// The id of `w` (with `h = hash_words(w)`), without adding it.
+    pub fn find_hashed(&self, w: &[u32], h: u64) -> Option<u32> {
+        let shard = Self::shard_of(h);
+        self.shards[shard].find_hashed(w, h).map(|local| Self::join(shard, local))
+    }
+
+    pub fn intern(&mut self, w: &[u32]) -> u32 {
+        self.intern_hashed(w, hash_words(w.iter().copied()))
+    }
+
+    /// The id of `w`, added if new (`h = hash_words(w)`).
+    pub fn intern_hashed(&mut self, w: &[u32], h: u64) -> u32 {
+        let shard = Self::shard_of(h);
+        Self::join(shard, self.shards[shard].intern_hashed(w, h))
+    }
+
+    /// Every shard, each with its index, to be handed to the workers that own them.
+    pub fn shards_mut(&mut self) -> impl Iterator<Item = ShardMut<'_>> {
+        self.shards
+            .iter_mut()
+            .enumerate()
+            .map(|(index, interner)| ShardMut { index, interner })
+    }
+
+    pub fn len(&self) -> usize {
+        self.shards.iter().map(Interner::len).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn bytes(&self) -> usize {
+        self.shards.iter().map(Interner::bytes).sum()
+    }
+
+    /// Bytes newly allocated if `more` components were added, spread evenly over the shards.
+    pub fn growth(&self, more: usize) -> usize {
+        let each = more.div_ceil(SHARDS);
+        self.shards.iter().map(|s| s.growth(each)).sum()
+    }
+}
+
+/// One shard of the component store, owned by one worker while a chunk's components are interned.
+pub struct ShardMut<'a> {
+    pub index: usize,
+    interner: &'a mut Interner,
+}
+
+impl ShardMut<'_> {
+    /// The id of `w`, added if new (`h = hash_words(w)`, whose shard is this one).
+    pub fn intern_hashed(&mut self, w: &[u32], h: u64) -> u32 {
+        debug_assert_eq!(Components::shard_of(h), self.index);
+        Components::join(self.index, self.interner.intern_hashed(w, h))
+    }
+}
+
 /// Visited states as fixed-width rows of component ids, each row stored once.
 pub struct StateSet {
     width: usize,
