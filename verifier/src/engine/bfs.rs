@@ -11,12 +11,14 @@
 //! initial state by re-running each stored step and composing the renamings the canonical form
 //! applied.
 
+use super::pool::Pool;
 use super::store::{hash_words, vec_growth, Components, ShardMut, StateSet, SHARDS};
 use phasecheck_model::rt::path::Replay;
 use phasecheck_model::rt::{InternalError, Outcome, Violation};
 use phasecheck_model::ts::Packed;
 use phasecheck_model::ViolationKind;
 use std::collections::BTreeMap;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 pub use crate::bounds::Bound as Stop;
@@ -172,6 +174,113 @@ struct Looked {
     row_hash: Option<u64>,
     /// Its first fresh component (an index into `fresh` and `ends`).
     fresh_from: u32,
+    /// Its index among the chunk's candidates (`Candidates`), or `NO_CANDIDATE`.
+    cand: u32,
+}
+
+const NO_CANDIDATE: u32 = u32::MAX;
+
+/// The successors of a chunk that no worker found in the store, with workers beside the one thread
+/// that enters them. Such a successor has a component the store did not hold when the chunk was
+/// expanded, so it is no state stored before the chunk: it is a new state, or another copy of one
+/// that is new in this chunk. The workers build the rows, hash them and find the copies, each in
+/// the shards it owns; the one thread then only numbers the new states in frontier order.
+#[derive(Default)]
+struct Candidates {
+    /// (batch, packed successor) of each, in frontier order.
+    at: Vec<(u32, u32)>,
+    hash: Vec<u64>,
+    /// The first candidate of the chunk with the same row (itself when it is the first).
+    first: Vec<u32>,
+    /// The state each first candidate became.
+    id: Vec<u32>,
+    rows: Vec<u32>,
+    /// New states numbered and not yet filed in the store's tables: (hash, state).
+    filed: Vec<(u64, u32)>,
+}
+
+impl Candidates {
+    /// Collect, build and deduplicate the candidates of `batches` (after `intern_fresh`).
+    fn collect<A: Sync>(&mut self, batches: &mut [Batch<A>], width: usize, pool: &Pool) {
+        self.at.clear();
+        for (b, batch) in batches.iter_mut().enumerate() {
+            for (k, l) in batch.packed.looked.iter_mut().enumerate() {
+                if l.state.is_none() {
+                    l.cand = self.at.len() as u32;
+                    self.at.push((b as u32, k as u32));
+                }
+            }
+        }
+        let n = self.at.len();
+        self.hash.clear();
+        self.hash.resize(n, 0);
+        self.rows.clear();
+        self.rows.resize(n * width, 0);
+        self.first.clear();
+        self.first.extend(0..n as u32);
+        self.id.clear();
+        self.id.resize(n, u32::MAX);
+        if n == 0 {
+            return;
+        }
+        let threads = pool.threads();
+        // Rows and hashes, a piece per worker.
+        let per = n.div_ceil(threads);
+        let batches = &*batches;
+        let pieces: Vec<Mutex<_>> = self
+            .at
+            .chunks(per)
+            .zip(self.hash.chunks_mut(per))
+            .zip(self.rows.chunks_mut(per * width.max(1)))
+            .map(Mutex::new)
+            .collect();
+        pool.run(&|w| {
+            let Some(piece) = pieces.get(w) else { return };
+            let mut piece = piece.lock().unwrap_or_else(|e| e.into_inner());
+            let ((at, hash), rows) = &mut *piece;
+            for ((&(b, k), h), row) in at.iter().zip(hash.iter_mut()).zip(rows.chunks_mut(width.max(1))) {
+                batches[b as usize].packed.row_into(k as usize, width, row);
+                *h = hash_words(row.iter().copied());
+            }
+        });
+        drop(pieces);
+        // Copies, shard by shard: the first of each row in frontier order stays first.
+        let (hash, rows) = (&self.hash, &self.rows);
+        let copies: Vec<Mutex<Vec<(u32, u32)>>> = (0..threads).map(|_| Mutex::new(Vec::new())).collect();
+        pool.run(&|w| {
+            let mut seen: hashbrown::HashTable<u32> = hashbrown::HashTable::new();
+            let mut mine = Vec::new();
+            let row = |c: u32| &rows[c as usize * width..(c as usize + 1) * width];
+            for (c, &h) in hash.iter().enumerate() {
+                if Components::shard_of(h) % threads != w {
+                    continue;
+                }
+                let c = c as u32;
+                match seen.find(h, |&o| row(o) == row(c)) {
+                    Some(&o) => mine.push((c, o)),
+                    None => {
+                        seen.insert_unique(h, c, |&o| hash[o as usize]);
+                    }
+                }
+            }
+            *copies[w].lock().unwrap_or_else(|e| e.into_inner()) = mine;
+        });
+        for (c, o) in copies.into_iter().flat_map(|m| m.into_inner().unwrap_or_else(|e| e.into_inner())) {
+            self.first[c as usize] = o;
+        }
+    }
+
+    /// Candidate `c` entered in frontier order: the state it is, and whether it is new.
+    fn enter(&mut self, c: usize, width: usize, states: &mut StateSet) -> (u32, bool) {
+        let first = self.first[c] as usize;
+        if first != c {
+            return (self.id[first], false);
+        }
+        let id = states.append(&self.rows[c * width..(c + 1) * width]);
+        self.id[c] = id;
+        self.filed.push((self.hash[c], id));
+        (id, true)
+    }
 }
 
 impl PackedSuccs {
@@ -224,8 +333,22 @@ impl PackedSuccs {
             state,
             row_hash,
             fresh_from: fresh_from as u32,
+            cand: NO_CANDIDATE,
         });
         state
+    }
+
+    /// The row of successor `k`, every component interned (`intern_fresh` has run).
+    fn row_into(&self, k: usize, width: usize, row: &mut [u32]) {
+        let mut f = self.looked[k].fresh_from as usize;
+        for (slot, &id) in row.iter_mut().zip(&self.parts[k * width..(k + 1) * width]) {
+            *slot = if id == FRESH {
+                f += 1;
+                self.fresh[f - 1].id.expect("interned before the rows are built")
+            } else {
+                id
+            };
+        }
     }
 
     /// Successor `k` entered into the store (its new components, then its row): its index, and
@@ -451,43 +574,40 @@ fn expand<M: Packed>(model: &M, store: &Store, limits: &Limits<M>, at: &[u32], o
 }
 
 /// Intern the new components of a chunk's successors in parallel, before the one thread enters
-/// the successors: each worker owns every `threads`-th shard of the store and interns, in
+/// the successors: each worker owns every n-th shard (n workers) of the store and interns, in
 /// frontier order, the components its workers did not find that fall in its shards. Each shard
 /// so meets its components in the order one thread would, and hands out the same ids. The ids
 /// go to `out` as (batch, fresh component, id).
-fn intern_fresh<A: Sync>(parts: &mut Components, batches: &[Batch<A>], threads: usize, out: &mut Vec<(u32, u32, u32)>) {
+fn intern_fresh<A: Sync>(parts: &mut Components, batches: &[Batch<A>], pool: &Pool, out: &mut Vec<(u32, u32, u32)>) {
+    let threads = pool.threads();
     let mut owned: Vec<Vec<ShardMut>> = (0..threads).map(|_| Vec::new()).collect();
     for shard in parts.shards_mut() {
         owned[shard.index % threads].push(shard);
     }
-    out.clear();
-    std::thread::scope(|sc| {
-        let workers: Vec<_> = owned
-            .into_iter()
-            .map(|mut mine| {
-                sc.spawn(move || {
-                    let mut found = Vec::new();
-                    let mut slot = [usize::MAX; SHARDS];
-                    for (k, shard) in mine.iter().enumerate() {
-                        slot[shard.index] = k;
-                    }
-                    for (b, batch) in batches.iter().enumerate() {
-                        for (f, part) in batch.packed.fresh.iter().enumerate() {
-                            let k = slot[Components::shard_of(part.hash)];
-                            if part.id.is_none() && k != usize::MAX {
-                                let id = mine[k].intern_hashed(batch.packed.words_of(f), part.hash);
-                                found.push((b as u32, f as u32, id));
-                            }
-                        }
-                    }
-                    found
-                })
-            })
-            .collect();
-        for w in workers {
-            out.extend(w.join().expect("an interning worker does not panic"));
+    let owned: Vec<Mutex<Vec<ShardMut>>> = owned.into_iter().map(Mutex::new).collect();
+    let found: Vec<Mutex<Vec<(u32, u32, u32)>>> = (0..threads).map(|_| Mutex::new(Vec::new())).collect();
+    pool.run(&|w| {
+        let mut mine = owned[w].lock().unwrap_or_else(|e| e.into_inner());
+        let mut slot = [usize::MAX; SHARDS];
+        for (k, shard) in mine.iter().enumerate() {
+            slot[shard.index] = k;
         }
+        let mut ids = Vec::new();
+        for (b, batch) in batches.iter().enumerate() {
+            for (f, part) in batch.packed.fresh.iter().enumerate() {
+                let k = slot[Components::shard_of(part.hash)];
+                if part.id.is_none() && k != usize::MAX {
+                    let id = mine[k].intern_hashed(batch.packed.words_of(f), part.hash);
+                    ids.push((b as u32, f as u32, id));
+                }
+            }
+        }
+        *found[w].lock().unwrap_or_else(|e| e.into_inner()) = ids;
     });
+    out.clear();
+    for f in found {
+        out.extend(f.into_inner().unwrap_or_else(|e| e.into_inner()));
+    }
 }
 
 /// Explore every execution that begins with `prefix` (concrete actions from the initial state).
@@ -575,6 +695,8 @@ pub fn explore<M: Packed>(model: &M, prefix: &[M::Action], limits: &Limits<M>) -
     let mut pool: Vec<Batch<M::Action>> = vec![Batch::default()];
     // The ids `intern_fresh` gave a chunk's new components: (batch, fresh component, id).
     let mut interned: Vec<(u32, u32, u32)> = Vec::new();
+    let mut cands = Candidates::default();
+    let workers = (threads > 1).then(|| Pool::new(threads));
     let mut frontier: Vec<u32> = vec![0];
     let mut depth = 0usize;
     let mut stopped = None;
@@ -640,26 +762,23 @@ pub fn explore<M: Packed>(model: &M, prefix: &[M::Action], limits: &Limits<M>) -
                 if pool.len() < pieces {
                     pool.resize_with(pieces, Batch::default);
                 }
-                let queue = std::sync::Mutex::new(part.chunks(per).zip(pool.iter_mut()));
-                let (store, queue) = (&store, &queue);
-                std::thread::scope(|sc| {
-                    for _ in 0..threads.min(pieces) {
-                        sc.spawn(move || loop {
-                            let Some((p, batch)) = queue.lock().unwrap_or_else(|e| e.into_inner()).next() else {
-                                break;
-                            };
-                            expand(model, store, limits, p, level_start, batch);
-                        });
-                    }
+                let queue = Mutex::new(part.chunks(per).zip(pool.iter_mut()));
+                let store = &store;
+                workers.as_ref().expect("a pool when threads > 1").run(&|_| loop {
+                    let Some((p, batch)) = queue.lock().unwrap_or_else(|e| e.into_inner()).next() else {
+                        break;
+                    };
+                    expand(model, store, limits, p, level_start, batch);
                 });
                 pieces
             };
             done += take;
-            if used > 1 {
-                intern_fresh(&mut store.parts, &pool[..used], threads, &mut interned);
+            if let (true, Some(workers)) = (used > 1, &workers) {
+                intern_fresh(&mut store.parts, &pool[..used], workers, &mut interned);
                 for &(b, f, id) in &interned {
                     pool[b as usize].packed.fresh[f as usize].id = Some(id);
                 }
+                cands.collect(&mut pool[..used], width, workers);
             }
             // Bookkeeping, in frontier order.
             for batch in pool[..used].iter_mut() {
@@ -700,7 +819,10 @@ pub fn explore<M: Packed>(model: &M, prefix: &[M::Action], limits: &Limits<M>) -
                             break 'search;
                         }
                         if let Some(k) = s.packed {
-                            let (j, new) = batch.packed.enter(k as usize, width, &mut store, &mut row);
+                            let (j, new) = match batch.packed.looked[k as usize].cand {
+                                NO_CANDIDATE => batch.packed.enter(k as usize, width, &mut store, &mut row),
+                                c => cands.enter(c as usize, width, &mut store.states),
+                            };
                             if new {
                                 store.parents.push(e.at);
                                 actions.push(s.action);
@@ -732,6 +854,10 @@ pub fn explore<M: Packed>(model: &M, prefix: &[M::Action], limits: &Limits<M>) -
                         break 'search;
                     }
                 }
+            }
+            if let Some(workers) = &workers {
+                store.states.file(&cands.filed, workers);
+                cands.filed.clear();
             }
             // Chunks of about 50 ms: bounds and progress stay responsive, workers stay busy.
             let took = t0.elapsed();
@@ -780,6 +906,10 @@ pub fn explore<M: Packed>(model: &M, prefix: &[M::Action], limits: &Limits<M>) -
         if !frontier.is_empty() {
             depth += 1;
         }
+    }
+    // A search that stopped inside a chunk files what it numbered, so the store stays whole.
+    if let Some(workers) = &workers {
+        store.states.file(&cands.filed, workers);
     }
     tally.depth = tally.depth.max(depth);
     tally.states = store.states.len();

@@ -9,9 +9,11 @@
 //! - `bfs`: breadth-first search, level by level, expansion in parallel, bookkeeping in order
 //!   (so results do not depend on the thread count), with symmetry-canonical states and, where
 //!   the model offers persistent subsets, partial-order reduction with the cycle proviso.
+//! - `pool`: the search's worker threads, started once and woken for each parallel round.
 
 pub mod bfs;
 pub mod futures;
+pub mod pool;
 pub mod store;
 
 pub use bfs::{explore, Explored, Hit, Limits, Stop, Tally};

@@ -14,9 +14,11 @@
 //! Storage is exact (no fingerprints): a state is never confused with another, so no verdict
 //! carries an omission probability.
 
+use super::pool::Pool;
 use hashbrown::HashTable;
 use rustc_hash::FxHasher;
 use std::hash::Hasher;
+use std::sync::Mutex;
 
 /// The hash the interner and the state table file their entries under: computed by the
 /// expansion workers, in parallel, so that the one thread that enters a chunk's successors into
@@ -265,11 +267,14 @@ impl ShardMut<'_> {
     }
 }
 
-/// Visited states as fixed-width rows of component ids, each row stored once.
+/// Visited states as fixed-width rows of component ids, each row stored once. The rows are
+/// numbered in the order they are added (the search's frontier order); the tables that find a row
+/// are in shards by hash, like the components', so that the workers of a parallel search file a
+/// chunk's new states at once, each into the shards it owns (`append` then `file`).
 pub struct StateSet {
     width: usize,
     rows: Vec<u32>,
-    table: HashTable<u32>,
+    tables: Vec<HashTable<u32>>,
 }
 
 impl StateSet {
@@ -277,7 +282,7 @@ impl StateSet {
         StateSet {
             width,
             rows: Vec::new(),
-            table: HashTable::new(),
+            tables: (0..SHARDS).map(|_| HashTable::new()).collect(),
         }
     }
 
@@ -300,7 +305,7 @@ impl StateSet {
 
     /// `find`, with `h = hash_words(row)` already computed.
     pub fn find_hashed(&self, row: &[u32], h: u64) -> Option<u32> {
-        self.table.find(h, |&i| self.row(i) == row).copied()
+        self.tables[Components::shard_of(h)].find(h, |&i| self.row(i) == row).copied()
     }
 
     /// The index of `row`, and whether it was new.
@@ -310,25 +315,65 @@ impl StateSet {
 
     /// `insert`, with `h = hash_words(row)` already computed.
     pub fn insert_hashed(&mut self, row: &[u32], h: u64) -> (u32, bool) {
-        let w = self.width;
-        let StateSet { rows, table, .. } = self;
-        if let Some(&i) = table.find(h, |&i| &rows[i as usize * w..(i as usize + 1) * w] == row) {
+        if let Some(i) = self.find_hashed(row, h) {
             return (i, false);
         }
-        let i = (rows.len() / w.max(1)) as u32;
-        rows.extend_from_slice(row);
-        let rows = &*rows;
-        table.insert_unique(h, i, |&i| hash_words(rows[i as usize * w..(i as usize + 1) * w].iter().copied()));
+        let i = self.append(row);
+        let StateSet { rows, tables, width } = self;
+        file_row(&mut tables[Components::shard_of(h)], rows, *width, h, i);
         (i, true)
+    }
+
+    /// Add a row known to be new, without filing it: it is found once `file` has filed it.
+    pub fn append(&mut self, row: &[u32]) -> u32 {
+        let i = self.len() as u32;
+        self.rows.extend_from_slice(row);
+        i
+    }
+
+    /// File appended rows, given as (hash, index), in parallel: each worker of `pool` files
+    /// those of the shards it owns (in the order given, so a shard's table is the same whatever
+    /// the thread count).
+    pub fn file(&mut self, new: &[(u64, u32)], pool: &Pool) {
+        if new.is_empty() {
+            return;
+        }
+        let threads = pool.threads();
+        let StateSet { rows, tables, width } = self;
+        let (rows, width) = (&*rows, *width);
+        let mut owned: Vec<Vec<(usize, &mut HashTable<u32>)>> = (0..threads).map(|_| Vec::new()).collect();
+        for (k, t) in tables.iter_mut().enumerate() {
+            owned[k % threads].push((k, t));
+        }
+        let owned: Vec<Mutex<Vec<(usize, &mut HashTable<u32>)>>> = owned.into_iter().map(Mutex::new).collect();
+        pool.run(&|w| {
+            let mut mine = owned[w].lock().unwrap_or_else(|e| e.into_inner());
+            let mut slot = [usize::MAX; SHARDS];
+            for (j, (k, _)) in mine.iter().enumerate() {
+                slot[*k] = j;
+            }
+            for &(h, i) in new {
+                let j = slot[Components::shard_of(h)];
+                if j != usize::MAX {
+                    file_row(mine[j].1, rows, width, h, i);
+                }
+            }
+        });
     }
 
     /// Bytes of the rows and their table entries (see `Interner::bytes`).
     pub fn bytes(&self) -> usize {
-        self.rows.len() * 4 + self.table.len() * 5
+        self.rows.len() * 4 + self.tables.iter().map(|t| t.len() * 5).sum::<usize>()
     }
 
-    /// Bytes newly allocated if `more` rows were added.
+    /// Bytes newly allocated if `more` rows were added, spread evenly over the shards.
     pub fn growth(&self, more: usize) -> usize {
-        vec_growth(&self.rows, more * self.width) + table_growth(&self.table, more)
+        let each = more.div_ceil(SHARDS);
+        vec_growth(&self.rows, more * self.width) + self.tables.iter().map(|t| table_growth(t, each)).sum::<usize>()
     }
+}
+
+/// File row `i` (hash `h`) in `table`, whose growth rehashes its rows from `rows`.
+fn file_row(table: &mut HashTable<u32>, rows: &[u32], w: usize, h: u64, i: u32) {
+    table.insert_unique(h, i, |&i| hash_words(rows[i as usize * w..(i as usize + 1) * w].iter().copied()));
 }
