@@ -268,3 +268,46 @@ fn buggy_ring_is_violated_in_every_mode() {
         assert_eq!(common::code(&out), 1, "{mode:?}: {}", common::text(&out.stdout));
     }
 }
+
+/// A search that stops inside a chunk (at its first violation, or at a state bound) reports the
+/// same states, traces and bytes per state on any thread count: the components the workers
+/// interned for successors it never entered are dropped. Over the library's violated specs and
+/// the GEMM's planted bugs, one thread against three.
+#[test]
+fn a_search_stopped_inside_a_chunk_reports_the_same_on_any_thread_count() {
+    let mut specs = library();
+    specs.extend(
+        phasecheck_model::spec::expand(&[PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("benches/realshape")])
+            .unwrap()
+            .into_iter()
+            .filter(|p| p.to_string_lossy().contains("_bug_")),
+    );
+    let mut stopped_early = 0;
+    for path in specs {
+        let model = model_of(&path, &[]);
+        for (stop_at_first, max_states) in [(true, None), (false, Some(3_000))] {
+            let run = |threads| {
+                check(
+                    &model,
+                    &CheckOptions {
+                        stop_at_first,
+                        max_states: max_states.or(Some(2_000_000)),
+                        threads,
+                        ..CheckOptions::default()
+                    },
+                )
+            };
+            let (one, three) = (run(1), run(3));
+            if one.verdict == Verdict::Holds {
+                continue;
+            }
+            stopped_early += usize::from(one.stats.states >= 2_000);
+            let name = path.display();
+            assert_eq!(one.verdict, three.verdict, "{name}");
+            assert_eq!(one.stats.states, three.stats.states, "{name}");
+            assert_eq!(one.stats.bytes_per_state, three.stats.bytes_per_state, "{name}: the store differs");
+            assert_eq!(traces(&one), traces(&three), "{name}");
+        }
+    }
+    assert!(stopped_early > 0, "no search was large enough to stop inside a parallel chunk");
+}

@@ -338,6 +338,11 @@ impl PackedSuccs {
         state
     }
 
+    /// The end (in `fresh`) of successor `k`'s fresh components.
+    fn fresh_end(&self, k: usize) -> usize {
+        self.looked.get(k + 1).map_or(self.fresh.len(), |l| l.fresh_from as usize)
+    }
+
     /// The row of successor `k`, every component interned (`intern_fresh` has run).
     fn row_into(&self, k: usize, width: usize, row: &mut [u32]) {
         let mut f = self.looked[k].fresh_from as usize;
@@ -696,6 +701,12 @@ pub fn explore<M: Packed>(model: &M, prefix: &[M::Action], limits: &Limits<M>) -
     // The ids `intern_fresh` gave a chunk's new components: (batch, fresh component, id).
     let mut interned: Vec<(u32, u32, u32)> = Vec::new();
     let mut cands = Candidates::default();
+    // The bookkeeping of a chunk whose components the workers interned is under way (a stop then
+    // leaves some unused: see the end); the shards' lengths before that chunk; and the first
+    // (batch, fresh component) past the successors entered so far.
+    let mut in_bookkeeping = false;
+    let mut chunk_shards: Vec<usize> = Vec::new();
+    let mut entered: (usize, usize) = (0, 0);
     let workers = (threads > 1).then(|| Pool::new(threads));
     let mut frontier: Vec<u32> = vec![0];
     let mut depth = 0usize;
@@ -774,6 +785,7 @@ pub fn explore<M: Packed>(model: &M, prefix: &[M::Action], limits: &Limits<M>) -
             };
             done += take;
             if let (true, Some(workers)) = (used > 1, &workers) {
+                chunk_shards = store.parts.shard_lens();
                 intern_fresh(&mut store.parts, &pool[..used], workers, &mut interned);
                 for &(b, f, id) in &interned {
                     pool[b as usize].packed.fresh[f as usize].id = Some(id);
@@ -781,7 +793,9 @@ pub fn explore<M: Packed>(model: &M, prefix: &[M::Action], limits: &Limits<M>) -
                 cands.collect(&mut pool[..used], width, workers);
             }
             // Bookkeeping, in frontier order.
-            for batch in pool[..used].iter_mut() {
+            entered = (0, 0);
+            in_bookkeeping = used > 1;
+            for (b, batch) in pool[..used].iter_mut().enumerate() {
                 for e in batch.expansions.drain(..) {
                     taint[e.at as usize] |= EXPANDED;
                     if e.pruned > 0 {
@@ -823,6 +837,7 @@ pub fn explore<M: Packed>(model: &M, prefix: &[M::Action], limits: &Limits<M>) -
                                 NO_CANDIDATE => batch.packed.enter(k as usize, width, &mut store, &mut row),
                                 c => cands.enter(c as usize, width, &mut store.states),
                             };
+                            entered = (b, batch.packed.fresh_end(k as usize));
                             if new {
                                 store.parents.push(e.at);
                                 actions.push(s.action);
@@ -855,6 +870,7 @@ pub fn explore<M: Packed>(model: &M, prefix: &[M::Action], limits: &Limits<M>) -
                     }
                 }
             }
+            in_bookkeeping = false;
             if let Some(workers) = &workers {
                 store.states.file(&cands.filed, workers);
                 cands.filed.clear();
@@ -907,9 +923,23 @@ pub fn explore<M: Packed>(model: &M, prefix: &[M::Action], limits: &Limits<M>) -
             depth += 1;
         }
     }
-    // A search that stopped inside a chunk files what it numbered, so the store stays whole.
+    // A search that stopped inside a chunk files what it numbered, so the store stays whole, and
+    // drops the components the workers interned for successors it never entered: what the store
+    // holds (bytes per state) is then what one thread's search would hold. Within a shard the
+    // chunk's components are numbered in frontier order, so those of the entered successors are
+    // a prefix of each shard's new ones.
     if let Some(workers) = &workers {
         store.states.file(&cands.filed, workers);
+    }
+    if in_bookkeeping {
+        let mut keep = chunk_shards.clone();
+        for &(b, f, id) in &interned {
+            if ((b as usize), f as usize) < entered {
+                let (shard, local) = Components::split(id);
+                keep[shard] = keep[shard].max(local as usize + 1);
+            }
+        }
+        store.parts.truncate_shards(&keep);
     }
     tally.depth = tally.depth.max(depth);
     tally.states = store.states.len();

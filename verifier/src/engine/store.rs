@@ -152,6 +152,16 @@ impl Interner {
         id
     }
 
+    /// Keep the first `n` records.
+    fn truncate(&mut self, n: usize) {
+        if n >= self.len() {
+            return;
+        }
+        self.bytes.truncate(self.starts[n]);
+        self.starts.truncate(n + 1);
+        self.table.retain(|id| (*id as usize) < n);
+    }
+
     /// Bytes of the records and their table entries (a slot and its control byte), not of
     /// spare capacity: what the components cost, independent of where the vectors last grew.
     pub fn bytes(&self) -> usize {
@@ -195,7 +205,8 @@ impl Components {
         ((h >> 40) as usize) & (SHARDS - 1)
     }
 
-    fn split(id: u32) -> (usize, u32) {
+    /// The shard of `id`, and its index in that shard.
+    pub fn split(id: u32) -> (usize, u32) {
         ((id as usize) & (SHARDS - 1), id >> SHARD_BITS)
     }
 
@@ -238,12 +249,26 @@ impl Components {
         self.shards.iter().map(Interner::len).sum()
     }
 
+    /// How many components each shard holds.
+    pub fn shard_lens(&self) -> Vec<usize> {
+        self.shards.iter().map(Interner::len).collect()
+    }
+
+    /// Keep the first `keep[s]` components of each shard `s` (the rest no stored state uses).
+    pub fn truncate_shards(&mut self, keep: &[usize]) {
+        for (shard, &n) in self.shards.iter_mut().zip(keep) {
+            shard.truncate(n);
+        }
+    }
+
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
+    /// What the components cost (`Interner::bytes`), with the shards' leading empty offsets
+    /// counted once: one store has one, so the figure does not depend on how it is sharded.
     pub fn bytes(&self) -> usize {
-        self.shards.iter().map(Interner::bytes).sum()
+        self.shards.iter().map(Interner::bytes).sum::<usize>() - (SHARDS - 1) * std::mem::size_of::<usize>()
     }
 
     /// Bytes newly allocated if `more` components were added, spread evenly over the shards.
