@@ -514,3 +514,23 @@ fn zero_bytes_inside_a_copy_in_flight_meet_no_copy() {
         );
     }
 }
+
+/// A completion function run when a TMA landing completes its phase may issue a whole-buffer
+/// copy too: reading that buffer before the copy has landed is reported as a race that names a
+/// thread of the protocol as the copy's issuer, and waiting for the copy's barrier first is clean.
+#[test]
+fn a_whole_copy_issued_by_a_completion_function_on_a_landing_is_tracked_like_a_threads() {
+    use phasecheck_model::ViolationKind::{DataRace, Lifetime};
+    let src = "protocol p\nbarrier full count 1 completion refill\nbarrier again count 1\nbuffer d bytes 32\nbuffer e bytes 32\ncompletion refill {\n  copy_async(e, again)\n}\nrole t[1] {\n  arrive_expect_tx(full, 32)\n  copy_async(d, full)\n  wait_parity(full, 0)\n  arrive_expect_tx(again, 32)\n  wait_parity(again, 0)\n  read(e)\n}\n";
+    assert_eq!(reachable_kinds(&model_of(src)), Default::default());
+    let early = src.replace("  arrive_expect_tx(again, 32)\n  wait_parity(again, 0)\n", "");
+    let v = reachable_violations(&model_of(&early));
+    assert_eq!(
+        v.iter().map(|v| v.kind).collect::<std::collections::BTreeSet<_>>(),
+        [DataRace, Lifetime].into_iter().collect()
+    );
+    assert!(
+        v.iter().any(|v| v.message.contains("reads e before the async copy into it (issued by t#0)")),
+        "{v:#?}"
+    );
+}
