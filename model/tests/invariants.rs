@@ -534,3 +534,21 @@ fn a_whole_copy_issued_by_a_completion_function_on_a_landing_is_tracked_like_a_t
         "{v:#?}"
     );
 }
+
+/// A broken model rule ends the step as an internal error naming the rule (docs/model.md,
+/// "Invariants"): with the planted defect `wait-always-ready`, a blocking wait on a phase that is
+/// not complete is stepped through, and the step reports R-WAIT with the wait it passed, rather
+/// than ending the execution silently (which would read as a clean verdict).
+#[test]
+fn a_wait_passed_on_an_incomplete_phase_is_the_internal_error_r_wait() {
+    let mut m = model_of("protocol p\nbarrier e count 1\nrole c[1] {\n  wait_parity(e, 0)\n}\n");
+    m.mutant = Some(phasecheck_model::rt::Mutant::WaitAlwaysReady);
+    let s = m.init().next.unwrap();
+    let mut en = Vec::new();
+    m.actions(&s, &mut en);
+    assert_eq!(en.len(), 1, "{en:?}");
+    let out = m.step(&s, en[0]);
+    let e = out.internal.expect("an internal error");
+    assert_eq!(e.rule, "R-WAIT");
+    assert!(e.message.contains("passed a blocking wait on phase 0 of e"), "{}", e.message);
+}
