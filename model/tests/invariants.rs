@@ -552,3 +552,16 @@ fn a_wait_passed_on_an_incomplete_phase_is_the_internal_error_r_wait() {
     assert_eq!(e.rule, "R-WAIT");
     assert!(e.message.contains("passed a blocking wait on phase 0 of e"), "{}", e.message);
 }
+
+/// A symmetry class is a set of two or more interchangeable threads: a thread alone in its role
+/// has nothing to be swapped with, so a protocol of one-thread roles has no symmetry (the report
+/// header names no classes) and one role of two identity-free threads beside them makes one class.
+#[test]
+fn a_thread_alone_in_its_role_is_in_no_symmetry_class() {
+    let alone = "protocol p\nbarrier b count 2\nrole a[1] {\n  arrive(b)\n}\nrole c[1] {\n  arrive(b)\n  wait_parity(b, 0)\n}\n";
+    assert_eq!(model_of(alone).symmetry_class_count(), 0);
+    assert_eq!(phasecheck_model::rt::symmetry::symmetry_classes(&model_of(alone).proto), Vec::<Vec<usize>>::new());
+    let pair = alone.replace("barrier b count 2", "barrier b count 3").replace("role a[1]", "role a[2]");
+    assert_eq!(model_of(&pair).symmetry_class_count(), 1);
+    assert_eq!(phasecheck_model::rt::symmetry::symmetry_classes(&model_of(&pair).proto), vec![vec![0, 1]]);
+}
