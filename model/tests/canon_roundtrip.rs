@@ -201,3 +201,19 @@ fn same_part_is_true_exactly_where_a_component_packs_the_same() {
     }
     assert!(same > 1000 && changed > 1000, "{same} same, {changed} changed");
 }
+
+/// A protocol that never uses the async proxy packs no proxy component, and its states unpack
+/// with the proxy's per-barrier flags cleared, however many barriers there are: around the edge
+/// of eight 32-bit flag words (255 to 265 barriers), every state reached gives itself back.
+#[test]
+fn packing_keeps_states_of_protocols_without_the_async_proxy_whatever_their_barrier_count() {
+    for n in [255usize, 256, 257, 264, 265] {
+        let last = n - 1;
+        let src = format!("protocol wide\nbarrier b[{n}] count 1\nrole t[1] {{\n  arrive(b[0])\n  arrive(b[{last}])\n  wait_parity(b[{last}], 0)\n}}\n");
+        let ast = phasecheck_model::lang::parse(&src).unwrap_or_else(|e| panic!("{e:?}\n{src}"));
+        phasecheck_model::lang::check(&ast).unwrap_or_else(|e| panic!("{e:?}\n{src}"));
+        let m = Model::new(phasecheck_model::program::lower::lower(&ast, &[]).expect("lowers"));
+        let checked = roundtrip_reached(&m, &format!("{n} barriers"));
+        assert!(checked >= 3, "{n} barriers: only {checked} states");
+    }
+}
