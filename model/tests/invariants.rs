@@ -619,3 +619,17 @@ fn a_loop_of_cluster_syncs_comes_back_to_its_state_every_two_phases() {
         assert_eq!(after_phase[k], after_phase[k - 2], "phase {k}");
     }
 }
+
+/// A re-initialised barrier starts a new life for everyone (what anyone knew of its old phases
+/// names nothing): a thread that learns of the re-init only through another barrier reads its
+/// `wait_parity(b, 1)` as the fresh-barrier wait on the phase before the first, so once the new
+/// life has completed a phase or two that wait is a stale-wait (the hardware answers about a
+/// later phase), not a wait on a phase of the new life.
+#[test]
+fn a_reinitialised_barrier_is_fresh_for_a_thread_that_synchronised_through_another() {
+    use phasecheck_model::ViolationKind::StaleWait;
+    let src = "protocol p\nbarrier b count 1\nbarrier x count 1\nrole a[1] {\n  inval(b)\n  init(b)\n  arrive(x)\n  arrive(b)\n  wait_parity(b, 0)\n  arrive(b)\n  wait_parity(b, 1)\n}\nrole c[1] {\n  wait_parity(x, 0)\n  wait_parity(b, 1)\n}\n";
+    let v = reachable_violations(&model_of(src));
+    assert_eq!(v.iter().map(|v| v.kind).collect::<std::collections::BTreeSet<_>>(), [StaleWait].into_iter().collect());
+    assert!(v.iter().any(|v| v.message.contains("c#0 waits on phase -1 of b")), "{v:#?}");
+}
