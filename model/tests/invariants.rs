@@ -633,3 +633,26 @@ fn a_reinitialised_barrier_is_fresh_for_a_thread_that_synchronised_through_anoth
     assert_eq!(v.iter().map(|v| v.kind).collect::<std::collections::BTreeSet<_>>(), [StaleWait].into_iter().collect());
     assert!(v.iter().any(|v| v.message.contains("c#0 waits on phase -1 of b")), "{v:#?}");
 }
+
+/// A buffer tells whether some byte of it is left unfenced for the async proxy: a generic write
+/// of the whole buffer or of part of it leaves its bytes unfenced until the writer's
+/// `fence_proxy_async()`, after which the TMA store may read them.
+#[test]
+fn a_generic_write_leaves_its_buffer_unfenced_until_a_proxy_fence() {
+    let m = model_of("protocol p\nbuffer d bytes 32\nrole t[1] {\n  write(d, 1)\n  fence_proxy_async()\n  write(d, 2, offset = 0, bytes = 16)\n  fence_proxy_async()\n  copy_store_async(d)\n  commit_group()\n  wait_group(0)\n}\n");
+    let mut s = m.init().next.unwrap();
+    let mut seen = vec![s.buffers[0].any_unfenced()];
+    let mut en = Vec::new();
+    loop {
+        en.clear();
+        m.actions(&s, &mut en);
+        let Some(&a) = en.first() else { break };
+        let out = m.step(&s, a);
+        assert!(out.violations.is_empty(), "{:?}", out.violations);
+        let Some(n) = out.next else { break };
+        s = n;
+        seen.push(s.buffers[0].any_unfenced());
+    }
+    seen.dedup();
+    assert_eq!(seen, [false, true, false, true, false]);
+}
