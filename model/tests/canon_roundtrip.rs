@@ -209,7 +209,9 @@ fn same_part_is_true_exactly_where_a_component_packs_the_same() {
 fn packing_keeps_states_of_protocols_without_the_async_proxy_whatever_their_barrier_count() {
     for n in [255usize, 256, 257, 264, 265] {
         let last = n - 1;
-        let src = format!("protocol wide\nbarrier b[{n}] count 1\nrole t[1] {{\n  arrive(b[0])\n  arrive(b[{last}])\n  wait_parity(b[{last}], 0)\n}}\n");
+        let src = format!(
+            "protocol wide\nbarrier b[{n}] count 1\nrole t[1] {{\n  arrive(b[0])\n  arrive(b[{last}])\n  wait_parity(b[{last}], 0)\n}}\n"
+        );
         let ast = phasecheck_model::lang::parse(&src).unwrap_or_else(|e| panic!("{e:?}\n{src}"));
         phasecheck_model::lang::check(&ast).unwrap_or_else(|e| panic!("{e:?}\n{src}"));
         let m = Model::new(phasecheck_model::program::lower::lower(&ast, &[]).expect("lowers"));

@@ -530,7 +530,8 @@ fn a_whole_copy_issued_by_a_completion_function_on_a_landing_is_tracked_like_a_t
         [DataRace, Lifetime].into_iter().collect()
     );
     assert!(
-        v.iter().any(|v| v.message.contains("reads e before the async copy into it (issued by t#0)")),
+        v.iter()
+            .any(|v| v.message.contains("reads e before the async copy into it (issued by t#0)")),
         "{v:#?}"
     );
 }
@@ -560,10 +561,18 @@ fn a_wait_passed_on_an_incomplete_phase_is_the_internal_error_r_wait() {
 fn a_thread_alone_in_its_role_is_in_no_symmetry_class() {
     let alone = "protocol p\nbarrier b count 2\nrole a[1] {\n  arrive(b)\n}\nrole c[1] {\n  arrive(b)\n  wait_parity(b, 0)\n}\n";
     assert_eq!(model_of(alone).symmetry_class_count(), 0);
-    assert_eq!(phasecheck_model::rt::symmetry::symmetry_classes(&model_of(alone).proto), Vec::<Vec<usize>>::new());
-    let pair = alone.replace("barrier b count 2", "barrier b count 3").replace("role a[1]", "role a[2]");
+    assert_eq!(
+        phasecheck_model::rt::symmetry::symmetry_classes(&model_of(alone).proto),
+        Vec::<Vec<usize>>::new()
+    );
+    let pair = alone
+        .replace("barrier b count 2", "barrier b count 3")
+        .replace("role a[1]", "role a[2]");
     assert_eq!(model_of(&pair).symmetry_class_count(), 1);
-    assert_eq!(phasecheck_model::rt::symmetry::symmetry_classes(&model_of(&pair).proto), vec![vec![0, 1]]);
+    assert_eq!(
+        phasecheck_model::rt::symmetry::symmetry_classes(&model_of(&pair).proto),
+        vec![vec![0, 1]]
+    );
 }
 
 /// The cluster barrier's phases are told apart by marks that alternate (docs/model.md,
@@ -587,7 +596,11 @@ fn a_loop_of_cluster_syncs_comes_back_to_its_state_every_two_phases() {
             c.sort();
             c.dedup();
         }
-        let clocks = s.threads.iter_mut().map(|t| &mut t.clock).chain(s.named.iter_mut().map(|n| &mut n.clock));
+        let clocks = s
+            .threads
+            .iter_mut()
+            .map(|t| &mut t.clock)
+            .chain(s.named.iter_mut().map(|n| &mut n.clock));
         for c in clocks {
             for (a, v) in c.iter_mut().enumerate() {
                 *v = cols[a].binary_search(v).unwrap() as u32;
@@ -630,7 +643,10 @@ fn a_reinitialised_barrier_is_fresh_for_a_thread_that_synchronised_through_anoth
     use phasecheck_model::ViolationKind::StaleWait;
     let src = "protocol p\nbarrier b count 1\nbarrier x count 1\nrole a[1] {\n  inval(b)\n  init(b)\n  arrive(x)\n  arrive(b)\n  wait_parity(b, 0)\n  arrive(b)\n  wait_parity(b, 1)\n}\nrole c[1] {\n  wait_parity(x, 0)\n  wait_parity(b, 1)\n}\n";
     let v = reachable_violations(&model_of(src));
-    assert_eq!(v.iter().map(|v| v.kind).collect::<std::collections::BTreeSet<_>>(), [StaleWait].into_iter().collect());
+    assert_eq!(
+        v.iter().map(|v| v.kind).collect::<std::collections::BTreeSet<_>>(),
+        [StaleWait].into_iter().collect()
+    );
     assert!(v.iter().any(|v| v.message.contains("c#0 waits on phase -1 of b")), "{v:#?}");
 }
 
