@@ -180,3 +180,19 @@ fn arrivals_that_exactly_fill_an_idle_named_barrier_commute_whatever_its_id() {
         assert!(fewer < all, "barrier {id}: {fewer} states reduced, {all} in full");
     }
 }
+
+/// A `fence_proxy_async()` also covers another thread's write that is ordered before it, so it
+/// does not commute with a TMA store of that buffer by a third thread: the store issued before
+/// the fence is a data race across proxies, after it is not. The reduction must expand both
+/// orders, and the reduced walk reaches the race the full one does.
+#[test]
+fn a_fence_over_another_threads_ordered_write_does_not_commute_with_a_store_of_it() {
+    let src = "protocol p\nbarrier b count 1\nbuffer d bytes 64\nrole a[1] {\n  write(d, 1)\n  arrive(b)\n}\nrole f[1] {\n  wait_parity(b, 0)\n  fence_proxy_async()\n}\nrole s[1] {\n  wait_parity(b, 0)\n  copy_store_async(d)\n  commit_group()\n  wait_group_read(0)\n}\n";
+    let ast = phasecheck_model::lang::parse(src).unwrap();
+    phasecheck_model::lang::check(&ast).unwrap();
+    let m = Model::new(phasecheck_model::program::lower::lower(&ast, &[]).unwrap());
+    let (full, _) = reachable_kinds(&m, false).unwrap();
+    let (reduced, _) = reachable_kinds(&m, true).unwrap();
+    assert_eq!(full, [ViolationKind::DataRace].into_iter().collect());
+    assert_eq!(reduced, full);
+}
