@@ -672,3 +672,14 @@ fn a_generic_write_leaves_its_buffer_unfenced_until_a_proxy_fence() {
     seen.dedup();
     assert_eq!(seen, [false, true, false, true, false]);
 }
+
+/// `mbarrier.arrive.expect_tx` with a byte count of zero is a plain arrival (PTX allows any
+/// count in range, zero included): it completes the phase like `arrive`, while a negative count
+/// is out of range (tx-range).
+#[test]
+fn arrive_expect_tx_of_zero_bytes_is_a_plain_arrival() {
+    use phasecheck_model::ViolationKind::TxRange;
+    let with = |n: i64| format!("protocol p\nbarrier b count 1\nrole t[1] {{\n  arrive_expect_tx(b, {n})\n  wait_parity(b, 0)\n}}\n");
+    assert_eq!(reachable_kinds(&model_of(&with(0))), Default::default());
+    assert_eq!(reachable_kinds(&model_of(&with(-1))), [TxRange].into_iter().collect());
+}
