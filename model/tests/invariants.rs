@@ -683,3 +683,27 @@ fn arrive_expect_tx_of_zero_bytes_is_a_plain_arrival() {
     assert_eq!(reachable_kinds(&model_of(&with(0))), Default::default());
     assert_eq!(reachable_kinds(&model_of(&with(-1))), [TxRange].into_iter().collect());
 }
+
+/// A protocol with more shared objects than a footprint names (256) is checked in full, the
+/// reduction off, whichever object its steps touch, the 257th included: a wait on the last
+/// barrier returns after the arrival on it and deadlocks without one.
+#[test]
+fn a_protocol_past_the_footprints_object_count_is_checked_in_full() {
+    use phasecheck_model::ViolationKind::Deadlock;
+    let with = |n: usize, arrive: &str| {
+        format!(
+            "protocol p\nbarrier b[{n}] count 1\nrole t[1] {{\n{arrive}  wait_parity(b[{}], 0)\n}}\n",
+            n - 1
+        )
+    };
+    for n in [257, 258] {
+        let m = model_of(&with(n, &format!("  arrive(b[{}])\n", n - 1)));
+        assert!(!m.por.applicable, "{n} barriers");
+        assert_eq!(reachable_kinds(&m), Default::default(), "{n} barriers");
+        assert_eq!(
+            reachable_kinds(&model_of(&with(n, ""))),
+            [Deadlock].into_iter().collect(),
+            "{n} barriers"
+        );
+    }
+}
