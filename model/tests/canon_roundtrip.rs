@@ -219,3 +219,32 @@ fn packing_keeps_states_of_protocols_without_the_async_proxy_whatever_their_barr
         assert!(checked >= 3, "{n} barriers: only {checked} states");
     }
 }
+
+/// A copy of a whole buffer packs without its byte range (so that states of protocols without
+/// partial copies stay small, and bytes per state is a figure users read): with the copy in
+/// flight, the copies' component of the state is smaller than for a copy of half the buffer, and
+/// both give themselves back.
+#[test]
+fn a_whole_buffer_copy_packs_smaller_than_a_copy_of_part_of_it() {
+    // The words of the copies' component (after one per thread, barrier and buffer) once the
+    // copy is in flight.
+    let copy_words = |bytes: u32| {
+        let src = format!("protocol p\nbarrier full count 1\nbuffer d bytes 64\nrole t[1] {{\n  arrive_expect_tx(full, {bytes})\n  copy_async(d, full, offset = 0, bytes = {bytes})\n  wait_parity(full, 0)\n}}\n");
+        let ast = phasecheck_model::lang::parse(&src).unwrap();
+        phasecheck_model::lang::check(&ast).unwrap();
+        let m = Model::new(phasecheck_model::program::lower::lower(&ast, &[]).unwrap());
+        let mut s = m.init().next.unwrap();
+        let mut en = Vec::new();
+        while s.copies.is_empty() {
+            en.clear();
+            m.actions(&s, &mut en);
+            s = m.step(&s, en[0]).next.unwrap();
+        }
+        assert_eq!(roundtrip(&m, &s), s);
+        let (mut words, mut ends) = (Vec::new(), Vec::new());
+        m.pack_state(&s, &mut words, &mut ends);
+        (ends[3] - ends[2]) as usize
+    };
+    let (whole, half) = (copy_words(64), copy_words(32));
+    assert!(whole < half, "whole {whole} words, half {half}");
+}
