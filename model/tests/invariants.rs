@@ -707,3 +707,33 @@ fn a_protocol_past_the_footprints_object_count_is_checked_in_full() {
         );
     }
 }
+
+/// Stored states keep their epochs small (rt/symmetry.rs, clock epochs): once any epoch, a copy
+/// engine's included, reaches 64, every agent's epochs are renumbered by rank, so a canonical
+/// state never holds an epoch of 64 or more. Here the copy engine's own epoch jumps in one step:
+/// the completion function it runs on the landing releases N times.
+#[test]
+fn canonical_states_keep_every_epoch_below_sixty_four() {
+    for n in 60..=68 {
+        let m = model_of(&format!("protocol p\nbarrier full count 1 completion more\nbarrier x count 1000\nbuffer d bytes 16\ncompletion more {{\n  for i in 0..{n} {{\n    arrive(x)\n  }}\n}}\nrole t[1] {{\n  arrive_expect_tx(full, 16)\n  copy_async(d, full)\n  wait_parity(full, 0)\n}}\n"));
+        let mut s = m.init().next.unwrap();
+        let (mut perm, mut en) = (Vec::new(), Vec::new());
+        let mut top = 0;
+        loop {
+            let mut c = s.clone();
+            m.canonical_form(&mut c, true, &mut perm);
+            let clocks = c.threads.iter().map(|t| &t.clock[..]).chain(c.engines.iter().map(|e| &e[..]));
+            let most = clocks.flat_map(|k| k.iter().copied()).max().unwrap_or(0);
+            assert!(most < 64, "{n} arrivals: an epoch of {most} stored");
+            top = top.max(s.engines.iter().flat_map(|e| e.iter().copied()).max().unwrap_or(0));
+            en.clear();
+            m.actions(&s, &mut en);
+            let Some(&a) = en.first() else { break };
+            match m.step(&s, a).next {
+                Some(n) => s = n,
+                None => break,
+            }
+        }
+        assert!(top >= n as u32, "{n} arrivals: the engine's epochs reached only {top}");
+    }
+}
