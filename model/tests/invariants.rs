@@ -737,3 +737,14 @@ fn canonical_states_keep_every_epoch_below_sixty_four() {
         assert!(top >= n as u32, "{n} arrivals: the engine's epochs reached only {top}");
     }
 }
+
+/// A converged warp's `commit` is one arrival for the warp wherever in the code it stands: a
+/// warp that commits to a barrier, then commits to it again inside an `if` all its lanes take,
+/// is not diverged (no entanglement), and neither is one that commits to two barriers in turn.
+#[test]
+fn a_converged_warp_commits_once_per_commit_inside_a_branch_too() {
+    let branch = "protocol p\nwarp_size 2\nbarrier b count 1\nvar go = 1\nrole w warps 1 {\n  commit(b)\n  wait_parity(b, 0)\n  if go == 1 {\n    commit(b)\n    wait_parity(b, 1)\n  }\n}\n";
+    assert_eq!(reachable_kinds(&model_of(branch)), Default::default());
+    let two = "protocol p\nwarp_size 2\nbarrier b count 1\nbarrier c count 1\nvar go = 1\nrole w warps 1 {\n  commit(b)\n  wait_parity(b, 0)\n  if go == 1 {\n    commit(c)\n    wait_parity(c, 0)\n  }\n}\n";
+    assert_eq!(reachable_kinds(&model_of(two)), Default::default());
+}
