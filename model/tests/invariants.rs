@@ -748,3 +748,24 @@ fn a_converged_warp_commits_once_per_commit_inside_a_branch_too() {
     let two = "protocol p\nwarp_size 2\nbarrier b count 1\nbarrier c count 1\nvar go = 1\nrole w warps 1 {\n  commit(b)\n  wait_parity(b, 0)\n  if go == 1 {\n    commit(c)\n    wait_parity(c, 0)\n  }\n}\n";
     assert_eq!(reachable_kinds(&model_of(two)), Default::default());
 }
+
+/// A `fence_proxy_async()` makes visible to the async proxy only the barrier inits ordered
+/// before it: an init by another thread that reached the fencing thread through nothing (its
+/// arrival on the cluster barrier was relaxed, which releases no history) stays invisible, so a
+/// TMA copy completing on that barrier is still reported, even though it runs after the fence.
+#[test]
+fn a_proxy_fence_does_not_cover_an_init_it_is_not_ordered_after() {
+    use phasecheck_model::ViolationKind::Uninitialized;
+    let with = |arrive: &str| {
+        format!("protocol p\ncluster 2\nbarrier full count 1\nbarrier x count 1\nbuffer d bytes 16\nrole a[1] {{\n  if cta == 0 {{\n    inval(full)\n    init(full)\n    {arrive}()\n    cluster_wait()\n    wait_parity(x, 0)\n    arrive_expect_tx(full, 16)\n    copy_async(d, full)\n    wait_parity(full, 0)\n  }} else {{\n    cluster_sync()\n  }}\n}}\nrole f[1] {{\n  cluster_sync()\n  if cta == 0 {{\n    fence_proxy_async()\n    arrive(x)\n  }}\n}}\n")
+    };
+    let v = reachable_violations(&model_of(&with("cluster_arrive_relaxed")));
+    assert_eq!(
+        v.iter().map(|v| v.kind).collect::<std::collections::BTreeSet<_>>(),
+        [Uninitialized].into_iter().collect(),
+        "{v:#?}"
+    );
+    assert!(v.iter().any(|v| v.message.contains("is not visible to the async proxy")), "{v:#?}");
+    // With a releasing arrival the init is ordered before the fence, which covers it.
+    assert_eq!(reachable_kinds(&model_of(&with("cluster_arrive"))), Default::default());
+}
