@@ -769,3 +769,34 @@ fn a_proxy_fence_does_not_cover_an_init_it_is_not_ordered_after() {
     // With a releasing arrival the init is ordered before the fence, which covers it.
     assert_eq!(reachable_kinds(&model_of(&with("cluster_arrive"))), Default::default());
 }
+
+/// What the lanes of a uniform warp share is done once for the warp (docs/model.md, warp-uniform
+/// roles): its `arrive` is one arrival per lane (four here fill the count), but its wait is
+/// answered once, so the step that passes it observes one wait (the trace and the self-check read these observations).
+#[test]
+fn a_uniform_warps_wait_is_answered_once_for_the_warp() {
+    let m = model_of("protocol p\nwarp_size 4\nbarrier b count 4\nrole w warps 1 uniform {\n  arrive(b)\n  wait_parity(b, 0)\n}\n");
+    let mut s = m.init().next.unwrap();
+    let mut en = Vec::new();
+    let mut waits = 0;
+    loop {
+        en.clear();
+        m.actions(&s, &mut en);
+        let Some(&a) = en.first() else { break };
+        let out = m.step(&s, a);
+        assert!(out.violations.is_empty(), "{:?}", out.violations);
+        waits += out
+            .event
+            .as_ref()
+            .unwrap()
+            .obs
+            .iter()
+            .filter(|o| matches!(o, Obs::Waited { .. }))
+            .count();
+        match out.next {
+            Some(n) => s = n,
+            None => break,
+        }
+    }
+    assert_eq!(waits, 1);
+}
