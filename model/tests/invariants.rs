@@ -800,3 +800,40 @@ fn a_uniform_warps_wait_is_answered_once_for_the_warp() {
     }
     assert_eq!(waits, 1);
 }
+
+/// The self-check's landing rule (I-LAND): a TMA copy that lands on a barrier no longer live
+/// must be reported as a lifetime violation, which ends the execution; a step that lands it and
+/// runs on is refused as a model bug, whatever other violation it reports. (The model's own
+/// `inval` refuses a barrier with a copy in flight, so the step is made by hand from a real one.)
+#[test]
+fn the_self_check_refuses_a_landing_on_a_dead_barrier_that_runs_on() {
+    use phasecheck_model::rt::state::Life;
+    use phasecheck_model::rt::Violation;
+    use phasecheck_model::ViolationKind::DataRace;
+    let m = model_of("protocol p\nbarrier full count 1\nbuffer d bytes 16\nrole t[1] {\n  arrive_expect_tx(full, 16)\n  copy_async(d, full)\n  wait_parity(full, 0)\n}\n");
+    let mut s = m.init().next.unwrap();
+    let mut en = Vec::new();
+    let land = loop {
+        en.clear();
+        m.actions(&s, &mut en);
+        if let Some(&a) = en.iter().find(|a| matches!(a, Action::Land(_))) {
+            break a;
+        }
+        s = m.step(&s, en[0]).next.unwrap();
+    };
+    let out = m.step(&s, land);
+    assert!(phasecheck_model::rt::selfcheck::transition(&m, &s, land, &out).is_ok());
+    let mut dead = s.clone();
+    dead.barriers[0].life = Life::Invalidated;
+    for with in [false, true] {
+        let mut ran_on = out.clone();
+        if with {
+            ran_on.violations.push(Violation {
+                kind: DataRace,
+                message: "a race".to_string(),
+            });
+        }
+        let e = phasecheck_model::rt::selfcheck::transition(&m, &dead, land, &ran_on).unwrap_err();
+        assert_eq!(e.rule, "I-LAND", "{with}: {}", e.message);
+    }
+}
