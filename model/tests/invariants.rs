@@ -837,3 +837,16 @@ fn the_self_check_refuses_a_landing_on_a_dead_barrier_that_runs_on() {
         assert_eq!(e.rule, "I-LAND", "{with}: {}", e.message);
     }
 }
+
+/// A generic write of part of a buffer leaves unfenced for the async proxy only the bytes it
+/// wrote: after a fenced whole write, a write of bytes 1.. leaves byte 0 fenced, so a TMA store
+/// of byte 0 alone is no race across proxies, while one of byte 1 is.
+#[test]
+fn a_partial_write_leaves_the_bytes_it_did_not_write_fenced() {
+    use phasecheck_model::ViolationKind::DataRace;
+    let with = |stored: u32| {
+        format!("protocol p\nbuffer d bytes 32\nrole t[1] {{\n  write(d, 1)\n  fence_proxy_async()\n  write(d, 1, offset = 1, bytes = 31)\n  copy_store_async(d, offset = {stored}, bytes = 1)\n  commit_group()\n  wait_group_read(0)\n}}\n")
+    };
+    assert_eq!(reachable_kinds(&model_of(&with(0))), Default::default());
+    assert_eq!(reachable_kinds(&model_of(&with(1))), [DataRace].into_iter().collect());
+}
