@@ -850,3 +850,18 @@ fn a_partial_write_leaves_the_bytes_it_did_not_write_fenced() {
     assert_eq!(reachable_kinds(&model_of(&with(0))), Default::default());
     assert_eq!(reachable_kinds(&model_of(&with(1))), [DataRace].into_iter().collect());
 }
+
+/// A re-initialised barrier's "phase before the first" carries no history: a fresh-barrier
+/// `wait_parity(b, 1)` after the re-init returns at once but orders the waiter after nobody, so
+/// its read of a buffer another thread wrote with nothing ordering the two is a race at the read
+/// (in the order write, then read), as it is without the wait.
+#[test]
+fn a_fresh_barrier_wait_after_a_reinit_orders_nothing() {
+    let with = |wait: &str| {
+        format!("protocol p\nbarrier b count 1\nbuffer d bytes 16\nrole a[1] {{\n  inval(b)\n  init(b)\n{wait}  read(d)\n}}\nrole w[1] {{\n  write(d, 1)\n}}\n")
+    };
+    for wait in ["  wait_parity(b, 1)\n", ""] {
+        let v = reachable_violations(&model_of(&with(wait)));
+        assert!(v.iter().any(|v| v.message.starts_with("a#0 reads d")), "{wait}: {v:#?}");
+    }
+}
