@@ -865,3 +865,17 @@ fn a_fresh_barrier_wait_after_a_reinit_orders_nothing() {
         assert!(v.iter().any(|v| v.message.starts_with("a#0 reads d")), "{wait}: {v:#?}");
     }
 }
+
+/// An MMA that overwrites an accumulator another thread loaded with `tcgen05_ld` races with that
+/// load unless the loader released it (the epilogue's arrive on an `empty` barrier the MMA
+/// thread waits for): without that release the race is reported at the MMA.
+#[test]
+fn an_mma_over_an_accumulator_another_thread_loaded_unreleased_is_a_race() {
+    let src = "protocol p\nbarrier full count 1\nbarrier again count 1\nbuffer a bytes 128\nbuffer acc bytes 512\nrole mma[1] {\n  tmem_alloc(acc, 64)\n  tcgen05_mma(acc, a)\n  tcgen05_commit(full)\n  wait_parity(full, 0)\n  tcgen05_mma(acc, a)\n  tcgen05_commit(again)\n  wait_parity(again, 0)\n}\nrole epi[1] {\n  wait_parity(full, 0)\n  tcgen05_ld(acc)\n  tcgen05_wait_ld()\n}\n";
+    let v = reachable_violations(&model_of(src));
+    assert!(
+        v.iter()
+            .any(|v| v.message.contains("issues tcgen05_mma overwriting") && v.message.contains("tcgen05_ld")),
+        "{v:#?}"
+    );
+}
