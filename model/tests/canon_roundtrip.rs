@@ -201,3 +201,50 @@ fn same_part_is_true_exactly_where_a_component_packs_the_same() {
     }
     assert!(same > 1000 && changed > 1000, "{same} same, {changed} changed");
 }
+
+/// A protocol that never uses the async proxy packs no proxy component, and its states unpack
+/// with the proxy's per-barrier flags cleared, however many barriers there are: around the edge
+/// of eight 32-bit flag words (255 to 265 barriers), every state reached gives itself back.
+#[test]
+fn packing_keeps_states_of_protocols_without_the_async_proxy_whatever_their_barrier_count() {
+    for n in [255usize, 256, 257, 264, 265] {
+        let last = n - 1;
+        let src = format!(
+            "protocol wide\nbarrier b[{n}] count 1\nrole t[1] {{\n  arrive(b[0])\n  arrive(b[{last}])\n  wait_parity(b[{last}], 0)\n}}\n"
+        );
+        let ast = phasecheck_model::lang::parse(&src).unwrap_or_else(|e| panic!("{e:?}\n{src}"));
+        phasecheck_model::lang::check(&ast).unwrap_or_else(|e| panic!("{e:?}\n{src}"));
+        let m = Model::new(phasecheck_model::program::lower::lower(&ast, &[]).expect("lowers"));
+        let checked = roundtrip_reached(&m, &format!("{n} barriers"));
+        assert!(checked >= 3, "{n} barriers: only {checked} states");
+    }
+}
+
+/// A copy of a whole buffer packs without its byte range (so that states of protocols without
+/// partial copies stay small, and bytes per state is a figure users read): with the copy in
+/// flight, the copies' component of the state is smaller than for a copy of half the buffer, and
+/// both give themselves back.
+#[test]
+fn a_whole_buffer_copy_packs_smaller_than_a_copy_of_part_of_it() {
+    // The words of the copies' component (after one per thread, barrier and buffer) once the
+    // copy is in flight.
+    let copy_words = |bytes: u32| {
+        let src = format!("protocol p\nbarrier full count 1\nbuffer d bytes 64\nrole t[1] {{\n  arrive_expect_tx(full, {bytes})\n  copy_async(d, full, offset = 0, bytes = {bytes})\n  wait_parity(full, 0)\n}}\n");
+        let ast = phasecheck_model::lang::parse(&src).unwrap();
+        phasecheck_model::lang::check(&ast).unwrap();
+        let m = Model::new(phasecheck_model::program::lower::lower(&ast, &[]).unwrap());
+        let mut s = m.init().next.unwrap();
+        let mut en = Vec::new();
+        while s.copies.is_empty() {
+            en.clear();
+            m.actions(&s, &mut en);
+            s = m.step(&s, en[0]).next.unwrap();
+        }
+        assert_eq!(roundtrip(&m, &s), s);
+        let (mut words, mut ends) = (Vec::new(), Vec::new());
+        m.pack_state(&s, &mut words, &mut ends);
+        (ends[3] - ends[2]) as usize
+    };
+    let (whole, half) = (copy_words(64), copy_words(32));
+    assert!(whole < half, "whole {whole} words, half {half}");
+}

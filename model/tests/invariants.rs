@@ -514,3 +514,368 @@ fn zero_bytes_inside_a_copy_in_flight_meet_no_copy() {
         );
     }
 }
+
+/// A completion function run when a TMA landing completes its phase may issue a whole-buffer
+/// copy too: reading that buffer before the copy has landed is reported as a race that names a
+/// thread of the protocol as the copy's issuer, and waiting for the copy's barrier first is clean.
+#[test]
+fn a_whole_copy_issued_by_a_completion_function_on_a_landing_is_tracked_like_a_threads() {
+    use phasecheck_model::ViolationKind::{DataRace, Lifetime};
+    let src = "protocol p\nbarrier full count 1 completion refill\nbarrier again count 1\nbuffer d bytes 32\nbuffer e bytes 32\ncompletion refill {\n  copy_async(e, again)\n}\nrole t[1] {\n  arrive_expect_tx(full, 32)\n  copy_async(d, full)\n  wait_parity(full, 0)\n  arrive_expect_tx(again, 32)\n  wait_parity(again, 0)\n  read(e)\n}\n";
+    assert_eq!(reachable_kinds(&model_of(src)), Default::default());
+    let early = src.replace("  arrive_expect_tx(again, 32)\n  wait_parity(again, 0)\n", "");
+    let v = reachable_violations(&model_of(&early));
+    assert_eq!(
+        v.iter().map(|v| v.kind).collect::<std::collections::BTreeSet<_>>(),
+        [DataRace, Lifetime].into_iter().collect()
+    );
+    assert!(
+        v.iter()
+            .any(|v| v.message.contains("reads e before the async copy into it (issued by t#0)")),
+        "{v:#?}"
+    );
+}
+
+/// A broken model rule ends the step as an internal error naming the rule (docs/model.md,
+/// "Invariants"): with the planted defect `wait-always-ready`, a blocking wait on a phase that is
+/// not complete is stepped through, and the step reports R-WAIT with the wait it passed, rather
+/// than ending the execution silently (which would read as a clean verdict).
+#[test]
+fn a_wait_passed_on_an_incomplete_phase_is_the_internal_error_r_wait() {
+    let mut m = model_of("protocol p\nbarrier e count 1\nrole c[1] {\n  wait_parity(e, 0)\n}\n");
+    m.mutant = Some(phasecheck_model::rt::Mutant::WaitAlwaysReady);
+    let s = m.init().next.unwrap();
+    let mut en = Vec::new();
+    m.actions(&s, &mut en);
+    assert_eq!(en.len(), 1, "{en:?}");
+    let out = m.step(&s, en[0]);
+    let e = out.internal.expect("an internal error");
+    assert_eq!(e.rule, "R-WAIT");
+    assert!(e.message.contains("passed a blocking wait on phase 0 of e"), "{}", e.message);
+}
+
+/// A symmetry class is a set of two or more interchangeable threads: a thread alone in its role
+/// has nothing to be swapped with, so a protocol of one-thread roles has no symmetry (the report
+/// header names no classes) and one role of two identity-free threads beside them makes one class.
+#[test]
+fn a_thread_alone_in_its_role_is_in_no_symmetry_class() {
+    let alone = "protocol p\nbarrier b count 2\nrole a[1] {\n  arrive(b)\n}\nrole c[1] {\n  arrive(b)\n  wait_parity(b, 0)\n}\n";
+    assert_eq!(model_of(alone).symmetry_class_count(), 0);
+    assert_eq!(
+        phasecheck_model::rt::symmetry::symmetry_classes(&model_of(alone).proto),
+        Vec::<Vec<usize>>::new()
+    );
+    let pair = alone
+        .replace("barrier b count 2", "barrier b count 3")
+        .replace("role a[1]", "role a[2]");
+    assert_eq!(model_of(&pair).symmetry_class_count(), 1);
+    assert_eq!(
+        phasecheck_model::rt::symmetry::symmetry_classes(&model_of(&pair).proto),
+        vec![vec![0, 1]]
+    );
+}
+
+/// The cluster barrier's phases are told apart by marks that alternate (docs/model.md,
+/// "Clusters"): a thread waits for the phase it arrived on and no two live phases are more than
+/// one apart, so nothing tells phase k from phase k + 2. A loop of `cluster_sync()` comes back to
+/// the same state every two phases (up to the renaming of epochs by rank that stored states
+/// get), which is what keeps such a loop's state space small.
+#[test]
+fn a_loop_of_cluster_syncs_comes_back_to_its_state_every_two_phases() {
+    use phasecheck_model::rt::state::{State, Status};
+    // Each agent's epochs replaced by their rank (0 stays 0): every happens-before comparison kept.
+    fn ranked(mut s: State) -> State {
+        let agents = s.threads[0].clock.len();
+        let mut cols: Vec<Vec<u32>> = vec![vec![0]; agents];
+        for c in s.threads.iter().map(|t| &t.clock).chain(s.named.iter().map(|n| &n.clock)) {
+            for (a, &v) in c.iter().enumerate() {
+                cols[a].push(v);
+            }
+        }
+        for c in cols.iter_mut() {
+            c.sort();
+            c.dedup();
+        }
+        let clocks = s
+            .threads
+            .iter_mut()
+            .map(|t| &mut t.clock)
+            .chain(s.named.iter_mut().map(|n| &mut n.clock));
+        for c in clocks {
+            for (a, v) in c.iter_mut().enumerate() {
+                *v = cols[a].binary_search(v).unwrap() as u32;
+            }
+        }
+        s
+    }
+    let m = model_of("protocol p\ncluster 2\nrole w[1] {\n  while 1 {\n    cluster_sync()\n  }\n}\n");
+    let mut s = m.init().next.unwrap();
+    let mut en = Vec::new();
+    // The state each time a phase has released its waiters (one thread per CTA; the walk takes
+    // the first enabled step).
+    let mut after_phase: Vec<State> = Vec::new();
+    for _ in 0..60 {
+        en.clear();
+        m.actions(&s, &mut en);
+        let out = m.step(&s, en[0]);
+        assert!(out.violations.is_empty(), "{:?}", out.violations);
+        let n = out.next.unwrap();
+        let waiting = |s: &State| s.threads.iter().filter(|t| t.status == Status::AtClusterWait).count();
+        if waiting(&n) < waiting(&s) {
+            after_phase.push(ranked(n.clone()));
+        }
+        s = n;
+    }
+    assert!(after_phase.len() >= 6, "{} phases", after_phase.len());
+    assert_ne!(after_phase[1], after_phase[2]);
+    for k in 3..after_phase.len() {
+        assert_eq!(after_phase[k], after_phase[k - 2], "phase {k}");
+    }
+}
+
+/// A re-initialised barrier starts a new life for everyone (what anyone knew of its old phases
+/// names nothing): a thread that learns of the re-init only through another barrier reads its
+/// `wait_parity(b, 1)` as the fresh-barrier wait on the phase before the first, so once the new
+/// life has completed a phase or two that wait is a stale-wait (the hardware answers about a
+/// later phase), not a wait on a phase of the new life.
+#[test]
+fn a_reinitialised_barrier_is_fresh_for_a_thread_that_synchronised_through_another() {
+    use phasecheck_model::ViolationKind::StaleWait;
+    let src = "protocol p\nbarrier b count 1\nbarrier x count 1\nrole a[1] {\n  inval(b)\n  init(b)\n  arrive(x)\n  arrive(b)\n  wait_parity(b, 0)\n  arrive(b)\n  wait_parity(b, 1)\n}\nrole c[1] {\n  wait_parity(x, 0)\n  wait_parity(b, 1)\n}\n";
+    let v = reachable_violations(&model_of(src));
+    assert_eq!(
+        v.iter().map(|v| v.kind).collect::<std::collections::BTreeSet<_>>(),
+        [StaleWait].into_iter().collect()
+    );
+    assert!(v.iter().any(|v| v.message.contains("c#0 waits on phase -1 of b")), "{v:#?}");
+}
+
+/// A buffer tells whether some byte of it is left unfenced for the async proxy: a generic write
+/// of the whole buffer or of part of it leaves its bytes unfenced until the writer's
+/// `fence_proxy_async()`, after which the TMA store may read them.
+#[test]
+fn a_generic_write_leaves_its_buffer_unfenced_until_a_proxy_fence() {
+    let m = model_of("protocol p\nbuffer d bytes 32\nrole t[1] {\n  write(d, 1)\n  fence_proxy_async()\n  write(d, 2, offset = 0, bytes = 16)\n  fence_proxy_async()\n  copy_store_async(d)\n  commit_group()\n  wait_group(0)\n}\n");
+    let mut s = m.init().next.unwrap();
+    let mut seen = vec![s.buffers[0].any_unfenced()];
+    let mut en = Vec::new();
+    loop {
+        en.clear();
+        m.actions(&s, &mut en);
+        let Some(&a) = en.first() else { break };
+        let out = m.step(&s, a);
+        assert!(out.violations.is_empty(), "{:?}", out.violations);
+        let Some(n) = out.next else { break };
+        s = n;
+        seen.push(s.buffers[0].any_unfenced());
+    }
+    seen.dedup();
+    assert_eq!(seen, [false, true, false, true, false]);
+}
+
+/// `mbarrier.arrive.expect_tx` with a byte count of zero is a plain arrival (PTX allows any
+/// count in range, zero included): it completes the phase like `arrive`, while a negative count
+/// is out of range (tx-range).
+#[test]
+fn arrive_expect_tx_of_zero_bytes_is_a_plain_arrival() {
+    use phasecheck_model::ViolationKind::TxRange;
+    let with = |n: i64| format!("protocol p\nbarrier b count 1\nrole t[1] {{\n  arrive_expect_tx(b, {n})\n  wait_parity(b, 0)\n}}\n");
+    assert_eq!(reachable_kinds(&model_of(&with(0))), Default::default());
+    assert_eq!(reachable_kinds(&model_of(&with(-1))), [TxRange].into_iter().collect());
+}
+
+/// A protocol with more shared objects than a footprint names (256) is checked in full, the
+/// reduction off, whichever object its steps touch, the 257th included: a wait on the last
+/// barrier returns after the arrival on it and deadlocks without one.
+#[test]
+fn a_protocol_past_the_footprints_object_count_is_checked_in_full() {
+    use phasecheck_model::ViolationKind::Deadlock;
+    let with = |n: usize, arrive: &str| {
+        format!(
+            "protocol p\nbarrier b[{n}] count 1\nrole t[1] {{\n{arrive}  wait_parity(b[{}], 0)\n}}\n",
+            n - 1
+        )
+    };
+    for n in [257, 258] {
+        let m = model_of(&with(n, &format!("  arrive(b[{}])\n", n - 1)));
+        assert!(!m.por.applicable, "{n} barriers");
+        assert_eq!(reachable_kinds(&m), Default::default(), "{n} barriers");
+        assert_eq!(
+            reachable_kinds(&model_of(&with(n, ""))),
+            [Deadlock].into_iter().collect(),
+            "{n} barriers"
+        );
+    }
+}
+
+/// Stored states keep their epochs small (rt/symmetry.rs, clock epochs): once any epoch, a copy
+/// engine's included, reaches 64, every agent's epochs are renumbered by rank, so a canonical
+/// state never holds an epoch of 64 or more. Here the copy engine's own epoch jumps in one step:
+/// the completion function it runs on the landing releases N times.
+#[test]
+fn canonical_states_keep_every_epoch_below_sixty_four() {
+    for n in 60..=68 {
+        let m = model_of(&format!("protocol p\nbarrier full count 1 completion more\nbarrier x count 1000\nbuffer d bytes 16\ncompletion more {{\n  for i in 0..{n} {{\n    arrive(x)\n  }}\n}}\nrole t[1] {{\n  arrive_expect_tx(full, 16)\n  copy_async(d, full)\n  wait_parity(full, 0)\n}}\n"));
+        let mut s = m.init().next.unwrap();
+        let (mut perm, mut en) = (Vec::new(), Vec::new());
+        let mut top = 0;
+        loop {
+            let mut c = s.clone();
+            m.canonical_form(&mut c, true, &mut perm);
+            let clocks = c.threads.iter().map(|t| &t.clock[..]).chain(c.engines.iter().map(|e| &e[..]));
+            let most = clocks.flat_map(|k| k.iter().copied()).max().unwrap_or(0);
+            assert!(most < 64, "{n} arrivals: an epoch of {most} stored");
+            top = top.max(s.engines.iter().flat_map(|e| e.iter().copied()).max().unwrap_or(0));
+            en.clear();
+            m.actions(&s, &mut en);
+            let Some(&a) = en.first() else { break };
+            match m.step(&s, a).next {
+                Some(n) => s = n,
+                None => break,
+            }
+        }
+        assert!(top >= n as u32, "{n} arrivals: the engine's epochs reached only {top}");
+    }
+}
+
+/// A converged warp's `commit` is one arrival for the warp wherever in the code it stands: a
+/// warp that commits to a barrier, then commits to it again inside an `if` all its lanes take,
+/// is not diverged (no entanglement), and neither is one that commits to two barriers in turn.
+#[test]
+fn a_converged_warp_commits_once_per_commit_inside_a_branch_too() {
+    let branch = "protocol p\nwarp_size 2\nbarrier b count 1\nvar go = 1\nrole w warps 1 {\n  commit(b)\n  wait_parity(b, 0)\n  if go == 1 {\n    commit(b)\n    wait_parity(b, 1)\n  }\n}\n";
+    assert_eq!(reachable_kinds(&model_of(branch)), Default::default());
+    let two = "protocol p\nwarp_size 2\nbarrier b count 1\nbarrier c count 1\nvar go = 1\nrole w warps 1 {\n  commit(b)\n  wait_parity(b, 0)\n  if go == 1 {\n    commit(c)\n    wait_parity(c, 0)\n  }\n}\n";
+    assert_eq!(reachable_kinds(&model_of(two)), Default::default());
+}
+
+/// A `fence_proxy_async()` makes visible to the async proxy only the barrier inits ordered
+/// before it: an init by another thread that reached the fencing thread through nothing (its
+/// arrival on the cluster barrier was relaxed, which releases no history) stays invisible, so a
+/// TMA copy completing on that barrier is still reported, even though it runs after the fence.
+#[test]
+fn a_proxy_fence_does_not_cover_an_init_it_is_not_ordered_after() {
+    use phasecheck_model::ViolationKind::Uninitialized;
+    let with = |arrive: &str| {
+        format!("protocol p\ncluster 2\nbarrier full count 1\nbarrier x count 1\nbuffer d bytes 16\nrole a[1] {{\n  if cta == 0 {{\n    inval(full)\n    init(full)\n    {arrive}()\n    cluster_wait()\n    wait_parity(x, 0)\n    arrive_expect_tx(full, 16)\n    copy_async(d, full)\n    wait_parity(full, 0)\n  }} else {{\n    cluster_sync()\n  }}\n}}\nrole f[1] {{\n  cluster_sync()\n  if cta == 0 {{\n    fence_proxy_async()\n    arrive(x)\n  }}\n}}\n")
+    };
+    let v = reachable_violations(&model_of(&with("cluster_arrive_relaxed")));
+    assert_eq!(
+        v.iter().map(|v| v.kind).collect::<std::collections::BTreeSet<_>>(),
+        [Uninitialized].into_iter().collect(),
+        "{v:#?}"
+    );
+    assert!(v.iter().any(|v| v.message.contains("is not visible to the async proxy")), "{v:#?}");
+    // With a releasing arrival the init is ordered before the fence, which covers it.
+    assert_eq!(reachable_kinds(&model_of(&with("cluster_arrive"))), Default::default());
+}
+
+/// What the lanes of a uniform warp share is done once for the warp (docs/model.md, warp-uniform
+/// roles): its `arrive` is one arrival per lane (four here fill the count), but its wait is
+/// answered once, so the step that passes it observes one wait (the trace and the self-check read these observations).
+#[test]
+fn a_uniform_warps_wait_is_answered_once_for_the_warp() {
+    let m = model_of("protocol p\nwarp_size 4\nbarrier b count 4\nrole w warps 1 uniform {\n  arrive(b)\n  wait_parity(b, 0)\n}\n");
+    let mut s = m.init().next.unwrap();
+    let mut en = Vec::new();
+    let mut waits = 0;
+    loop {
+        en.clear();
+        m.actions(&s, &mut en);
+        let Some(&a) = en.first() else { break };
+        let out = m.step(&s, a);
+        assert!(out.violations.is_empty(), "{:?}", out.violations);
+        waits += out
+            .event
+            .as_ref()
+            .unwrap()
+            .obs
+            .iter()
+            .filter(|o| matches!(o, Obs::Waited { .. }))
+            .count();
+        match out.next {
+            Some(n) => s = n,
+            None => break,
+        }
+    }
+    assert_eq!(waits, 1);
+}
+
+/// The self-check's landing rule (I-LAND): a TMA copy that lands on a barrier no longer live
+/// must be reported as a lifetime violation, which ends the execution; a step that lands it and
+/// runs on is refused as a model bug, whatever other violation it reports. (The model's own
+/// `inval` refuses a barrier with a copy in flight, so the step is made by hand from a real one.)
+#[test]
+fn the_self_check_refuses_a_landing_on_a_dead_barrier_that_runs_on() {
+    use phasecheck_model::rt::state::Life;
+    use phasecheck_model::rt::Violation;
+    use phasecheck_model::ViolationKind::DataRace;
+    let m = model_of("protocol p\nbarrier full count 1\nbuffer d bytes 16\nrole t[1] {\n  arrive_expect_tx(full, 16)\n  copy_async(d, full)\n  wait_parity(full, 0)\n}\n");
+    let mut s = m.init().next.unwrap();
+    let mut en = Vec::new();
+    let land = loop {
+        en.clear();
+        m.actions(&s, &mut en);
+        if let Some(&a) = en.iter().find(|a| matches!(a, Action::Land(_))) {
+            break a;
+        }
+        s = m.step(&s, en[0]).next.unwrap();
+    };
+    let out = m.step(&s, land);
+    assert!(phasecheck_model::rt::selfcheck::transition(&m, &s, land, &out).is_ok());
+    let mut dead = s.clone();
+    dead.barriers[0].life = Life::Invalidated;
+    for with in [false, true] {
+        let mut ran_on = out.clone();
+        if with {
+            ran_on.violations.push(Violation {
+                kind: DataRace,
+                message: "a race".to_string(),
+            });
+        }
+        let e = phasecheck_model::rt::selfcheck::transition(&m, &dead, land, &ran_on).unwrap_err();
+        assert_eq!(e.rule, "I-LAND", "{with}: {}", e.message);
+    }
+}
+
+/// A generic write of part of a buffer leaves unfenced for the async proxy only the bytes it
+/// wrote: after a fenced whole write, a write of bytes 1.. leaves byte 0 fenced, so a TMA store
+/// of byte 0 alone is no race across proxies, while one of byte 1 is.
+#[test]
+fn a_partial_write_leaves_the_bytes_it_did_not_write_fenced() {
+    use phasecheck_model::ViolationKind::DataRace;
+    let with = |stored: u32| {
+        format!("protocol p\nbuffer d bytes 32\nrole t[1] {{\n  write(d, 1)\n  fence_proxy_async()\n  write(d, 1, offset = 1, bytes = 31)\n  copy_store_async(d, offset = {stored}, bytes = 1)\n  commit_group()\n  wait_group_read(0)\n}}\n")
+    };
+    assert_eq!(reachable_kinds(&model_of(&with(0))), Default::default());
+    assert_eq!(reachable_kinds(&model_of(&with(1))), [DataRace].into_iter().collect());
+}
+
+/// A re-initialised barrier's "phase before the first" carries no history: a fresh-barrier
+/// `wait_parity(b, 1)` after the re-init returns at once but orders the waiter after nobody, so
+/// its read of a buffer another thread wrote with nothing ordering the two is a race at the read
+/// (in the order write, then read), as it is without the wait.
+#[test]
+fn a_fresh_barrier_wait_after_a_reinit_orders_nothing() {
+    let with = |wait: &str| {
+        format!("protocol p\nbarrier b count 1\nbuffer d bytes 16\nrole a[1] {{\n  inval(b)\n  init(b)\n{wait}  read(d)\n}}\nrole w[1] {{\n  write(d, 1)\n}}\n")
+    };
+    for wait in ["  wait_parity(b, 1)\n", ""] {
+        let v = reachable_violations(&model_of(&with(wait)));
+        assert!(v.iter().any(|v| v.message.starts_with("a#0 reads d")), "{wait}: {v:#?}");
+    }
+}
+
+/// An MMA that overwrites an accumulator another thread loaded with `tcgen05_ld` races with that
+/// load unless the loader released it (the epilogue's arrive on an `empty` barrier the MMA
+/// thread waits for): without that release the race is reported at the MMA.
+#[test]
+fn an_mma_over_an_accumulator_another_thread_loaded_unreleased_is_a_race() {
+    let src = "protocol p\nbarrier full count 1\nbarrier again count 1\nbuffer a bytes 128\nbuffer acc bytes 512\nrole mma[1] {\n  tmem_alloc(acc, 64)\n  tcgen05_mma(acc, a)\n  tcgen05_commit(full)\n  wait_parity(full, 0)\n  tcgen05_mma(acc, a)\n  tcgen05_commit(again)\n  wait_parity(again, 0)\n}\nrole epi[1] {\n  wait_parity(full, 0)\n  tcgen05_ld(acc)\n  tcgen05_wait_ld()\n}\n";
+    let v = reachable_violations(&model_of(src));
+    assert!(
+        v.iter()
+            .any(|v| v.message.contains("issues tcgen05_mma overwriting") && v.message.contains("tcgen05_ld")),
+        "{v:#?}"
+    );
+}

@@ -567,3 +567,23 @@ fn e112_advice_fits_an_elect_result_or_a_lane_value() {
     assert!(m.contains("derive it from `warp` instead"), "{m}");
     assert!(!m.contains("may only be the condition"), "{m}");
 }
+
+/// A loop's end is where `break` stops being allowed: a `break` after a `while` or a `for` loop,
+/// outside any loop, is E035 at the `break`, like one in a body with no loop at all.
+#[test]
+fn e035_break_after_a_loop_has_ended() {
+    let m = rejects(&in_role("  while ctrl == 1 {\n    work\n  }\n  break"), "E035", 12, 3);
+    assert!(m.contains("innermost `for` or `while` loop"), "{m}");
+    rejects(&in_role("  for i in 0..2 {\n    work\n  }\n  break"), "E035", 12, 3);
+    rejects(&in_role("  break"), "E035", 9, 3);
+}
+
+/// `from = SRC` and `tensormap = MAP` are named arguments like the others: a positional argument
+/// after either alone is refused (E007 at it, with the usage), not taken as the next slot.
+#[test]
+fn e007_a_positional_argument_after_from_or_tensormap_alone() {
+    let m = rejects(&in_role("  copy_async(one, from = slot[0], done)"), "E007", 9, 35);
+    assert!(m.contains("positional arguments must come before named ones"), "{m}");
+    let m = rejects(&in_role("  copy_async(one, tensormap = desc, done)"), "E007", 9, 37);
+    assert!(m.contains("positional arguments must come before named ones"), "{m}");
+}
