@@ -228,7 +228,7 @@ def summary(path, commit=None):
     lo, hi = wilson(caught, viable)
     rejudged = sum(bool(r.get("tests_commit")) and r["outcome"] == "caught" for r in rows)
     print(
-        f"{len(seen)} mutants run: {caught} caught ({rejudged} of them re-judged with later tests), "
+        f"{len(seen)} mutants run: {caught} caught ({rejudged} of them judged with tests later than the sample's tree), "
         f"{len(missed)} missed, {unviable} unviable, {equivalent} equivalent (fuzz/mutants-equivalent.jsonl)"
     )
     if viable:
