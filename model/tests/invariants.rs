@@ -161,6 +161,11 @@ fn reachable_kinds(m: &Model) -> std::collections::BTreeSet<phasecheck_model::Vi
     reachable_violations(m).into_iter().map(|v| v.kind).collect()
 }
 
+/// The kinds every execution of the spec text `src` can reach.
+fn kinds_of(src: &str) -> std::collections::BTreeSet<phasecheck_model::ViolationKind> {
+    reachable_kinds(&model_of(src))
+}
+
 #[test]
 fn an_assertion_in_a_completion_function_fails_exactly_when_its_condition_is_zero() {
     use phasecheck_model::ViolationKind::Assertion;
@@ -170,9 +175,9 @@ fn an_assertion_in_a_completion_function_fails_exactly_when_its_condition_is_zer
         )
     };
     // The second phase's completion sees ctrl == 1.
-    assert!(reachable_kinds(&model_of(&with("ctrl == 0"))).contains(&Assertion));
-    assert!(!reachable_kinds(&model_of(&with("ctrl < 2"))).contains(&Assertion));
-    assert!(!reachable_kinds(&model_of(&with("1"))).contains(&Assertion));
+    assert!(kinds_of(&with("ctrl == 0")).contains(&Assertion));
+    assert!(!kinds_of(&with("ctrl < 2")).contains(&Assertion));
+    assert!(!kinds_of(&with("1")).contains(&Assertion));
 }
 
 #[test]
@@ -180,9 +185,9 @@ fn a_completion_function_takes_the_branch_its_condition_names() {
     use phasecheck_model::ViolationKind::Assertion;
     // The first phase's completion sees ctrl == 0 and must set flag; the second must not reset it.
     let src = "protocol p\nvar ctrl = 0\nvar flag = 0\nbarrier b count 1 completion tick\ncompletion tick {\n  if ctrl == 0 { flag = 1 } else { flag = flag }\n  ctrl = ctrl + 1\n  assert flag == 1\n}\nrole w[1] {\n  for r in 0..2 {\n    let t = arrive(b)\n    wait(b, t)\n  }\n}\n";
-    assert!(!reachable_kinds(&model_of(src)).contains(&Assertion));
+    assert!(!kinds_of(src).contains(&Assertion));
     let inverted = src.replace("if ctrl == 0", "if ctrl != 0");
-    assert!(reachable_kinds(&model_of(&inverted)).contains(&Assertion));
+    assert!(kinds_of(&inverted).contains(&Assertion));
 }
 
 #[test]
@@ -190,8 +195,8 @@ fn a_byte_range_past_the_end_of_its_buffer_is_an_assertion_whichever_end_is_out(
     use phasecheck_model::ViolationKind::Assertion;
     // Thread 1's range starts inside the buffer's 64 bytes and ends past them; thread 0's fits.
     let src = |off: &str| format!("protocol p\nbuffer tile bytes 64\nrole w[2] {{\n  read(tile, offset = {off}, bytes = 48)\n}}\n");
-    assert!(reachable_kinds(&model_of(&src("tid * 32"))).contains(&Assertion));
-    assert!(!reachable_kinds(&model_of(&src("tid * 8"))).contains(&Assertion));
+    assert!(kinds_of(&src("tid * 32")).contains(&Assertion));
+    assert!(!kinds_of(&src("tid * 8")).contains(&Assertion));
 }
 
 #[test]
@@ -200,11 +205,11 @@ fn gtid_counts_from_zero_in_every_cta_of_a_cluster() {
     // Each CTA's thread 0 arrives on its own CTA's barrier: with gtid counted cluster-wide,
     // CTA 1 would have no thread 0 and its waiter would starve.
     let src = "protocol p\ncluster 2\nbarrier b count 1\nrole w[2] {\n  if gtid == 0 { arrive(b) }\n  wait_parity(b, 0)\n}\n";
-    assert!(!reachable_kinds(&model_of(src)).contains(&Deadlock));
+    assert!(!kinds_of(src).contains(&Deadlock));
     let shifted = src.replace("gtid == 0", "gtid == 1");
-    assert!(!reachable_kinds(&model_of(&shifted)).contains(&Deadlock));
+    assert!(!kinds_of(&shifted).contains(&Deadlock));
     let absent = src.replace("gtid == 0", "gtid == 2");
-    assert!(reachable_kinds(&model_of(&absent)).contains(&Deadlock));
+    assert!(kinds_of(&absent).contains(&Deadlock));
 }
 
 /// A uniform warp's arrivals are one step, recorded as one arrival per phase it reaches with the
@@ -240,10 +245,10 @@ fn a_whole_write_after_partial_writes_replaces_every_byte_including_the_first() 
         format!("protocol p\nbuffer tile bytes 64\nrole w[1] {{\n  write(tile, 1, offset = 0, bytes = 32)\n  write(tile, 2, offset = 32, bytes = 32)\n  write(tile, 3)\n  read(tile, expect = 3, offset = {lo}, bytes = 1)\n}}\n")
     };
     for lo in [0, 1, 31, 32, 63] {
-        assert!(!reachable_kinds(&model_of(&src(lo))).contains(&StaleRead), "byte {lo}");
+        assert!(!kinds_of(&src(lo)).contains(&StaleRead), "byte {lo}");
     }
     let wrong = src(0).replace("expect = 3", "expect = 1");
-    assert!(reachable_kinds(&model_of(&wrong)).contains(&StaleRead));
+    assert!(kinds_of(&wrong).contains(&StaleRead));
 }
 
 #[test]
@@ -259,8 +264,8 @@ fn a_copys_default_version_counts_partial_writes_as_writes() {
         "write(tile, 7, offset = 0, bytes = 32)",
         "write(tile, 7, offset = 32, bytes = 32)",
     ] {
-        assert!(!reachable_kinds(&model_of(&src(w, 1))).contains(&StaleRead), "{w}");
-        assert!(reachable_kinds(&model_of(&src(w, 0))).contains(&StaleRead), "{w}");
+        assert!(!kinds_of(&src(w, 1)).contains(&StaleRead), "{w}");
+        assert!(kinds_of(&src(w, 0)).contains(&StaleRead), "{w}");
     }
 }
 
@@ -297,7 +302,7 @@ fn the_planted_no_parity_aliasing_defect_changes_only_the_aliased_wait() {
 #[test]
 fn a_uniform_warp_allocates_and_frees_tensor_memory_once() {
     let src = "protocol u\nwarp_size 4\nbarrier ready count 1\nbarrier done count 1\nbuffer acc bytes 512\nrole mma warps 1 uniform {\n  tmem_alloc(acc, 64)\n  let e = elect()\n  if e == 1 { arrive(ready) }\n  wait_parity(done, 0)\n  tmem_dealloc(acc)\n}\nrole epilogue[1] {\n  wait_parity(ready, 0)\n  arrive(done)\n}\n";
-    assert_eq!(reachable_kinds(&model_of(src)), Default::default());
+    assert_eq!(kinds_of(src), Default::default());
 }
 
 /// The self-check's wait rule (I-WAIT) refuses a wait that returned on a phase an even number of
@@ -341,8 +346,8 @@ fn a_uniform_warp_commits_its_cp_async_copies_as_one_group() {
     let src = |n: u32| {
         format!("protocol p\nwarp_size 2\nbuffer d bytes 64\nrole w warps 1 uniform {{\n  let e = elect()\n  if e == 1 {{\n    cp_async(d)\n  }}\n  cp_async_commit_group()\n  cp_async_wait_group({n})\n  read(d)\n}}\n")
     };
-    assert_eq!(reachable_kinds(&model_of(&src(0))), Default::default());
-    assert!(reachable_kinds(&model_of(&src(1))).contains(&DataRace));
+    assert_eq!(kinds_of(&src(0)), Default::default());
+    assert!(kinds_of(&src(1)).contains(&DataRace));
 }
 
 /// A deadlock by spinning needs a loop that nothing can end, changing nothing but the spinning
@@ -354,10 +359,10 @@ fn a_uniform_warp_commits_its_cp_async_copies_as_one_group() {
 fn a_loop_that_lets_a_waiter_move_on_its_way_is_not_a_deadlock() {
     use phasecheck_model::ViolationKind::{Deadlock, Uninitialized};
     let src = "protocol p\nbarrier b count 1 manual_init\nrole w[1] {\n  init(b, 1)\n  while 1 {\n    inval(b)\n    init(b, 1)\n  }\n}\nrole c[1] {\n  wait_parity(b, 0)\n}\n";
-    assert_eq!(reachable_kinds(&model_of(src)), [Uninitialized].into_iter().collect());
+    assert_eq!(kinds_of(src), [Uninitialized].into_iter().collect());
     // The same loop with nothing on its way but a step that changes no shared state spins.
     let idle = src.replace("    inval(b)\n    init(b, 1)\n", "    work\n");
-    assert!(reachable_kinds(&model_of(&idle)).contains(&Deadlock));
+    assert!(kinds_of(&idle).contains(&Deadlock));
 }
 
 /// Every violation reachable from the initial state with its message (a depth-first walk over
@@ -391,7 +396,7 @@ fn reachable_violations(m: &Model) -> Vec<phasecheck_model::rt::Violation> {
 fn a_write_after_bar_arrive_races_with_the_bar_sync_waiters_read() {
     use phasecheck_model::ViolationKind::DataRace;
     let src = "protocol p\nwarp_size 1\nbuffer d bytes 16\nrole producer warps 1 {\n  write(d, 1)\n  bar_arrive(1, 2)\n}\nrole consumer warps 1 {\n  bar_sync(1, 2)\n  read(d)\n}\n";
-    assert_eq!(reachable_kinds(&model_of(src)), Default::default());
+    assert_eq!(kinds_of(src), Default::default());
     let late = src.replace("  bar_arrive(1, 2)\n", "  bar_arrive(1, 2)\n  write(d, 2)\n");
     let races: Vec<String> = reachable_violations(&model_of(&late))
         .into_iter()
@@ -419,12 +424,12 @@ fn a_whole_buffer_tma_store_reads_the_first_byte_too() {
         format!("protocol p\nbuffer d bytes 64\nrole t[1] {{\n  write(d, 1, offset = 0, bytes = 1)\n{before}  copy_store_async(d)\n  commit_group()\n{after}  wait_group(0)\n}}\n")
     };
     let fence = "  fence_proxy_async()\n";
-    assert_eq!(reachable_kinds(&model_of(&with(fence, ""))), Default::default());
-    assert!(reachable_kinds(&model_of(&with("", ""))).contains(&DataRace));
+    assert_eq!(kinds_of(&with(fence, "")), Default::default());
+    assert!(kinds_of(&with("", "")).contains(&DataRace));
     let overwrite = "  write(d, 2, offset = 0, bytes = 1)\n";
-    assert!(reachable_kinds(&model_of(&with(fence, overwrite))).contains(&DataRace));
+    assert!(kinds_of(&with(fence, overwrite)).contains(&DataRace));
     let waited = "  wait_group_read(0)\n  write(d, 2, offset = 0, bytes = 1)\n";
-    assert_eq!(reachable_kinds(&model_of(&with(fence, waited))), Default::default());
+    assert_eq!(kinds_of(&with(fence, waited)), Default::default());
 }
 
 /// `tcgen05.alloc` blocks until its CTA has the columns free: a warp that holds all 512
@@ -434,12 +439,12 @@ fn a_whole_buffer_tma_store_reads_the_first_byte_too() {
 fn a_tmem_alloc_past_the_free_columns_waits_for_a_dealloc() {
     use phasecheck_model::ViolationKind::Deadlock;
     let src = "protocol p\nbarrier ready count 1\nbuffer x bytes 512\nbuffer y bytes 512\nrole a[1] {\n  tmem_alloc(x, 512)\n  wait_parity(ready, 0)\n  tmem_dealloc(x)\n}\nrole b[1] {\n  tmem_alloc(y, 256)\n  arrive(ready)\n  tmem_dealloc(y)\n}\n";
-    assert_eq!(reachable_kinds(&model_of(src)), [Deadlock].into_iter().collect());
+    assert_eq!(kinds_of(src), [Deadlock].into_iter().collect());
     let freed = src.replace(
         "  wait_parity(ready, 0)\n  tmem_dealloc(x)\n",
         "  tmem_dealloc(x)\n  wait_parity(ready, 0)\n",
     );
-    assert_eq!(reachable_kinds(&model_of(&freed)), Default::default());
+    assert_eq!(kinds_of(&freed), Default::default());
 }
 
 /// Bytes a TMA copy wrote came through the async proxy: a TMA store may read them back without
@@ -452,8 +457,8 @@ fn bytes_a_tma_copy_overwrote_need_no_proxy_fence_before_a_tma_store() {
     let with = |written: u32, stored: u32| {
         format!("protocol p\nbarrier full count 1\nbuffer d bytes 32\nrole t[1] {{\n  write(d, 1, offset = {written}, bytes = 16)\n  arrive_expect_tx(full, 16)\n  copy_async(d, full, offset = 0, bytes = 16)\n  wait_parity(full, 0)\n  copy_store_async(d, offset = {stored}, bytes = 16)\n  commit_group()\n  wait_group(0)\n}}\n")
     };
-    assert_eq!(reachable_kinds(&model_of(&with(0, 0))), Default::default());
-    assert_eq!(reachable_kinds(&model_of(&with(16, 16))), [DataRace].into_iter().collect());
+    assert_eq!(kinds_of(&with(0, 0)), Default::default());
+    assert_eq!(kinds_of(&with(16, 16)), [DataRace].into_iter().collect());
 }
 
 /// A range of zero bytes touches no byte, even in a buffer a param sized to nothing: unordered
@@ -464,8 +469,8 @@ fn writes_of_zero_bytes_race_with_nothing() {
     let with = |n: u32| {
         format!("protocol p\nparam N = {n}\nbuffer tail bytes N\nrole w[2] {{\n  write(tail, tid, offset = 0, bytes = N)\n  write(tail, tid + 2, offset = 0, bytes = N)\n}}\n")
     };
-    assert_eq!(reachable_kinds(&model_of(&with(0))), Default::default());
-    assert_eq!(reachable_kinds(&model_of(&with(1))), [DataRace].into_iter().collect());
+    assert_eq!(kinds_of(&with(0)), Default::default());
+    assert_eq!(kinds_of(&with(1)), [DataRace].into_iter().collect());
 }
 
 /// Allocating tensor memory for a buffer that still holds its columns is reported as the double
@@ -474,7 +479,7 @@ fn writes_of_zero_bytes_race_with_nothing() {
 fn a_double_tmem_alloc_is_reported_not_waited_on() {
     use phasecheck_model::ViolationKind::Lifetime;
     let src = "protocol p\nbuffer x bytes 512\nrole a[1] {\n  tmem_alloc(x, 512)\n  tmem_alloc(x, 512)\n  tmem_dealloc(x)\n}\n";
-    assert_eq!(reachable_kinds(&model_of(src)), [Lifetime].into_iter().collect());
+    assert_eq!(kinds_of(src), [Lifetime].into_iter().collect());
 }
 
 /// A completion function may issue a copy (here when a TMA landing completes the phase, so no
@@ -484,7 +489,7 @@ fn a_double_tmem_alloc_is_reported_not_waited_on() {
 fn a_copy_issued_by_a_completion_function_on_a_landing_is_tracked_like_a_threads() {
     use phasecheck_model::ViolationKind::{DataRace, Lifetime};
     let src = "protocol p\nbarrier full count 1 completion refill\nbarrier again count 1\nbuffer d bytes 32\nbuffer e bytes 32\ncompletion refill {\n  copy_async(e, again, offset = 0, bytes = 16)\n}\nrole t[1] {\n  arrive_expect_tx(full, 32)\n  copy_async(d, full)\n  wait_parity(full, 0)\n  arrive_expect_tx(again, 16)\n  wait_parity(again, 0)\n  read(e, offset = 0, bytes = 16)\n}\n";
-    assert_eq!(reachable_kinds(&model_of(src)), Default::default());
+    assert_eq!(kinds_of(src), Default::default());
     let early = src.replace("  arrive_expect_tx(again, 16)\n  wait_parity(again, 0)\n", "");
     let v = reachable_violations(&model_of(&early));
     assert_eq!(
@@ -506,12 +511,8 @@ fn zero_bytes_inside_a_copy_in_flight_meet_no_copy() {
         format!("protocol p\nbarrier full count 1\nbuffer d bytes 32\nrole t[1] {{\n  arrive_expect_tx(full, 16)\n  copy_async(d, full, offset = 0, bytes = 16)\n  {access}offset = 8, bytes = {n})\n  wait_parity(full, 0)\n}}\n")
     };
     for access in ["write(d, 2, ", "read(d, "] {
-        assert_eq!(reachable_kinds(&model_of(&with(access, 0))), Default::default(), "{access}");
-        assert_eq!(
-            reachable_kinds(&model_of(&with(access, 1))),
-            [DataRace].into_iter().collect(),
-            "{access}"
-        );
+        assert_eq!(kinds_of(&with(access, 0)), Default::default(), "{access}");
+        assert_eq!(kinds_of(&with(access, 1)), [DataRace].into_iter().collect(), "{access}");
     }
 }
 
@@ -522,7 +523,7 @@ fn zero_bytes_inside_a_copy_in_flight_meet_no_copy() {
 fn a_whole_copy_issued_by_a_completion_function_on_a_landing_is_tracked_like_a_threads() {
     use phasecheck_model::ViolationKind::{DataRace, Lifetime};
     let src = "protocol p\nbarrier full count 1 completion refill\nbarrier again count 1\nbuffer d bytes 32\nbuffer e bytes 32\ncompletion refill {\n  copy_async(e, again)\n}\nrole t[1] {\n  arrive_expect_tx(full, 32)\n  copy_async(d, full)\n  wait_parity(full, 0)\n  arrive_expect_tx(again, 32)\n  wait_parity(again, 0)\n  read(e)\n}\n";
-    assert_eq!(reachable_kinds(&model_of(src)), Default::default());
+    assert_eq!(kinds_of(src), Default::default());
     let early = src.replace("  arrive_expect_tx(again, 32)\n  wait_parity(again, 0)\n", "");
     let v = reachable_violations(&model_of(&early));
     assert_eq!(
@@ -680,8 +681,8 @@ fn a_generic_write_leaves_its_buffer_unfenced_until_a_proxy_fence() {
 fn arrive_expect_tx_of_zero_bytes_is_a_plain_arrival() {
     use phasecheck_model::ViolationKind::TxRange;
     let with = |n: i64| format!("protocol p\nbarrier b count 1\nrole t[1] {{\n  arrive_expect_tx(b, {n})\n  wait_parity(b, 0)\n}}\n");
-    assert_eq!(reachable_kinds(&model_of(&with(0))), Default::default());
-    assert_eq!(reachable_kinds(&model_of(&with(-1))), [TxRange].into_iter().collect());
+    assert_eq!(kinds_of(&with(0)), Default::default());
+    assert_eq!(kinds_of(&with(-1)), [TxRange].into_iter().collect());
 }
 
 /// A protocol with more shared objects than a footprint names (256) is checked in full, the
@@ -700,11 +701,7 @@ fn a_protocol_past_the_footprints_object_count_is_checked_in_full() {
         let m = model_of(&with(n, &format!("  arrive(b[{}])\n", n - 1)));
         assert!(!m.por.applicable, "{n} barriers");
         assert_eq!(reachable_kinds(&m), Default::default(), "{n} barriers");
-        assert_eq!(
-            reachable_kinds(&model_of(&with(n, ""))),
-            [Deadlock].into_iter().collect(),
-            "{n} barriers"
-        );
+        assert_eq!(kinds_of(&with(n, "")), [Deadlock].into_iter().collect(), "{n} barriers");
     }
 }
 
@@ -744,9 +741,9 @@ fn canonical_states_keep_every_epoch_below_sixty_four() {
 #[test]
 fn a_converged_warp_commits_once_per_commit_inside_a_branch_too() {
     let branch = "protocol p\nwarp_size 2\nbarrier b count 1\nvar go = 1\nrole w warps 1 {\n  commit(b)\n  wait_parity(b, 0)\n  if go == 1 {\n    commit(b)\n    wait_parity(b, 1)\n  }\n}\n";
-    assert_eq!(reachable_kinds(&model_of(branch)), Default::default());
+    assert_eq!(kinds_of(branch), Default::default());
     let two = "protocol p\nwarp_size 2\nbarrier b count 1\nbarrier c count 1\nvar go = 1\nrole w warps 1 {\n  commit(b)\n  wait_parity(b, 0)\n  if go == 1 {\n    commit(c)\n    wait_parity(c, 0)\n  }\n}\n";
-    assert_eq!(reachable_kinds(&model_of(two)), Default::default());
+    assert_eq!(kinds_of(two), Default::default());
 }
 
 /// A `fence_proxy_async()` makes visible to the async proxy only the barrier inits ordered
@@ -767,7 +764,7 @@ fn a_proxy_fence_does_not_cover_an_init_it_is_not_ordered_after() {
     );
     assert!(v.iter().any(|v| v.message.contains("is not visible to the async proxy")), "{v:#?}");
     // With a releasing arrival the init is ordered before the fence, which covers it.
-    assert_eq!(reachable_kinds(&model_of(&with("cluster_arrive"))), Default::default());
+    assert_eq!(kinds_of(&with("cluster_arrive")), Default::default());
 }
 
 /// What the lanes of a uniform warp share is done once for the warp (docs/model.md, warp-uniform
@@ -847,8 +844,8 @@ fn a_partial_write_leaves_the_bytes_it_did_not_write_fenced() {
     let with = |stored: u32| {
         format!("protocol p\nbuffer d bytes 32\nrole t[1] {{\n  write(d, 1)\n  fence_proxy_async()\n  write(d, 1, offset = 1, bytes = 31)\n  copy_store_async(d, offset = {stored}, bytes = 1)\n  commit_group()\n  wait_group_read(0)\n}}\n")
     };
-    assert_eq!(reachable_kinds(&model_of(&with(0))), Default::default());
-    assert_eq!(reachable_kinds(&model_of(&with(1))), [DataRace].into_iter().collect());
+    assert_eq!(kinds_of(&with(0)), Default::default());
+    assert_eq!(kinds_of(&with(1)), [DataRace].into_iter().collect());
 }
 
 /// A re-initialised barrier's "phase before the first" carries no history: a fresh-barrier

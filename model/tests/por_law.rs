@@ -104,6 +104,13 @@ fn reachable_kinds(m: &Model, reduce: bool) -> Option<(BTreeSet<ViolationKind>, 
     Some((kinds, visited.len()))
 }
 
+/// The model of spec text that parses, checks and lowers.
+fn model_of(src: &str) -> Model {
+    let ast = phasecheck_model::lang::parse(src).unwrap();
+    phasecheck_model::lang::check(&ast).unwrap();
+    Model::new(phasecheck_model::program::lower::lower(&ast, &[]).unwrap())
+}
+
 fn library() -> Vec<PathBuf> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../specs");
     phasecheck_model::spec::expand(&[root]).expect("the library is readable")
@@ -141,9 +148,7 @@ fn the_reduced_walk_reaches_every_kind_the_full_walk_reaches_on_every_small_libr
 #[test]
 fn arrivals_that_exactly_fill_an_idle_named_barrier_commute() {
     let src = "protocol p\nwarp_size 32\nrole producer warps 1 uniform {\n  bar_arrive(1, 64)\n}\nrole consumer warps 1 uniform {\n  bar_sync(1, 64)\n}\n";
-    let ast = phasecheck_model::lang::parse(src).unwrap();
-    phasecheck_model::lang::check(&ast).unwrap();
-    let m = Model::new(phasecheck_model::program::lower::lower(&ast, &[]).unwrap());
+    let m = model_of(src);
     let s = m.init().next.expect("initial state");
     let mut enabled = Vec::new();
     m.actions(&s, &mut enabled);
@@ -164,9 +169,7 @@ fn arrivals_that_exactly_fill_an_idle_named_barrier_commute() {
 fn arrivals_that_exactly_fill_an_idle_named_barrier_commute_whatever_its_id() {
     for id in [0, 1, 15] {
         let src = format!("protocol p\nwarp_size 32\nrole producer warps 1 uniform {{\n  bar_arrive({id}, 64)\n}}\nrole consumer warps 1 uniform {{\n  bar_sync({id}, 64)\n}}\n");
-        let ast = phasecheck_model::lang::parse(&src).unwrap();
-        phasecheck_model::lang::check(&ast).unwrap();
-        let m = Model::new(phasecheck_model::program::lower::lower(&ast, &[]).unwrap());
+        let m = model_of(&src);
         let s = m.init().next.expect("initial state");
         let mut enabled = Vec::new();
         m.actions(&s, &mut enabled);
@@ -188,9 +191,7 @@ fn arrivals_that_exactly_fill_an_idle_named_barrier_commute_whatever_its_id() {
 #[test]
 fn a_fence_over_another_threads_ordered_write_does_not_commute_with_a_store_of_it() {
     let src = "protocol p\nbarrier b count 1\nbuffer d bytes 64\nrole a[1] {\n  write(d, 1)\n  arrive(b)\n}\nrole f[1] {\n  wait_parity(b, 0)\n  fence_proxy_async()\n}\nrole s[1] {\n  wait_parity(b, 0)\n  copy_store_async(d)\n  commit_group()\n  wait_group_read(0)\n}\n";
-    let ast = phasecheck_model::lang::parse(src).unwrap();
-    phasecheck_model::lang::check(&ast).unwrap();
-    let m = Model::new(phasecheck_model::program::lower::lower(&ast, &[]).unwrap());
+    let m = model_of(src);
     let (full, _) = reachable_kinds(&m, false).unwrap();
     let (reduced, _) = reachable_kinds(&m, true).unwrap();
     assert_eq!(full, [ViolationKind::DataRace].into_iter().collect());
