@@ -3,7 +3,21 @@
 
 use std::path::PathBuf;
 
-pub use phasecheck_model::spec::{expand, load, Spec};
+pub use phasecheck_model::spec::{load, Spec};
+
+/// Every `*.phase` file named or below a named folder; each symbolic link to a folder the walk
+/// skipped is noted on stderr through the CLI's escaping print, since a file name may hold any
+/// byte a terminal would obey.
+pub fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
+    let (files, skipped) = phasecheck_model::spec::expand_noting_skipped(paths)?;
+    for s in skipped {
+        crate::noteln!(
+            "note: skipped {}: a symbolic link to a folder (folder walks do not follow links)",
+            s.display()
+        );
+    }
+    Ok(files)
+}
 
 /// Load every file, or report every bad one: nothing is checked unless all inputs are good.
 pub fn load_all(paths: &[PathBuf], overrides: &[(String, i64)]) -> Result<Vec<Spec>, String> {

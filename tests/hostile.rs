@@ -344,12 +344,15 @@ fn folder_walks_do_not_follow_symlinked_folders() {
     .unwrap();
     std::os::unix::fs::symlink(".", d.join("sub/loop1")).unwrap();
     std::os::unix::fs::symlink("..", d.join("sub/loop2")).unwrap();
+    // A link whose name would retitle the terminal: the note names it, escaped.
+    std::os::unix::fs::symlink(".", d.join("sub/loop3\u{1b}]0;owned\u{7}")).unwrap();
     let r = run(&["test", d.to_str().unwrap()], Duration::from_secs(60));
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
     assert!(r.stdout.contains("1 passed"), "{}", r.stdout);
     assert!(
-        r.stderr.contains("loop1") && r.stderr.contains("loop2") && r.stderr.contains("skipped"),
+        r.stderr.contains("loop1") && r.stderr.contains("loop2") && r.stderr.contains("loop3") && r.stderr.contains("skipped"),
         "{}",
         r.stderr
     );
+    assert!(!r.stderr.contains('\u{1b}') && !r.stderr.contains('\u{7}'), "{:?}", r.stderr);
 }
