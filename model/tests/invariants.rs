@@ -876,3 +876,35 @@ fn an_mma_over_an_accumulator_another_thread_loaded_unreleased_is_a_race() {
         "{v:#?}"
     );
 }
+
+/// A CTA of a cluster that exits while a `cp_async` it issued is still in flight into its own
+/// shared memory is `lifetime` as soon as it has exited, while its peer CTA still runs
+/// (docs/semantics.md, "A CTA exiting under its peers"; docs/model.md, "Lifetime across CTAs"):
+/// the copy tracks no barrier, and the report must still name the CTA that left, not only the
+/// end of the whole kernel.
+#[test]
+fn a_cta_exiting_under_its_own_cp_async_is_a_lifetime_violation_while_its_peer_runs() {
+    use phasecheck_model::ViolationKind::Lifetime;
+    let src = "protocol p\ncluster 2\nbuffer d bytes 16\nrole w[1] {\n  if cta == 0 {\n    cp_async(d)\n  } else {\n    work\n  }\n}\n";
+    let v = reachable_violations(&model_of(src));
+    assert!(
+        v.iter()
+            .any(|v| v.kind == Lifetime && v.message.starts_with("CTA 0 has exited while the async copy into cta0.d")),
+        "{v:#?}"
+    );
+}
+
+/// The self-check's rule I-ARRIVED (docs/model.md, "Invariants": pending + arrivals made >=
+/// expected) refuses a live barrier whose pending count went down with no arrival recorded (an
+/// arrival lost by a faulty step), though its pending count alone is still in range.
+#[test]
+fn the_self_check_refuses_a_phase_that_lost_the_record_of_an_arrival() {
+    let m = model_of("protocol p\nbarrier b count 2\nrole t[2] {\n  arrive(b)\n}\n");
+    let s: State = m.init().next.unwrap();
+    assert!(phasecheck_model::rt::selfcheck::state(&m, &s).is_ok());
+    assert_eq!((s.barriers[0].pending, s.barriers[0].arrived, s.barriers[0].expected), (2, 0, 2));
+    let mut lost = s.clone();
+    lost.barriers[0].pending = 1;
+    let e = phasecheck_model::rt::selfcheck::state(&m, &lost).unwrap_err();
+    assert_eq!(e.rule, "I-ARRIVED", "{}", e.message);
+}

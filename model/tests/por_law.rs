@@ -197,3 +197,27 @@ fn a_fence_over_another_threads_ordered_write_does_not_commute_with_a_store_of_i
     assert_eq!(full, [ViolationKind::DataRace].into_iter().collect());
     assert_eq!(reduced, full);
 }
+
+/// Arrivals on an idle named barrier that name different counts do not commute (docs/model.md,
+/// the reduction and named barriers: from an idle barrier, every counted arrival must name one
+/// count): the first warp to arrive fixes the use's count and the other's arrival is the
+/// mismatch, so the order decides which warp's arrival is undefined behaviour. A persistent
+/// subset that takes the producer warp's `bar_arrive(1, 64)` must take the consumer warp's
+/// `bar_sync(1, 96)` too, also when it is seeded by a third warp whose step (a write that the
+/// producer's later write conflicts with) names no barrier.
+#[test]
+fn arrivals_that_name_different_counts_on_an_idle_named_barrier_do_not_commute() {
+    let src = "protocol p\nwarp_size 32\nbuffer d bytes 64\nrole a warps 1 uniform {\n  write(d, 1)\n}\nrole producer warps 1 uniform {\n  bar_arrive(1, 64)\n  write(d, 2)\n}\nrole consumer warps 1 uniform {\n  bar_sync(1, 96)\n}\n";
+    let m = model_of(src);
+    let s = m.init().next.expect("initial state");
+    let mut enabled = Vec::new();
+    m.actions(&s, &mut enabled);
+    assert_eq!(enabled, [Action::Thread(0), Action::Thread(1), Action::Thread(2)]);
+    let mut subset = Vec::new();
+    if m.persistent(&s, &enabled, &mut subset) {
+        assert!(
+            !subset.contains(&Action::Thread(1)) || subset.contains(&Action::Thread(2)),
+            "the producer's arrival is expanded without the consumer's: {subset:?}"
+        );
+    }
+}
