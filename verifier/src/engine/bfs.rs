@@ -88,6 +88,41 @@ pub struct Tally {
     pub pruned_actions: u64,
 }
 
+/// Where a parallel search spends its wall time, phase by phase: what stays serial is what caps
+/// the speedup (BENCHMARKS.md). Printed to stderr at the end of a search when the environment
+/// variable `PHASECHECK_ENGINE_PHASES` is set; a diagnostic, not an interface.
+#[derive(Default)]
+struct PhaseClock {
+    expand: Duration,
+    intern: Duration,
+    collect: Duration,
+    bookkeeping: Duration,
+    file: Duration,
+    between: Duration,
+    chunks: usize,
+}
+
+impl PhaseClock {
+    fn report(&self, total: Duration, threads: usize) {
+        if std::env::var_os("PHASECHECK_ENGINE_PHASES").is_none() {
+            return;
+        }
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        eprintln!(
+            "engine phases ({threads} threads, {} chunks): expand {:.0} ms, intern {:.0} ms, collect {:.0} ms, \
+             bookkeeping {:.0} ms, file {:.0} ms, between chunks {:.0} ms, total {:.0} ms",
+            self.chunks,
+            ms(self.expand),
+            ms(self.intern),
+            ms(self.collect),
+            ms(self.bookkeeping),
+            ms(self.file),
+            ms(self.between),
+            ms(total)
+        );
+    }
+}
+
 /// The first violation of a kind, with the concrete actions from the initial state.
 #[derive(Clone, Debug)]
 pub struct Hit<A> {
@@ -715,6 +750,7 @@ pub fn explore<M: Packed>(model: &M, prefix: &[M::Action], limits: &Limits<M>) -
     // The most states and components one chunk has added so far.
     let mut peak_chunk = (0usize, 0usize);
     let mut last_progress = Instant::now();
+    let mut clock = PhaseClock::default();
     // Per state: reached only through a violation so far; left unexpanded for it; expanded.
     const TAINTED: u8 = 1;
     const SKIPPED: u8 = 2;
@@ -761,6 +797,8 @@ pub fn explore<M: Packed>(model: &M, prefix: &[M::Action], limits: &Limits<M>) -
                 }
             }
             let part = &frontier[done..done + take];
+            clock.chunks += 1;
+            let t_expand = Instant::now();
             let used = if threads == 1 || take < 2 * threads {
                 expand(model, &store, limits, part, level_start, &mut pool[0]);
                 1
@@ -784,14 +822,20 @@ pub fn explore<M: Packed>(model: &M, prefix: &[M::Action], limits: &Limits<M>) -
                 pieces
             };
             done += take;
+            clock.expand += t_expand.elapsed();
             if let (true, Some(workers)) = (used > 1, &workers) {
+                let t = Instant::now();
                 chunk_shards = store.parts.shard_lens();
                 intern_fresh(&mut store.parts, &pool[..used], workers, &mut interned);
                 for &(b, f, id) in &interned {
                     pool[b as usize].packed.fresh[f as usize].id = Some(id);
                 }
+                clock.intern += t.elapsed();
+                let t = Instant::now();
                 cands.collect(&mut pool[..used], width, workers);
+                clock.collect += t.elapsed();
             }
+            let t_book = Instant::now();
             // Bookkeeping, in frontier order.
             entered = (0, 0);
             in_bookkeeping = used > 1;
@@ -871,10 +915,14 @@ pub fn explore<M: Packed>(model: &M, prefix: &[M::Action], limits: &Limits<M>) -
                 }
             }
             in_bookkeeping = false;
+            clock.bookkeeping += t_book.elapsed();
+            let t_file = Instant::now();
             if let Some(workers) = &workers {
                 store.states.file(&cands.filed, workers);
                 cands.filed.clear();
             }
+            clock.file += t_file.elapsed();
+            let t_between = Instant::now();
             // Chunks of about 50 ms: bounds and progress stay responsive, workers stay busy.
             let took = t0.elapsed();
             if took < Duration::from_millis(25) && chunk < (1024 * threads).max(8192) {
@@ -917,6 +965,7 @@ pub fn explore<M: Packed>(model: &M, prefix: &[M::Action], limits: &Limits<M>) -
                     cb(&tally);
                 }
             }
+            clock.between += t_between.elapsed();
         }
         frontier = next;
         if !frontier.is_empty() {
@@ -941,6 +990,7 @@ pub fn explore<M: Packed>(model: &M, prefix: &[M::Action], limits: &Limits<M>) -
         }
         store.parts.truncate_shards(&keep);
     }
+    clock.report(start.elapsed(), threads);
     tally.depth = tally.depth.max(depth);
     tally.states = store.states.len();
     tally.store_bytes = store.bytes(&actions);
