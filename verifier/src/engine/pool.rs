@@ -4,15 +4,19 @@
 //! A chunk of a parallel search takes five such rounds. Starting threads for each (as
 //! `std::thread::scope` does) costs the one thread that drives the search a few microseconds per
 //! worker per round, which at 16 workers and a level of a few thousand states is a large share
-//! of the level; waking parked workers costs one notification.
+//! of the level; waking parked workers costs one notification, and a worker that polls for a
+//! short while before it parks (the next round of a chunk is usually microseconds away) costs
+//! none. The thread that drives the search is worker 0 of each round rather than a bystander.
 //!
 //! A round runs a closure that borrows the caller's data for the round only. [`Pool::run`]
 //! returns only once every worker has finished the closure (or panicked: the panic is passed on
 //! after all have stopped), so the borrow outlives every use; that is what makes handing the
 //! workers a pointer to it sound.
 
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 /// A job for one round: called once per worker with the worker's index.
 type Job = dyn Fn(usize) + Sync;
@@ -27,40 +31,53 @@ unsafe impl Send for JobRef {}
 
 struct Round {
     job: Option<JobRef>,
-    /// Bumped for each round: a worker runs a round once.
-    number: u64,
-    /// Workers still running the round.
-    running: usize,
-    panicked: bool,
     quit: bool,
 }
 
 struct Shared {
     round: Mutex<Round>,
+    /// Bumped (under `round`'s lock) for each round: a worker runs a round once. Read without the
+    /// lock by a spinning worker.
+    number: AtomicU64,
+    /// Workers still running the round.
+    running: AtomicUsize,
+    panicked: AtomicBool,
+    /// How long a worker, or the thread that drives the search, keeps polling for the next round
+    /// or the end of this one before it sleeps on a condition variable. The rounds of a chunk
+    /// follow one another within microseconds, and a sleep and wake-up of 16 threads costs tens
+    /// of them; zero when there are more threads than cores, where a spinning thread would take
+    /// the core of one with work.
+    spin: Duration,
     start: Condvar,
     done: Condvar,
 }
 
+/// The workers of a search. The thread that calls [`Pool::run`] is worker 0 itself, so a pool of
+/// `n` threads starts `n - 1`: while the others expand, it does its share instead of waiting.
 pub struct Pool {
     shared: Arc<Shared>,
     workers: Vec<JoinHandle<()>>,
 }
 
 impl Pool {
-    /// `threads` parked workers.
+    /// A pool of `threads` workers: the caller and `threads - 1` parked threads.
     pub fn new(threads: usize) -> Pool {
+        let threads = threads.max(1);
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let shared = Arc::new(Shared {
-            round: Mutex::new(Round {
-                job: None,
-                number: 0,
-                running: 0,
-                panicked: false,
-                quit: false,
-            }),
+            round: Mutex::new(Round { job: None, quit: false }),
+            number: AtomicU64::new(0),
+            running: AtomicUsize::new(0),
+            panicked: AtomicBool::new(false),
+            spin: if threads <= cores {
+                Duration::from_micros(50)
+            } else {
+                Duration::ZERO
+            },
             start: Condvar::new(),
             done: Condvar::new(),
         });
-        let workers = (0..threads)
+        let workers = (1..threads)
             .map(|w| {
                 let shared = Arc::clone(&shared);
                 std::thread::spawn(move || work(&shared, w))
@@ -70,27 +87,55 @@ impl Pool {
     }
 
     pub fn threads(&self) -> usize {
-        self.workers.len()
+        self.workers.len() + 1
     }
 
-    /// Run `job(w)` on every worker `w` and wait for all of them.
+    /// Run `job(w)` on every worker `w` (`job(0)` on the calling thread) and wait for all.
     pub fn run(&self, job: &(dyn Fn(usize) + Sync + '_)) {
-        let mut r = lock(&self.shared.round);
-        // SAFETY (of the lifetime erased here): this function does not return before `running`
-        // is back to zero, i.e. before every worker has stopped using the job.
-        let erased: *const Job = unsafe { std::mem::transmute::<&(dyn Fn(usize) + Sync + '_), &'static Job>(job) };
-        r.job = Some(JobRef(erased));
-        r.number += 1;
-        r.running = self.workers.len();
-        r.panicked = false;
-        self.shared.start.notify_all();
-        while r.running > 0 {
-            r = self.shared.done.wait(r).unwrap_or_else(|e| e.into_inner());
+        let shared = &*self.shared;
+        {
+            let mut r = lock(&shared.round);
+            // SAFETY (of the lifetime erased here): this function does not return before
+            // `running` is back to zero, i.e. before every worker has stopped using the job.
+            let erased: *const Job = unsafe { std::mem::transmute::<&(dyn Fn(usize) + Sync + '_), &'static Job>(job) };
+            r.job = Some(JobRef(erased));
+            shared.panicked.store(false, Ordering::Relaxed);
+            shared.running.store(self.workers.len(), Ordering::Release);
+            shared.number.fetch_add(1, Ordering::Release);
         }
-        r.job = None;
-        if r.panicked {
-            drop(r);
+        shared.start.notify_all();
+        let own = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(0)));
+        if !poll(shared.spin, || shared.running.load(Ordering::Acquire) == 0) {
+            let mut r = lock(&shared.round);
+            while shared.running.load(Ordering::Acquire) > 0 {
+                r = shared.done.wait(r).unwrap_or_else(|e| e.into_inner());
+            }
+        }
+        lock(&shared.round).job = None;
+        if let Err(p) = own {
+            std::panic::resume_unwind(p);
+        }
+        if shared.panicked.load(Ordering::Acquire) {
             panic!("a search worker panicked");
+        }
+    }
+}
+
+/// Poll `ready` for up to `spin`; whether it became true.
+fn poll(spin: Duration, ready: impl Fn() -> bool) -> bool {
+    if spin.is_zero() {
+        return ready();
+    }
+    let t0 = Instant::now();
+    loop {
+        for _ in 0..64 {
+            if ready() {
+                return true;
+            }
+            std::hint::spin_loop();
+        }
+        if t0.elapsed() >= spin {
+            return ready();
         }
     }
 }
@@ -98,6 +143,7 @@ impl Pool {
 impl Drop for Pool {
     fn drop(&mut self) {
         lock(&self.shared.round).quit = true;
+        self.shared.number.fetch_add(1, Ordering::Release);
         self.shared.start.notify_all();
         for w in self.workers.drain(..) {
             let _ = w.join();
@@ -112,24 +158,27 @@ fn lock(m: &Mutex<Round>) -> std::sync::MutexGuard<'_, Round> {
 fn work(shared: &Shared, w: usize) {
     let mut seen = 0u64;
     loop {
+        poll(shared.spin, || shared.number.load(Ordering::Acquire) != seen);
         let job = {
             let mut r = lock(&shared.round);
-            while r.number == seen && !r.quit {
+            while shared.number.load(Ordering::Acquire) == seen && !r.quit {
                 r = shared.start.wait(r).unwrap_or_else(|e| e.into_inner());
             }
             if r.quit {
                 return;
             }
-            seen = r.number;
+            seen = shared.number.load(Ordering::Acquire);
             r.job.expect("a round has its job")
         };
         // SAFETY: `Pool::run` waits for this worker before the job's borrow ends.
         let f: &Job = unsafe { &*job.0 };
         let ok = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(w))).is_ok();
-        let mut r = lock(&shared.round);
-        r.panicked |= !ok;
-        r.running -= 1;
-        if r.running == 0 {
+        if !ok {
+            shared.panicked.store(true, Ordering::Release);
+        }
+        if shared.running.fetch_sub(1, Ordering::AcqRel) == 1 {
+            // Under the lock, so that a driver that saw `running > 0` is already waiting.
+            let _r = lock(&shared.round);
             shared.done.notify_all();
         }
     }
