@@ -214,4 +214,31 @@ mod tests {
         });
         assert_eq!(n.load(Ordering::Relaxed), 3);
     }
+
+    /// The calling thread is worker 0: its panic also reaches the caller, only after every other
+    /// worker has finished the round (their borrows end before `run` unwinds), and the pool runs
+    /// the next round in full.
+    #[test]
+    fn the_callers_own_share_panics_after_the_others_finish() {
+        let pool = Pool::new(3);
+        let caller = std::thread::current().id();
+        let finished = AtomicUsize::new(0);
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            pool.run(&|w| {
+                if w == 0 {
+                    assert_eq!(std::thread::current().id(), caller);
+                    panic!("the caller's share fails");
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                finished.fetch_add(1, Ordering::Relaxed);
+            });
+        }));
+        assert!(r.is_err());
+        assert_eq!(finished.load(Ordering::Relaxed), 2);
+        let n = AtomicUsize::new(0);
+        pool.run(&|_| {
+            n.fetch_add(1, Ordering::Relaxed);
+        });
+        assert_eq!(n.load(Ordering::Relaxed), 3);
+    }
 }
