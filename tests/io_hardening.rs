@@ -198,6 +198,36 @@ fn fmt_write_replaces_the_file_whole() {
     assert_eq!(std::fs::read_dir(&d).unwrap().count(), 1);
 }
 
+/// A disk that fills while `fmt --write` writes: the file-size limit (`ulimit -f`, with SIGXFSZ
+/// ignored so the write fails with EFBIG instead of killing the process) stops the temporary file
+/// part-way, as ENOSPC would. The command is exit 2 naming the file, the spec keeps every byte of
+/// its original text, and no temporary is left beside it.
+#[cfg(unix)]
+#[test]
+fn fmt_write_cut_off_mid_write_keeps_the_original_whole() {
+    let d = scratch("fmt-efbig");
+    let p = d.join("a.phase");
+    let mut body = String::from("protocol a\nbarrier b count 1\nrole r[1] {\n");
+    for _ in 0..60 {
+        body.push_str(&format!("      arrive(b)    // {}\n", "x".repeat(60)));
+    }
+    body.push_str("}\n");
+    assert!(body.len() > 4096, "the canonical form must outgrow the 2 KiB limit");
+    std::fs::write(&p, &body).unwrap();
+    let o = Command::new("sh")
+        .arg("-c")
+        .arg("ulimit -f 2; trap '' XFSZ; exec \"$0\" fmt --write \"$1\"")
+        .arg(BIN)
+        .arg(&p)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("a.phase") && err.contains("left as it was"), "{err}");
+    assert_eq!(std::fs::read_to_string(&p).unwrap(), body, "the original is kept whole");
+    assert_eq!(std::fs::read_dir(&d).unwrap().count(), 1, "no temporary file is left");
+}
+
 /// A folder below the one given that cannot be read is named itself, not its parent, and ends the
 /// command as bad input. Root reads any folder, so as root the command runs without the two
 /// capabilities that let it (`setpriv` drops them from the bounding set; uid stays 0).
