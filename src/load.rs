@@ -11,10 +11,7 @@ pub use phasecheck_model::spec::{load, Spec};
 pub fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
     let (files, skipped) = phasecheck_model::spec::expand_noting_skipped(paths)?;
     for s in skipped {
-        crate::noteln!(
-            "note: skipped {}: a symbolic link to a folder (folder walks do not follow links)",
-            s.display()
-        );
+        crate::noteln!("{}", phasecheck_model::spec::skipped_link_note(&s));
     }
     Ok(files)
 }

@@ -89,12 +89,17 @@ pub fn read_source(path: &Path, display: &str) -> Result<String, String> {
 pub fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
     let (files, skipped) = expand_noting_skipped(paths)?;
     for s in skipped {
-        eprintln!(
-            "note: skipped {}: a symbolic link to a folder (folder walks do not follow links)",
-            s.display()
-        );
+        eprintln!("{}", skipped_link_note(&s));
     }
     Ok(files)
+}
+
+/// The note for a symbolic link to a folder that a walk skipped (one line, no newline).
+pub fn skipped_link_note(link: &Path) -> String {
+    format!(
+        "note: skipped {}: a symbolic link to a folder (folder walks do not follow links)",
+        link.display()
+    )
 }
 
 /// [`expand`], returning the symbolic links to folders it skipped instead of printing them.

@@ -27,6 +27,21 @@ fn canonical(m: &Model, mut s: State) -> State {
     s
 }
 
+fn enabled(m: &Model, s: &State) -> Vec<Action> {
+    let mut enabled = Vec::new();
+    m.actions(s, &mut enabled);
+    enabled
+}
+
+/// The actions enabled at `s`, and the persistent subset the model offers there (`None`: no
+/// reduction, every enabled action is expanded).
+fn enabled_and_persistent(m: &Model, s: &State) -> (Vec<Action>, Option<Vec<Action>>) {
+    let enabled = enabled(m, s);
+    let mut subset = Vec::new();
+    let reduced = m.persistent(s, &enabled, &mut subset);
+    (enabled, reduced.then_some(subset))
+}
+
 /// Every violation kind reachable from the initial state; `None` past `CAP` states.
 fn reachable_kinds(m: &Model, reduce: bool) -> Option<(BTreeSet<ViolationKind>, usize)> {
     struct Frame {
@@ -46,7 +61,7 @@ fn reachable_kinds(m: &Model, reduce: bool) -> Option<(BTreeSet<ViolationKind>, 
         enabled.clear();
         m.actions(&s, &mut enabled);
         kinds.extend(m.state_violations(&s, &enabled).into_iter().map(|v| v.kind));
-        let mut expand = |acts: &[Action], kinds: &mut BTreeSet<ViolationKind>| -> (Vec<State>, bool) {
+        let expand = |acts: &[Action], kinds: &mut BTreeSet<ViolationKind>| -> (Vec<State>, bool) {
             let mut next = Vec::new();
             let mut keep = true;
             for &a in acts {
@@ -150,11 +165,9 @@ fn arrivals_that_exactly_fill_an_idle_named_barrier_commute() {
     let src = "protocol p\nwarp_size 32\nrole producer warps 1 uniform {\n  bar_arrive(1, 64)\n}\nrole consumer warps 1 uniform {\n  bar_sync(1, 64)\n}\n";
     let m = model_of(src);
     let s = m.init().next.expect("initial state");
-    let mut enabled = Vec::new();
-    m.actions(&s, &mut enabled);
+    let (enabled, subset) = enabled_and_persistent(&m, &s);
     assert_eq!(enabled.len(), 2);
-    let mut subset = Vec::new();
-    assert!(m.persistent(&s, &enabled, &mut subset), "no reduction");
+    let subset = subset.expect("no reduction");
     assert_eq!(subset.len(), 1, "{subset:?}");
     let (full, all) = reachable_kinds(&m, false).unwrap();
     let (reduced, fewer) = reachable_kinds(&m, true).unwrap();
@@ -171,11 +184,9 @@ fn arrivals_that_exactly_fill_an_idle_named_barrier_commute_whatever_its_id() {
         let src = format!("protocol p\nwarp_size 32\nrole producer warps 1 uniform {{\n  bar_arrive({id}, 64)\n}}\nrole consumer warps 1 uniform {{\n  bar_sync({id}, 64)\n}}\n");
         let m = model_of(&src);
         let s = m.init().next.expect("initial state");
-        let mut enabled = Vec::new();
-        m.actions(&s, &mut enabled);
+        let (enabled, subset) = enabled_and_persistent(&m, &s);
         assert_eq!(enabled.len(), 2, "barrier {id}");
-        let mut subset = Vec::new();
-        assert!(m.persistent(&s, &enabled, &mut subset), "barrier {id}: no reduction");
+        let subset = subset.unwrap_or_else(|| panic!("barrier {id}: no reduction"));
         assert_eq!(subset.len(), 1, "barrier {id}: {subset:?}");
         let (full, all) = reachable_kinds(&m, false).unwrap();
         let (reduced, fewer) = reachable_kinds(&m, true).unwrap();
@@ -210,11 +221,9 @@ fn arrivals_that_name_different_counts_on_an_idle_named_barrier_do_not_commute()
     let src = "protocol p\nwarp_size 32\nbuffer d bytes 64\nrole a warps 1 uniform {\n  write(d, 1)\n}\nrole producer warps 1 uniform {\n  bar_arrive(1, 64)\n  write(d, 2)\n}\nrole consumer warps 1 uniform {\n  bar_sync(1, 96)\n}\n";
     let m = model_of(src);
     let s = m.init().next.expect("initial state");
-    let mut enabled = Vec::new();
-    m.actions(&s, &mut enabled);
+    let (enabled, subset) = enabled_and_persistent(&m, &s);
     assert_eq!(enabled, [Action::Thread(0), Action::Thread(1), Action::Thread(2)]);
-    let mut subset = Vec::new();
-    if m.persistent(&s, &enabled, &mut subset) {
+    if let Some(subset) = subset {
         assert!(
             !subset.contains(&Action::Thread(1)) || subset.contains(&Action::Thread(2)),
             "the producer's arrival is expanded without the consumer's: {subset:?}"
@@ -234,22 +243,18 @@ fn a_store_does_not_commute_with_a_fence_that_another_thread_has_yet_to_reach() 
     let src = "protocol p\nbarrier b count 1\nbuffer d bytes 64\nrole a[1] {\n  write(d, 1)\n  arrive(b)\n}\nrole s[1] {\n  wait_parity(b, 0)\n  copy_store_async(d)\n  commit_group()\n  wait_group_read(0)\n}\nrole f[1] {\n  wait_parity(b, 0)\n  fence_proxy_async()\n}\n";
     let m = model_of(src);
     let mut s = m.init().next.expect("initial state");
-    let mut enabled = Vec::new();
     // The writer writes and arrives (the phase completes), then the storer passes its wait.
     for t in [0u16, 0, 1] {
-        enabled.clear();
-        m.actions(&s, &mut enabled);
+        let enabled = enabled(&m, &s);
         assert!(enabled.contains(&Action::Thread(t)), "{t}: {enabled:?}");
         s = m.step(&s, Action::Thread(t)).next.expect("a next state");
     }
-    enabled.clear();
-    m.actions(&s, &mut enabled);
+    let (enabled, subset) = enabled_and_persistent(&m, &s);
     assert!(
         enabled.contains(&Action::Thread(1)) && enabled.contains(&Action::Thread(2)),
         "{enabled:?}"
     );
-    let mut subset = Vec::new();
-    if m.persistent(&s, &enabled, &mut subset) {
+    if let Some(subset) = subset {
         assert!(
             !subset.contains(&Action::Thread(1)) || subset.contains(&Action::Thread(2)),
             "the store is expanded without the fencer's step: {subset:?} of {enabled:?}"
@@ -267,11 +272,9 @@ fn a_single_thread_arrival_that_names_another_count_on_an_idle_named_barrier_doe
     let src = "protocol p\nwarp_size 1\nrole producer[1] {\n  bar_arrive(1, 2)\n}\nrole consumer[1] {\n  bar_sync(1, 3)\n}\n";
     let m = model_of(src);
     let s = m.init().next.expect("initial state");
-    let mut enabled = Vec::new();
-    m.actions(&s, &mut enabled);
+    let (enabled, subset) = enabled_and_persistent(&m, &s);
     assert_eq!(enabled, [Action::Thread(0), Action::Thread(1)]);
-    let mut subset = Vec::new();
-    if m.persistent(&s, &enabled, &mut subset) {
+    if let Some(subset) = subset {
         assert!(
             subset.contains(&Action::Thread(0)) == subset.contains(&Action::Thread(1)),
             "one arrival is expanded without the other: {subset:?}"
