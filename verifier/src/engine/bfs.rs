@@ -12,6 +12,7 @@
 //! applied.
 
 use super::pool::Pool;
+use super::segments::Segmented;
 use super::store::{hash_words, vec_growth, Components, ShardMut, StateSet, SHARDS};
 use phasecheck_model::rt::path::Replay;
 use phasecheck_model::rt::{InternalError, Outcome, Violation};
@@ -427,7 +428,7 @@ struct Store {
     parts: Components,
     states: StateSet,
     /// For every state but the root: its parent and (in `actions`) the action from it.
-    parents: Vec<u32>,
+    parents: Segmented<u32>,
 }
 
 impl Store {
@@ -479,18 +480,18 @@ impl Unpacking {
 }
 
 impl Store {
-    fn bytes<A>(&self, actions: &[A]) -> usize {
-        self.parts.bytes() + self.states.bytes() + self.parents.len() * 4 + std::mem::size_of_val(actions)
+    fn bytes<A: Copy>(&self, actions: &Segmented<A>) -> usize {
+        self.parts.bytes() + self.states.bytes() + self.parents.bytes() + actions.bytes()
     }
 
     /// Bytes newly allocated if `states` more states with `parts` new components were stored:
     /// every per-state vector and table that would have to grow for them.
-    fn growth<A>(&self, actions: &Vec<A>, taint: &Vec<u8>, next: &Vec<u32>, states: usize, parts: usize) -> usize {
+    fn growth<A: Copy>(&self, actions: &Segmented<A>, taint: &Segmented<u8>, next: &Vec<u32>, states: usize, parts: usize) -> usize {
         self.parts.growth(parts)
             + self.states.growth(states)
-            + vec_growth(&self.parents, states)
-            + vec_growth(actions, states)
-            + vec_growth(taint, states)
+            + self.parents.growth(states)
+            + actions.growth(states)
+            + taint.growth(states)
             + vec_growth(next, states)
     }
 }
@@ -715,9 +716,9 @@ pub fn explore<M: Packed>(model: &M, prefix: &[M::Action], limits: &Limits<M>) -
     let mut store = Store {
         parts: Components::default(),
         states: StateSet::new(width),
-        parents: Vec::new(),
+        parents: Segmented::plain(),
     };
-    let mut actions: Vec<M::Action> = Vec::new();
+    let mut actions: Segmented<M::Action> = Segmented::plain();
     let mut row: Vec<u32> = Vec::with_capacity(width);
     {
         let (mut words, mut ends) = (Vec::new(), Vec::new());
@@ -755,7 +756,8 @@ pub fn explore<M: Packed>(model: &M, prefix: &[M::Action], limits: &Limits<M>) -
     const TAINTED: u8 = 1;
     const SKIPPED: u8 = 2;
     const EXPANDED: u8 = 4;
-    let mut taint: Vec<u8> = vec![0];
+    let mut taint: Segmented<u8> = Segmented::plain();
+    taint.push(0);
     // How many states past a violation may still be expanded, once the first is found.
     let mut taint_allowance: Option<usize> = None;
     if resident() >= limits.max_memory_bytes {
@@ -1023,7 +1025,7 @@ pub fn explore<M: Packed>(model: &M, prefix: &[M::Action], limits: &Limits<M>) -
 fn concrete_path<M: Packed>(
     model: &M,
     store: &Store,
-    actions: &[M::Action],
+    actions: &Segmented<M::Action>,
     root_perm: &[u32],
     prefix: &[M::Action],
     at: u32,

@@ -10,10 +10,12 @@
 //!   (so results do not depend on the thread count), with symmetry-canonical states and, where
 //!   the model offers persistent subsets, partial-order reduction with the cycle proviso.
 //! - `pool`: the search's worker threads, started once and woken for each parallel round.
+//! - `segments`: the per-state arrays, grown in fixed segments that are never copied.
 
 pub mod bfs;
 pub mod futures;
 pub mod pool;
+pub mod segments;
 pub mod store;
 
 pub use bfs::{explore, Explored, Hit, Limits, Stop, Tally};

@@ -15,6 +15,7 @@
 //! carries an omission probability.
 
 use super::pool::Pool;
+use super::segments::Segmented;
 use hashbrown::HashTable;
 use rustc_hash::FxHasher;
 use std::hash::Hasher;
@@ -297,22 +298,20 @@ impl ShardMut<'_> {
 /// are in shards by hash, like the components', so that the workers of a parallel search file a
 /// chunk's new states at once, each into the shards it owns (`append` then `file`).
 pub struct StateSet {
-    width: usize,
-    rows: Vec<u32>,
+    rows: Segmented<u32>,
     tables: Vec<HashTable<u32>>,
 }
 
 impl StateSet {
     pub fn new(width: usize) -> StateSet {
         StateSet {
-            width,
-            rows: Vec::new(),
+            rows: Segmented::new(width),
             tables: (0..SHARDS).map(|_| HashTable::new()).collect(),
         }
     }
 
     pub fn len(&self) -> usize {
-        self.rows.len() / self.width.max(1)
+        self.rows.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -320,8 +319,7 @@ impl StateSet {
     }
 
     pub fn row(&self, i: u32) -> &[u32] {
-        let w = self.width;
-        &self.rows[i as usize * w..(i as usize + 1) * w]
+        self.rows.group(i as usize)
     }
 
     pub fn find(&self, row: &[u32]) -> Option<u32> {
@@ -344,15 +342,15 @@ impl StateSet {
             return (i, false);
         }
         let i = self.append(row);
-        let StateSet { rows, tables, width } = self;
-        file_row(&mut tables[Components::shard_of(h)], rows, *width, h, i);
+        let StateSet { rows, tables, .. } = self;
+        file_row(&mut tables[Components::shard_of(h)], rows, h, i);
         (i, true)
     }
 
     /// Add a row known to be new, without filing it: it is found once `file` has filed it.
     pub fn append(&mut self, row: &[u32]) -> u32 {
         let i = self.len() as u32;
-        self.rows.extend_from_slice(row);
+        self.rows.push_group(row);
         i
     }
 
@@ -364,8 +362,8 @@ impl StateSet {
             return;
         }
         let threads = pool.threads();
-        let StateSet { rows, tables, width } = self;
-        let (rows, width) = (&*rows, *width);
+        let StateSet { rows, tables, .. } = self;
+        let rows = &*rows;
         let mut owned: Vec<Vec<(usize, &mut HashTable<u32>)>> = (0..threads).map(|_| Vec::new()).collect();
         for (k, t) in tables.iter_mut().enumerate() {
             owned[k % threads].push((k, t));
@@ -380,7 +378,7 @@ impl StateSet {
             for &(h, i) in new {
                 let j = slot[Components::shard_of(h)];
                 if j != usize::MAX {
-                    file_row(mine[j].1, rows, width, h, i);
+                    file_row(mine[j].1, rows, h, i);
                 }
             }
         });
@@ -388,17 +386,17 @@ impl StateSet {
 
     /// Bytes of the rows and their table entries (see `Interner::bytes`).
     pub fn bytes(&self) -> usize {
-        self.rows.len() * 4 + self.tables.iter().map(|t| t.len() * 5).sum::<usize>()
+        self.rows.bytes() + self.tables.iter().map(|t| t.len() * 5).sum::<usize>()
     }
 
     /// Bytes newly allocated if `more` rows were added, spread evenly over the shards.
     pub fn growth(&self, more: usize) -> usize {
         let each = more.div_ceil(SHARDS);
-        vec_growth(&self.rows, more * self.width) + self.tables.iter().map(|t| table_growth(t, each)).sum::<usize>()
+        self.rows.growth(more) + self.tables.iter().map(|t| table_growth(t, each)).sum::<usize>()
     }
 }
 
 /// File row `i` (hash `h`) in `table`, whose growth rehashes its rows from `rows`.
-fn file_row(table: &mut HashTable<u32>, rows: &[u32], w: usize, h: u64, i: u32) {
-    table.insert_unique(h, i, |&i| hash_words(rows[i as usize * w..(i as usize + 1) * w].iter().copied()));
+fn file_row(table: &mut HashTable<u32>, rows: &Segmented<u32>, h: u64, i: u32) {
+    table.insert_unique(h, i, |&i| hash_words(rows.group(i as usize).iter().copied()));
 }
