@@ -908,3 +908,90 @@ fn the_self_check_refuses_a_phase_that_lost_the_record_of_an_arrival() {
     let e = phasecheck_model::rt::selfcheck::state(&m, &lost).unwrap_err();
     assert_eq!(e.rule, "I-ARRIVED", "{}", e.message);
 }
+
+/// Run `steps` from the initial state, each enabled where it is taken: `Ok(t)` a step of thread
+/// `t`, `Err(buffer)` the landing of the copy in flight into that buffer. Returns the violations
+/// met on the way.
+fn run_schedule(m: &Model, steps: &[Result<u16, &str>]) -> Vec<phasecheck_model::rt::Violation> {
+    let mut s = m.init().next.expect("an initial state");
+    let mut out = Vec::new();
+    let mut enabled = Vec::new();
+    for step in steps {
+        let a = match *step {
+            Ok(t) => Action::Thread(t),
+            Err(name) => {
+                let d = m.proto.buffers.iter().position(|b| b.name == name).expect("a buffer");
+                let i = s
+                    .copies
+                    .iter()
+                    .position(|c| c.is_copy() && c.buf as usize == d)
+                    .expect("a copy in flight");
+                Action::Land(i as u16)
+            }
+        };
+        enabled.clear();
+        m.actions(&s, &mut enabled);
+        assert!(enabled.contains(&a), "{a:?} is not enabled ({enabled:?})");
+        let o = m.step(&s, a);
+        out.extend(o.violations);
+        match o.next {
+            Some(n) => s = n,
+            None => break,
+        }
+    }
+    out
+}
+
+const RING_READ_AHEAD: &str = include_str!("../../specs/hopper/cp_async_arrive_ring_read_ahead.phase");
+const RING_READ_AHEAD_FIXED: &str = include_str!("../../specs/hopper/cp_async_arrive_ring_read_ahead_fixed.phase");
+
+/// The interleaving of docs/known-debts.md's false data-race: the producer issues s[0] and its
+/// arrive-on (deferred: s[0] is in flight), then s[1], which lands first (no arrive-on after it
+/// yet: carried into the producer's clock); its second arrive-on waits for s[0] too, and both
+/// fire in s[0]'s landing; then the consumer runs.
+const S1_LANDS_FIRST: [Result<u16, &str>; 6] = [Ok(0), Ok(0), Ok(0), Err("s[1]"), Ok(0), Err("s[0]")];
+
+/// A two-stage cp.async ring with one `cp_async_arrive_noinc` per stage (CUTLASS's fp8
+/// blockwise-scaling mainloop): waiting on full[1] orders the read of s[1] in every interleaving,
+/// the one where s[1] lands before s[0] and before the producer's second arrive included (the
+/// deferred arrive-on releases the producer's clock as of its `cp_async_arrive_noinc`, which
+/// holds s[1]'s landing); reading s[1] after waiting on full[0] only is still a race, in that
+/// interleaving too (full[0]'s arrive-on fires in the same landing, but its release predates
+/// s[1]).
+#[test]
+fn a_cp_async_ring_orders_each_stage_by_its_own_arrive_on_only() {
+    use phasecheck_model::ViolationKind::{DataRace, StaleRead};
+    assert_eq!(kinds_of(RING_READ_AHEAD_FIXED), Default::default());
+    assert_eq!(kinds_of(RING_READ_AHEAD), [DataRace, StaleRead].into_iter().collect());
+    let consumer = [Ok(1), Ok(1), Ok(1), Ok(1)];
+    let fixed = run_schedule(&model_of(RING_READ_AHEAD_FIXED), &[&S1_LANDS_FIRST[..], &consumer].concat());
+    assert!(fixed.is_empty(), "{fixed:#?}");
+    let early = run_schedule(&model_of(RING_READ_AHEAD), &[&S1_LANDS_FIRST[..], &consumer[..3]].concat());
+    assert!(
+        early.iter().any(|v| v.kind == DataRace && v.message.contains("reads s[1]")),
+        "{early:#?}"
+    );
+}
+
+/// What a deferred arrive-on releases is its issuer's history up to its `cp_async_arrive`, as
+/// the arrive-on that runs at once (nothing in flight) releases it: a write the issuer makes
+/// after the instruction races with a waiter on the phase whether or not the copy was still in
+/// flight (the issuer's epoch ticks at the instruction), and one it made before, between the
+/// copy and the instruction, is ordered either way.
+#[test]
+fn a_deferred_cp_async_arrive_on_releases_its_issuers_history_up_to_the_instruction() {
+    use phasecheck_model::ViolationKind::DataRace;
+    let src = |producer: &str| {
+        format!("protocol p\nbarrier full count 1\nbuffer s bytes 16\nbuffer x bytes 16\nrole producer[1] {{\n{producer}}}\nrole consumer[1] {{\n  wait_parity(full, 0)\n  read(x)\n}}\n")
+    };
+    let after = src("  cp_async(s, offset = 0, bytes = 16)\n  cp_async_arrive_noinc(full)\n  write(x, 1)\n");
+    assert_eq!(kinds_of(&after), [DataRace].into_iter().collect());
+    // s lands only after the write: the arrive-on fires in its landing.
+    let deferred = run_schedule(&model_of(&after), &[Ok(0), Ok(0), Ok(0), Err("s"), Ok(1), Ok(1)]);
+    assert!(
+        deferred.iter().any(|v| v.kind == DataRace && v.message.contains("reads x")),
+        "{deferred:#?}"
+    );
+    let before = src("  cp_async(s, offset = 0, bytes = 16)\n  write(x, 1)\n  cp_async_arrive_noinc(full)\n");
+    assert_eq!(kinds_of(&before), Default::default());
+}

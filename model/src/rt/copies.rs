@@ -233,7 +233,7 @@ pub enum CopyKind {
 /// The barrier of a copy no barrier tracks (a cp.async before its arrive-on).
 pub const NO_BAR: u16 = u16::MAX;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct CopyInFlight {
     pub buf: u16,
     pub bar: u16,
@@ -246,6 +246,20 @@ pub struct CopyInFlight {
     pub kind: CopyKind,
     pub offset: i64,
     pub len: i64,
+    /// An `ArriveOn` entry's release: its issuer's clock and phase knowledge as its
+    /// `cp_async_arrive` ran (`Exec::op_cp_async_arrive` says why that much). `None` for every
+    /// other kind, so that their entries stay as small as before.
+    pub release: Option<Box<ArriveOnRelease>>,
+}
+
+/// What the arrive-on of a deferred `cp_async_arrive(_noinc)` releases into its barrier when it
+/// fires, besides the clock of the copy engine whose landing fires it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ArriveOnRelease {
+    /// The issuer's clock as the instruction ran (before its own epoch ticked).
+    pub clock: Clock,
+    /// The issuer's knowledge of every barrier's phase then.
+    pub known: Box<[i64]>,
 }
 
 impl CopyInFlight {
@@ -262,6 +276,7 @@ impl CopyInFlight {
             kind: CopyKind::SrcRead,
             offset: 0,
             len,
+            release: None,
         }
     }
 
@@ -299,6 +314,13 @@ impl CopyInFlight {
             super::pack::put_i64(w, self.offset);
             super::pack::put_i64(w, self.len);
         }
+        // Only an arrive-on carries a release (its kind says so, and the protocol its length).
+        if let Some(r) = &self.release {
+            w.extend_from_slice(&r.clock);
+            for &k in r.known.iter() {
+                super::pack::put_i64(w, k);
+            }
+        }
     }
 
     /// The inverse of [`CopyInFlight::pack`].
@@ -327,12 +349,18 @@ impl CopyInFlight {
             },
             offset: 0,
             len: 0,
+            release: None,
         };
         if ik >> 19 & 1 != 0 {
             c.offset = r.i();
             c.len = r.i();
         } else {
             c.len = p.buffers[c.buf as usize].bytes;
+        }
+        if matches!(c.kind, CopyKind::ArriveOn { .. }) {
+            let clock = (0..p.agent_count()).map(|_| r.u()).collect();
+            let known = (0..p.barriers.len()).map(|_| r.i()).collect();
+            c.release = Some(Box::new(ArriveOnRelease { clock, known }));
         }
         c
     }
@@ -428,6 +456,7 @@ impl Exec<'_> {
             kind: CopyKind::Tma,
             offset: 0,
             len: self.p().buffers[d].bytes,
+            release: None,
         };
         self.s.copies.push(c);
         self.obs.push(Obs::CopyIssued {
@@ -614,7 +643,7 @@ impl Exec<'_> {
         if i == 0 || i > self.s.copies.len() {
             return;
         }
-        let r = self.s.copies[i - 1];
+        let r = self.s.copies[i - 1].clone();
         if r.kind != CopyKind::SrcRead || r.issuer != c.issuer {
             return;
         }
@@ -640,7 +669,7 @@ impl Exec<'_> {
             .copies
             .iter()
             .find(|c| c.kind == CopyKind::SrcRead && c.buf as usize == d && overlaps((c.offset, c.offset + c.len), (lo, hi)))
-            .copied()
+            .cloned()
         else {
             return;
         };
@@ -794,6 +823,23 @@ impl Exec<'_> {
             self.s.barriers[b].pending += 1;
             self.obs.push(Obs::CpAsyncPending { bar: b as u16, delta: 1 });
         }
+        // What the arrive-on releases when it fires, besides the clock of the landing that fires
+        // it: the issuer's clock and knowledge now, as the arrive-on above releases them when
+        // nothing is in flight (`arrive` with `self.agent` the issuer). This holds the issuer's
+        // history before the instruction, and with it every cp.async of the issuer that already
+        // landed (`cp_async_landed` carries those into the issuer's clock): PTX's arrive-on
+        // tracks every prior cp.async of the thread, so a waiter on the phase is ordered after
+        // them. Nothing later in the issuer's history is in it: the issuer's epoch ticks now, as
+        // a release ticks it, so its later accesses are not ordered by this arrive-on (and an
+        // earlier arrive-on of the issuer, still in flight, keeps its own, older snapshot). The
+        // firing landing's engine clock adds the copies that land after this instruction.
+        // Released whether the copies land before or after, the verdict does not depend on which.
+        let release = ArriveOnRelease {
+            clock: self.clock().into(),
+            known: self.known_of_agent().into(),
+        };
+        let me = self.agent;
+        self.clock_mut()[me] += 1;
         self.s.copies.push(CopyInFlight {
             buf: 0,
             bar: b as u16,
@@ -804,6 +850,7 @@ impl Exec<'_> {
             kind: CopyKind::ArriveOn { noinc: noinc },
             offset: 0,
             len: 0,
+            release: Some(Box::new(release)),
         });
         Ok(None)
     }
@@ -907,6 +954,7 @@ impl Exec<'_> {
             kind,
             offset: off,
             len: n,
+            release: None,
         });
         self.obs.push(Obs::CopyIssued {
             buf: d as u16,
@@ -999,18 +1047,20 @@ impl Exec<'_> {
                 }
             }
             let Some((i, b, noinc)) = fire else { break };
-            self.s.copies.remove(i);
-            if self.fire_arrive_on(b, noinc).is_err() || self.ended {
+            let o = self.s.copies.remove(i);
+            if self.fire_arrive_on(b, noinc, o.release.as_deref()).is_err() || self.ended {
                 return;
             }
         }
     }
 
-    /// The arrive-on of a `cp_async_arrive(_noinc)`: an arrival on the barrier's current phase.
+    /// The arrive-on of a `cp_async_arrive(_noinc)`: an arrival on the barrier's current phase,
+    /// by the engine whose landing fires it, which releases its own clock and the issuer's
+    /// `release` (its clock as the instruction ran, `op_cp_async_arrive`) into that phase.
     /// Without `.noinc` the pending count was raised when the instruction ran, so in that phase
     /// the two cancel out; if other arrivals completed the phase meanwhile (more arrivals than the
     /// count), the arrive-on is an arrival on a later phase, as on hardware.
-    pub(super) fn fire_arrive_on(&mut self, b: usize, _noinc: bool) -> R<()> {
+    pub(super) fn fire_arrive_on(&mut self, b: usize, _noinc: bool, release: Option<&ArriveOnRelease>) -> R<()> {
         if self.s.barriers[b].life != Life::Live {
             let name = self.p().barriers[b].name.clone();
             self.fail(
@@ -1018,6 +1068,12 @@ impl Exec<'_> {
                 format!("the arrive-on of a cp_async_arrive fires on {name}, which is no longer a live barrier"),
             );
             return Err(());
+        }
+        // Into the phase the arrival lands in, not into the engine: the engine's later landings
+        // (other copies into the same buffer) must not carry the issuer's history.
+        if let Some(r) = release {
+            join_into(&mut self.s.barriers[b].clock, &r.clock);
+            join_known(&mut self.s.barriers[b].known, &r.known);
         }
         self.arrive(b, 1, false, None)?;
         Ok(())

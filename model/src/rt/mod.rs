@@ -598,19 +598,19 @@ impl Model {
                 x.event(a, t as u16, pc, instr.span)
             }
             Action::LandPart(i) => {
-                let c = x.s.copies[i as usize];
+                let c = x.s.copies[i as usize].clone();
                 let part = land_part_bytes(x.s.barriers[c.bar as usize].tx, c.bytes);
                 x.s.copies[i as usize].bytes -= part;
+                let (span, issuer) = (c.stmt, c.issuer);
                 x.land_part(c, part);
-                let span = c.stmt;
-                x.event(a, c.issuer, u32::MAX, span)
+                x.event(a, issuer, u32::MAX, span)
             }
             Action::Land(i) => {
                 let c = x.s.copies.remove(i as usize);
                 x.land_index = i as usize;
+                let (span, issuer) = (c.stmt, c.issuer);
                 x.land(c);
-                let span = c.stmt;
-                x.event(a, c.issuer, u32::MAX, span)
+                x.event(a, issuer, u32::MAX, span)
             }
         };
         if !x.ended {

@@ -320,7 +320,7 @@ pub fn transition(model: &Model, pre: &State, a: Action, out: &Outcome) -> Resul
         }
     }
     if let Action::Land(i) = a {
-        let c = pre.copies[i as usize];
+        let c = &pre.copies[i as usize];
         if c.len > 0 && post.buffers[c.buf as usize].value_at(c.offset) != c.version {
             return broken("I-LAND", format!("a landed copy did not deliver version {}", c.version));
         }

@@ -69,7 +69,43 @@ macro_rules! refill_by_copy {
     )*};
 }
 
-refill_by_copy!(i64, u32, bool, (u16, u16, u64), Access, CopyInFlight, AsyncRead);
+refill_by_copy!(i64, u32, bool, (u16, u16, u64), Access, AsyncRead);
+
+impl Refill for CopyInFlight {
+    #[inline]
+    fn refill(&mut self, src: &Self) {
+        let CopyInFlight {
+            buf,
+            bar,
+            bytes,
+            version,
+            issuer,
+            stmt,
+            kind,
+            offset,
+            len,
+            release,
+        } = self;
+        (*buf, *bar, *bytes, *version, *issuer, *stmt, *kind, *offset, *len) = (
+            src.buf,
+            src.bar,
+            src.bytes,
+            src.version,
+            src.issuer,
+            src.stmt,
+            src.kind,
+            src.offset,
+            src.len,
+        );
+        match (release, &src.release) {
+            (Some(d), Some(s)) => {
+                d.clock.refill(&s.clock);
+                d.known.refill(&s.known);
+            }
+            (d, s) => *d = s.clone(),
+        }
+    }
+}
 
 impl<T: Refill> Refill for Box<[T]> {
     #[inline]

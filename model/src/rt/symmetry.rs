@@ -218,6 +218,9 @@ fn permute(s: &mut State, perm: &[u32]) {
     }
     for c in s.copies.iter_mut() {
         c.issuer = to_new[c.issuer as usize] as u16;
+        if let Some(r) = &mut c.release {
+            remap_clock(&mut r.clock);
+        }
     }
     // The async proxy: reads name their issuer. Their order is the issue order, which
     // a renaming of threads does not change.
@@ -226,7 +229,8 @@ fn permute(s: &mut State, perm: &[u32]) {
     }
 }
 
-/// Every clock of the state (threads, engines, barriers' current and previous phases).
+/// Every clock of the state (threads, engines, barriers' current and previous phases, named
+/// barriers, the releases of deferred arrive-ons).
 fn clocks_mut(s: &mut State) -> impl Iterator<Item = &mut Box<[u32]>> {
     s.threads
         .iter_mut()
@@ -234,6 +238,7 @@ fn clocks_mut(s: &mut State) -> impl Iterator<Item = &mut Box<[u32]>> {
         .chain(s.engines.iter_mut())
         .chain(s.barriers.iter_mut().flat_map(|b| [&mut b.clock, &mut b.prev_clock]))
         .chain(s.named.iter_mut().map(|n| &mut n.clock))
+        .chain(s.copies.iter_mut().filter_map(|c| c.release.as_mut().map(|r| &mut r.clock)))
 }
 
 /// Epochs at or above this are renumbered (`normalise_sorted`).

@@ -337,7 +337,7 @@ impl Exec<'_> {
             .copies
             .iter()
             .find(|c| c.is_copy() && c.buf as usize == a && !(c.kind == CopyKind::Mma && c.issuer as usize == t))
-            .copied();
+            .cloned();
         if let Some(c) = flying_other {
             let msg = format!(
                 "{} issues tcgen05_mma into {} while a tcgen05_mma issued by {} still writes it, with nothing ordering the two",
@@ -379,6 +379,7 @@ impl Exec<'_> {
                 kind: CopyKind::MmaRead,
                 offset: 0,
                 len: 0,
+                release: None,
             });
             self.obs.push(Obs::AsyncReadIssued {
                 buf: d as u16,
@@ -409,6 +410,7 @@ impl Exec<'_> {
             kind: CopyKind::Mma,
             offset: 0,
             len: acc_bytes,
+            release: None,
         });
         self.obs.push(Obs::CopyIssued {
             buf: a as u16,
@@ -475,6 +477,7 @@ impl Exec<'_> {
                 kind: CopyKind::MmaCommit,
                 offset: 0,
                 len: 0,
+                release: None,
             });
         }
         Ok(None)
@@ -499,7 +502,7 @@ impl Exec<'_> {
         let mut i = 0;
         let mut end = at;
         while i < end {
-            let o = self.s.copies[i];
+            let o = self.s.copies[i].clone();
             if o.kind == CopyKind::MmaRead && o.issuer == c.issuer {
                 self.s.copies.remove(i);
                 end -= 1;
@@ -621,7 +624,7 @@ impl Exec<'_> {
             .copies
             .iter()
             .find(|c| c.kind == CopyKind::Mma && c.buf as usize == d)
-            .copied()
+            .cloned()
         {
             let msg = format!(
                 "{} deallocates {name} while a tcgen05_mma issued by {} still writes it (its commit was not waited for)",
@@ -697,7 +700,7 @@ impl Exec<'_> {
             .copies
             .iter()
             .find(|c| c.kind == CopyKind::Mma && c.buf as usize == d)
-            .copied()
+            .cloned()
         else {
             return self.read_cell(true, d);
         };
@@ -724,7 +727,7 @@ impl Exec<'_> {
             .copies
             .iter()
             .find(|c| c.kind == CopyKind::MmaRead && c.buf as usize == d)
-            .copied()
+            .cloned()
         else {
             return;
         };

@@ -133,10 +133,10 @@ pub fn replay(model: &Model, actions: &[Action]) -> Result<Replayed, ReplayError
         let out = stepped.outcome;
         let copy = match a {
             Action::Land(i) | Action::LandPart(i) => {
-                let c = s.copies[i as usize];
+                let c = &s.copies[i as usize];
                 Some(CopyRef {
                     buffer: p.buffers[c.buf as usize].name.clone(),
-                    barrier: copy_barrier(p, &c),
+                    barrier: copy_barrier(p, c),
                     bytes: c.bytes,
                     version: c.version,
                     issuer: p.thread_label(c.issuer as usize),
