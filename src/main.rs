@@ -346,7 +346,7 @@ fn cmd_check(paths: &[PathBuf], a: &SearchArgs, format: Format, traces: &cmd_rep
         let hint = (r.verdict == Verdict::Incomplete).then(|| {
             let budget = (r.stats.states / 4).clamp(1_000, 200_000);
             let left = a.max_seconds.map(|m| m - r.stats.seconds);
-            shrink::suggest(&spec, &a.params, budget, left)
+            shrink::suggest(&spec, &a.params, budget, left, limits::memory(a).0)
         });
         match format {
             Format::Text => {

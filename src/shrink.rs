@@ -145,8 +145,16 @@ pub struct Skipped {
 
 /// Try each candidate of `spec` one step smaller within `budget_states` states (and two
 /// seconds) each, within `seconds_left` in all; the best first, and how many candidates the
-/// time bound left untried.
-pub fn suggest(spec: &Spec, overrides: &[(String, i64)], budget_states: usize, seconds_left: Option<f64>) -> (Vec<Shrink>, Skipped) {
+/// time bound left untried. The trials run under the search's own memory bound
+/// (`max_memory_bytes`, on the resident memory of the process, which still holds what the search
+/// left): a hint must not take a command past the bound its search kept.
+pub fn suggest(
+    spec: &Spec,
+    overrides: &[(String, i64)],
+    budget_states: usize,
+    seconds_left: Option<f64>,
+    max_memory_bytes: usize,
+) -> (Vec<Shrink>, Skipped) {
     let start = Instant::now();
     let left = || seconds_left.map(|s| s - start.elapsed().as_secs_f64());
     let mut skipped = Skipped::default();
@@ -163,6 +171,7 @@ pub fn suggest(spec: &Spec, overrides: &[(String, i64)], budget_states: usize, s
         let opts = CheckOptions {
             max_states: Some(budget_states),
             max_seconds: Some(seconds),
+            max_memory_bytes,
             ..Default::default()
         };
         let Ok(proto) = lower(ast, ov) else { return };
