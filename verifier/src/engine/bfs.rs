@@ -750,6 +750,8 @@ pub fn explore<M: Packed>(model: &M, prefix: &[M::Action], limits: &Limits<M>) -
     let mut chunk = 16usize;
     // The most states and components one chunk has added so far.
     let mut peak_chunk = (0usize, 0usize);
+    // The resident memory after the last chunk, and the most it rose over one chunk.
+    let (mut last_mem, mut peak_rise) = (resident(), 0usize);
     let mut last_progress = Instant::now();
     let mut clock = PhaseClock::default();
     // Per state: reached only through a violation so far; left unexpanded for it; expanded.
@@ -941,12 +943,16 @@ pub fn explore<M: Packed>(model: &M, prefix: &[M::Action], limits: &Limits<M>) -
                 stopped = Some(Stop::MaxMemory);
                 break 'search;
             }
-            // The store grows by doubling: stop before a growth the bound cannot hold, instead of
-            // meeting the bound halfway through a copy (about twice the next chunk's additions).
+            // Stop before a growth the bound cannot hold, instead of meeting the bound halfway
+            // through one: the tables that double (about twice the next chunk's additions), and
+            // twice the most the resident memory rose over one chunk (memory is touched in huge
+            // pages, so it rises in steps the store's own count does not see).
+            peak_rise = peak_rise.max(mem.saturating_sub(last_mem));
+            last_mem = mem;
             let (new_states, new_parts) = (store.states.len() - states_before, store.parts.len() - parts_before);
             peak_chunk = (peak_chunk.0.max(new_states), peak_chunk.1.max(new_parts));
             let ahead = store.growth(&actions, &taint, &next, 2 * peak_chunk.0 + 1024, 2 * peak_chunk.1 + 1024);
-            if mem + ahead >= limits.max_memory_bytes {
+            if mem + ahead + 2 * peak_rise >= limits.max_memory_bytes {
                 stopped = Some(Stop::MaxMemory);
                 break 'search;
             }
