@@ -19,6 +19,7 @@ use phasecheck_model::rt::{InternalError, Outcome, Violation};
 use phasecheck_model::ts::Packed;
 use phasecheck_model::ViolationKind;
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -26,6 +27,18 @@ pub use crate::bounds::Bound as Stop;
 
 /// Pieces of a chunk per expansion thread (see the parallel expansion in `explore`).
 const PIECES_PER_THREAD: usize = 4;
+
+/// `PIECES_PER_THREAD`, or the experiment's `PHASECHECK_ENGINE_PIECES` (a diagnostic knob).
+fn pieces_per_thread() -> usize {
+    static P: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *P.get_or_init(|| {
+        std::env::var("PHASECHECK_ENGINE_PIECES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .filter(|&n| n > 0)
+            .unwrap_or(PIECES_PER_THREAD)
+    })
+}
 
 /// States past a violation that may always be expanded: enough for every kind of the library's
 /// protocols to be found (tests/reductions.rs), a few milliseconds of search.
@@ -95,6 +108,9 @@ pub struct Tally {
 #[derive(Default)]
 struct PhaseClock {
     expand: Duration,
+    /// The time the workers spent expanding, summed over them: against `expand` times the
+    /// threads, what they spent waiting for a piece, for the others or to be woken.
+    busy: AtomicU64,
     intern: Duration,
     collect: Duration,
     bookkeeping: Duration,
@@ -110,10 +126,11 @@ impl PhaseClock {
         }
         let ms = |d: Duration| d.as_secs_f64() * 1e3;
         eprintln!(
-            "engine phases ({threads} threads, {} chunks): expand {:.0} ms, intern {:.0} ms, collect {:.0} ms, \
-             bookkeeping {:.0} ms, file {:.0} ms, between chunks {:.0} ms, total {:.0} ms",
+            "engine phases ({threads} threads, {} chunks): expand {:.0} ms (busy {:.0} ms over the workers), \
+             intern {:.0} ms, collect {:.0} ms, bookkeeping {:.0} ms, file {:.0} ms, between chunks {:.0} ms, total {:.0} ms",
             self.chunks,
             ms(self.expand),
+            self.busy.load(Ordering::Relaxed) as f64 / 1e6,
             ms(self.intern),
             ms(self.collect),
             ms(self.bookkeeping),
@@ -165,6 +182,10 @@ struct Expansion<A> {
     pruned: usize,
 }
 
+/// What one piece of a chunk expanded. Aligned to its own cache lines: the batches of a chunk lie
+/// side by side and are filled by different workers at once, and every push writes a length in
+/// the batch itself, which unpadded neighbours would share.
+#[repr(align(128))]
 struct Batch<A> {
     expansions: Vec<Expansion<A>>,
     packed: PackedSuccs,
@@ -805,23 +826,26 @@ pub fn explore<M: Packed>(model: &M, prefix: &[M::Action], limits: &Limits<M>) -
             let t_expand = Instant::now();
             let used = if threads == 1 || take < 2 * threads {
                 expand(model, &store, limits, part, level_start, &mut pool[0]);
+                clock.busy.fetch_add(t_expand.elapsed().as_nanos() as u64, Ordering::Relaxed);
                 1
             } else {
                 // More pieces than workers, taken as workers come free: states differ in cost
                 // (one enables a dozen actions, another none), and equal shares left most
                 // workers waiting for the slowest.
-                let per = take.div_ceil(PIECES_PER_THREAD * threads).max(1);
+                let per = take.div_ceil(pieces_per_thread() * threads).max(1);
                 let pieces = take.div_ceil(per);
                 if pool.len() < pieces {
                     pool.resize_with(pieces, Batch::default);
                 }
                 let queue = Mutex::new(part.chunks(per).zip(pool.iter_mut()));
-                let store = &store;
+                let (store, busy) = (&store, &clock.busy);
                 workers.as_ref().expect("a pool when threads > 1").run(&|_| loop {
                     let Some((p, batch)) = queue.lock().unwrap_or_else(|e| e.into_inner()).next() else {
                         break;
                     };
+                    let t = Instant::now();
                     expand(model, store, limits, p, level_start, batch);
+                    busy.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
                 });
                 pieces
             };

@@ -70,7 +70,12 @@ impl Pool {
             running: AtomicUsize::new(0),
             panicked: AtomicBool::new(false),
             spin: if threads <= cores {
-                Duration::from_micros(50)
+                Duration::from_micros(
+                    std::env::var("PHASECHECK_ENGINE_SPIN_US")
+                        .ok()
+                        .and_then(|v| v.parse().ok())
+                        .unwrap_or(50),
+                )
             } else {
                 Duration::ZERO
             },
