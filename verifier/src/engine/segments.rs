@@ -61,19 +61,6 @@ impl<T: Copy> Segmented<T> {
         &self.segs[i >> SHIFT][off..off + w]
     }
 
-    /// Keep the first `n` groups.
-    pub fn truncate(&mut self, n: usize) {
-        if n >= self.len {
-            return;
-        }
-        let segs = n.div_ceil(GROUPS);
-        self.segs.truncate(segs);
-        if let Some(last) = self.segs.last_mut() {
-            last.truncate((n - (segs - 1) * GROUPS) * self.width);
-        }
-        self.len = n;
-    }
-
     /// Bytes of the groups held (what a state costs, as `Vec`'s length would count it).
     pub fn bytes(&self) -> usize {
         self.len * self.width * std::mem::size_of::<T>()
@@ -121,7 +108,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn groups_read_back_across_segments_and_after_truncation() {
+    fn groups_read_back_across_segments() {
         let mut s: Segmented<u32> = Segmented::new(3);
         let n = 2 * GROUPS + 5;
         for i in 0..n as u32 {
@@ -132,15 +119,7 @@ mod tests {
             let x = i as u32;
             assert_eq!(s.group(i), &[x, x + 1, x * 7]);
         }
-        s.truncate(GROUPS);
-        assert_eq!(s.len(), GROUPS);
-        assert_eq!(s.group(GROUPS - 1)[0], GROUPS as u32 - 1);
-        s.push_group(&[9, 9, 9]);
-        assert_eq!(s.group(GROUPS), &[9, 9, 9]);
-        s.truncate(0);
-        assert!(s.is_empty());
-        s.push_group(&[1, 2, 3]);
-        assert_eq!(s.group(0), &[1, 2, 3]);
+        assert_eq!(s.bytes(), n * 3 * 4);
     }
 
     #[test]
