@@ -455,6 +455,14 @@ impl Model {
         }
     }
 
+    /// A CTA of a cluster has exited while an async copy is still in flight into its shared
+    /// memory or reads from it: the `lifetime` of `state_violations`, for the outcome enumeration,
+    /// which must end an execution there (a runtime or the hardware may fault at that exit,
+    /// before any later step of the peers).
+    pub fn cluster_exit_in_flight(&self, s: &State) -> bool {
+        self.cluster_lifetime(s).is_some()
+    }
+
     /// Violations that belong to a state rather than a step: a deadlock, the CTA exiting with
     /// copies still in flight, a blocked wait whose token or parity has gone stale.
     pub fn state_violations(&self, s: &State, enabled: &[Action]) -> Vec<Violation> {

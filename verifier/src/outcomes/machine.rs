@@ -316,6 +316,12 @@ impl Machine {
         if self.edits_descriptor_in_use(s, &out.violations, &obs) {
             return vec![Next::Undefined(self.undefined(p, ViolationKind::DataRace))];
         }
+        // A CTA of a cluster exits (or times out) with a copy still in flight into its shared
+        // memory: undefined behaviour from that exit on, as `check` reports it, not only once a
+        // peer's later remote step meets the exited CTA (fuzz/findings/run-cpu-cluster-*).
+        if self.model.cluster_exit_in_flight(&next) {
+            return vec![Next::Undefined(self.undefined(p, ViolationKind::Lifetime))];
+        }
         if out
             .violations
             .iter()

@@ -441,3 +441,32 @@ fn an_incomplete_set_is_a_subset_of_the_whole_and_never_rejects() {
     }
     assert!(partial > 0, "no budget left a proper, non-empty part");
 }
+
+/// A CTA of a cluster that exits (or whose last thread times out) with a copy still in flight
+/// into its shared memory ends the execution there as undefined behaviour, as `check` reports
+/// it: before, only a peer's later remote step into the exited CTA did, so a run that faulted at
+/// the exit itself (the reference runtime, 1 call in 30 of fuzz/findings/run-cpu-cluster-hang-
+/// then-lifetime) was outside the model.
+#[test]
+fn a_cluster_cta_exiting_under_its_copy_in_flight_is_undefined_from_that_exit() {
+    let src = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../fuzz/findings/run-cpu-cluster-hang-then-lifetime.phase"
+    ))
+    .unwrap();
+    let set = allowed_outcomes(&model(&src), 1_000_000);
+    let prefixes: Vec<Vec<Vec<u8>>> = set
+        .undefined()
+        .map(|u| {
+            assert_eq!(u.cause, ViolationKind::Lifetime);
+            u.prefix.threads.iter().map(|t| t.token_parities.clone()).collect()
+        })
+        .collect();
+    // cta1.producer arrived and exited under its copies; cta0.producer had not arrived yet.
+    assert!(prefixes.contains(&vec![vec![], vec![], vec![0], vec![]]), "{prefixes:?}");
+    assert!(prefixes.contains(&vec![vec![0], vec![], vec![], vec![]]), "{prefixes:?}");
+    assert_eq!(
+        set.summary(),
+        "0 outcomes + 3 undefined-behaviour prefixes (lifetime), fault allowed"
+    );
+}
