@@ -69,6 +69,8 @@ impl Pool {
             number: AtomicU64::new(0),
             running: AtomicUsize::new(0),
             panicked: AtomicBool::new(false),
+            // 50 us, or the diagnostic `PHASECHECK_ENGINE_SPIN_US` (BENCHMARKS.md: no setting
+            // from 50 us to 5 ms moved a 16-thread run beyond the spread between repeats).
             spin: if threads <= cores {
                 Duration::from_micros(
                     std::env::var("PHASECHECK_ENGINE_SPIN_US")
