@@ -58,7 +58,8 @@ pub(super) struct Partial {
 pub(super) enum Situation {
     /// Every thread exited and nothing is in flight.
     Done,
-    /// Every thread exited with an async copy still in flight: undefined behaviour (lifetime).
+    /// Every thread exited, or every thread of one CTA of a cluster, with an async copy still in
+    /// flight into its shared memory: undefined behaviour (lifetime).
     ExitInFlight,
     /// Nothing can move and a lane waits at a warp collective for a lane of its mask that never
     /// executes a matching one: undefined behaviour (`Model::warp_collective_ub`).
@@ -186,6 +187,12 @@ impl Machine {
             } else {
                 Situation::ExitInFlight
             };
+        }
+        // The same for one CTA of a cluster that has exited (or timed out) under a copy still in
+        // flight into its shared memory: undefined from that exit on, as `check` reports it, not
+        // only once a peer's later remote step meets the exited CTA (fuzz/findings/run-cpu-cluster-*).
+        if self.model.cluster_exit_in_flight(s) {
+            return Situation::ExitInFlight;
         }
         let enabled = self.enabled(s);
         let blocked: Vec<usize> = (0..s.threads.len())
@@ -315,12 +322,6 @@ impl Machine {
         let over = batched_over.then(|| Next::Undefined(self.undefined(p, ViolationKind::OverArrival)));
         if self.edits_descriptor_in_use(s, &out.violations, &obs) {
             return vec![Next::Undefined(self.undefined(p, ViolationKind::DataRace))];
-        }
-        // A CTA of a cluster exits (or times out) with a copy still in flight into its shared
-        // memory: undefined behaviour from that exit on, as `check` reports it, not only once a
-        // peer's later remote step meets the exited CTA (fuzz/findings/run-cpu-cluster-*).
-        if self.model.cluster_exit_in_flight(&next) {
-            return vec![Next::Undefined(self.undefined(p, ViolationKind::Lifetime))];
         }
         if out
             .violations
