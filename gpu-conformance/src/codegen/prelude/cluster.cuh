@@ -74,12 +74,21 @@ __device__ bool pc_cluster_arrive(PcThread& th, PcClusterBar* b, i64& slot) {
   pc_cbar_unlock(b);
   return true;
 }
+// The wait outlasts an mbarrier wait, as the software syncthreads does: the model never times a
+// thread out at the cluster barrier, since a peer's timeout exit may still complete its phase
+// (`live` drops). So it gives up only after twice the wait bound with no thread of the cluster
+// leaving; a plain bound let a waiter that blocked first time out before the exit that would
+// release it (fuzz/findings/run-cpu-cluster-hang-then-lifetime, H100 2026-12-07: every thread
+// hung in 32 of 32 replays, outside the model).
 __device__ bool pc_cluster_wait(PcThread& th, PcClusterBar* b, i64& slot) {
   if (slot == 0) { th.status = PC_ASSERT; return false; }  // a wait with no arrival: undefined
   volatile PcClusterBar* v = b;
   u64 start = pc_now();
+  int live = v->live;
   while ((i64)v->gen == slot - 1) {
-    if (pc_now() - start > th.timeout_ns) { th.status = PC_HUNG; return false; }
+    int now_live = v->live;
+    if (now_live != live) { live = now_live; start = pc_now(); }  // an exit: the bound starts afresh
+    if (pc_now() - start > 2 * th.timeout_ns) { th.status = PC_HUNG; return false; }
   }
   pc_fence_cluster();
   slot = 0;
