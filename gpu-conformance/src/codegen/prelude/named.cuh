@@ -34,9 +34,12 @@ __device__ bool pc_named(PcThread& th, PcNamed* nb, PcSync* warp, int* lead, vol
   if (mine == -1) { th.status = PC_ASSERT; return false; }  // mixed thread counts: undefined
   if (mine == -2) { th.status = PC_HUNG; return false; }
   if (!sync) return true;
+  // The wait for the phase outlasts an mbarrier wait, as the software syncthreads does: the model
+  // never times a thread out at a named barrier, and a peer's timeout exit may still complete a
+  // lagging warp's arrival (its warp sync counts exited lanes) and with it this phase.
   u64 start = pc_now();
   while (*(volatile int*)&nb->gen == mine) {
-    if (pc_now() - start > th.timeout_ns) { th.status = PC_HUNG; return false; }
+    if (pc_now() - start > 2 * th.timeout_ns) { th.status = PC_HUNG; return false; }
   }
   __threadfence_block();
   return true;
