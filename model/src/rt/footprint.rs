@@ -821,12 +821,18 @@ impl Footprints {
             }
         }
         if fp.warpgroup {
-            // The warpgroup's group record lives in its warps' records; a wait retires every
-            // member's reads (docs/model.md, "Warpgroup-scoped wgmma").
+            // The warpgroup's groups live in its warps' records (docs/model.md, "The warpgroup's
+            // MMA"). An issue changes only its own agent's groups, so two agents' issues commute;
+            // a wait may return only once every member issued its groups, so it reads every
+            // member's record, and it marks what it retired in its own (and, through the marks,
+            // keeps two members' waits dependent: the first to cover a read stamps it).
             let members = m.proto.warpgroup_of(t);
-            for &a in &members {
-                Footprint::set(&mut fp.write, self.warp_base + m.proto.threads[a].warp as usize);
+            if fp.retires || future {
+                for &a in &members {
+                    Footprint::set(&mut fp.read, self.warp_base + m.proto.threads[a].warp as usize);
+                }
             }
+            Footprint::set(&mut fp.write, self.warp_base + m.proto.threads[t].warp as usize);
             if fp.retires || future {
                 for r in s
                     .proxy

@@ -133,6 +133,7 @@ impl Model {
         perm.extend(0..n as u32);
         // Epochs first: ranks are the same for every renaming of them, so the order below is too.
         normalise_epochs(s);
+        canonical_reads(s);
         if !symmetry {
             return;
         }
@@ -332,5 +333,17 @@ impl Model {
     /// How many classes of interchangeable threads the protocol has (for the report header).
     pub fn symmetry_class_count(&self) -> usize {
         self.symmetry.len()
+    }
+}
+
+/// The async reads in flight in one order (issuer, kind, group, range) while a `warpgroup_mma`
+/// read is among them. The agents of a warpgroup issue their part of each MMA independently
+/// (docs/model.md, "The constructs of warp-specialized kernels"), and each issue appends its
+/// reads, so four warps' issues in their 24 orders would store 24 states that nothing but
+/// messages tells apart. Other protocols keep the issue order: sorting there merges little and
+/// would move which of two reads in flight a message names.
+fn canonical_reads(s: &mut State) {
+    if s.proxy.reads.iter().any(|r| r.warpgroup) {
+        s.proxy.reads.sort_by_key(|r| (r.issuer, r.wgmma, r.age, r.buf, r.lo, r.hi));
     }
 }
