@@ -10,10 +10,10 @@
 //! Both forms hold at the real shape (4 stages, 4 tiles x 3 k-blocks; about 90 s for the kernel
 //! form on a 2-core machine). The planted bugs run at a smaller shape set by params: 2 stages, 2
 //! tiles x 1 k-block, with the real
-//! four warps per warpgroup (the workaround's `WARPS = 4`) and `warp_size 32` (about 6,500 and
-//! 51,500 states). Bugs that need a stage to come round (an early release, the consumer's start
-//! phase, A's bytes only) take more than a minute per form at the smallest shape that shows
-//! them, so the planted bugs here are the three that show at this one.
+//! four warps per warpgroup (the workaround's `WARPS = 4`) and `warp_size 32`, and the early
+//! release, which needs a stage to come round, at one stage. The consumer's start phase and A's
+//! bytes only are not here: at `STAGES=1 TILES=2 KBLK=1` the workaround form of the first and
+//! both forms of the second are still incomplete after 40 s (2026-12-07).
 
 use phasecheck_model::rt::Model;
 use phasecheck_model::spec::load;
@@ -138,6 +138,20 @@ fn bugs() -> Vec<Bug> {
                 "",
             ),
             params: &[("STAGES", 2), ("TILES", 2), ("KBLK", 1)],
+        },
+        // The stage released right after consumer_wait, before the MMA has read it: the producer
+        // may overwrite the operands under the read (one stage, so the release comes round).
+        Bug {
+            name: "early_release",
+            workaround: (
+                "      read(a[s], expect = t * KBLK + k)\n      wgmma_async(a[s], b[s])\n      wgmma_wait(0)                                    // warpgroup_wait<0>\n      bar_sync(5 + g, WG)                              // ... across the warpgroup's warps\n      if (warp - 1) % WARPS == 0 { let e = elect(); if e == 1 { arrive(empty[s]) } }   // consumer_release\n",
+                "      if (warp - 1) % WARPS == 0 { let e = elect(); if e == 1 { arrive(empty[s]) } }   // BUG\n      read(a[s], expect = t * KBLK + k)\n      wgmma_async(a[s], b[s])\n      wgmma_wait(0)\n      bar_sync(5 + g, WG)\n",
+            ),
+            kernel: (
+                "      warpgroup_mma(a[s], b[s], expect = t * KBLK + k) // warpgroup_arrive; wgmma; commit_batch\n      warpgroup_wait(0)                                // warpgroup_wait<0>\n      if (warp - 1) % 4 == 0 { let e = elect(); if e == 1 { arrive(empty[s]) } }   // consumer_release\n",
+                "      if (warp - 1) % 4 == 0 { let e = elect(); if e == 1 { arrive(empty[s]) } }   // BUG\n      warpgroup_mma(a[s], b[s], expect = t * KBLK + k)\n      warpgroup_wait(0)\n",
+            ),
+            params: &[("STAGES", 1), ("TILES", 2), ("KBLK", 1)],
         },
         // The producer's PipelineState starts at phase 0: its first wait on a fresh `empty`
         // never returns.
