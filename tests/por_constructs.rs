@@ -290,6 +290,31 @@ fn warpgroup_pipeline(seed: u64) -> String {
     )
 }
 
+/// A warpgroup MMA whose agents read different operands (each warp its own slice `x[warp - 1]`,
+/// all loaded on one `full`): a member's wait retires the other members' reads too, on buffers its
+/// own agent never reads. Mistakes as in [`warpgroup_pipeline`]: the release before the wait, a
+/// wait that keeps the newest group, a stale operand, a wrong parity.
+fn warpgroup_split_operands(seed: u64) -> String {
+    let mut d = Dice(seed);
+    let iters = 1 + d.pick(2);
+    let signaller = 1 + d.pick(4);
+    let release_first = d.mistake(3) == 1;
+    let keep = if d.mistake(3) == 1 { 1 } else { 0 };
+    let expect = if d.mistake(4) == 1 { "0" } else { "i" };
+    let parity = if d.mistake(4) == 1 { "0" } else { "i % 2" };
+    let release = format!("    if warp == {signaller} {{ let e = elect(); if e == 1 {{ arrive(empty) }} }}\n");
+    let wait = format!("    warpgroup_wait({keep})\n");
+    let (first, second) = if release_first { (&release, &wait) } else { (&wait, &release) };
+    format!(
+        "protocol g\nwarp_size 32\nbarrier full count 1\nbarrier empty count 1\nbuffer x[4] bytes 16\n\
+         role producer warps 1 uniform {{\n  let e = elect()\n  if e == 1 {{\n    for i in 0..{iters} {{\n\
+         \x20     if i > 0 {{ wait_parity(empty, (i + 1) % 2) }}\n      arrive_expect_tx(full, 64)\n\
+         \x20     for w in 0..4 {{ copy_async(x[w], full, version = i) }}\n    }}\n  }}\n}}\n\
+         role mma warpgroups 1 uniform {{\n  for i in 0..{iters} {{\n    wait_parity(full, {parity})\n\
+         \x20   warpgroup_mma(x[warp - 1], expect = {expect})\n{first}{second}  }}\n  warpgroup_wait(0)\n}}\n"
+    )
+}
+
 /// `while` loops as kernels write them: a ring walked by counting `while` loops, waits written as
 /// spins on `try_wait_parity` (CUTLASS's `ClusterBarrier::wait`) or as blocking waits, a
 /// consumer that leaves its loop early by `break`, and a shared flag polled until the producer
@@ -470,6 +495,14 @@ proptest! {
     #[test]
     fn reduction_keeps_the_kinds_of_warpgroup_mma_pipelines(seed in any::<u64>()) {
         same_kinds(&warpgroup_pipeline(seed))?;
+    }
+
+    /// Law: on a warpgroup whose agents read different operands, so that a member's wait
+    /// retires reads of buffers its own agent never reads, the reduction keeps the kinds of the
+    /// unreduced search.
+    #[test]
+    fn reduction_keeps_the_kinds_of_warpgroups_with_split_operands(seed in any::<u64>()) {
+        same_kinds(&warpgroup_split_operands(seed))?;
     }
 
     /// Law: on `while` loops (counting loops, spins on try_wait_parity and on a shared flag,
