@@ -166,6 +166,8 @@ impl Model {
         }
         if moved {
             permute(s, perm);
+            // The renaming moved issuers: the sorted reads (if sorted) follow the new names.
+            canonical_reads(s);
         }
     }
 }
@@ -223,8 +225,9 @@ fn permute(s: &mut State, perm: &[u32]) {
             remap_clock(&mut r.clock);
         }
     }
-    // The async proxy: reads name their issuer. Their order is the issue order, which
-    // a renaming of threads does not change.
+    // The async proxy: reads name their issuer. Their order is the issue order, which a
+    // renaming of threads does not change (while a warpgroup read is in flight they are kept
+    // sorted instead, and `canonical_form` sorts them again after the renaming).
     for r in s.proxy.reads.iter_mut() {
         r.issuer = to_new[r.issuer as usize] as u16;
     }
