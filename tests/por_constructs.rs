@@ -264,11 +264,22 @@ fn fence_handoff(seed: u64) -> String {
 /// (`warpgroup_wait`) and one signalling lane releases the stage. Mistakes: the release before
 /// the wait, a warp that skips the MMA, a wait that keeps the newest group, a stale operand.
 fn warpgroup_pipeline(seed: u64) -> String {
+    warpgroup_mma_protocol(seed, false)
+}
+
+/// The same pipeline with the operands split: each warp's MMA reads its own slice
+/// `x[warp - 1]` (all loaded on one `full`), so a member's wait retires the other members' reads
+/// on buffers its own agent never reads. No warp skips the MMA here.
+fn warpgroup_split_operands(seed: u64) -> String {
+    warpgroup_mma_protocol(seed, true)
+}
+
+fn warpgroup_mma_protocol(seed: u64, split: bool) -> String {
     let mut d = Dice(seed);
     let iters = 1 + d.pick(2);
     let signaller = 1 + d.pick(4);
     let release_first = d.mistake(3) == 1;
-    let skipper = if d.mistake(4) == 1 {
+    let skipper = if !split && d.mistake(4) == 1 {
         format!("if warp != {} {{ ", 1 + d.pick(4))
     } else {
         String::new()
@@ -280,38 +291,22 @@ fn warpgroup_pipeline(seed: u64) -> String {
     let release = format!("    if warp == {signaller} {{ let e = elect(); if e == 1 {{ arrive(empty) }} }}\n");
     let wait = format!("    warpgroup_wait({keep})\n");
     let (first, second) = if release_first { (&release, &wait) } else { (&wait, &release) };
+    let (buffers, copies, operand) = if split {
+        (
+            "buffer x[4] bytes 16",
+            "for w in 0..4 { copy_async(x[w], full, version = i) }",
+            "x[warp - 1]",
+        )
+    } else {
+        ("buffer a bytes 64", "copy_async(a, full, version = i)", "a")
+    };
     format!(
-        "protocol g\nwarp_size 32\nbarrier full count 1\nbarrier empty count 1\nbuffer a bytes 64\n\
+        "protocol g\nwarp_size 32\nbarrier full count 1\nbarrier empty count 1\n{buffers}\n\
          role producer warps 1 uniform {{\n  let e = elect()\n  if e == 1 {{\n    for i in 0..{iters} {{\n\
          \x20     if i > 0 {{ wait_parity(empty, (i + 1) % 2) }}\n      arrive_expect_tx(full, 64)\n\
-         \x20     copy_async(a, full, version = i)\n    }}\n  }}\n}}\n\
+         \x20     {copies}\n    }}\n  }}\n}}\n\
          role mma warpgroups 1 uniform {{\n  for i in 0..{iters} {{\n    wait_parity(full, {parity})\n\
-         \x20   {skipper}warpgroup_mma(a, expect = {expect}){close}\n{first}{second}  }}\n  warpgroup_wait(0)\n}}\n"
-    )
-}
-
-/// A warpgroup MMA whose agents read different operands (each warp its own slice `x[warp - 1]`,
-/// all loaded on one `full`): a member's wait retires the other members' reads too, on buffers its
-/// own agent never reads. Mistakes as in [`warpgroup_pipeline`]: the release before the wait, a
-/// wait that keeps the newest group, a stale operand, a wrong parity.
-fn warpgroup_split_operands(seed: u64) -> String {
-    let mut d = Dice(seed);
-    let iters = 1 + d.pick(2);
-    let signaller = 1 + d.pick(4);
-    let release_first = d.mistake(3) == 1;
-    let keep = if d.mistake(3) == 1 { 1 } else { 0 };
-    let expect = if d.mistake(4) == 1 { "0" } else { "i" };
-    let parity = if d.mistake(4) == 1 { "0" } else { "i % 2" };
-    let release = format!("    if warp == {signaller} {{ let e = elect(); if e == 1 {{ arrive(empty) }} }}\n");
-    let wait = format!("    warpgroup_wait({keep})\n");
-    let (first, second) = if release_first { (&release, &wait) } else { (&wait, &release) };
-    format!(
-        "protocol g\nwarp_size 32\nbarrier full count 1\nbarrier empty count 1\nbuffer x[4] bytes 16\n\
-         role producer warps 1 uniform {{\n  let e = elect()\n  if e == 1 {{\n    for i in 0..{iters} {{\n\
-         \x20     if i > 0 {{ wait_parity(empty, (i + 1) % 2) }}\n      arrive_expect_tx(full, 64)\n\
-         \x20     for w in 0..4 {{ copy_async(x[w], full, version = i) }}\n    }}\n  }}\n}}\n\
-         role mma warpgroups 1 uniform {{\n  for i in 0..{iters} {{\n    wait_parity(full, {parity})\n\
-         \x20   warpgroup_mma(x[warp - 1], expect = {expect})\n{first}{second}  }}\n  warpgroup_wait(0)\n}}\n"
+         \x20   {skipper}warpgroup_mma({operand}, expect = {expect}){close}\n{first}{second}  }}\n  warpgroup_wait(0)\n}}\n"
     )
 }
 
