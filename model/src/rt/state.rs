@@ -74,36 +74,17 @@ refill_by_copy!(i64, u32, bool, (u16, u16, u64), Access, AsyncRead);
 impl Refill for CopyInFlight {
     #[inline]
     fn refill(&mut self, src: &Self) {
-        let CopyInFlight {
-            buf,
-            bar,
-            bytes,
-            version,
-            issuer,
-            stmt,
-            kind,
-            offset,
-            len,
-            release,
-        } = self;
-        (*buf, *bar, *bytes, *version, *issuer, *stmt, *kind, *offset, *len) = (
-            src.buf,
-            src.bar,
-            src.bytes,
-            src.version,
-            src.issuer,
-            src.stmt,
-            src.kind,
-            src.offset,
-            src.len,
-        );
-        match (release, &src.release) {
+        // Every field but the deferred arrive-on's release is `Copy`; the release keeps its
+        // allocation when both have one.
+        let mut release = self.release.take();
+        match (&mut release, &src.release) {
             (Some(d), Some(s)) => {
                 d.clock.refill(&s.clock);
                 d.known.refill(&s.known);
             }
             (d, s) => *d = s.clone(),
         }
+        *self = CopyInFlight { release, ..*src };
     }
 }
 
