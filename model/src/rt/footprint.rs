@@ -17,7 +17,9 @@
 //! - buffer, var: reads (each agent replaces only its own entry of the read set) commute; a write
 //!   (a copy issue, a landing, a var assignment) conflicts with any access.
 //! - an exit conflicts with a landing (so a reduced set never lets the CTA exit under a copy
-//!   unnoticed); `global` conflicts with everything (init, which resets everyone's phase knowledge).
+//!   unnoticed), except an outside thread's future exit against the set: while the seed stands
+//!   still it is never the last; `global` conflicts with everything (init, which resets everyone's
+//!   phase knowledge).
 //!
 //! Static footprints of code are computed once per model: for each role and pc, the footprint of
 //! every instruction reachable from that pc (the thread's *future*). An arrival, expect_tx,
@@ -1016,7 +1018,11 @@ impl Footprints {
                         continue;
                     }
                     let Some(fut) = &futures[u] else { continue };
-                    if chosen.conflicts(fut) {
+                    // An outside thread's exit is never the CTA's last while the seed stands
+                    // still, so it commutes with the set's landings (docs/model.md, "Why
+                    // every kind is still found", `lifetime`).
+                    let outside = Footprint { exit: false, ..*fut };
+                    if chosen.conflicts(&outside) {
                         match &steps[u] {
                             Some(fp) => {
                                 in_t[u] = true;
