@@ -255,16 +255,16 @@ fn the_header_names_the_construct_that_turns_the_partial_order_reduction_off() {
             "turned off by cluster scope at line 34: cluster_sync()",
         ),
         (
-            "specs/kinds/uninitialized_fixed.phase",
-            "turned off by `syncthreads` at line 10: syncthreads",
+            "specs/blackwell/cutlass_sm100_gemm_commit_before_mma.phase",
+            "turned off by `tmem_alloc` at line 36: tmem_alloc(acc, 256)",
         ),
         (
             "specs/mistakes/diverged_warp_commit.phase",
             "turned off by `commit` at line 37: commit(empty[s])",
         ),
         (
-            "specs/hopper/cp_async_group_wait_too_shallow.phase",
-            "turned off by `cp_async` at line 13",
+            "specs/hopper/tensormap_edit_under_copy.phase",
+            "turned off by a tensor copy (`copy_async(..., tensormap =)`) at line 21: copy_async(tile, full, version = g, tensormap = desc",
         ),
         (
             "specs/hopper/partial_copy_overlap.phase",

@@ -1,7 +1,7 @@
 //! The partial-order reduction on the constructs of warp-specialized kernels: warp-uniform roles
 //! with an elected lane, `elect()` and `syncwarp` among the lanes of one warp, named barriers
-//! (`bar_sync`/`bar_arrive`) and the async proxy (TMA stores and their bulk groups, wgmma operand
-//! reads, proxy fences). Each generator plants the mistakes users make with its construct; each
+//! (`bar_sync`/`bar_arrive`), the async proxy (TMA stores and their bulk groups, wgmma operand
+//! reads, proxy fences), `syncthreads` and cp.async (arrive-ons and group waits). Each generator plants the mistakes users make with its construct; each
 //! law says the reduced search finds exactly the kinds of the unreduced one (docs/model.md,
 //! "Partial-order reduction"). The footprint defects of `Mutant::FOOTPRINT_DEFECTS` (each forgets
 //! one construct's conflicts) must each lose a kind on some generated protocol, so these laws can
@@ -453,6 +453,116 @@ fn exits_under_copies(seed: u64) -> String {
     )
 }
 
+/// `syncthreads` among the CTA's threads: a barrier initialised by one thread and published by
+/// `syncthreads` (or not), a buffer handed over per round through it (double-buffered, or one
+/// buffer: the rewrite races the last round's read), an mbarrier-and-copy pipeline beside it, and
+/// consumers that stop a round early, so that their exits release the producer's last
+/// `syncthreads` (exited threads leave the CTA's barrier).
+fn syncthreads_rounds(seed: u64) -> String {
+    let mut d = Dice(seed);
+    let iters = 1 + d.pick(3);
+    let consumers = 1 + d.pick(2);
+    let nbuf = if d.mistake(2) == 1 { 1 } else { 2 };
+    let manual = d.pick(2) == 0;
+    let publish = d.mistake(3);
+    let order = d.mistake(3);
+    let citers = if d.mistake(3) == 1 { iters - 1 } else { iters };
+    let pipeline = d.pick(3) != 0;
+    let parity = d.mistake(3);
+    let bytes = if d.mistake(3) == 1 { 8 } else { 16 };
+    // A closing `syncthreads` in every role (an epilogue's): its last arrival releases the CTA
+    // into its exits, maybe under the last copy.
+    let close = if d.pick(2) == 0 { "  syncthreads\n" } else { "" };
+    let init = if manual {
+        let sync = if publish == 1 { "" } else { "  syncthreads\n" };
+        (
+            "barrier full count 1 manual_init\n",
+            format!("  init(full)\n{sync}"),
+            sync.to_string(),
+        )
+    } else {
+        ("barrier full count 1\n", String::new(), String::new())
+    };
+    // The producer's round: the handed-over write and the CTA's barrier, in either order (the
+    // write after the barrier races the readers), or the barrier left out.
+    let hand = match order {
+        0 => "    write(x[i % NB], i)\n    syncthreads\n",
+        1 => "    syncthreads\n    write(x[i % NB], i)\n",
+        _ => "    write(x[i % NB], i)\n",
+    };
+    let (pfill, cdrain) = if pipeline {
+        let pw = match parity {
+            0 => "    if i > 0 { wait_parity(empty, (i - 1) % 2) }\n",
+            1 => "    if i > 0 { wait_parity(empty, i % 2) }\n",
+            _ => "",
+        };
+        (
+            format!("{pw}    arrive_expect_tx(full, {bytes})\n    copy_async(slot, full, version = i)\n"),
+            "    wait_parity(full, i % 2)\n    read(slot, expect = i)\n    arrive(empty)\n",
+        )
+    } else {
+        (String::new(), "")
+    };
+    let csync = if order == 2 { "" } else { "    syncthreads\n" };
+    format!(
+        "protocol sync\nexpect holds\nparam ITERS = {iters}\nparam NB = {nbuf}\n\n{}barrier empty count {consumers}\n\
+         buffer slot bytes 16\nbuffer x[NB] bytes 16\n\n\
+         role producer[1] {{\n{}  for i in 0..ITERS {{\n{hand}{pfill}  }}\n{close}}}\n\n\
+         role consumer[{consumers}] {{\n{}  for i in 0..{citers} {{\n{csync}    read(x[i % NB], expect = i)\n{cdrain}  }}\n{close}}}\n",
+        init.0, init.1, init.2
+    )
+}
+
+/// cp.async rings: producer threads copy their part of a stage with `cp_async` and signal its
+/// barrier by an arrive-on (`cp_async_arrive_noinc`, or `cp_async_arrive` with an arrival of
+/// their own), or by waiting for their groups and arriving; consumers wait, read and release.
+/// Mistakes: an arrive-on that raises the count it fires (no arrival beside it), an arrival that
+/// tracks no copy, a group wait one group short, the producer's wait for a free slot on the
+/// wrong parity or missing, consumers that stop a round early (the producer exits under its last
+/// copies).
+fn cp_async_rings(seed: u64) -> String {
+    let mut d = Dice(seed);
+    let stages = 1 + d.pick(2);
+    let iters = 1 + d.pick(3);
+    let producers = 1 + d.pick(2);
+    let consumers = 1 + d.pick(2);
+    let part = 32 / producers;
+    let signal = match d.mistake(4) {
+        0 => d.pick(3),
+        m => 2 + m,
+    };
+    let pw = match d.mistake(3) {
+        0 => "    if i >= STAGES { wait_parity(empty[s], (i / STAGES + 1) % 2) }\n",
+        1 => "    if i >= STAGES { wait_parity(empty[s], (i / STAGES) % 2) }\n",
+        _ => "",
+    };
+    let citers = if d.mistake(3) == 1 { iters - 1 } else { iters };
+    // A bystander that polls the first stage's barrier once and reads the stage if it saw the
+    // phase complete (a race when the stage is refilled before it reads).
+    let observer = if d.pick(3) == 0 {
+        "\nrole observer[1] {\n  let ok = try_wait_parity(full[0], 0)\n  if ok == 1 { read(slot[0], expect = 0) }\n}\n"
+    } else {
+        ""
+    };
+    let signal = match signal {
+        0 => "    cp_async_arrive_noinc(full[s])\n".to_string(),
+        1 => "    cp_async_arrive(full[s])\n    arrive(full[s])\n".to_string(),
+        2 => "    cp_async_commit_group()\n    cp_async_wait_group(0)\n    arrive(full[s])\n".to_string(),
+        3 => "    cp_async_arrive(full[s])\n".to_string(),
+        4 => "    arrive(full[s])\n".to_string(),
+        _ => "    cp_async_commit_group()\n    cp_async_wait_group(1)\n    arrive(full[s])\n".to_string(),
+    };
+    format!(
+        "protocol cpasync\nexpect holds\nparam STAGES = {stages}\nparam ITERS = {iters}\n\n\
+         barrier full[STAGES] count {producers}\nbarrier empty[STAGES] count {consumers}\n\
+         buffer slot[STAGES] bytes 32\n\n\
+         role producer[{producers}] {{\n  for i in 0..ITERS {{\n    let s = i % STAGES\n{pw}\
+             cp_async(slot[s], offset = tid * {part}, bytes = {part}, version = i)\n{signal}  }}\n}}\n\n\
+         role consumer[{consumers}] {{\n  for i in 0..{citers} {{\n    let s = i % STAGES\n\
+             wait_parity(full[s], (i / STAGES) % 2)\n    read(slot[s], expect = i)\n    arrive(empty[s])\n  }}\n}}\n{observer}"
+    )
+}
+
 /// Kinds found, or `None` when the search did not finish within its bound.
 fn kinds(src: &str, por: bool, symmetry: bool, mutant: Option<Mutant>) -> Option<BTreeSet<ViolationKind>> {
     let ast = lang::parse(src).unwrap_or_else(|d| panic!("generated protocol does not parse: {d:?}\n{src}"));
@@ -547,6 +657,21 @@ proptest! {
     #[test]
     fn reduction_keeps_the_kinds_of_exits_under_copies_in_flight(seed in any::<u64>()) {
         same_kinds(&exits_under_copies(seed))?;
+    }
+
+    /// Law: on threads meeting at `syncthreads` (an init published by it, buffers handed over
+    /// through it, exits that release it, an mbarrier pipeline beside it), the reduction keeps
+    /// the kinds.
+    #[test]
+    fn reduction_keeps_the_kinds_of_syncthreads_rounds(seed in any::<u64>()) {
+        same_kinds(&syncthreads_rounds(seed))?;
+    }
+
+    /// Law: on cp.async rings (arrive-ons with and without `.noinc`, group waits, their
+    /// misuses, exits under copies in flight), the reduction keeps the kinds.
+    #[test]
+    fn reduction_keeps_the_kinds_of_cp_async_rings(seed in any::<u64>()) {
+        same_kinds(&cp_async_rings(seed))?;
     }
 
     /// Law: on `while` loops (counting loops, spins on try_wait_parity and on a shared flag,
@@ -644,4 +769,101 @@ fn exits_under_copies_reach_lifetime_and_protocols_that_hold() {
     eprintln!("kinds over 128 seeds: {seen:?}; {holds} hold");
     assert!(holds > 0);
     assert!(seen.contains(&ViolationKind::Lifetime), "{seen:?}");
+}
+
+/// The `syncthreads` generator reaches what its mistakes are for: an unpublished init
+/// (`uninitialized`), a rewrite racing a read (`data-race`), a stale read, a hang, and
+/// protocols that hold.
+#[test]
+fn syncthreads_rounds_reach_uninitialized_races_and_protocols_that_hold() {
+    let mut seen = BTreeSet::new();
+    let mut holds = 0;
+    for seed in 0..128u64 {
+        let Some(k) = kinds(&syncthreads_rounds(seed), false, false, None) else {
+            continue;
+        };
+        holds += k.is_empty() as usize;
+        seen.extend(k);
+    }
+    eprintln!("kinds over 128 seeds: {seen:?}; {holds} hold");
+    assert!(holds > 0);
+    for kind in [
+        ViolationKind::Uninitialized,
+        ViolationKind::DataRace,
+        ViolationKind::StaleRead,
+        ViolationKind::Deadlock,
+    ] {
+        assert!(seen.contains(&kind), "{kind:?} not reached: {seen:?}");
+    }
+}
+
+/// `syncthreads` has no conflict of its own to forget: a release needs every unfinished thread
+/// of the CTA at it, the seed included, so no step passes one while the seed stands still, and
+/// arrivals and exits commute among themselves (docs/model.md, "syncthreads"). The law: with
+/// its footprint planted away (the CTA's record and the release's exits), the cut alone keeps
+/// the kinds of the unreduced search on 400 generated protocols; the footprint is kept as a
+/// margin. The reduction that ignores every conflict loses a kind on them, so the protocols
+/// can tell a broken reduction.
+#[test]
+fn the_cut_at_syncthreads_alone_keeps_the_kinds_and_a_broken_reduction_does_not() {
+    let mut compared = 0;
+    let mut ignored = None;
+    for seed in 0..400u64 {
+        let src = syncthreads_rounds(seed);
+        let Some(plain) = kinds(&src, false, false, None) else { continue };
+        let bare = kinds(&src, true, false, Some(Mutant::PorForgetsSyncThreads));
+        if let Some(bare) = bare {
+            compared += 1;
+            assert_eq!(plain, bare, "the cut at syncthreads alone loses a kind on\n{src}");
+        }
+        if ignored.is_none() && kinds(&src, true, false, Some(Mutant::PorIgnoresConflicts)).is_some_and(|k| k != plain) {
+            ignored = Some(seed);
+        }
+    }
+    eprintln!("{compared} protocols compared; ignoring conflicts caught at seed {ignored:?}");
+    assert!(compared >= 300, "{compared}");
+    assert!(
+        ignored.is_some(),
+        "ignoring every conflict loses no kind on 400 syncthreads protocols"
+    );
+}
+
+/// The cp.async generator reaches what its mistakes are for: a hang, a race or stale read of a
+/// copy not waited for, the CTA's exit under a copy (`lifetime`), and protocols that hold.
+#[test]
+fn cp_async_rings_reach_hangs_races_lifetime_and_protocols_that_hold() {
+    let mut seen = BTreeSet::new();
+    let mut holds = 0;
+    for seed in 0..128u64 {
+        let Some(k) = kinds(&cp_async_rings(seed), false, false, None) else {
+            continue;
+        };
+        holds += k.is_empty() as usize;
+        seen.extend(k);
+    }
+    eprintln!("kinds over 128 seeds: {seen:?}; {holds} hold");
+    assert!(holds > 0);
+    for kind in [ViolationKind::Deadlock, ViolationKind::DataRace, ViolationKind::Lifetime] {
+        assert!(seen.contains(&kind), "{kind:?} not reached: {seen:?}");
+    }
+}
+
+/// The cp.async defect (a landing that forgets the arrive-ons it fires and the issuer's record it
+/// carries to) loses a kind on a protocol made for it: an observer polls the barrier that an
+/// arrive-on in flight arrives on, while its issuer is blocked; the landing must write that
+/// barrier, or the poll is taken alone before it and the completed phase is never seen. (The
+/// generated rings do not lose a kind to it: the orders it drops are reached through others.)
+#[test]
+fn the_cp_async_landing_defect_loses_a_kind_on_an_arrive_on_in_flight() {
+    let fired = "protocol landing_fires_arrive_on\nexpect holds\nbarrier b count 1\nbarrier done count 1\nbuffer src bytes 16\n\n\
+        role copier[1] {\n  cp_async(src, offset = 0, bytes = 16, version = 1)\n  cp_async_arrive_noinc(b)\n  wait_parity(done, 0)\n  cp_async_wait_all()\n}\n\
+        role observer[1] {\n  let ok = try_wait_parity(b, 0)\n  assert ok == 0\n  arrive(done)\n}\n";
+    let plain = kinds(fired, false, false, None).expect("finishes");
+    assert!(plain.contains(&ViolationKind::Assertion), "{plain:?}\n{fired}");
+    assert_eq!(kinds(fired, true, false, None).as_ref(), Some(&plain), "{fired}");
+    let broken = kinds(fired, true, false, Some(Mutant::PorForgetsCpAsyncLandings)).expect("finishes");
+    assert!(
+        !broken.contains(&ViolationKind::Assertion),
+        "the defect keeps the assertion: {broken:?}"
+    );
 }

@@ -91,25 +91,36 @@ impl CopyOp {
     }
 
     /// Its footprint for the partial-order reduction: a TMA-style copy writes its buffer and its
-    /// barrier and lands later; cp.async and partial copies have none yet (expanded in full).
+    /// barrier and lands later. A cp.async writes its buffer (the whole of it) and lands later;
+    /// its arrive-on is an arrival on its barrier (made later, by a landing, or at once); a
+    /// commit changes only the thread's own copies; a wait lands them (`cp_lands`, resolved from
+    /// the state). Partial TMA copies, copies from shared memory, tensor copies and `st_async`
+    /// have none yet (expanded in full).
     pub fn touch(&self) -> Touch<'_> {
         use crate::rt::footprint::{PhaseEffect as P, Scope};
+        /// One arrival: an arrive-on arrives once per lane that issues it.
+        static ONE: IExpr = IExpr::Const(1);
         match self {
             CopyOp::Copy { buf, bar, .. } => Touch {
                 lands: true,
                 ..Touch::objects(Some((bar, true)), Some((buf, true)), P::None)
             },
+            CopyOp::CpAsync { buf, .. } => Touch {
+                lands: true,
+                ..Touch::objects(None, Some((buf, true)), P::None)
+            },
+            CopyOp::CpAsyncArrive { bar, .. } => Touch::objects(Some((bar, true)), None, P::Arrives(&ONE)),
+            CopyOp::CpAsyncCommitGroup => Touch::objects(None, None, P::None),
+            CopyOp::CpAsyncWait { .. } => Touch {
+                cp_lands: true,
+                ..Touch::objects(None, None, P::None)
+            },
             // A copy from shared memory touches two buffers and a barrier of two CTAs, and ends
             // its source read at its landing: no footprint describes it, so it is expanded in full.
             // So does a tensor copy, whose descriptor read also ends at its landing.
-            CopyOp::CopyPart { .. }
-            | CopyOp::CopyFrom { .. }
-            | CopyOp::Tensor { .. }
-            | CopyOp::StAsync { .. }
-            | CopyOp::CpAsync { .. }
-            | CopyOp::CpAsyncArrive { .. }
-            | CopyOp::CpAsyncCommitGroup
-            | CopyOp::CpAsyncWait { .. } => Touch::whole(Scope::Unreduced, P::Moves),
+            CopyOp::CopyPart { .. } | CopyOp::CopyFrom { .. } | CopyOp::Tensor { .. } | CopyOp::StAsync { .. } => {
+                Touch::whole(Scope::Unreduced, P::Moves)
+            }
         }
     }
 

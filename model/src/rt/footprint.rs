@@ -28,12 +28,16 @@
 //! issue carries the footprint of its future landing.
 //!
 //! A warp's lanes meet (`elect`, `syncwarp`, named barriers) through the warp's record, an
-//! object of its own; a named barrier is an object its arrivals write. The reduction does not
-//! apply to `syncthreads`, the warp-batched `commit`, `while` loops (a spinning thread is a
-//! deadlock judged over a set of states), byte ranges, cp.async and cluster scope: those
-//! protocols are expanded in full.
+//! object of its own; a named barrier is an object its arrivals write. No thread passes a
+//! `syncthreads` while the seed stands still (the seed is unfinished and not waiting there), so
+//! the cut at waits stops there; its arrivals and the CTA's exits write the CTA's record, a
+//! margin. A cp.async landing writes the barriers of the arrive-ons it may fire, or its issuer's
+//! record when none tracks it yet. The reduction does not apply to the warp-batched `commit`,
+//! partial TMA copies, copies from shared memory, tensor copies through a descriptor,
+//! `st_async`, tensor memory and cluster scope (`why_off`): those protocols are expanded in full.
 
 use crate::program::ir::*;
+use crate::rt::copies::CopyKind;
 use crate::rt::state::{Life, State, Status};
 use crate::rt::{Action, Model};
 
@@ -67,6 +71,10 @@ pub struct Touch<'a> {
     /// A proxy fence: it covers the generic writes of every buffer a thread writes and the inits
     /// of every barrier a thread initialises (`Footprints::fence`).
     pub fence: bool,
+    /// The step lands the thread's own cp.async copies (`cp_async_wait_group`): it writes their
+    /// buffers and fires their arrive-ons, which only the copies in flight in `State::copies`
+    /// name (resolved per thread, like `retires`).
+    pub cp_lands: bool,
     /// A warpgroup-scoped wgmma (`warpgroup_mma`, `warpgroup_wait`): it reads or changes the
     /// group record the agents of its warpgroup share (resolved per thread into the records of
     /// the warpgroup's warps by `Footprints::for_thread`), and a wait retires the other agents'
@@ -114,6 +122,7 @@ impl<'a> Touch<'a> {
             reads: &[],
             retires: false,
             fence: false,
+            cp_lands: false,
             warpgroup: false,
             phase,
             scope: Scope::Objects,
@@ -129,6 +138,7 @@ impl<'a> Touch<'a> {
             reads: &[],
             retires: false,
             fence: false,
+            cp_lands: false,
             warpgroup: false,
             phase,
             scope,
@@ -165,8 +175,14 @@ pub struct Footprint {
     /// barrier: the warp's last lane to reach it moves the others). Resolved per thread into its
     /// warp's object by `Footprints::for_thread`.
     pub warp_sync: bool,
+    /// The step arrives at `syncthreads` (the CTA's last thread to reach it, or to exit while
+    /// the others wait there, moves them all). Resolved per thread into the CTA's object by
+    /// `Footprints::for_thread`, with the exits that may release it.
+    pub cta_sync: bool,
     /// The step retires the thread's asynchronous reads (resolved per thread, like `warp_sync`).
     pub retires: bool,
+    /// The step lands the thread's cp.async copies (resolved per thread, like `retires`).
+    pub cp_lands: bool,
     /// The step touches its warpgroup's wgmma groups (resolved per thread, like `warp_sync`).
     pub warpgroup: bool,
     pub read: [u64; WORDS],
@@ -193,7 +209,9 @@ impl Footprint {
         self.exit |= o.exit;
         self.lands |= o.lands;
         self.warp_sync |= o.warp_sync;
+        self.cta_sync |= o.cta_sync;
         self.retires |= o.retires;
+        self.cp_lands |= o.cp_lands;
         self.warpgroup |= o.warpgroup;
         for (a, b) in self.read.iter_mut().zip(&o.read) {
             *a |= b;
@@ -238,6 +256,15 @@ pub struct Footprints {
     /// bit set (`lanes_shared`): an agent alone in its warp (a uniform role's, or a lone thread)
     /// synchronises with nobody.
     warp_base: usize,
+    /// The object index of the CTA's `syncthreads` record, when a thread calls it: written by
+    /// every arrival at it and by every exit (exited threads leave it, which may release the
+    /// others, as the last arrival does).
+    cta_base: Option<usize>,
+    /// The object index of thread 0's record, when a thread issues `cp_async`: a cp.async
+    /// landing that no arrive-on of its issuer tracks yet carries the engine's knowledge into
+    /// the issuer's clock (`carry_to_issuer`), which every later step of the issuer may release,
+    /// so such a landing writes the issuer's record and every step of a thread reads its own.
+    rec_base: Option<usize>,
     /// The object index of buffer 0's fence flag (`ProxyState::unfenced_write`), when a thread
     /// fences (`fence_proxy_async`); none otherwise. A fence writes the flags it may clear, a
     /// generic write sets its buffer's, an async read's issue reads its buffer's.
@@ -379,11 +406,10 @@ fn is_while_back_edge(code: &Code, pc: usize) -> bool {
     body.is_empty() && code.instrs[head].span == own || body.iter().any(|i| inside(i.span))
 }
 
-/// `syncthreads` (any exit in the CTA may release it) and the warp-batched `commit` (its arrival
-/// count depends on the convergence of the lanes): a protocol with either is expanded in full.
+/// The warp-batched `commit` (its arrival count depends on the convergence of the lanes): a
+/// protocol with it is expanded in full.
 fn is_collective(i: &Instr) -> bool {
     match &i.kind {
-        InstrKind::SyncThreads => true,
         InstrKind::Op { op, .. } => op.touch().scope == Scope::Collective,
         _ => false,
     }
@@ -467,7 +493,22 @@ impl Footprints {
                     }
                 )
             });
-        let objects = flag_base + if fences { buffers } else { 0 };
+        let syncs = p
+            .roles
+            .iter()
+            .any(|r| r.code.instrs.iter().any(|i| matches!(i.kind, InstrKind::SyncThreads)));
+        let cta_base = flag_base + if fences { buffers } else { 0 };
+        let cp_async = p.roles.iter().flat_map(|r| r.code.instrs.iter()).any(|i| {
+            matches!(
+                i.kind,
+                InstrKind::Op {
+                    op: IOp::Copy(crate::rt::copies::CopyOp::CpAsync { .. }),
+                    ..
+                }
+            )
+        });
+        let rec_base = cta_base + syncs as usize;
+        let objects = rec_base + if cp_async { p.threads.len() } else { 0 };
         let lanes_shared: Vec<bool> = (0..warps).map(|w| p.warp_members(w).nth(1).is_some()).collect();
         let code = || {
             p.roles
@@ -518,6 +559,8 @@ impl Footprints {
             named,
             warp_base,
             flag_base: fences.then_some(flag_base),
+            cta_base: syncs.then_some(cta_base),
+            rec_base: cp_async.then_some(rec_base),
             lanes_shared,
             warp_collectives: p.roles.iter().any(|r| r.code.instrs.iter().any(syncs_lanes)),
             fence,
@@ -716,7 +759,9 @@ impl Footprints {
                     Footprint::set(&mut fp.write, self.named_base + k);
                 }
             }
-            InstrKind::SyncThreads | InstrKind::ClusterArrive { .. } | InstrKind::ClusterWait { .. } => fp.global = true,
+            // An arrival at the CTA's barrier: its record, resolved per thread (`for_thread`).
+            InstrKind::SyncThreads => fp.cta_sync = true,
+            InstrKind::ClusterArrive { .. } | InstrKind::ClusterWait { .. } => fp.global = true,
             InstrKind::Op { .. } if without_footprint(i) => fp.global = true,
             InstrKind::Op { op, .. } => {
                 let touch = op.touch();
@@ -734,6 +779,7 @@ impl Footprints {
                     }
                     fp.lands |= touch.lands;
                     fp.retires |= touch.retires;
+                    fp.cp_lands |= touch.cp_lands;
                     fp.warpgroup |= touch.warpgroup;
                     if touch.fence {
                         fp.union(&self.fence);
@@ -817,6 +863,32 @@ impl Footprints {
             // The release runs every released lane's local code, which may end it.
             fp.exit |= fp.warp_sync;
         }
+        if let Some(c) = self.cta_base.filter(|_| m.mutant != Some(Mutant::PorForgetsSyncThreads)) {
+            // The release runs every released thread's local code, which may end it (and with
+            // the last of them the CTA, under a copy still in flight). The CTA's record is a
+            // margin: no step passes a `syncthreads` while the seed stands still (`lookahead`),
+            // so arrivals and exits commute among themselves.
+            if fp.cta_sync || fp.exit {
+                Footprint::set(&mut fp.write, c);
+            }
+            fp.exit |= fp.cta_sync;
+        }
+        fp.cta_sync = false;
+        if let Some(base) = self.rec_base.filter(|_| m.mutant != Some(Mutant::PorForgetsCpAsyncLandings)) {
+            Footprint::set(&mut fp.read, base + t);
+            if fp.cp_lands || future {
+                // The thread's cp.async copies in flight, which its wait lands: their buffers,
+                // and the barriers of its arrive-ons, which those landings fire.
+                for c in s.copies.iter().filter(|c| c.issuer as usize == t) {
+                    match c.kind {
+                        CopyKind::CpAsync { .. } => Footprint::set(&mut fp.write, self.barriers + c.buf as usize),
+                        CopyKind::ArriveOn { .. } => self.arrive_on_bits(c.bar as usize, fp),
+                        _ => {}
+                    }
+                }
+            }
+        }
+        fp.cp_lands = false;
         if fp.retires || future {
             for r in s.proxy.reads.iter().filter(|r| r.issuer as usize == t) {
                 Footprint::set(&mut fp.read, self.barriers + r.buf as usize);
@@ -894,14 +966,47 @@ impl Footprints {
         }
     }
 
-    fn landing(&self, s: &State, i: usize) -> Footprint {
+    fn landing(&self, m: &Model, s: &State, i: usize) -> Footprint {
         let c = &s.copies[i];
         let mut fp = Footprint::empty(self.objects);
-        Footprint::set(&mut fp.write, self.barriers + c.buf as usize);
-        Footprint::set(&mut fp.write, c.bar as usize);
-        fp.union(&self.completion[c.bar as usize]);
         fp.lands = true;
+        match c.kind {
+            CopyKind::CpAsync { .. } if m.mutant == Some(crate::rt::Mutant::PorForgetsCpAsyncLandings) => {
+                Footprint::set(&mut fp.write, self.barriers + c.buf as usize);
+            }
+            CopyKind::CpAsync { .. } => {
+                // Its buffer; the arrive-ons of its issuer issued after it, into whose barriers it
+                // releases and which it may fire; with none, the issuer's record it carries to.
+                Footprint::set(&mut fp.write, self.barriers + c.buf as usize);
+                let mut tracked = false;
+                for o in s.copies[i + 1..].iter().filter(|o| o.issuer == c.issuer) {
+                    if let CopyKind::ArriveOn { .. } = o.kind {
+                        self.arrive_on_bits(o.bar as usize, &mut fp);
+                        tracked = true;
+                    }
+                }
+                if let (false, Some(base)) = (tracked, self.rec_base) {
+                    Footprint::set(&mut fp.write, base + c.issuer as usize);
+                }
+            }
+            // Fired by a landing of its issuer's copies (whose footprint holds its barrier), never
+            // an action of its own.
+            CopyKind::ArriveOn { .. } => self.arrive_on_bits(c.bar as usize, &mut fp),
+            _ => {
+                Footprint::set(&mut fp.write, self.barriers + c.buf as usize);
+                Footprint::set(&mut fp.write, c.bar as usize);
+                fp.union(&self.completion[c.bar as usize]);
+            }
+        }
         fp
+    }
+
+    /// An arrive-on's arrival writes its barrier (and runs the barrier's completion function).
+    fn arrive_on_bits(&self, b: usize, fp: &mut Footprint) {
+        if b < self.barriers {
+            Footprint::set(&mut fp.write, b);
+            fp.union(&self.completion[b]);
+        }
     }
 
     /// A persistent subset of `enabled` in `s`, into `out`: `false` when none smaller than
@@ -940,7 +1045,7 @@ impl Footprints {
                 })
             })
             .collect();
-        let lands: Vec<Footprint> = (0..s.copies.len()).map(|i| self.landing(s, i)).collect();
+        let lands: Vec<Footprint> = (0..s.copies.len()).map(|i| self.landing(m, s, i)).collect();
         let mut best: Option<(Vec<bool>, Vec<bool>, usize)> = None;
         // The cut at waits counts arrivals exactly: semantic defects planted in the model
         // (a wait that returns early, say) would break that premise; the reduction's own do not.

@@ -44,6 +44,19 @@ pub enum Mutant {
     /// The cut at waits walks a `while` loop's body once: its jump back is taken as the thread's
     /// end, so the later rounds (and what follows the loop) are forgotten.
     PorWhileRunsOnce,
+    /// The reduction forgets what `syncthreads` touches: that the arrival releasing the CTA may
+    /// end the released threads (and the CTA with them, under a copy in flight), and the CTA's
+    /// record that arrivals and exits write. Not in `FOOTPRINT_DEFECTS`: the cut at
+    /// `syncthreads` alone keeps the kinds (no thread passes one while the seed stands still),
+    /// which `tests/por_constructs.rs` checks with this defect planted.
+    PorForgetsSyncThreads,
+    /// The reduction forgets what a cp.async landing touches beyond its buffer: the barriers of
+    /// the arrive-ons it fires, and the issuer's record it carries the landing into (and a
+    /// thread's steps no longer read their own record, nor a wait the copies it lands). Not in
+    /// `FOOTPRINT_DEFECTS`: the generated cp.async rings do not lose a kind to it (an order it
+    /// drops is mostly reached through another); a protocol made for it in
+    /// `tests/por_constructs.rs` does.
+    PorForgetsCpAsyncLandings,
 }
 
 impl Mutant {
@@ -83,6 +96,8 @@ impl Mutant {
                 | Mutant::PorCountsOneLanePerAgent
                 | Mutant::PorFenceForgetsFlags
                 | Mutant::PorWhileRunsOnce
+                | Mutant::PorForgetsSyncThreads
+                | Mutant::PorForgetsCpAsyncLandings
         )
     }
 
@@ -106,6 +121,8 @@ impl Mutant {
             Mutant::PorCountsOneLanePerAgent => "por-counts-one-lane-per-agent",
             Mutant::PorFenceForgetsFlags => "por-fence-forgets-flags",
             Mutant::PorWhileRunsOnce => "por-while-runs-once",
+            Mutant::PorForgetsSyncThreads => "por-forgets-syncthreads",
+            Mutant::PorForgetsCpAsyncLandings => "por-forgets-cp-async-landings",
         }
     }
 }

@@ -221,6 +221,14 @@ impl Footprints {
                     }
                     pc += 1;
                 }
+                InstrKind::SyncThreads => {
+                    // The CTA's barrier returns once every unfinished thread of the CTA waits
+                    // there; the seed is unfinished and does not (it has a step), so while it
+                    // stands still nobody passes a `syncthreads`. The arrival is included: the
+                    // seed's exit or arrival may be the one that releases it.
+                    fp.union(&self.own[role][pc]);
+                    return fp;
+                }
                 InstrKind::SyncWarp | InstrKind::SyncWarpMask { .. } => {
                     // Walking past a meeting of the warp's lanes only adds to the future.
                     fp.union(&self.own[role][pc]);
@@ -419,7 +427,17 @@ impl Footprints {
     fn newly_passed(&self, s: &State, counts: &[u64], passes: &mut [bool]) -> bool {
         let mut changed = false;
         for b in 0..self.barriers {
-            if !passes[b] && counts[b] >= s.barriers[b].pending.max(0) as u64 {
+            // An arrive-on in flight arrives when its issuer's cp.async copies have landed,
+            // which steps outside every walk (landings) may bring about.
+            let arrive_ons = if self.rec_base.is_some() {
+                s.copies
+                    .iter()
+                    .filter(|c| matches!(c.kind, CopyKind::ArriveOn { .. }) && c.bar as usize == b)
+                    .count() as u64
+            } else {
+                0
+            };
+            if !passes[b] && counts[b].saturating_add(arrive_ons) >= s.barriers[b].pending.max(0) as u64 {
                 passes[b] = true;
                 changed = true;
             }
