@@ -12,13 +12,23 @@ pub(super) fn words_of(bytes: i64) -> usize {
 }
 
 impl Gen<'_> {
+    /// 32-bit words of the bytes a buffer reference's group declares (at least one).
+    fn declared_words(&self, buf: &Ref) -> usize {
+        let g = &self.p.buffer_groups[self.local_group(buf.group, false)];
+        (self.p.buffers[g.base as usize].bytes.max(1) as usize).div_ceil(4)
+    }
+
     /// A read or write of a buffer by the thread (`MemOp::Read`, `Write`, `ReadPart`); `rec` says
     /// whether the read is recorded.
     pub(super) fn memory_op(&mut self, code: &Code, op: &MemOp, rec: Option<Recorded>) {
         match op {
             MemOp::Read { buf, expect } => {
                 let d = self.placed(code, buf, false, "  ");
-                self.w(format!("  {{ int v = pc_read({d}, (int)(sizeof({d}) / 4));"));
+                // The words of the bytes the spec declares: a buffer is laid out rounded up to 16
+                // bytes, but a 4- or 8-byte `cp_async` of the whole buffer fills only its own
+                // words, so the padding would read as a torn mix.
+                let words = self.declared_words(buf);
+                self.w(format!("  {{ int v = pc_read({d}, {words});"));
                 if rec == Some(Recorded::Read) {
                     self.w(format!("    {}", self.record(0, "v")));
                     if let Some(e) = expect {
