@@ -259,8 +259,8 @@ fn the_header_names_the_construct_that_turns_the_partial_order_reduction_off() {
             "turned off by `tmem_alloc` at line 36: tmem_alloc(acc, 256)",
         ),
         (
-            "specs/mistakes/diverged_warp_commit.phase",
-            "turned off by `commit` at line 37: commit(empty[s])",
+            "specs/blackwell/clc_response_read_before_wait.phase",
+            "turned off by `clc_try_cancel` at line 15: clc_try_cancel(clc_resp, clc_full)",
         ),
         (
             "specs/hopper/tensormap_edit_under_copy.phase",

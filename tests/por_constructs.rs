@@ -1,7 +1,8 @@
 //! The partial-order reduction on the constructs of warp-specialized kernels: warp-uniform roles
 //! with an elected lane, `elect()` and `syncwarp` among the lanes of one warp, named barriers
 //! (`bar_sync`/`bar_arrive`), the async proxy (TMA stores and their bulk groups, wgmma operand
-//! reads, proxy fences), `syncthreads` and cp.async (arrive-ons and group waits). Each generator plants the mistakes users make with its construct; each
+//! reads, proxy fences), `syncthreads`, cp.async (arrive-ons and group waits) and the
+//! warp-batched `commit`. Each generator plants the mistakes users make with its construct; each
 //! law says the reduced search finds exactly the kinds of the unreduced one (docs/model.md,
 //! "Partial-order reduction"). The footprint defects of `Mutant::FOOTPRINT_DEFECTS` (each forgets
 //! one construct's conflicts) must each lose a kind on some generated protocol, so these laws can
@@ -563,6 +564,36 @@ fn cp_async_rings(seed: u64) -> String {
     )
 }
 
+/// Warp-batched commits: consumer lanes of one or two warps wait for a copy, read it (all alike,
+/// or diverged on their lane), reconverge or not, and release the slot with `commit` on a
+/// barrier that counts warps. Mistakes: no `syncwarp` after the divergence (one arrival per
+/// group: entanglement, over-arrival), a count of lanes instead of warps (a hang), a commit
+/// reached by the diverged lanes one after the other.
+fn warp_commits(seed: u64) -> String {
+    let mut d = Dice(seed);
+    let ws = if d.pick(2) == 0 { 2 } else { 4 };
+    let warps = 1 + d.pick(2);
+    let iters = 1 + d.pick(2);
+    let diverge = d.pick(2) == 0;
+    let sync = d.mistake(2);
+    let count = if d.mistake(3) == 1 { ws * warps } else { warps };
+    let body = if diverge {
+        "    if lane == 0 { read(slot, expect = i) } else { work\n      read(slot, expect = i) }\n"
+    } else {
+        "    read(slot, expect = i)\n"
+    };
+    let sync = if sync == 0 { "    syncwarp\n" } else { "" };
+    format!(
+        "protocol commits\nexpect holds\nwarp_size {ws}\nparam ITERS = {iters}\n\n\
+         barrier full count 1\nbarrier empty count {count}\nbuffer slot bytes 64\n\n\
+         role producer[{ws}] {{\n  if lane == 0 {{\n    for i in 0..ITERS {{\n\
+             if i >= 1 {{ wait_parity(empty, (i + 1) % 2) }}\n      arrive_expect_tx(full, 64)\n\
+             copy_async(slot, full, version = i)\n    }}\n  }}\n}}\n\n\
+         role consumer[{}] {{\n  for i in 0..ITERS {{\n    wait_parity(full, i % 2)\n{body}{sync}    commit(empty)\n  }}\n}}\n",
+        ws * warps
+    )
+}
+
 /// Kinds found, or `None` when the search did not finish within its bound.
 fn kinds(src: &str, por: bool, symmetry: bool, mutant: Option<Mutant>) -> Option<BTreeSet<ViolationKind>> {
     let ast = lang::parse(src).unwrap_or_else(|d| panic!("generated protocol does not parse: {d:?}\n{src}"));
@@ -674,6 +705,13 @@ proptest! {
         same_kinds(&cp_async_rings(seed))?;
     }
 
+    /// Law: on warp-batched commits (converged or diverged lanes, a missing `syncwarp`, a count
+    /// of lanes for a count of warps), the reduction keeps the kinds.
+    #[test]
+    fn reduction_keeps_the_kinds_of_warp_batched_commits(seed in any::<u64>()) {
+        same_kinds(&warp_commits(seed))?;
+    }
+
     /// Law: on `while` loops (counting loops, spins on try_wait_parity and on a shared flag,
     /// `break`), the reduction keeps the kinds, the spinning `deadlock` among them.
     #[test]
@@ -698,12 +736,13 @@ proptest! {
 /// first of 400 seeds where it does is reported), so the laws above can fail.
 #[test]
 fn each_footprint_defect_loses_a_kind_on_its_construct() {
-    let cases: [(Mutant, fn(u64) -> String); 5] = [
+    let cases: [(Mutant, fn(u64) -> String); 6] = [
         (Mutant::PorForgetsWarpLanes, warp_election),
         (Mutant::PorForgetsNamedBarriers, named_barriers),
         (Mutant::PorCountsOneLanePerAgent, uniform_pipeline),
         (Mutant::PorFenceForgetsFlags, fence_handoff),
         (Mutant::PorWhileRunsOnce, while_loops),
+        (Mutant::PorForgetsCommitLanes, warp_commits),
     ];
     assert_eq!(Mutant::FOOTPRINT_DEFECTS.len(), cases.len());
     for (mutant, generate) in cases {

@@ -32,9 +32,10 @@
 //! `syncthreads` while the seed stands still (the seed is unfinished and not waiting there), so
 //! the cut at waits stops there; its arrivals and the CTA's exits write the CTA's record, a
 //! margin. A cp.async landing writes the barriers of the arrive-ons it may fire, or its issuer's
-//! record when none tracks it yet. The reduction does not apply to the warp-batched `commit`,
-//! partial TMA copies, copies from shared memory, tensor copies through a descriptor,
-//! `st_async`, tensor memory and cluster scope (`why_off`): those protocols are expanded in full.
+//! record when none tracks it yet. A warp-batched `commit` writes its warp's record, which every
+//! step of a committing warp's lanes reads. The reduction does not apply to partial TMA copies,
+//! copies from shared memory, tensor copies through a descriptor, `st_async`, tensor memory and
+//! cluster scope (`why_off`): those protocols are expanded in full.
 
 use crate::program::ir::*;
 use crate::rt::copies::CopyKind;
@@ -105,9 +106,6 @@ pub enum Scope {
     Objects,
     /// It conflicts with every step (init resets everyone's phase knowledge).
     Global,
-    /// A step that changes other threads' records (warp-batched arrivals): the protocol is
-    /// expanded in full.
-    Collective,
     /// No footprint is known for it yet: the protocol is expanded in full.
     Unreduced,
 }
@@ -270,6 +268,10 @@ pub struct Footprints {
     /// generic write sets its buffer's, an async read's issue reads its buffer's.
     flag_base: Option<usize>,
     lanes_shared: Vec<bool>,
+    /// Per warp: a lane of it runs the warp-batched `commit`, whose arrivals depend on which of
+    /// its warp-mates stand ready at it: every step of such a warp's lanes reads the warp's
+    /// record, which a commit writes (it moves the lanes it joins).
+    commit_warps: Vec<bool>,
     /// Whether any role synchronises lanes (`elect`, `syncwarp`, named barriers): only then do
     /// a lane's exits touch its warp's record.
     warp_collectives: bool,
@@ -350,7 +352,7 @@ pub fn why_off(p: &Protocol, fine_grained: bool, objects: usize) -> Option<PorOf
     }
     for r in &p.roles {
         for i in &r.code.instrs {
-            if is_collective(i) || without_footprint(i) {
+            if without_footprint(i) {
                 return at(off_name(i), i);
             }
         }
@@ -406,15 +408,6 @@ fn is_while_back_edge(code: &Code, pc: usize) -> bool {
     body.is_empty() && code.instrs[head].span == own || body.iter().any(|i| inside(i.span))
 }
 
-/// The warp-batched `commit` (its arrival count depends on the convergence of the lanes): a
-/// protocol with it is expanded in full.
-fn is_collective(i: &Instr) -> bool {
-    match &i.kind {
-        InstrKind::Op { op, .. } => op.touch().scope == Scope::Collective,
-        _ => false,
-    }
-}
-
 /// The cluster barrier and the operations whose object declares no footprint
 /// (`Scope::Unreduced`: cp.async, partial copies and reads, cluster scope): a protocol with any of
 /// them is expanded in full (their steps count as touching everything, should one reach `instr`).
@@ -431,6 +424,17 @@ fn syncs_lanes(i: &Instr) -> bool {
     matches!(
         i.kind,
         InstrKind::SyncWarp | InstrKind::SyncWarpMask { .. } | InstrKind::Elect { .. } | InstrKind::NamedBar { .. }
+    ) || is_commit(i)
+}
+
+/// The warp-batched `commit`.
+fn is_commit(i: &Instr) -> bool {
+    matches!(
+        i.kind,
+        InstrKind::Op {
+            op: IOp::Warp(crate::rt::warp::WarpOp::Commit { .. }),
+            ..
+        }
     )
 }
 
@@ -510,6 +514,10 @@ impl Footprints {
         let rec_base = cta_base + syncs as usize;
         let objects = rec_base + if cp_async { p.threads.len() } else { 0 };
         let lanes_shared: Vec<bool> = (0..warps).map(|w| p.warp_members(w).nth(1).is_some()).collect();
+        let commits = |r: &RoleInfo| r.code.instrs.iter().any(is_commit);
+        let commit_warps: Vec<bool> = (0..warps)
+            .map(|w| p.warp_members(w).any(|t| commits(&p.roles[p.threads[t].role as usize])))
+            .collect();
         let code = || {
             p.roles
                 .iter()
@@ -525,9 +533,7 @@ impl Footprints {
             !fine_grained
                 && p.cluster == 1
                 && objects <= MAX_OBJECTS
-                && p.roles
-                    .iter()
-                    .all(|r| !r.code.has_while && !r.code.instrs.iter().any(|i| is_collective(i) || without_footprint(i)))
+                && p.roles.iter().all(|r| !r.code.instrs.iter().any(without_footprint))
         );
         let mut fence = Footprint::empty(objects);
         for i in code() {
@@ -562,6 +568,7 @@ impl Footprints {
             cta_base: syncs.then_some(cta_base),
             rec_base: cp_async.then_some(rec_base),
             lanes_shared,
+            commit_warps,
             warp_collectives: p.roles.iter().any(|r| r.code.instrs.iter().any(syncs_lanes)),
             fence,
             completion: vec![Footprint::empty(objects); barriers],
@@ -780,6 +787,8 @@ impl Footprints {
                     fp.lands |= touch.lands;
                     fp.retires |= touch.retires;
                     fp.cp_lands |= touch.cp_lands;
+                    // A commit meets its warp-mates through the warp's record, as `syncwarp` does.
+                    fp.warp_sync |= is_commit(i);
                     fp.warpgroup |= touch.warpgroup;
                     if touch.fence {
                         fp.union(&self.fence);
@@ -919,6 +928,13 @@ impl Footprints {
             }
         }
         fp.warpgroup = false;
+        if self.commit_warps.get(w).copied().unwrap_or(false)
+            && self.lanes_shared.get(w).copied().unwrap_or(true)
+            && m.mutant != Some(Mutant::PorForgetsCommitLanes)
+        {
+            // A commit reads its warp-mates' progress (pc, branch path, commit count, status).
+            Footprint::set(&mut fp.read, self.warp_base + w);
+        }
         if m.mutant == Some(Mutant::PorForgetsNamedBarriers) {
             for k in 0..self.named {
                 let i = self.named_base + k;

@@ -57,6 +57,9 @@ pub enum Mutant {
     /// drops is mostly reached through another); a protocol made for it in
     /// `tests/por_constructs.rs` does.
     PorForgetsCpAsyncLandings,
+    /// The reduction forgets that a warp-batched `commit` reads its warp-mates' progress: their
+    /// steps no longer touch the warp's record.
+    PorForgetsCommitLanes,
 }
 
 impl Mutant {
@@ -79,12 +82,13 @@ impl Mutant {
     /// Footprints that each forget one construct's conflicts. Not in `ALL`: the library's expect
     /// lines need not notice them (most library specs are small enough to hide a lost
     /// interleaving); the reduced-versus-unreduced comparisons of `tests/por_constructs.rs` must.
-    pub const FOOTPRINT_DEFECTS: [Mutant; 5] = [
+    pub const FOOTPRINT_DEFECTS: [Mutant; 6] = [
         Mutant::PorForgetsWarpLanes,
         Mutant::PorForgetsNamedBarriers,
         Mutant::PorCountsOneLanePerAgent,
         Mutant::PorFenceForgetsFlags,
         Mutant::PorWhileRunsOnce,
+        Mutant::PorForgetsCommitLanes,
     ];
 
     /// A defect of the partial-order reduction's footprints alone (the model's steps are right).
@@ -98,6 +102,7 @@ impl Mutant {
                 | Mutant::PorWhileRunsOnce
                 | Mutant::PorForgetsSyncThreads
                 | Mutant::PorForgetsCpAsyncLandings
+                | Mutant::PorForgetsCommitLanes
         )
     }
 
@@ -123,6 +128,7 @@ impl Mutant {
             Mutant::PorWhileRunsOnce => "por-while-runs-once",
             Mutant::PorForgetsSyncThreads => "por-forgets-syncthreads",
             Mutant::PorForgetsCpAsyncLandings => "por-forgets-cp-async-landings",
+            Mutant::PorForgetsCommitLanes => "por-forgets-commit-lanes",
         }
     }
 }

@@ -12,12 +12,17 @@ pub enum WarpOp {
 }
 
 impl WarpOp {
-    /// For the partial-order reduction: a warp-batched arrival changes the converged lanes'
-    /// records, a collective.
+    /// For the partial-order reduction: a warp-batched arrival writes its barrier, and reads and
+    /// moves its warp-mates (which lanes stand ready with it decides its arrivals; the lanes it
+    /// joins run on): the footprint resolves it into the warp's record (`Footprints::for_thread`),
+    /// which every step of a lane of a committing warp reads. Counted as one arrival per lane in
+    /// the cut at waits (a group of converged lanes arrives once, never more than its lanes).
     pub fn touch(&self) -> Touch<'_> {
-        use crate::rt::footprint::{PhaseEffect as P, Scope};
+        use crate::rt::footprint::PhaseEffect as P;
+        /// One arrival per lane, at most.
+        static ONE: IExpr = IExpr::Const(1);
         match self {
-            WarpOp::Commit { .. } => Touch::whole(Scope::Collective, P::Moves),
+            WarpOp::Commit { bar } => Touch::objects(Some((bar, true)), None, P::Arrives(&ONE)),
         }
     }
 
