@@ -757,21 +757,28 @@ fn each_footprint_defect_loses_a_kind_on_its_construct() {
     }
 }
 
-/// The `while` generator reaches what its mistakes are for: a spin that nothing can end
-/// (`deadlock`), a stale read, and protocols that hold, so its law above compares searches that
-/// find something.
-#[test]
-fn while_loops_reach_spinning_deadlocks_stale_reads_and_protocols_that_hold() {
+/// The kinds the unreduced search finds over a generator's first 128 protocols (those it
+/// finishes), and how many of them hold: what the `*_reach_*` tests below ask of each generator.
+fn kinds_reached(generate: fn(u64) -> String) -> (BTreeSet<ViolationKind>, usize) {
     let mut seen = BTreeSet::new();
     let mut holds = 0;
     for seed in 0..128u64 {
-        let Some(k) = kinds(&while_loops(seed), false, false, None) else {
+        let Some(k) = kinds(&generate(seed), false, false, None) else {
             continue;
         };
         holds += k.is_empty() as usize;
         seen.extend(k);
     }
     eprintln!("kinds over 128 seeds: {seen:?}; {holds} hold");
+    (seen, holds)
+}
+
+/// The `while` generator reaches what its mistakes are for: a spin that nothing can end
+/// (`deadlock`), a stale read, and protocols that hold, so its law above compares searches that
+/// find something.
+#[test]
+fn while_loops_reach_spinning_deadlocks_stale_reads_and_protocols_that_hold() {
+    let (seen, holds) = kinds_reached(while_loops);
     assert!(holds > 0);
     assert!(
         seen.contains(&ViolationKind::Deadlock) && seen.contains(&ViolationKind::StaleRead),
@@ -796,16 +803,7 @@ fn roles_that_read_their_identity_still_have_interchangeable_threads() {
 /// (`lifetime`) on some protocols, and protocols that hold on others.
 #[test]
 fn exits_under_copies_reach_lifetime_and_protocols_that_hold() {
-    let mut seen = BTreeSet::new();
-    let mut holds = 0;
-    for seed in 0..128u64 {
-        let Some(k) = kinds(&exits_under_copies(seed), false, false, None) else {
-            continue;
-        };
-        holds += k.is_empty() as usize;
-        seen.extend(k);
-    }
-    eprintln!("kinds over 128 seeds: {seen:?}; {holds} hold");
+    let (seen, holds) = kinds_reached(exits_under_copies);
     assert!(holds > 0);
     assert!(seen.contains(&ViolationKind::Lifetime), "{seen:?}");
 }
@@ -815,16 +813,7 @@ fn exits_under_copies_reach_lifetime_and_protocols_that_hold() {
 /// protocols that hold.
 #[test]
 fn syncthreads_rounds_reach_uninitialized_races_and_protocols_that_hold() {
-    let mut seen = BTreeSet::new();
-    let mut holds = 0;
-    for seed in 0..128u64 {
-        let Some(k) = kinds(&syncthreads_rounds(seed), false, false, None) else {
-            continue;
-        };
-        holds += k.is_empty() as usize;
-        seen.extend(k);
-    }
-    eprintln!("kinds over 128 seeds: {seen:?}; {holds} hold");
+    let (seen, holds) = kinds_reached(syncthreads_rounds);
     assert!(holds > 0);
     for kind in [
         ViolationKind::Uninitialized,
@@ -871,16 +860,7 @@ fn the_cut_at_syncthreads_alone_keeps_the_kinds_and_a_broken_reduction_does_not(
 /// copy not waited for, the CTA's exit under a copy (`lifetime`), and protocols that hold.
 #[test]
 fn cp_async_rings_reach_hangs_races_lifetime_and_protocols_that_hold() {
-    let mut seen = BTreeSet::new();
-    let mut holds = 0;
-    for seed in 0..128u64 {
-        let Some(k) = kinds(&cp_async_rings(seed), false, false, None) else {
-            continue;
-        };
-        holds += k.is_empty() as usize;
-        seen.extend(k);
-    }
-    eprintln!("kinds over 128 seeds: {seen:?}; {holds} hold");
+    let (seen, holds) = kinds_reached(cp_async_rings);
     assert!(holds > 0);
     for kind in [ViolationKind::Deadlock, ViolationKind::DataRace, ViolationKind::Lifetime] {
         assert!(seen.contains(&kind), "{kind:?} not reached: {seen:?}");
