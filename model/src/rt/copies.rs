@@ -97,9 +97,7 @@ impl CopyOp {
     /// the state). Partial TMA copies, copies from shared memory, tensor copies and `st_async`
     /// have none yet (expanded in full).
     pub fn touch(&self) -> Touch<'_> {
-        use crate::rt::footprint::{PhaseEffect as P, Scope};
-        /// One arrival: an arrive-on arrives once per lane that issues it.
-        static ONE: IExpr = IExpr::Const(1);
+        use crate::rt::footprint::{PhaseEffect as P, Scope, ONE_ARRIVAL};
         match self {
             CopyOp::Copy { buf, bar, .. } => Touch {
                 lands: true,
@@ -109,7 +107,7 @@ impl CopyOp {
                 lands: true,
                 ..Touch::objects(None, Some((buf, true)), P::None)
             },
-            CopyOp::CpAsyncArrive { bar, .. } => Touch::objects(Some((bar, true)), None, P::Arrives(&ONE)),
+            CopyOp::CpAsyncArrive { bar, .. } => Touch::objects(Some((bar, true)), None, P::Arrives(&ONE_ARRIVAL)),
             CopyOp::CpAsyncCommitGroup => Touch::objects(None, None, P::None),
             CopyOp::CpAsyncWait { .. } => Touch {
                 cp_lands: true,

@@ -86,6 +86,9 @@ pub struct Touch<'a> {
     pub scope: Scope,
 }
 
+/// The count of an arrival made once per lane (an arrive-on, a commit's share of its group's).
+pub static ONE_ARRIVAL: IExpr = IExpr::Const(1);
+
 /// An operation's effect on barrier phases, as the look-ahead needs it.
 #[derive(Clone, Copy, Debug)]
 pub enum PhaseEffect<'a> {
@@ -497,12 +500,15 @@ impl Footprints {
                     }
                 )
             });
-        let syncs = p
-            .roles
-            .iter()
-            .any(|r| r.code.instrs.iter().any(|i| matches!(i.kind, InstrKind::SyncThreads)));
+        let code = || {
+            p.roles
+                .iter()
+                .flat_map(|r| r.code.instrs.iter())
+                .chain(p.completions.iter().flat_map(|c| c.instrs.iter()))
+        };
+        let syncs = code().any(|i| matches!(i.kind, InstrKind::SyncThreads));
         let cta_base = flag_base + if fences { buffers } else { 0 };
-        let cp_async = p.roles.iter().flat_map(|r| r.code.instrs.iter()).any(|i| {
+        let cp_async = code().any(|i| {
             matches!(
                 i.kind,
                 InstrKind::Op {
@@ -518,12 +524,6 @@ impl Footprints {
         let commit_warps: Vec<bool> = (0..warps)
             .map(|w| p.warp_members(w).any(|t| commits(&p.roles[p.threads[t].role as usize])))
             .collect();
-        let code = || {
-            p.roles
-                .iter()
-                .flat_map(|r| r.code.instrs.iter())
-                .chain(p.completions.iter().flat_map(|c| c.instrs.iter()))
-        };
         // Cluster scope: a CTA's exit conflicts with every later remote access to it, which no
         // footprint here records: a cluster is expanded in full.
         let off = why_off(p, fine_grained, objects);
@@ -987,13 +987,13 @@ impl Footprints {
         let mut fp = Footprint::empty(self.objects);
         fp.lands = true;
         match c.kind {
-            CopyKind::CpAsync { .. } if m.mutant == Some(crate::rt::Mutant::PorForgetsCpAsyncLandings) => {
-                Footprint::set(&mut fp.write, self.barriers + c.buf as usize);
-            }
             CopyKind::CpAsync { .. } => {
                 // Its buffer; the arrive-ons of its issuer issued after it, into whose barriers it
                 // releases and which it may fire; with none, the issuer's record it carries to.
                 Footprint::set(&mut fp.write, self.barriers + c.buf as usize);
+                if m.mutant == Some(crate::rt::Mutant::PorForgetsCpAsyncLandings) {
+                    return fp;
+                }
                 let mut tracked = false;
                 for o in s.copies[i + 1..].iter().filter(|o| o.issuer == c.issuer) {
                     if let CopyKind::ArriveOn { .. } = o.kind {

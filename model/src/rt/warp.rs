@@ -18,11 +18,9 @@ impl WarpOp {
     /// which every step of a lane of a committing warp reads. Counted as one arrival per lane in
     /// the cut at waits (a group of converged lanes arrives once, never more than its lanes).
     pub fn touch(&self) -> Touch<'_> {
-        use crate::rt::footprint::PhaseEffect as P;
-        /// One arrival per lane, at most.
-        static ONE: IExpr = IExpr::Const(1);
+        use crate::rt::footprint::{PhaseEffect as P, ONE_ARRIVAL};
         match self {
-            WarpOp::Commit { bar } => Touch::objects(Some((bar, true)), None, P::Arrives(&ONE)),
+            WarpOp::Commit { bar } => Touch::objects(Some((bar, true)), None, P::Arrives(&ONE_ARRIVAL)),
         }
     }
 

@@ -426,18 +426,20 @@ impl Footprints {
     /// arrivals may complete: nobody stops at them any longer. Returns whether one was added.
     fn newly_passed(&self, s: &State, counts: &[u64], passes: &mut [bool]) -> bool {
         let mut changed = false;
+        // An arrive-on in flight arrives when its issuer's cp.async copies have landed, which
+        // steps outside every walk (landings) may bring about: one more arrival on its barrier.
+        let in_flight = |b: usize| {
+            s.copies
+                .iter()
+                .filter(|c| matches!(c.kind, CopyKind::ArriveOn { .. }) && c.bar as usize == b)
+                .count() as u64
+        };
         for b in 0..self.barriers {
-            // An arrive-on in flight arrives when its issuer's cp.async copies have landed,
-            // which steps outside every walk (landings) may bring about.
-            let arrive_ons = if self.rec_base.is_some() {
-                s.copies
-                    .iter()
-                    .filter(|c| matches!(c.kind, CopyKind::ArriveOn { .. }) && c.bar as usize == b)
-                    .count() as u64
-            } else {
-                0
-            };
-            if !passes[b] && counts[b].saturating_add(arrive_ons) >= s.barriers[b].pending.max(0) as u64 {
+            if passes[b] {
+                continue;
+            }
+            let arrive_ons = if self.rec_base.is_some() { in_flight(b) } else { 0 };
+            if counts[b].saturating_add(arrive_ons) >= s.barriers[b].pending.max(0) as u64 {
                 passes[b] = true;
                 changed = true;
             }
