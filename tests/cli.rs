@@ -251,8 +251,8 @@ fn the_readme_worked_example_is_what_the_tool_prints() {
 fn the_header_names_the_construct_that_turns_the_partial_order_reduction_off() {
     for (spec, blame) in [
         (
-            "specs/hopper/cutlass_pipeline_tma_async_cluster_multicast.phase",
-            "turned off by cluster scope at line 34: cluster_sync()",
+            "specs/hopper/cluster_named_barrier_orders_own_cta.phase",
+            "turned off by `bar_sync` in a cluster at line 14: bar_sync(1, 4)",
         ),
         (
             "specs/blackwell/cutlass_sm100_gemm_commit_before_mma.phase",
@@ -267,8 +267,8 @@ fn the_header_names_the_construct_that_turns_the_partial_order_reduction_off() {
             "turned off by a tensor copy (`copy_async(..., tensormap =)`) at line 21: copy_async(tile, full, version = g, tensormap = desc",
         ),
         (
-            "specs/hopper/partial_copy_overlap.phase",
-            "turned off by a partial copy (`copy_async`/`memcpy_async` with `offset =` or `bytes =`) at line 14: copy_async(tile, full, offset = 0, bytes = 128, version = 1)",
+            "specs/hopper/cluster_copy_from_source_reused.phase",
+            "turned off by a copy from shared memory (`copy_async(..., from =)`) at line 22: copy_async(tile, full, cta = 1, from = stage)",
         ),
     ] {
         let out = text(&phasecheck(&["check", spec, "--max-states", "2000"]).stdout);

@@ -2,7 +2,8 @@
 //! with an elected lane, `elect()` and `syncwarp` among the lanes of one warp, named barriers
 //! (`bar_sync`/`bar_arrive`), the async proxy (TMA stores and their bulk groups, wgmma operand
 //! reads, proxy fences), `syncthreads`, cp.async (arrive-ons and group waits) and the
-//! warp-batched `commit`. Each generator plants the mistakes users make with its construct; each
+//! warp-batched `commit`, and cluster scope (remote arrivals, multicast copies, the cluster
+//! barrier). Each generator plants the mistakes users make with its construct; each
 //! law says the reduced search finds exactly the kinds of the unreduced one (docs/model.md,
 //! "Partial-order reduction"). The footprint defects of `Mutant::FOOTPRINT_DEFECTS` (each forgets
 //! one construct's conflicts) must each lose a kind on some generated protocol, so these laws can
@@ -594,6 +595,112 @@ fn warp_commits(seed: u64) -> String {
     )
 }
 
+/// Cluster pipelines: two CTAs, each with a producer that fills its stages by TMA (its own copy,
+/// or half a tile multicast into both CTAs) and consumers that release each stage on the
+/// barrier of every CTA whose producer wrote into it (remote arrivals, by a constant rank or one
+/// computed from `cta`); the cluster barrier publishes the inits (whole, or split with work
+/// between arrive and wait) and keeps CTAs alive at the end, or a producer tail does. Mistakes: no
+/// cluster barrier or a relaxed one before the first remote use (uninitialized), no tail
+/// (lifetime), a release of the own CTA only or an empty count for one CTA (hangs,
+/// over-arrival), a byte count for one half (a tx mismatch), a wrong parity.
+fn cluster_pipelines(seed: u64) -> String {
+    let mut d = Dice(seed);
+    let stages = 1 + d.pick(2);
+    let iters = 1 + d.pick(3);
+    let consumers = 1 + d.pick(2);
+    let multicast = d.pick(2) == 0;
+    let start = match d.mistake(3) {
+        0 => "  cluster_sync()\n",
+        1 => "  fence_mbarrier_init()\n  cluster_arrive_relaxed()\n  cluster_wait()\n",
+        _ => "",
+    };
+    // The consumers may split their first cluster phase: arrive, work, wait.
+    let split = d.pick(3) == 0 && !start.is_empty();
+    let cstart = if split {
+        "  cluster_arrive()\n  work\n  cluster_wait()\n"
+    } else {
+        start
+    };
+    let pparity = if d.mistake(4) == 1 {
+        "(i / STAGES) % 2"
+    } else {
+        "(i / STAGES + 1) % 2"
+    };
+    let tx = if multicast && d.mistake(4) == 2 { 32 } else { 64 };
+    let copy = if multicast {
+        "    copy_async(tile[s], full[s], offset = cta * 32, bytes = 32, version = i, multicast = 3)\n"
+    } else {
+        "    copy_async(tile[s], full[s], version = i)\n"
+    };
+    let peers = multicast || d.pick(3) == 0;
+    let release = match (peers, d.mistake(4)) {
+        (false, _) => "    arrive(empty[s])\n",
+        (true, 3) => "    arrive(empty[s])\n",
+        (true, m) if m % 2 == 0 => "    arrive(empty[s], cta = 0)\n    arrive(empty[s], cta = 1)\n",
+        _ => "    arrive(empty[s], cta = cta)\n    arrive(empty[s], cta = 1 - cta)\n",
+    };
+    let count = if peers && d.mistake(4) != 2 { 2 * consumers } else { consumers };
+    let (ptail, ctail) = match d.mistake(3) {
+        0 => (
+            "  for j in 0..STAGES {\n    let i = ITERS + j\n    let s = i % STAGES\n    if i >= STAGES { wait_parity(empty[s], (i / STAGES + 1) % 2) }\n  }\n",
+            "",
+        ),
+        1 => ("  cluster_sync()\n", "  cluster_sync()\n"),
+        _ => ("", ""),
+    };
+    format!(
+        "protocol clusters\nexpect holds\ncluster 2\nparam STAGES = {stages}\nparam ITERS = {iters}\n\n\
+         barrier full[STAGES] count 1\nbarrier empty[STAGES] count {count}\nbuffer tile[STAGES] bytes 64\n\n\
+         role producer[1] {{\n{start}  for i in 0..ITERS {{\n    let s = i % STAGES\n\
+             if i >= STAGES {{ wait_parity(empty[s], {pparity}) }}\n    arrive_expect_tx(full[s], {tx})\n{copy}  }}\n{ptail}}}\n\n\
+         role consumer[{consumers}] {{\n{cstart}  for i in 0..ITERS {{\n    let s = i % STAGES\n\
+             wait_parity(full[s], (i / STAGES) % 2)\n    read(tile[s], expect = i)\n{release}  }}\n{ctail}}}\n"
+    )
+}
+
+/// DSMEM mailboxes: every CTA of a cluster writes its peer's mailbox and tells it so by a remote
+/// arrival on the peer's barrier; each reads its own mailbox once told. Mistakes: no arrival or
+/// two (hangs, over-arrival), no wait or the wrong parity (races, stale reads), no cluster
+/// barrier before the first remote use or a relaxed one (uninitialized), none at the end (a
+/// peer's write reaching an exited CTA: lifetime).
+fn cluster_mailboxes(seed: u64) -> String {
+    let mut d = Dice(seed);
+    let ctas = 2 + d.pick(2);
+    let writers = 1 + d.pick(2);
+    let peer = if d.pick(2) == 0 && ctas == 2 {
+        "1 - cta"
+    } else {
+        "(cta + 1) % CTAS"
+    };
+    let from = if ctas == 2 && peer == "1 - cta" {
+        "1 - cta"
+    } else {
+        "(cta + CTAS - 1) % CTAS"
+    };
+    let start = match d.mistake(3) {
+        0 => "  cluster_sync()\n",
+        1 => "  fence_mbarrier_init()\n  cluster_arrive_relaxed()\n  cluster_wait()\n",
+        _ => "",
+    };
+    let signal = match d.mistake(3) {
+        0 => format!("  arrive(posted, cta = {peer})\n"),
+        1 => String::new(),
+        _ => format!("  arrive(posted, cta = {peer})\n  arrive(posted, cta = {peer})\n"),
+    };
+    let wait = match d.mistake(3) {
+        0 => "  wait_parity(posted, 0)\n",
+        1 => "  wait_parity(posted, 1)\n",
+        _ => "",
+    };
+    let end = if d.mistake(2) == 0 { "  cluster_sync()\n" } else { "" };
+    format!(
+        "protocol mailboxes\nexpect holds\ncluster {ctas}\nparam CTAS = {ctas}\n\n\
+         barrier posted count {writers}\nbuffer note[{writers}] bytes 4\n\n\
+         role worker[{writers}] {{\n{start}  write(note[tid], cta + 1, cta = {peer})\n{signal}{wait}\
+           read(note[tid], expect = {from} + 1)\n{end}}}\n"
+    )
+}
+
 /// Kinds found, or `None` when the search did not finish within its bound.
 fn kinds(src: &str, por: bool, symmetry: bool, mutant: Option<Mutant>) -> Option<BTreeSet<ViolationKind>> {
     let ast = lang::parse(src).unwrap_or_else(|d| panic!("generated protocol does not parse: {d:?}\n{src}"));
@@ -712,6 +819,20 @@ proptest! {
         same_kinds(&warp_commits(seed))?;
     }
 
+    /// Law: on cluster pipelines (multicast copies, remote releases, the cluster barrier whole
+    /// or split, producer tails, and their misuses), the reduction keeps the kinds.
+    #[test]
+    fn reduction_keeps_the_kinds_of_cluster_pipelines(seed in any::<u64>()) {
+        same_kinds(&cluster_pipelines(seed))?;
+    }
+
+    /// Law: on DSMEM mailboxes (remote writes told by remote arrivals, two or three CTAs, the
+    /// cluster barrier, and their misuses), the reduction keeps the kinds.
+    #[test]
+    fn reduction_keeps_the_kinds_of_cluster_mailboxes(seed in any::<u64>()) {
+        same_kinds(&cluster_mailboxes(seed))?;
+    }
+
     /// Law: on `while` loops (counting loops, spins on try_wait_parity and on a shared flag,
     /// `break`), the reduction keeps the kinds, the spinning `deadlock` among them.
     #[test]
@@ -736,13 +857,14 @@ proptest! {
 /// first of 400 seeds where it does is reported), so the laws above can fail.
 #[test]
 fn each_footprint_defect_loses_a_kind_on_its_construct() {
-    let cases: [(Mutant, fn(u64) -> String); 6] = [
+    let cases: [(Mutant, fn(u64) -> String); 7] = [
         (Mutant::PorForgetsWarpLanes, warp_election),
         (Mutant::PorForgetsNamedBarriers, named_barriers),
         (Mutant::PorCountsOneLanePerAgent, uniform_pipeline),
         (Mutant::PorFenceForgetsFlags, fence_handoff),
         (Mutant::PorWhileRunsOnce, while_loops),
         (Mutant::PorForgetsCommitLanes, warp_commits),
+        (Mutant::PorForgetsClusterPeers, cluster_mailboxes),
     ];
     assert_eq!(Mutant::FOOTPRINT_DEFECTS.len(), cases.len());
     for (mutant, generate) in cases {
@@ -885,4 +1007,70 @@ fn the_cp_async_landing_defect_loses_a_kind_on_an_arrive_on_in_flight() {
         !broken.contains(&ViolationKind::Assertion),
         "the defect keeps the assertion: {broken:?}"
     );
+}
+
+/// The cluster generator reaches what its mistakes are for: peers reached before their inits
+/// are published (`uninitialized`), a CTA ended under a peer's release (`lifetime`), hangs, and
+/// protocols that hold.
+#[test]
+fn cluster_pipelines_reach_uninitialized_lifetime_hangs_and_protocols_that_hold() {
+    let (seen, holds) = kinds_reached(cluster_pipelines);
+    assert!(holds > 0);
+    for k in [ViolationKind::Uninitialized, ViolationKind::Lifetime, ViolationKind::Deadlock] {
+        assert!(seen.contains(&k), "{k:?} not reached: {seen:?}");
+    }
+}
+
+/// The mailbox generator reaches races, stale reads, lifetime and uninitialized peers, and
+/// protocols that hold.
+#[test]
+fn cluster_mailboxes_reach_races_stale_reads_lifetime_and_protocols_that_hold() {
+    let (seen, holds) = kinds_reached(cluster_mailboxes);
+    assert!(holds > 0);
+    for k in [
+        ViolationKind::DataRace,
+        ViolationKind::StaleRead,
+        ViolationKind::Lifetime,
+        ViolationKind::Uninitialized,
+    ] {
+        assert!(seen.contains(&k), "{k:?} not reached: {seen:?}");
+    }
+}
+
+/// Arrivals commute only while none of them can complete the phase: with the planted defect that
+/// takes every barrier's arrivals as commuting, a single arrival and a double one on a barrier
+/// that counts two are taken in one order only, and the other order's kind is lost (the double
+/// arrival over-arrives after the single one; before it, it completes the phase and the single
+/// one arrives on the next phase before anyone waited: a missing wait).
+#[test]
+fn the_quiet_arrival_defect_loses_a_kind_on_an_arrival_that_completes_the_phase() {
+    let src = "protocol quiet\nexpect holds\nbarrier b count 2\n\nrole one[1] {\n  arrive(b)\n}\n\nrole two[1] {\n  arrive(b, 2)\n}\n";
+    let plain = kinds(src, false, false, None).expect("finishes");
+    assert_eq!(kinds(src, true, false, None).as_ref(), Some(&plain));
+    let broken = kinds(src, true, false, Some(Mutant::PorArrivalsAlwaysQuiet)).expect("finishes");
+    assert!(
+        plain.contains(&ViolationKind::OverArrival) && plain.contains(&ViolationKind::MissingWait),
+        "{plain:?}"
+    );
+    assert_ne!(plain, broken, "the defect keeps every kind: {broken:?}");
+}
+
+/// The wait a walk stops at conflicts with the steps that may complete its phase, but that is a
+/// margin: with the planted defect that counts no step as completing, the generators of this file
+/// keep their kinds (300 protocols of each, 2026-12-07), because the thread such a step releases
+/// becomes enabled at the next state, where its wait conflicts with every later step on its barrier.
+/// A broken reduction is still caught on the same protocols.
+#[test]
+fn the_release_of_a_cut_wait_is_a_margin_and_a_broken_reduction_is_caught() {
+    let (mut kept, mut broken_caught) = (0, false);
+    for seed in 0..60u64 {
+        let src = cluster_pipelines(seed);
+        let Some(plain) = kinds(&src, false, false, None) else { continue };
+        if kinds(&src, true, false, Some(Mutant::PorCutWaitNeverReleased)).as_ref() == Some(&plain) {
+            kept += 1;
+        }
+        broken_caught |= kinds(&src, true, false, Some(Mutant::PorIgnoresConflicts)).is_some_and(|k| k != plain);
+    }
+    assert!(kept > 20, "only {kept} protocols finished");
+    assert!(broken_caught, "the conflict-ignoring reduction loses no kind either");
 }

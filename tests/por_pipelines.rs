@@ -240,7 +240,7 @@ fn the_right_ring_is_reduced_by_the_cut_at_waits() {
     let (por_kinds, por) = kinds(&src, true, true).unwrap();
     assert!(plain_kinds.is_empty() && por_kinds.is_empty(), "{src}");
     eprintln!("ring(3,3,6): {plain} states without POR, {por} with");
-    assert_eq!((plain, por), (2284, 865), "{src}");
+    assert_eq!((plain, por), (2284, 473), "{src}");
 }
 
 /// The cut at a wait holds only while the arrivals the others can still make fall short of the

@@ -104,7 +104,7 @@ fn a_uniform_warpgroup_costs_a_few_thousand_states_where_its_lanes_do_not_fit() 
     let out = text(&o.stdout);
     assert_eq!(code(&o), 0, "{out}");
     // With the partial-order reduction (uniform agents, elect and named barriers have footprints).
-    assert!(out.contains("stats:   193 states"), "{out}");
+    assert!(out.contains("stats:   125 states"), "{out}");
     assert!(out.contains("consumer[128 uniform: 4 agents]"), "{out}");
     let o = phasecheck(&["check", f, "--threads", "1", "--no-por"]);
     assert!(text(&o.stdout).contains("stats:   2986 states"), "{}", text(&o.stdout));

@@ -99,7 +99,9 @@ impl CopyOp {
     pub fn touch(&self) -> Touch<'_> {
         use crate::rt::footprint::{PhaseEffect as P, Scope, ONE_ARRIVAL};
         match self {
-            CopyOp::Copy { buf, bar, .. } => Touch {
+            // A partial copy (and `st_async`, which lands like one) writes its range of the
+            // buffer: the whole buffer is its object, a conservative footprint.
+            CopyOp::Copy { buf, bar, .. } | CopyOp::CopyPart { buf, bar, .. } | CopyOp::StAsync { buf, bar, .. } => Touch {
                 lands: true,
                 ..Touch::objects(Some((bar, true)), Some((buf, true)), P::None)
             },
@@ -116,9 +118,7 @@ impl CopyOp {
             // A copy from shared memory touches two buffers and a barrier of two CTAs, and ends
             // its source read at its landing: no footprint describes it, so it is expanded in full.
             // So does a tensor copy, whose descriptor read also ends at its landing.
-            CopyOp::CopyPart { .. } | CopyOp::CopyFrom { .. } | CopyOp::Tensor { .. } | CopyOp::StAsync { .. } => {
-                Touch::whole(Scope::Unreduced, P::Moves)
-            }
+            CopyOp::CopyFrom { .. } | CopyOp::Tensor { .. } => Touch::whole(Scope::Unreduced, P::Moves),
         }
     }
 

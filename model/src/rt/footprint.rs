@@ -13,7 +13,8 @@
 //! - barrier: a wait (`wait`, `try_wait`) *reads* it: it reads the phase and the completed phase's
 //!   clock and knowledge, and sets `observed_prev`, which every successful wait sets to the same
 //!   value, so two waits commute. Everything else (arrivals, expect_tx/complete_tx, a copy's landing,
-//!   inval) *writes* it. A write conflicts with a read or a write.
+//!   inval) *writes* it. A write conflicts with a read or a write; a plain arrival on a quiet
+//!   barrier is an update that commutes with another (`Footprint::conflicts_with`).
 //! - buffer, var: reads (each agent replaces only its own entry of the read set) commute; a write
 //!   (a copy issue, a landing, a var assignment) conflicts with any access.
 //! - an exit conflicts with a landing (so a reduced set never lets the CTA exit under a copy
@@ -33,9 +34,14 @@
 //! the cut at waits stops there; its arrivals and the CTA's exits write the CTA's record, a
 //! margin. A cp.async landing writes the barriers of the arrive-ons it may fire, or its issuer's
 //! record when none tracks it yet. A warp-batched `commit` writes its warp's record, which every
-//! step of a committing warp's lanes reads. The reduction does not apply to partial TMA copies,
-//! copies from shared memory, tensor copies through a descriptor, `st_async`, tensor memory and
-//! cluster scope (`why_off`): those protocols are expanded in full.
+//! step of a committing warp's lanes reads. A remote operation's footprint is its operation's on
+//! the target CTA's objects, with that CTA's liveness, which its threads' exits write; the cluster
+//! barrier is a record like the CTA's. A plain arrival on a barrier whose phase cannot complete
+//! while the seed stands still commutes with another (`Footprint::arrive`), and the wait a walk
+//! stops at conflicts only with steps that may complete its phase (`lookahead`, `cut`). The
+//! reduction does not apply to copies from shared memory, tensor copies through a descriptor,
+//! tensor memory, and named barriers or `syncthreads` under cluster scope (`why_off`): those
+//! protocols are expanded in full.
 
 use crate::program::ir::*;
 use crate::rt::copies::CopyKind;
@@ -111,6 +117,10 @@ pub enum Scope {
     Global,
     /// No footprint is known for it yet: the protocol is expanded in full.
     Unreduced,
+    /// A remote operation (`cta = R`, `multicast = MASK`): its `Touch` names the own CTA's
+    /// groups; its footprint is its operation's aimed at each CTA it may reach
+    /// (`Footprints::op_bits`), with that CTA's liveness.
+    Remote,
 }
 
 impl<'a> Touch<'a> {
@@ -157,8 +167,15 @@ impl IOp {
             IOp::Warp(op) => op.touch(),
             IOp::Proxy(op) => op.touch(),
             IOp::Tc(op) => op.touch(),
-            // Cluster scope: remote objects are not in the footprint's object space yet.
-            IOp::Remote { .. } => Touch::whole(Scope::Unreduced, PhaseEffect::Moves),
+            // Its operation's, on the target CTA's copies of the objects: `Scope::Remote`.
+            IOp::Remote { op, .. } => Touch {
+                scope: if op.touch().scope == Scope::Unreduced {
+                    Scope::Unreduced
+                } else {
+                    Scope::Remote
+                },
+                ..op.touch()
+            },
         }
     }
 }
@@ -186,12 +203,16 @@ pub struct Footprint {
     pub cp_lands: bool,
     /// The step touches its warpgroup's wgmma groups (resolved per thread, like `warp_sync`).
     pub warpgroup: bool,
+    /// The step arrives at or waits on the cluster barrier (resolved per thread into the
+    /// cluster barrier's record, with the exits of the threads its release may run on).
+    pub cluster_sync: bool,
     pub read: [u64; WORDS],
     pub write: [u64; WORDS],
-}
-
-fn intersects(a: &[u64], b: &[u64]) -> bool {
-    a.iter().zip(b).any(|(x, y)| x & y != 0)
+    /// Barriers the step changes by plain arrivals alone (no tx, no other write): a write, except
+    /// on a barrier whose phase in progress cannot complete while the seed stands still (`quiet`
+    /// in `conflicts_with`), where two arrivals commute (counts add, clocks join) and conflict
+    /// only with the barrier's readers and writers.
+    pub arrive: [u64; WORDS],
 }
 
 impl Footprint {
@@ -214,23 +235,34 @@ impl Footprint {
         self.retires |= o.retires;
         self.cp_lands |= o.cp_lands;
         self.warpgroup |= o.warpgroup;
+        self.cluster_sync |= o.cluster_sync;
         for (a, b) in self.read.iter_mut().zip(&o.read) {
             *a |= b;
         }
         for (a, b) in self.write.iter_mut().zip(&o.write) {
             *a |= b;
         }
+        for (a, b) in self.arrive.iter_mut().zip(&o.arrive) {
+            *a |= b;
+        }
     }
 
     /// The two may not commute (steps of different agents).
     pub fn conflicts(&self, o: &Footprint) -> bool {
-        self.global
-            || o.global
-            || (self.exit && o.lands)
-            || (self.lands && o.exit)
-            || intersects(&self.write, &o.write)
-            || intersects(&self.write, &o.read)
-            || intersects(&self.read, &o.write)
+        self.conflicts_with(o, &[0; WORDS])
+    }
+
+    /// The two may not commute, arrivals on the barriers of `quiet` counting as commutative
+    /// updates (they conflict with reads and writes, not with each other).
+    pub fn conflicts_with(&self, o: &Footprint, quiet: &[u64; WORDS]) -> bool {
+        if self.global || o.global || (self.exit && o.lands) || (self.lands && o.exit) {
+            return true;
+        }
+        (0..WORDS).any(|i| {
+            let (w1, w2) = (self.write[i] | (self.arrive[i] & !quiet[i]), o.write[i] | (o.arrive[i] & !quiet[i]));
+            let (a1, a2) = (self.arrive[i] & quiet[i], o.arrive[i] & quiet[i]);
+            w1 & (w2 | o.read[i] | a2) != 0 || self.read[i] & (w2 | a2) != 0 || a1 & (w2 | o.read[i]) != 0
+        })
     }
 }
 
@@ -266,6 +298,16 @@ pub struct Footprints {
     /// the issuer's clock (`carry_to_issuer`), which every later step of the issuer may release,
     /// so such a landing writes the issuer's record and every step of a thread reads its own.
     rec_base: Option<usize>,
+    /// The CTAs of the cluster (1 without cluster scope).
+    ctas: usize,
+    /// The object index of the cluster barrier's record, when a thread uses it: written by every
+    /// `cluster_arrive`/`cluster_wait` and by every exit (exited threads count as arrived, so an
+    /// exit may complete a phase, as the last arrival does).
+    cluster_rec: Option<usize>,
+    /// Cluster scope: the object index of CTA 0's liveness, read by every remote operation on
+    /// that CTA (on a CTA whose threads have all exited it is a lifetime violation) and written
+    /// by its threads' exits.
+    live_base: Option<usize>,
     /// The object index of buffer 0's fence flag (`ProxyState::unfenced_write`), when a thread
     /// fences (`fence_proxy_async`); none otherwise. A fence writes the flags it may clear, a
     /// generic write sets its buffer's, an async read's issue reads its buffer's.
@@ -275,6 +317,8 @@ pub struct Footprints {
     /// its warp-mates stand ready at it: every step of such a warp's lanes reads the warp's
     /// record, which a commit writes (it moves the lanes it joins).
     commit_warps: Vec<bool>,
+    /// Whether the local code after some thread's `cluster_wait` may end it.
+    cluster_release_exits: bool,
     /// Whether any role synchronises lanes (`elect`, `syncwarp`, named barriers): only then do
     /// a lane's exits touch its warp's record.
     warp_collectives: bool,
@@ -330,23 +374,12 @@ pub fn why_off(p: &Protocol, fine_grained: bool, objects: usize) -> Option<PorOf
     };
     let every = || p.roles.iter().flat_map(|r| r.code.instrs.iter());
     if p.cluster != 1 {
-        // Blame the first statement that acts across CTAs; a cluster that never does still
-        // has its CTAs' exits unordered with nothing recorded.
-        let cross = every().find(|i| {
-            matches!(
-                i.kind,
-                InstrKind::ClusterArrive { .. }
-                    | InstrKind::ClusterWait { .. }
-                    | InstrKind::Op {
-                        op: IOp::Remote { .. },
-                        ..
-                    }
-            )
-        });
-        return match cross {
-            Some(i) => at("cluster scope".to_string(), i),
-            None => whole(format!("cluster scope (a cluster of {} CTAs)", p.cluster)),
-        };
+        // A CTA's own collectives under cluster scope: the footprints name one set of named
+        // barriers and one CTA barrier, where each CTA of a cluster has its own.
+        let per_cta = every().find(|i| matches!(i.kind, InstrKind::SyncThreads | InstrKind::NamedBar { .. }));
+        if let Some(i) = per_cta {
+            return at(format!("`{}` in a cluster", instr_name(i)), i);
+        }
     }
     if objects > MAX_OBJECTS {
         return whole(format!(
@@ -367,19 +400,17 @@ pub fn why_off(p: &Protocol, fine_grained: bool, objects: usize) -> Option<PorOf
 /// share the name `copy_async` (and `memcpy_async`, which lowers to them) say which form it is.
 fn off_name(i: &Instr) -> String {
     use crate::rt::copies::CopyOp;
-    match &i.kind {
+    let op = match &i.kind {
         InstrKind::Op {
-            op: IOp::Copy(CopyOp::CopyPart { .. }),
+            op: IOp::Remote { op, .. },
             ..
-        } => "a partial copy (`copy_async`/`memcpy_async` with `offset =` or `bytes =`)".to_string(),
-        InstrKind::Op {
-            op: IOp::Copy(CopyOp::CopyFrom { .. }),
-            ..
-        } => "a copy from shared memory (`copy_async(..., from =)`)".to_string(),
-        InstrKind::Op {
-            op: IOp::Copy(CopyOp::Tensor { .. }),
-            ..
-        } => "a tensor copy (`copy_async(..., tensormap =)`)".to_string(),
+        } => Some(&**op),
+        InstrKind::Op { op, .. } => Some(op),
+        _ => None,
+    };
+    match op {
+        Some(IOp::Copy(CopyOp::CopyFrom { .. })) => "a copy from shared memory (`copy_async(..., from =)`)".to_string(),
+        Some(IOp::Copy(CopyOp::Tensor { .. })) => "a tensor copy (`copy_async(..., tensormap =)`)".to_string(),
         _ => format!("`{}`", instr_name(i)),
     }
 }
@@ -388,6 +419,8 @@ fn off_name(i: &Instr) -> String {
 fn instr_name(i: &Instr) -> &'static str {
     match &i.kind {
         InstrKind::SyncThreads => "syncthreads",
+        InstrKind::NamedBar { sync: true, .. } => "bar_sync",
+        InstrKind::NamedBar { sync: false, .. } => "bar_arrive",
         InstrKind::ClusterArrive { .. } => "cluster_arrive",
         InstrKind::ClusterWait { .. } => "cluster_wait",
         InstrKind::Op { op, .. } => op.name(),
@@ -411,13 +444,11 @@ fn is_while_back_edge(code: &Code, pc: usize) -> bool {
     body.is_empty() && code.instrs[head].span == own || body.iter().any(|i| inside(i.span))
 }
 
-/// The cluster barrier and the operations whose object declares no footprint
-/// (`Scope::Unreduced`: cp.async, partial copies and reads, cluster scope): a protocol with any of
-/// them is expanded in full (their steps count as touching everything, should one reach `instr`).
+/// The operations whose object declares no footprint (`Scope::Unreduced`: copies from shared
+/// memory, tensor copies, tensor memory): a protocol with any of them is expanded in full (their
+/// steps count as touching everything, should one reach `instr`).
 fn without_footprint(i: &Instr) -> bool {
     match &i.kind {
-        // Cluster scope: the cluster barrier is a collective like syncthreads, across CTAs.
-        InstrKind::ClusterArrive { .. } | InstrKind::ClusterWait { .. } => true,
         InstrKind::Op { op, .. } => op.touch().scope == Scope::Unreduced,
         _ => false,
     }
@@ -518,23 +549,18 @@ impl Footprints {
             )
         });
         let rec_base = cta_base + syncs as usize;
-        let objects = rec_base + if cp_async { p.threads.len() } else { 0 };
+        let cluster_rec = rec_base + if cp_async { p.threads.len() } else { 0 };
+        let cluster_barrier = p.roles.iter().any(|r| r.code.cluster_slot.is_some());
+        let live_base = cluster_rec + cluster_barrier as usize;
+        let ctas = p.cluster.max(1) as usize;
+        let objects = live_base + if ctas > 1 { ctas } else { 0 };
         let lanes_shared: Vec<bool> = (0..warps).map(|w| p.warp_members(w).nth(1).is_some()).collect();
         let commits = |r: &RoleInfo| r.code.instrs.iter().any(is_commit);
         let commit_warps: Vec<bool> = (0..warps)
             .map(|w| p.warp_members(w).any(|t| commits(&p.roles[p.threads[t].role as usize])))
             .collect();
-        // Cluster scope: a CTA's exit conflicts with every later remote access to it, which no
-        // footprint here records: a cluster is expanded in full.
         let off = why_off(p, fine_grained, objects);
         let applicable = off.is_none();
-        debug_assert_eq!(
-            applicable,
-            !fine_grained
-                && p.cluster == 1
-                && objects <= MAX_OBJECTS
-                && p.roles.iter().all(|r| !r.code.instrs.iter().any(without_footprint))
-        );
         let mut fence = Footprint::empty(objects);
         for i in code() {
             match &i.kind {
@@ -567,6 +593,9 @@ impl Footprints {
             flag_base: fences.then_some(flag_base),
             cta_base: syncs.then_some(cta_base),
             rec_base: cp_async.then_some(rec_base),
+            ctas,
+            cluster_rec: cluster_barrier.then_some(cluster_rec),
+            live_base: (ctas > 1).then_some(live_base),
             lanes_shared,
             commit_warps,
             warp_collectives: p.roles.iter().any(|r| r.code.instrs.iter().any(syncs_lanes)),
@@ -579,6 +608,7 @@ impl Footprints {
             own: Vec::new(),
             own_vars: Vec::new(),
             fresh: Footprints::fresh_counts(barriers, named).into(),
+            cluster_release_exits: false,
         };
         // Completion functions, closed over the barriers they touch (a fixpoint: footprints only
         // grow, and there are finitely many bits).
@@ -648,6 +678,13 @@ impl Footprints {
             .iter()
             .map(|r| (0..r.code.instrs.len()).map(|pc| Footprints::exits_after(&r.code, pc)).collect())
             .collect();
+        f.cluster_release_exits = p.roles.iter().zip(&f.exits).any(|(r, exits)| {
+            r.code
+                .instrs
+                .iter()
+                .enumerate()
+                .any(|(pc, i)| matches!(i.kind, InstrKind::ClusterWait { .. }) && exits[pc])
+        });
         f.steps = p
             .roles
             .iter()
@@ -692,15 +729,14 @@ impl Footprints {
         exits
     }
 
-    fn bar_bits(&self, p: &Protocol, r: &Ref, at: Option<usize>, fp: &mut Footprint, write: bool) {
-        let g = &p.barrier_groups[r.group as usize];
+    fn bar_bits(&self, g: &Group, at: Option<usize>, fp: &mut Footprint, write: bool, plain_arrival: bool) {
         let range = match at {
             Some(b) => b..b + 1,
             None => g.base as usize..g.base as usize + g.len as usize,
         };
         for b in range {
             if write {
-                Footprint::set(&mut fp.write, b);
+                Footprint::set(if plain_arrival { &mut fp.arrive } else { &mut fp.write }, b);
                 fp.union(&self.completion[b]);
             } else {
                 Footprint::set(&mut fp.read, b);
@@ -708,8 +744,7 @@ impl Footprints {
         }
     }
 
-    fn buf_bits(&self, p: &Protocol, r: &Ref, at: Option<usize>, fp: &mut Footprint, write: bool) {
-        let g = &p.buffer_groups[r.group as usize];
+    fn buf_bits(&self, g: &Group, at: Option<usize>, fp: &mut Footprint, write: bool) {
         let range = match at {
             Some(d) => d..d + 1,
             None => g.base as usize..g.base as usize + g.len as usize,
@@ -768,53 +803,117 @@ impl Footprints {
             }
             // An arrival at the CTA's barrier: its record, resolved per thread (`for_thread`).
             InstrKind::SyncThreads => fp.cta_sync = true,
-            InstrKind::ClusterArrive { .. } | InstrKind::ClusterWait { .. } => fp.global = true,
+            // The cluster barrier: its record, which exits write too (`for_thread`); the release
+            // runs every released thread's local code, which may end it.
+            InstrKind::ClusterArrive { .. } | InstrKind::ClusterWait { .. } => match self.cluster_rec {
+                Some(_) => fp.cluster_sync = true,
+                None => fp.global = true,
+            },
             InstrKind::Op { .. } if without_footprint(i) => fp.global = true,
-            InstrKind::Op { op, .. } => {
-                let touch = op.touch();
-                if touch.scope != Scope::Objects {
-                    fp.global = true;
-                } else {
-                    if let Some((r, write)) = touch.bar {
-                        self.bar_bits(p, r, element(r, &p.barrier_groups, at), &mut fp, write);
-                    }
-                    if let Some((d, write)) = touch.buf {
-                        self.buf_bits(p, d, element(d, &p.buffer_groups, at), &mut fp, write);
-                    }
-                    for d in touch.reads {
-                        self.buf_bits(p, d, element(d, &p.buffer_groups, at), &mut fp, false);
-                    }
-                    fp.lands |= touch.lands;
-                    fp.retires |= touch.retires;
-                    fp.cp_lands |= touch.cp_lands;
-                    // A commit meets its warp-mates through the warp's record, as `syncwarp` does.
-                    fp.warp_sync |= is_commit(i);
-                    fp.warpgroup |= touch.warpgroup;
-                    if touch.fence {
-                        fp.union(&self.fence);
-                    }
-                    if let Some(base) = self.flag_base {
-                        // The fence flag: set by a generic write, read by an async read's issue.
-                        let flagged = match op {
-                            IOp::Mem(m) if m.writes() => touch.buf.filter(|&(_, w)| w).into_iter().map(|(d, _)| (d, true)).collect(),
-                            IOp::Proxy(_) => touch.buf.iter().map(|&(d, _)| d).chain(touch.reads).map(|d| (d, false)).collect(),
-                            _ => Vec::new(),
-                        };
-                        for (d, write) in flagged {
-                            if let Some(e) = element(d, &p.buffer_groups, at) {
-                                Footprint::set(if write { &mut fp.write } else { &mut fp.read }, base + e);
-                            } else {
-                                let g = &p.buffer_groups[d.group as usize];
-                                for e in g.base as usize..g.base as usize + g.len as usize {
-                                    Footprint::set(if write { &mut fp.write } else { &mut fp.read }, base + e);
-                                }
-                            }
-                        }
-                    }
+            InstrKind::Op { op, .. } => self.op_bits(p, i, op, at, None, &mut fp),
+        }
+        fp
+    }
+
+    /// What operation `op` of instruction `i` touches, with its references aimed at CTA `cta`
+    /// when a remote operation redirects them (`None`: the thread's own CTA).
+    fn op_bits(&self, p: &Protocol, i: &Instr, op: &IOp, at: Index, cta: Option<usize>, fp: &mut Footprint) {
+        if let IOp::Remote {
+            target,
+            multicast,
+            op: inner,
+        } = op
+        {
+            // Each target CTA's copies of the objects, and whether that CTA is still running
+            // (an exit of its last thread turns the operation into a lifetime violation).
+            let targets = self.remote_ctas(target, *multicast, at);
+            for c in (0..self.ctas).filter(|c| targets >> c & 1 != 0) {
+                if let Some(live) = self.live_base {
+                    Footprint::set(&mut fp.read, live + c);
+                }
+                self.op_bits(p, i, inner, at, Some(c), fp);
+            }
+            return;
+        }
+        let touch = op.touch();
+        if touch.scope != Scope::Objects {
+            fp.global = true;
+            return;
+        }
+        let bar_group = |r: &Ref| self.aimed(&p.barrier_groups, r, cta);
+        let buf_group = |r: &Ref| self.aimed(&p.buffer_groups, r, cta);
+        if let Some((r, write)) = touch.bar {
+            let g = bar_group(r);
+            // A plain arrival (no tx: tx changes are checked against the range in order; no drop:
+            // a drop lowers the count of the phases to come).
+            let plain = matches!(
+                op,
+                IOp::Mbar(MbarOp::Arrive {
+                    expect_tx: None,
+                    drop: false,
+                    ..
+                })
+            );
+            self.bar_bits(g, element(r, g, at), fp, write, plain);
+        }
+        if let Some((d, write)) = touch.buf {
+            let g = buf_group(d);
+            self.buf_bits(g, element(d, g, at), fp, write);
+        }
+        for d in touch.reads {
+            let g = buf_group(d);
+            self.buf_bits(g, element(d, g, at), fp, false);
+        }
+        fp.lands |= touch.lands;
+        fp.retires |= touch.retires;
+        fp.cp_lands |= touch.cp_lands;
+        // A commit meets its warp-mates through the warp's record, as `syncwarp` does.
+        fp.warp_sync |= is_commit(i);
+        fp.warpgroup |= touch.warpgroup;
+        if touch.fence {
+            fp.union(&self.fence);
+        }
+        if let Some(base) = self.flag_base {
+            // The fence flag: set by a generic write, read by an async read's issue.
+            let flagged: Vec<(&Ref, bool)> = match op {
+                IOp::Mem(m) if m.writes() => touch.buf.filter(|&(_, w)| w).into_iter().map(|(d, _)| (d, true)).collect(),
+                IOp::Proxy(_) => touch.buf.iter().map(|&(d, _)| d).chain(touch.reads).map(|d| (d, false)).collect(),
+                _ => Vec::new(),
+            };
+            for (d, write) in flagged {
+                let g = buf_group(d);
+                let range = match element(d, g, at) {
+                    Some(e) => e..e + 1,
+                    None => g.base as usize..g.base as usize + g.len as usize,
+                };
+                for e in range {
+                    Footprint::set(if write { &mut fp.write } else { &mut fp.read }, base + e);
                 }
             }
         }
-        fp
+    }
+
+    /// The group reference `r` names, aimed at CTA `cta` when a remote operation redirects it
+    /// (the lowering lays out every CTA's groups CTA-major, as `Exec::group_index` reads them).
+    fn aimed<'g>(&self, groups: &'g [Group], r: &Ref, cta: Option<usize>) -> &'g Group {
+        match cta {
+            None => &groups[r.group as usize],
+            Some(c) => {
+                let per = groups.len() / self.ctas;
+                &groups[c * per + r.group as usize % per]
+            }
+        }
+    }
+
+    /// The CTAs (bit c: CTA c) a remote operation reaches: its target's value where `at` or the
+    /// code gives one, else every CTA of the cluster.
+    fn remote_ctas(&self, target: &IExpr, multicast: bool, at: Index) -> u64 {
+        let all = if self.ctas >= 64 { u64::MAX } else { (1u64 << self.ctas) - 1 };
+        match at(target).or_else(|| constant(target)) {
+            Some(v) if multicast && v > 0 && (v as u64) & !all == 0 => v as u64,
+            Some(v) if !multicast && (0..self.ctas as i64).contains(&v) => 1 << v,
+            _ => all,
+        }
     }
 
     /// The footprint of thread `t`'s next step in `s` (it stands at a visible instruction): that
@@ -842,17 +941,99 @@ impl Footprints {
             }
             InstrKind::NamedBar { id, .. } => constant(id).is_none(),
             _ => false,
-        };
+        } || matches!(
+            &i.kind,
+            InstrKind::Op {
+                op: IOp::Remote { .. },
+                ..
+            }
+        );
+        // Whether the local code after the step may end the thread, run on its locals where the
+        // code alone would say it may (a loop's last iteration is known from its counter).
+        let plain = matches!(
+            i.kind,
+            InstrKind::Op { .. } | InstrKind::ClusterArrive { .. } | InstrKind::ClusterWait { .. }
+        );
+        let exits = self.exits[me.role as usize][pc] && (!plain || self.local_exit(m, s, t, Some(i)));
         if !narrows {
-            return self.steps[me.role as usize][pc];
+            let mut fp = self.steps[me.role as usize][pc];
+            fp.exit &= exits || !plain;
+            return fp;
         }
-        self.step_at(
-            p,
-            code,
-            pc,
-            &|e: &IExpr| e.eval_pure(&th.locals, me),
-            self.exits[me.role as usize][pc],
-        )
+        if let (
+            Some(crate::rt::Mutant::PorForgetsClusterPeers),
+            InstrKind::Op {
+                op: IOp::Remote { op, .. },
+                ..
+            },
+        ) = (m.mutant, &i.kind)
+        {
+            // The planted defect: the remote step names its own CTA's objects, and no liveness.
+            let mut fp = self.var_reads(i);
+            self.op_bits(p, i, op, &|e: &IExpr| e.eval_pure(&th.locals, me), None, &mut fp);
+            fp.lands = false;
+            fp.exit |= exits;
+            return fp;
+        }
+        self.step_at(p, code, pc, &|e: &IExpr| e.eval_pure(&th.locals, me), exits)
+    }
+
+    /// Whether the local code thread `t` runs after the instruction at its pc (`step`: the
+    /// operation it executes, whose result is unknown; `None`: a release of the wait it stands at)
+    /// may end it, run on the thread's locals; where a branch needs a value the locals do not
+    /// give, whether the code alone may (`exits_after`).
+    fn local_exit(&self, m: &Model, s: &State, t: usize, step: Option<&Instr>) -> bool {
+        let p = &m.proto;
+        let code = p.code_of(t);
+        let (th, me) = (&s.threads[t], &p.threads[t]);
+        let start = th.pc as usize;
+        let fallback = || self.exits[me.role as usize].get(start).copied().unwrap_or(true);
+        let mut locals = th.locals.clone();
+        let mut unknown = vec![false; locals.len()];
+        if let Some(InstrKind::Op { result: Some(r), .. }) = step.map(|i| &i.kind) {
+            if let Some(u) = unknown.get_mut(*r as usize) {
+                *u = true;
+            }
+        }
+        let value = |e: &IExpr, locals: &[i64], unknown: &[bool]| {
+            let mut known = true;
+            e.each(&mut |x| match x {
+                IExpr::Local(l) => known &= !unknown.get(*l as usize).copied().unwrap_or(true),
+                IExpr::Var(_) => known = false,
+                _ => {}
+            });
+            if known {
+                e.eval_pure(locals, me)
+            } else {
+                None
+            }
+        };
+        let mut pc = start + 1;
+        for _ in 0..LOOKAHEAD_BUDGET {
+            let Some(i) = code.instrs.get(pc) else { return true };
+            if i.visible {
+                return false;
+            }
+            match &i.kind {
+                InstrKind::Return => return true,
+                InstrKind::Jump { to } => pc = *to as usize,
+                InstrKind::Branch { cond, else_to } => match value(cond, &locals, &unknown) {
+                    Some(v) => pc = if v != 0 { pc + 1 } else { *else_to as usize },
+                    None => return fallback(),
+                },
+                InstrKind::SetLocal { slot, expr } => {
+                    let v = value(expr, &locals, &unknown);
+                    let l = *slot as usize;
+                    if l < locals.len() {
+                        locals[l] = v.unwrap_or(0);
+                        unknown[l] = v.is_none();
+                    }
+                    pc += 1;
+                }
+                _ => return fallback(),
+            }
+        }
+        fallback()
     }
 
     /// `fp` (a step or a future of thread `t`) with what it touches through the thread itself:
@@ -883,6 +1064,32 @@ impl Footprints {
             fp.exit |= fp.cta_sync;
         }
         fp.cta_sync = false;
+        if let (true, Some(c)) = (fp.cluster_sync, self.cluster_rec) {
+            Footprint::set(&mut fp.write, c);
+            // The release runs the local code of every thread waiting on the phase, which may
+            // end it: in a future, any thread's; in a step, that of the threads waiting now.
+            fp.exit |= if future {
+                self.cluster_release_exits
+            } else {
+                (0..s.threads.len()).any(|u| s.threads[u].status == Status::AtClusterWait && self.local_exit(m, s, u, None))
+            };
+        }
+        fp.cluster_sync = false;
+        if fp.exit {
+            // An exited thread counts as arrived at the cluster barrier, and the last exit of a
+            // CTA ends the CTA's shared memory under the remote operations aimed at it.
+            if let Some(c) = self.cluster_rec {
+                Footprint::set(&mut fp.write, c);
+            }
+            if let Some(live) = self.live_base {
+                Footprint::set(&mut fp.write, live + m.proto.threads[t].cta as usize);
+            }
+        }
+        if let Some(live) = self.live_base {
+            // An operation on the thread's own CTA finds it running: the thread itself is.
+            let i = live + m.proto.threads[t].cta as usize;
+            fp.read[i / 64] &= !(1 << (i % 64));
+        }
         if let Some(base) = self.rec_base.filter(|_| m.mutant != Some(Mutant::PorForgetsCpAsyncLandings)) {
             Footprint::set(&mut fp.read, base + t);
             if fp.cp_lands || future {
@@ -1017,6 +1224,133 @@ impl Footprints {
         fp
     }
 
+    /// The barriers whose phase in progress thread `t`'s step (footprint `fp`) may complete: every
+    /// barrier it writes, but none for a copy's issue (it moves no count) or an arrival of fewer
+    /// than the pending count on a live barrier (the phase still waits for others after it, and
+    /// the barriers of the completion function run only at a completion).
+    fn step_completes(&self, m: &Model, s: &State, t: usize, fp: &Footprint) -> [u64; WORDS] {
+        use crate::rt::copies::CopyOp;
+        let bits = barrier_writes(fp, self.barriers);
+        if bits.iter().all(|&w| w == 0) || m.mutant == Some(crate::rt::Mutant::PorCutWaitNeverReleased) {
+            return [0; WORDS];
+        }
+        let p = &m.proto;
+        let (th, me) = (&s.threads[t], &p.threads[t]);
+        let Some(InstrKind::Op { op, .. }) = p.code_of(t).instrs.get(th.pc as usize).map(|i| &i.kind) else {
+            return bits;
+        };
+        let value = |e: &IExpr| e.eval_pure(&th.locals, me);
+        let (op, cta) = match op {
+            IOp::Remote {
+                target,
+                multicast: false,
+                op,
+            } => match value(target).filter(|c| (0..self.ctas as i64).contains(c)) {
+                Some(c) => (&**op, Some(c as usize)),
+                None => return bits,
+            },
+            // A multicast is a copy issue (the only operation it applies to moves no count).
+            IOp::Remote { multicast: true, op, .. } if matches!(**op, IOp::Copy(_)) => (&**op, None),
+            IOp::Remote { multicast: true, .. } => return bits,
+            op => (op, None),
+        };
+        match op {
+            IOp::Copy(CopyOp::Copy { .. } | CopyOp::CopyPart { .. } | CopyOp::StAsync { .. }) => [0; WORDS],
+            IOp::Mbar(MbarOp::Arrive { bar, n, expect_tx, .. }) => {
+                let g = self.aimed(&p.barrier_groups, bar, cta);
+                let (Some(b), Some(k)) = (element(bar, g, value), value(n)) else {
+                    return bits;
+                };
+                let lanes = p.lanes_at(t, th.pc).max(1) as i64;
+                let st = &s.barriers[b];
+                // With its bytes, an arrival completes the phase only if they leave no byte owed.
+                let owes = lanes == 1 && expect_tx.as_ref().and_then(value).is_some_and(|x| st.tx.saturating_add(x) != 0);
+                if st.life == Life::Live && (st.pending > k.max(0).saturating_mul(lanes) || owes) {
+                    [0; WORDS]
+                } else {
+                    bits
+                }
+            }
+            _ => bits,
+        }
+    }
+
+    /// The barriers on which arrivals commute in the executions from `s` in which the seed does
+    /// not move: live, with more arrivals pending than the other threads' walks make on it
+    /// (`counts`), the seed's step makes, and the arrive-ons in flight may fire. None of those
+    /// arrivals completes the phase in any order, and two that complete nothing reach the same
+    /// state in either order (docs/model.md, "Arrivals that complete nothing").
+    fn quiet_arrivals(&self, m: &Model, s: &State, seed: usize, step: Option<&Footprint>, counts: &[u64]) -> [u64; WORDS] {
+        let mut quiet = [0u64; WORDS];
+        let Some(step) = step else { return quiet };
+        let seed_arrival = self.step_arrival(m, s, seed);
+        for b in 0..self.barriers.min(MAX_OBJECTS) {
+            let st = &s.barriers[b];
+            if st.life != Life::Live || counts[b] == UNBOUNDED {
+                continue;
+            }
+            let touched = (step.write[b / 64] | step.arrive[b / 64]) >> (b % 64) & 1 != 0;
+            let own = match seed_arrival {
+                Some((x, k)) if x == b => k,
+                _ if touched => continue,
+                _ => 0,
+            };
+            let in_flight = s
+                .copies
+                .iter()
+                .filter(|c| matches!(c.kind, CopyKind::ArriveOn { .. }) && c.bar as usize == b)
+                .count() as u64;
+            let most = counts[b].saturating_add(own).saturating_add(in_flight);
+            if m.mutant == Some(crate::rt::Mutant::PorArrivalsAlwaysQuiet) || (st.pending.max(0) as u64) > most {
+                quiet[b / 64] |= 1 << (b % 64);
+            }
+        }
+        quiet
+    }
+
+    /// The barrier thread `t`'s step arrives on and how many arrivals it makes (lanes counted),
+    /// when its instruction is an arrival whose barrier and count its locals give.
+    fn step_arrival(&self, m: &Model, s: &State, t: usize) -> Option<(usize, u64)> {
+        let p = &m.proto;
+        let (th, me) = (&s.threads[t], &p.threads[t]);
+        let InstrKind::Op { op, .. } = &p.code_of(t).instrs.get(th.pc as usize)?.kind else {
+            return None;
+        };
+        let value = |e: &IExpr| e.eval_pure(&th.locals, me);
+        let (op, cta) = match op {
+            IOp::Remote {
+                target,
+                multicast: false,
+                op,
+            } => (&**op, Some(value(target).filter(|c| (0..self.ctas as i64).contains(c))? as usize)),
+            IOp::Remote { .. } => return None,
+            op => (op, None),
+        };
+        let IOp::Mbar(MbarOp::Arrive { bar, n, .. }) = op else {
+            return None;
+        };
+        let g = self.aimed(&p.barrier_groups, bar, cta);
+        let b = element(bar, g, value)?;
+        let k = value(n)?.max(0) as u64;
+        Some((b, k.saturating_mul(p.lanes_at(t, th.pc).max(1) as u64)))
+    }
+
+    /// The barriers whose phase in progress landing `i` (footprint `l`) may complete: none for a
+    /// bulk copy's complete_tx while arrivals are still pending on its live barrier, or while it
+    /// owes more bytes than the copy brings (a landing in part brings fewer still).
+    fn landing_completes(&self, m: &Model, s: &State, i: usize, l: &Footprint) -> [u64; WORDS] {
+        let c = &s.copies[i];
+        let quiet = c.kind == CopyKind::Tma
+            && (c.bar as usize) < self.barriers
+            && s.barriers[c.bar as usize].life == Life::Live
+            && (s.barriers[c.bar as usize].pending > 0 || s.barriers[c.bar as usize].tx > c.bytes);
+        if quiet || m.mutant == Some(crate::rt::Mutant::PorCutWaitNeverReleased) {
+            [0; WORDS]
+        } else {
+            barrier_writes(l, self.barriers)
+        }
+    }
+
     /// An arrive-on's arrival writes its barrier (and runs the barrier's completion function).
     fn arrive_on_bits(&self, b: usize, fp: &mut Footprint) {
         if b < self.barriers {
@@ -1044,6 +1378,7 @@ impl Footprints {
             }
         }
         let n = s.threads.len();
+        let p = &m.proto;
         let mut thread_enabled = vec![false; n];
         for a in enabled {
             if let Action::Thread(t) = a {
@@ -1062,6 +1397,12 @@ impl Footprints {
             })
             .collect();
         let lands: Vec<Footprint> = (0..s.copies.len()).map(|i| self.landing(m, s, i)).collect();
+        // The barriers whose phase in progress each step and landing may complete: a wait that
+        // stops a walk conflicts with those alone (`lookahead`, `cut`).
+        let step_completes: Vec<[u64; WORDS]> = (0..n)
+            .map(|t| steps[t].as_ref().map_or([0; WORDS], |fp| self.step_completes(m, s, t, fp)))
+            .collect();
+        let land_completes: Vec<[u64; WORDS]> = lands.iter().enumerate().map(|(i, l)| self.landing_completes(m, s, i, l)).collect();
         let mut best: Option<(Vec<bool>, Vec<bool>, usize)> = None;
         // The cut at waits counts arrivals exactly: semantic defects planted in the model
         // (a wait that returns early, say) would break that premise; the reduction's own do not.
@@ -1096,9 +1437,13 @@ impl Footprints {
             // waits that cannot return without it (or else their whole static future). The
             // seed's own entry is never read: it is in the set from the start.
             let mut steps = &steps;
+            let mut cuts: &[Option<u16>] = &[];
+            let mut quiet = [0u64; WORDS];
             let futures: &[Option<Footprint>] = if ahead {
                 let r = self.prefixes(m, s, seed, &thread_enabled, &mut walks, &mut counts);
                 let mut prefixes = self.round_walks(&walks, r);
+                cuts = self.round_cuts(&walks, r);
+                quiet = self.quiet_arrivals(m, s, seed, steps[seed].as_ref(), &counts);
                 // Arrivals on a named barrier that cannot reach past its count commute.
                 if self.named > 0 {
                     let arrival = m
@@ -1131,6 +1476,7 @@ impl Footprints {
             // it conflicts with one of its parts (every clause of `conflicts` is a disjunction
             // over bits and flags).
             let mut chosen = steps[seed].unwrap();
+            let mut completing = step_completes[seed];
             let mut ok = true;
             'closure: loop {
                 let mut grew = false;
@@ -1139,15 +1485,29 @@ impl Footprints {
                         continue;
                     }
                     let Some(fut) = &futures[u] else { continue };
-                    // An outside thread's exit is never the CTA's last while the seed stands
-                    // still, so it commutes with the set's landings (docs/model.md, "Why
-                    // every kind is still found", `lifetime`).
-                    let outside = Footprint { exit: false, ..*fut };
-                    if chosen.conflicts(&outside) {
+                    // An outside thread's exit is never the last of the seed's CTA while the
+                    // seed stands still, so it commutes with the set's landings (docs/model.md,
+                    // "Why every kind is still found", `lifetime`) and remote operations on
+                    // that CTA; a thread of another CTA may end its own.
+                    let mut outside = *fut;
+                    if p.threads[u].cta == p.threads[seed].cta {
+                        outside.exit = false;
+                    }
+                    if let Some(live) = self.live_base {
+                        let i = live + p.threads[seed].cta as usize;
+                        outside.write[i / 64] &= !(1 << (i % 64));
+                    }
+                    let released = cuts
+                        .get(u)
+                        .copied()
+                        .flatten()
+                        .is_some_and(|b| completing[b as usize / 64] >> (b % 64) & 1 != 0);
+                    if released || chosen.conflicts_with(&outside, &quiet) {
                         match &steps[u] {
                             Some(fp) => {
                                 in_t[u] = true;
                                 chosen.union(fp);
+                                or_into(&mut completing, &step_completes[u]);
                                 grew = true;
                             }
                             None => {
@@ -1158,9 +1518,10 @@ impl Footprints {
                     }
                 }
                 for (i, l) in lands.iter().enumerate() {
-                    if !in_l[i] && chosen.conflicts(l) {
+                    if !in_l[i] && chosen.conflicts_with(l, &quiet) {
                         in_l[i] = true;
                         chosen.union(l);
+                        or_into(&mut completing, &land_completes[i]);
                         grew = true;
                     }
                 }
@@ -1194,10 +1555,24 @@ impl Footprints {
     }
 }
 
+fn or_into(a: &mut [u64; WORDS], b: &[u64; WORDS]) {
+    for (x, y) in a.iter_mut().zip(b) {
+        *x |= y;
+    }
+}
+
+/// The barriers a footprint writes.
+fn barrier_writes(fp: &Footprint, barriers: usize) -> [u64; WORDS] {
+    let mut bits = [0u64; WORDS];
+    for b in 0..barriers.min(MAX_OBJECTS) {
+        bits[b / 64] |= (fp.write[b / 64] | fp.arrive[b / 64]) & (1 << (b % 64));
+    }
+    bits
+}
+
 /// The flat index of the element `r` names, with its index expression valued by `index` (`None`:
 /// no value, or out of range).
-fn element(r: &Ref, groups: &[Group], index: impl FnOnce(&IExpr) -> Option<i64>) -> Option<usize> {
-    let g = &groups[r.group as usize];
+fn element(r: &Ref, g: &Group, index: impl FnOnce(&IExpr) -> Option<i64>) -> Option<usize> {
     let k = match &r.index {
         None => 0,
         Some(e) => index(e)?,

@@ -60,6 +60,19 @@ pub enum Mutant {
     /// The reduction forgets that a warp-batched `commit` reads its warp-mates' progress: their
     /// steps no longer touch the warp's record.
     PorForgetsCommitLanes,
+    /// The reduction forgets that a remote operation reaches another CTA: its footprint names
+    /// the own CTA's copies of its objects, and no CTA's liveness.
+    PorForgetsClusterPeers,
+    /// The reduction forgets that a step may complete the phase a thread stands waiting for at
+    /// the end of its walk: no step or landing counts as releasing it. Not in
+    /// `FOOTPRINT_DEFECTS`: the release is a margin (the released thread's wait conflicts at the
+    /// next state), which `tests/por_constructs.rs` checks with this defect planted.
+    PorCutWaitNeverReleased,
+    /// The reduction takes every barrier's arrivals as commuting, whether or not one of them may
+    /// complete the phase. Not in `FOOTPRINT_DEFECTS`: the generated protocols make single
+    /// arrivals, which commute in the model even when one completes the phase; a protocol made
+    /// for it in `tests/por_constructs.rs` loses a kind.
+    PorArrivalsAlwaysQuiet,
 }
 
 impl Mutant {
@@ -82,13 +95,14 @@ impl Mutant {
     /// Footprints that each forget one construct's conflicts. Not in `ALL`: the library's expect
     /// lines need not notice them (most library specs are small enough to hide a lost
     /// interleaving); the reduced-versus-unreduced comparisons of `tests/por_constructs.rs` must.
-    pub const FOOTPRINT_DEFECTS: [Mutant; 6] = [
+    pub const FOOTPRINT_DEFECTS: [Mutant; 7] = [
         Mutant::PorForgetsWarpLanes,
         Mutant::PorForgetsNamedBarriers,
         Mutant::PorCountsOneLanePerAgent,
         Mutant::PorFenceForgetsFlags,
         Mutant::PorWhileRunsOnce,
         Mutant::PorForgetsCommitLanes,
+        Mutant::PorForgetsClusterPeers,
     ];
 
     /// A defect of the partial-order reduction's footprints alone (the model's steps are right).
@@ -103,6 +117,9 @@ impl Mutant {
                 | Mutant::PorForgetsSyncThreads
                 | Mutant::PorForgetsCpAsyncLandings
                 | Mutant::PorForgetsCommitLanes
+                | Mutant::PorForgetsClusterPeers
+                | Mutant::PorCutWaitNeverReleased
+                | Mutant::PorArrivalsAlwaysQuiet
         )
     }
 
@@ -129,6 +146,9 @@ impl Mutant {
             Mutant::PorForgetsSyncThreads => "por-forgets-syncthreads",
             Mutant::PorForgetsCpAsyncLandings => "por-forgets-cp-async-landings",
             Mutant::PorForgetsCommitLanes => "por-forgets-commit-lanes",
+            Mutant::PorForgetsClusterPeers => "por-forgets-cluster-peers",
+            Mutant::PorCutWaitNeverReleased => "por-cut-wait-never-released",
+            Mutant::PorArrivalsAlwaysQuiet => "por-arrivals-always-quiet",
         }
     }
 }

@@ -41,6 +41,7 @@ impl Hasher for WordHasher {
 /// `Footprints::fresh`.
 struct Walked {
     fp: Footprint,
+    cut: Option<u16>,
     counts: Box<[(u32, u64)]>,
     reads: PassReads,
 }
@@ -103,6 +104,9 @@ thread_local! {
 pub(super) struct Round {
     passes: Vec<bool>,
     walks: Vec<Option<Footprint>>,
+    /// Per thread: the barrier of the wait its walk stops at, when that wait's read is kept
+    /// out of its footprint (`lookahead`).
+    cuts: Vec<Option<u16>>,
     counts: Vec<(u32, u64)>,
     ends: Vec<u32>,
     reads: Vec<PassReads>,
@@ -146,8 +150,10 @@ impl Footprints {
         arrivals: &mut [u64],
         locals: &mut Vec<i64>,
         unknown: &mut Vec<bool>,
+        cut: &mut Option<u16>,
     ) -> Footprint {
         let p = &m.proto;
+        *cut = None;
         let code = p.code_of(t);
         let me = &p.threads[t];
         let role = me.role as usize;
@@ -173,7 +179,26 @@ impl Footprints {
             ok
         };
         let value = |e: &IExpr, locals: &[i64], unknown: &[bool]| if known(e, unknown) { e.eval_pure(locals, me) } else { None };
-        let element = |r: &Ref, groups: &[Group], locals: &[i64], unknown: &[bool]| element(r, groups, |e| value(e, locals, unknown));
+        let element = |r: &Ref, g: &Group, locals: &[i64], unknown: &[bool]| element(r, g, |e| value(e, locals, unknown));
+        // An agent of a uniform role arrives once per lane (outside an elected block).
+        let lanes = |pc: usize| {
+            if m.mutant == Some(crate::rt::Mutant::PorCountsOneLanePerAgent) {
+                1
+            } else {
+                p.lanes_at(t, pc as u32).max(1) as u64
+            }
+        };
+        // The cluster barrier's phase the thread's next `cluster_wait` is on: 0 the phase that
+        // completed last (it arrived there and has not waited yet: the wait returns), 1 the
+        // phase in progress (it returns only if `passes` says the phase may complete while the
+        // seed stands still), 2 a later one (it needs the seed to arrive again: it never does).
+        let mut cluster_phase = match (self.cluster_rec, code.cluster_slot) {
+            (Some(_), Some(slot)) => {
+                let mark = th.locals[slot as usize];
+                usize::from(!(mark != 0 && mark == s.named[s.named.len() - 1].count))
+            }
+            _ => 1,
+        };
         for _ in 0..LOOKAHEAD_BUDGET {
             let Some(i) = code.instrs.get(pc) else {
                 fp.exit = true;
@@ -258,12 +283,72 @@ impl Footprints {
                     }
                     pc += 1;
                 }
+                InstrKind::ClusterArrive { .. } => {
+                    fp.union(&self.own[role][pc]);
+                    pc += 1;
+                }
+                InstrKind::ClusterWait { .. } => {
+                    // The cluster barrier's phase completes once every unfinished thread of the
+                    // cluster has arrived: one that needs the seed's arrival stops the walk (its
+                    // record is included: the seed's arrival or exit may be what releases it).
+                    fp.union(&self.own[role][pc]);
+                    let returns = match (cluster_phase, self.cluster_pass()) {
+                        (0, _) => true,
+                        (1, Some(k)) => reads.read(passes, k),
+                        _ => false,
+                    };
+                    if !returns {
+                        return fp;
+                    }
+                    cluster_phase += 1;
+                    pc += 1;
+                }
+                InstrKind::Op {
+                    op:
+                        IOp::Remote {
+                            target,
+                            multicast,
+                            op: inner,
+                        },
+                    result,
+                } if !without_footprint(i) => {
+                    // Its operation on the target CTA's objects: an arrival is counted on the
+                    // target's copy of its barrier when the target is known.
+                    let own = self.objects(p, i, &|e: &IExpr| value(e, locals, unknown), self.own_vars[role][pc]);
+                    fp.union(&own);
+                    self.moves_tx(&own, arrivals);
+                    let touch = inner.touch();
+                    match touch.phase {
+                        PhaseEffect::None => {}
+                        PhaseEffect::Arrives(count) if !*multicast => {
+                            let cta = value(target, locals, unknown).filter(|c| (0..self.ctas as i64).contains(c));
+                            let bar = cta.and_then(|c| {
+                                let (r, _) = touch.bar?;
+                                element(r, self.aimed(&p.barrier_groups, r, Some(c as usize)), locals, unknown)
+                            });
+                            match (bar, value(count, locals, unknown)) {
+                                (Some(b), Some(k)) => arrivals[b] = arrivals[b].saturating_add((k.max(0) as u64).saturating_mul(lanes(pc))),
+                                _ => self.unbounded(&own, arrivals),
+                            }
+                        }
+                        _ => self.unbounded(&own, arrivals),
+                    }
+                    if let Some(u) = result.and_then(|r| unknown.get_mut(r as usize)) {
+                        *u = true;
+                    }
+                    pc += 1;
+                }
                 InstrKind::Op { op, result } if !without_footprint(i) => {
                     let touch = op.touch();
                     let bar = (touch.scope == Scope::Objects)
-                        .then(|| touch.bar.and_then(|(r, _)| element(r, &p.barrier_groups, locals, unknown)))
+                        .then(|| {
+                            touch
+                                .bar
+                                .and_then(|(r, _)| element(r, &p.barrier_groups[r.group as usize], locals, unknown))
+                        })
                         .flatten();
                     let own = self.objects(p, i, &|e: &IExpr| value(e, locals, unknown), self.own_vars[role][pc]);
+                    self.moves_tx(&own, arrivals);
                     match touch.phase {
                         PhaseEffect::Waits(target) => {
                             // A wait that has not returned by now returns only once its barrier's
@@ -280,19 +365,25 @@ impl Footprints {
                                 }
                                 _ => false,
                             };
-                            fp.union(&own);
                             if waits {
+                                // The wait the walk stops at reads its barrier only for whether
+                                // it returns and for a stale wait, both of which change only when
+                                // the phase in progress completes: that read is kept apart
+                                // (`cut`), for the steps that may complete it (`persistent`).
+                                let b = bar.expect("a wait that stops the walk has its barrier");
+                                let before = fp.read[b / 64] >> (b % 64) & 1 != 0;
+                                fp.union(&own);
+                                if !before {
+                                    fp.read[b / 64] &= !(1 << (b % 64));
+                                    *cut = Some(b as u16);
+                                }
                                 return fp;
                             }
+                            fp.union(&own);
                         }
                         PhaseEffect::Arrives(count) => {
                             fp.union(&own);
-                            // An agent of a uniform role arrives once per lane (outside an elected block).
-                            let lanes = if m.mutant == Some(crate::rt::Mutant::PorCountsOneLanePerAgent) {
-                                1
-                            } else {
-                                p.lanes_at(t, pc as u32).max(1) as u64
-                            };
+                            let lanes = lanes(pc);
                             let k = value(count, locals, unknown);
                             match (bar, k) {
                                 (Some(b), Some(k)) => arrivals[b] = arrivals[b].saturating_add((k.max(0) as u64).saturating_mul(lanes)),
@@ -331,12 +422,13 @@ impl Footprints {
     /// Every barrier `fp` writes (every one if it is global) may get any number of arrivals, and
     /// so may every named barrier it writes (whose least count is then unknown).
     fn unbounded(&self, fp: &Footprint, arrivals: &mut [u64]) {
-        let writes = |i: usize| fp.global || (i < MAX_OBJECTS && fp.write[i / 64] & (1 << (i % 64)) != 0);
+        let writes = |i: usize| fp.global || (i < MAX_OBJECTS && (fp.write[i / 64] | fp.arrive[i / 64]) & (1 << (i % 64)) != 0);
         for b in 0..self.barriers {
             if writes(b) {
                 arrivals[b] = UNBOUNDED;
             }
         }
+        self.moves_tx(fp, arrivals);
         for k in 0..self.named {
             if writes(self.named_base + k) {
                 arrivals[self.barriers + k] = UNBOUNDED;
@@ -346,12 +438,23 @@ impl Footprints {
         }
     }
 
+    /// Every barrier `fp` writes other than by plain arrivals may have its tx-count moved.
+    fn moves_tx(&self, fp: &Footprint, arrivals: &mut [u64]) {
+        let base = self.barriers + 3 * self.named;
+        for b in 0..self.barriers.min(MAX_OBJECTS) {
+            if fp.global || fp.write[b / 64] >> (b % 64) & 1 != 0 {
+                arrivals[base + b] = arrivals[base + b].max(1);
+            }
+        }
+    }
+
     /// Counters of one look-ahead: arrivals per barrier, then threads arrived per named
     /// barrier, then the least and the greatest thread count those named arrivals name (a use
     /// of a named barrier completes at its first arriver's count; `UNBOUNDED` as the greatest:
-    /// unknown).
+    /// unknown), then per barrier whether a walk may move its tx-count (nonzero: a copy issue,
+    /// an expect_tx or complete_tx; combined by the greatest, as a flag).
     pub(super) fn fresh_counts(barriers: usize, named: usize) -> Vec<u64> {
-        let mut c = vec![0u64; barriers + 3 * named];
+        let mut c = vec![0u64; barriers + 3 * named + barriers];
         c[barriers + named..barriers + 2 * named].fill(UNBOUNDED);
         c
     }
@@ -418,14 +521,22 @@ impl Footprints {
     /// returns, or is undefined behaviour); then one entry per named barrier, none passed.
     fn dead_barriers(&self, s: &State) -> Vec<bool> {
         let mut v: Vec<bool> = s.barriers.iter().map(|b| b.life != Life::Live).collect();
-        v.resize(self.barriers + self.named, false);
+        v.resize(self.barriers + self.named + self.cluster_pass().is_some() as usize, false);
         v
     }
 
     /// The barriers whose phase in progress, and the named barriers whose use, the counted
     /// arrivals may complete: nobody stops at them any longer. Returns whether one was added.
-    fn newly_passed(&self, s: &State, counts: &[u64], passes: &mut [bool]) -> bool {
+    fn newly_passed(&self, s: &State, seed_arrived: bool, counts: &[u64], passes: &mut [bool]) -> bool {
         let mut changed = false;
+        // The cluster barrier's phase in progress needs every unfinished thread's arrival: it
+        // may complete while the seed stands still only if the seed has arrived on it.
+        if let Some(k) = self.cluster_pass() {
+            if seed_arrived && !passes[k] {
+                passes[k] = true;
+                changed = true;
+            }
+        }
         // An arrive-on in flight arrives when its issuer's cp.async copies have landed, which
         // steps outside every walk (landings) may bring about: one more arrival on its barrier.
         let in_flight = |b: usize| {
@@ -439,7 +550,12 @@ impl Footprints {
                 continue;
             }
             let arrive_ons = if self.rec_base.is_some() { in_flight(b) } else { 0 };
-            if counts[b].saturating_add(arrive_ons) >= s.barriers[b].pending.max(0) as u64 {
+            // Bytes still owed are paid only by a copy in flight or a step that moves the count.
+            let st = &s.barriers[b];
+            let bytes = st.tx == 0
+                || counts[self.barriers + 3 * self.named + b] > 0
+                || s.copies.iter().any(|c| c.kind == CopyKind::Tma && c.bar as usize == b);
+            if bytes && counts[b].saturating_add(arrive_ons) >= st.pending.max(0) as u64 {
                 passes[b] = true;
                 changed = true;
             }
@@ -490,9 +606,14 @@ impl Footprints {
             bit(b.phase.rem_euclid(2) == 1, shared);
         }
         shared.push(word);
+        if self.cluster_pass().is_some() {
+            // The cluster barrier's last completed phase (`cluster_phase` in `lookahead`).
+            shared.push(s.named[s.named.len() - 1].count as u64);
+        }
         let mut counts = Vec::new();
         let mut ends = Vec::with_capacity(n);
         let mut reads = vec![PassReads::default(); n];
+        let mut cuts = vec![None; n];
         WALKS.with(|cache| {
             let mut cache = cache.borrow_mut();
             let walks = (0..n)
@@ -502,9 +623,21 @@ impl Footprints {
                             let start = if t == 0 { 0 } else { r.ends[t - 1] as usize };
                             counts.extend_from_slice(&r.counts[start..r.ends[t] as usize]);
                             reads[t] = r.reads[t];
+                            cuts[t] = r.cuts[t];
                             return r.walks[t].expect("an unfinished thread has a walk");
                         }
-                        let mut fp = self.remembered_walk(m, s, t, !enabled[t], &passes, &mut cache, &mut counts, &mut reads[t], scratch);
+                        let mut fp = self.remembered_walk(
+                            m,
+                            s,
+                            t,
+                            !enabled[t],
+                            &passes,
+                            &mut cache,
+                            &mut counts,
+                            &mut reads[t],
+                            &mut cuts[t],
+                            scratch,
+                        );
                         self.for_thread(m, s, t, &mut fp, true);
                         fp
                     });
@@ -515,6 +648,7 @@ impl Footprints {
             Round {
                 passes,
                 walks,
+                cuts,
                 counts,
                 ends,
                 reads,
@@ -534,6 +668,7 @@ impl Footprints {
         cache: &mut WalkCache,
         counts: &mut Vec<(u32, u64)>,
         reads: &mut PassReads,
+        cut: &mut Option<u16>,
         scratch: &mut Scratch,
     ) -> Footprint {
         let th = &s.threads[t];
@@ -547,12 +682,13 @@ impl Footprints {
         if let Some(w) = cache.map.get(&key[..]) {
             counts.extend_from_slice(&w.counts);
             *reads = w.reads;
+            *cut = w.cut;
             return w.fp;
         }
         let c = &mut scratch.counts;
         c.clear();
         c.extend_from_slice(&self.fresh);
-        let fp = self.lookahead(m, s, t, blocked, passes, reads, c, &mut scratch.locals, &mut scratch.unknown);
+        let fp = self.lookahead(m, s, t, blocked, passes, reads, c, &mut scratch.locals, &mut scratch.unknown, cut);
         let start = counts.len();
         counts.extend(
             c.iter()
@@ -568,6 +704,7 @@ impl Footprints {
             key[..].into(),
             Walked {
                 fp,
+                cut: *cut,
                 counts: counts[start..].into(),
                 reads: *reads,
             },
@@ -598,6 +735,14 @@ impl Footprints {
         walks: &mut Walks,
         arrivals: &mut Vec<u64>,
     ) -> usize {
+        let seed_arrived = self.cluster_pass().is_some() && {
+            let named = &s.named[..];
+            let current = named[named.len() - 1].count % 2 + 1;
+            m.proto
+                .code_of(seed)
+                .cluster_slot
+                .is_some_and(|slot| s.threads[seed].locals[slot as usize] == current)
+        };
         if walks.rounds.is_empty() {
             let first = self.round(m, s, enabled, self.dead_barriers(s), &[], &mut walks.scratch);
             walks.rounds.push(first);
@@ -617,7 +762,7 @@ impl Footprints {
                 start = end as usize;
             }
             walks.passes.clone_from(&round.passes);
-            if !self.newly_passed(s, arrivals, &mut walks.passes) {
+            if !self.newly_passed(s, seed_arrived, arrivals, &mut walks.passes) {
                 return r;
             }
             r = match walks.rounds.iter().position(|x| x.passes == walks.passes) {
@@ -632,9 +777,20 @@ impl Footprints {
         }
     }
 
+    /// The entry of `passes` that says the cluster barrier's phase in progress may complete, when
+    /// a thread uses the cluster barrier.
+    pub(super) fn cluster_pass(&self) -> Option<usize> {
+        self.cluster_rec.map(|_| self.barriers + self.named)
+    }
+
     /// The walks of round `r` (`prefixes`).
     pub(super) fn round_walks<'w>(&self, walks: &'w Walks, r: usize) -> &'w [Option<Footprint>] {
         &walks.rounds[r].walks
+    }
+
+    /// The waits the walks of round `r` stop at, kept out of their footprints (`lookahead`).
+    pub(super) fn round_cuts<'w>(&self, walks: &'w Walks, r: usize) -> &'w [Option<u16>] {
+        &walks.rounds[r].cuts
     }
 
     /// `fp` without the named barriers of `quiet` (bit k: named barrier k).
