@@ -895,6 +895,16 @@ fn kinds_reached(generate: fn(u64) -> String) -> (BTreeSet<ViolationKind>, usize
     (seen, holds)
 }
 
+/// A generator reaches every kind in `wanted` over its first 128 protocols, and protocols that
+/// hold.
+fn assert_reaches(generate: fn(u64) -> String, wanted: &[ViolationKind]) {
+    let (seen, holds) = kinds_reached(generate);
+    assert!(holds > 0, "no generated protocol holds");
+    for k in wanted {
+        assert!(seen.contains(k), "{k:?} not reached: {seen:?}");
+    }
+}
+
 /// The `while` generator reaches what its mistakes are for: a spin that nothing can end
 /// (`deadlock`), a stale read, and protocols that hold, so its law above compares searches that
 /// find something.
@@ -982,11 +992,10 @@ fn the_cut_at_syncthreads_alone_keeps_the_kinds_and_a_broken_reduction_does_not(
 /// copy not waited for, the CTA's exit under a copy (`lifetime`), and protocols that hold.
 #[test]
 fn cp_async_rings_reach_hangs_races_lifetime_and_protocols_that_hold() {
-    let (seen, holds) = kinds_reached(cp_async_rings);
-    assert!(holds > 0);
-    for kind in [ViolationKind::Deadlock, ViolationKind::DataRace, ViolationKind::Lifetime] {
-        assert!(seen.contains(&kind), "{kind:?} not reached: {seen:?}");
-    }
+    assert_reaches(
+        cp_async_rings,
+        &[ViolationKind::Deadlock, ViolationKind::DataRace, ViolationKind::Lifetime],
+    );
 }
 
 /// The cp.async defect (a landing that forgets the arrive-ons it fires and the issuer's record it
@@ -1014,27 +1023,25 @@ fn the_cp_async_landing_defect_loses_a_kind_on_an_arrive_on_in_flight() {
 /// protocols that hold.
 #[test]
 fn cluster_pipelines_reach_uninitialized_lifetime_hangs_and_protocols_that_hold() {
-    let (seen, holds) = kinds_reached(cluster_pipelines);
-    assert!(holds > 0);
-    for k in [ViolationKind::Uninitialized, ViolationKind::Lifetime, ViolationKind::Deadlock] {
-        assert!(seen.contains(&k), "{k:?} not reached: {seen:?}");
-    }
+    assert_reaches(
+        cluster_pipelines,
+        &[ViolationKind::Uninitialized, ViolationKind::Lifetime, ViolationKind::Deadlock],
+    );
 }
 
 /// The mailbox generator reaches races, stale reads, lifetime and uninitialized peers, and
 /// protocols that hold.
 #[test]
 fn cluster_mailboxes_reach_races_stale_reads_lifetime_and_protocols_that_hold() {
-    let (seen, holds) = kinds_reached(cluster_mailboxes);
-    assert!(holds > 0);
-    for k in [
-        ViolationKind::DataRace,
-        ViolationKind::StaleRead,
-        ViolationKind::Lifetime,
-        ViolationKind::Uninitialized,
-    ] {
-        assert!(seen.contains(&k), "{k:?} not reached: {seen:?}");
-    }
+    assert_reaches(
+        cluster_mailboxes,
+        &[
+            ViolationKind::DataRace,
+            ViolationKind::StaleRead,
+            ViolationKind::Lifetime,
+            ViolationKind::Uninitialized,
+        ],
+    );
 }
 
 /// Arrivals commute only while none of them can complete the phase: with the planted defect that

@@ -1234,38 +1234,19 @@ impl Footprints {
         if bits.iter().all(|&w| w == 0) || m.mutant == Some(crate::rt::Mutant::PorCutWaitNeverReleased) {
             return [0; WORDS];
         }
-        let p = &m.proto;
-        let (th, me) = (&s.threads[t], &p.threads[t]);
-        let Some(InstrKind::Op { op, .. }) = p.code_of(t).instrs.get(th.pc as usize).map(|i| &i.kind) else {
-            return bits;
-        };
-        let value = |e: &IExpr| e.eval_pure(&th.locals, me);
-        let (op, cta) = match op {
-            IOp::Remote {
-                target,
-                multicast: false,
-                op,
-            } => match value(target).filter(|c| (0..self.ctas as i64).contains(c)) {
-                Some(c) => (&**op, Some(c as usize)),
-                None => return bits,
-            },
-            // A multicast is a copy issue (the only operation it applies to moves no count).
-            IOp::Remote { multicast: true, op, .. } if matches!(**op, IOp::Copy(_)) => (&**op, None),
-            IOp::Remote { multicast: true, .. } => return bits,
-            op => (op, None),
-        };
-        match op {
-            IOp::Copy(CopyOp::Copy { .. } | CopyOp::CopyPart { .. } | CopyOp::StAsync { .. }) => [0; WORDS],
-            IOp::Mbar(MbarOp::Arrive { bar, n, expect_tx, .. }) => {
-                let g = self.aimed(&p.barrier_groups, bar, cta);
-                let (Some(b), Some(k)) = (element(bar, g, value), value(n)) else {
-                    return bits;
-                };
-                let lanes = p.lanes_at(t, th.pc).max(1) as i64;
+        match self.aimed_op(m, s, t) {
+            Some((IOp::Copy(CopyOp::Copy { .. } | CopyOp::CopyPart { .. } | CopyOp::StAsync { .. }), _)) => [0; WORDS],
+            Some((IOp::Mbar(MbarOp::Arrive { expect_tx, .. }), _)) => {
+                let Some((b, k)) = self.step_arrival(m, s, t) else { return bits };
+                let (th, me) = (&s.threads[t], &m.proto.threads[t]);
                 let st = &s.barriers[b];
                 // With its bytes, an arrival completes the phase only if they leave no byte owed.
-                let owes = lanes == 1 && expect_tx.as_ref().and_then(value).is_some_and(|x| st.tx.saturating_add(x) != 0);
-                if st.life == Life::Live && (st.pending > k.max(0).saturating_mul(lanes) || owes) {
+                let owes = m.proto.lanes_at(t, th.pc) <= 1
+                    && expect_tx
+                        .as_ref()
+                        .and_then(|e| e.eval_pure(&th.locals, me))
+                        .is_some_and(|x| st.tx.saturating_add(x) != 0);
+                if st.life == Life::Live && ((st.pending.max(0) as u64) > k || owes) {
                     [0; WORDS]
                 } else {
                     bits
@@ -1313,26 +1294,37 @@ impl Footprints {
     fn step_arrival(&self, m: &Model, s: &State, t: usize) -> Option<(usize, u64)> {
         let p = &m.proto;
         let (th, me) = (&s.threads[t], &p.threads[t]);
-        let InstrKind::Op { op, .. } = &p.code_of(t).instrs.get(th.pc as usize)?.kind else {
+        let (IOp::Mbar(MbarOp::Arrive { bar, n, .. }), cta) = self.aimed_op(m, s, t)? else {
             return None;
         };
         let value = |e: &IExpr| e.eval_pure(&th.locals, me);
-        let (op, cta) = match op {
+        let b = element(bar, self.aimed(&p.barrier_groups, bar, cta), value)?;
+        let k = value(n)?.max(0) as u64;
+        Some((b, k.saturating_mul(p.lanes_at(t, th.pc).max(1) as u64)))
+    }
+
+    /// The operation thread `t`'s step executes and the CTA it is aimed at (`None`: its own): a
+    /// remote operation's, at the target its locals give (none when they give none); a
+    /// multicast's copy, whose aim no caller needs.
+    fn aimed_op<'p>(&self, m: &'p Model, s: &State, t: usize) -> Option<(&'p IOp, Option<usize>)> {
+        let p = &m.proto;
+        let (th, me) = (&s.threads[t], &p.threads[t]);
+        let InstrKind::Op { op, .. } = &p.code_of(t).instrs.get(th.pc as usize)?.kind else {
+            return None;
+        };
+        match op {
             IOp::Remote {
                 target,
                 multicast: false,
                 op,
-            } => (&**op, Some(value(target).filter(|c| (0..self.ctas as i64).contains(c))? as usize)),
-            IOp::Remote { .. } => return None,
-            op => (op, None),
-        };
-        let IOp::Mbar(MbarOp::Arrive { bar, n, .. }) = op else {
-            return None;
-        };
-        let g = self.aimed(&p.barrier_groups, bar, cta);
-        let b = element(bar, g, value)?;
-        let k = value(n)?.max(0) as u64;
-        Some((b, k.saturating_mul(p.lanes_at(t, th.pc).max(1) as u64)))
+            } => {
+                let c = target.eval_pure(&th.locals, me).filter(|c| (0..self.ctas as i64).contains(c))?;
+                Some((&**op, Some(c as usize)))
+            }
+            IOp::Remote { multicast: true, op, .. } if matches!(**op, IOp::Copy(_)) => Some((&**op, None)),
+            IOp::Remote { .. } => None,
+            op => Some((op, None)),
+        }
     }
 
     /// The barriers whose phase in progress landing `i` (footprint `l`) may complete: none for a
