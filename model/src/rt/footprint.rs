@@ -168,14 +168,17 @@ impl IOp {
             IOp::Proxy(op) => op.touch(),
             IOp::Tc(op) => op.touch(),
             // Its operation's, on the target CTA's copies of the objects: `Scope::Remote`.
-            IOp::Remote { op, .. } => Touch {
-                scope: if op.touch().scope == Scope::Unreduced {
-                    Scope::Unreduced
-                } else {
-                    Scope::Remote
-                },
-                ..op.touch()
-            },
+            IOp::Remote { op, .. } => {
+                let touch = op.touch();
+                Touch {
+                    scope: if touch.scope == Scope::Unreduced {
+                        Scope::Unreduced
+                    } else {
+                        Scope::Remote
+                    },
+                    ..touch
+                }
+            }
         }
     }
 }
@@ -995,19 +998,6 @@ impl Footprints {
                 *u = true;
             }
         }
-        let value = |e: &IExpr, locals: &[i64], unknown: &[bool]| {
-            let mut known = true;
-            e.each(&mut |x| match x {
-                IExpr::Local(l) => known &= !unknown.get(*l as usize).copied().unwrap_or(true),
-                IExpr::Var(_) => known = false,
-                _ => {}
-            });
-            if known {
-                e.eval_pure(locals, me)
-            } else {
-                None
-            }
-        };
         let mut pc = start + 1;
         for _ in 0..LOOKAHEAD_BUDGET {
             let Some(i) = code.instrs.get(pc) else { return true };
@@ -1017,17 +1007,13 @@ impl Footprints {
             match &i.kind {
                 InstrKind::Return => return true,
                 InstrKind::Jump { to } => pc = *to as usize,
-                InstrKind::Branch { cond, else_to } => match value(cond, &locals, &unknown) {
+                InstrKind::Branch { cond, else_to } => match walk_value(cond, &locals, &unknown, me) {
                     Some(v) => pc = if v != 0 { pc + 1 } else { *else_to as usize },
                     None => return fallback(),
                 },
                 InstrKind::SetLocal { slot, expr } => {
-                    let v = value(expr, &locals, &unknown);
-                    let l = *slot as usize;
-                    if l < locals.len() {
-                        locals[l] = v.unwrap_or(0);
-                        unknown[l] = v.is_none();
-                    }
+                    let v = walk_value(expr, &locals, &unknown, me);
+                    set_walk_local(&mut locals, &mut unknown, *slot, v);
                     pc += 1;
                 }
                 _ => return fallback(),
@@ -1276,12 +1262,7 @@ impl Footprints {
                 _ if touched => continue,
                 _ => 0,
             };
-            let in_flight = s
-                .copies
-                .iter()
-                .filter(|c| matches!(c.kind, CopyKind::ArriveOn { .. }) && c.bar as usize == b)
-                .count() as u64;
-            let most = counts[b].saturating_add(own).saturating_add(in_flight);
+            let most = counts[b].saturating_add(own).saturating_add(self.arrive_ons_in_flight(s, b));
             if m.mutant == Some(crate::rt::Mutant::PorArrivalsAlwaysQuiet) || (st.pending.max(0) as u64) > most {
                 quiet[b / 64] |= 1 << (b % 64);
             }
@@ -1341,6 +1322,18 @@ impl Footprints {
         } else {
             barrier_writes(l, self.barriers)
         }
+    }
+
+    /// The arrive-ons in flight on barrier `b` (each arrives once its issuer's cp.async copies
+    /// have landed, which landings outside every walk may bring about); none without cp.async.
+    fn arrive_ons_in_flight(&self, s: &State, b: usize) -> u64 {
+        if self.rec_base.is_none() {
+            return 0;
+        }
+        s.copies
+            .iter()
+            .filter(|c| matches!(c.kind, CopyKind::ArriveOn { .. }) && c.bar as usize == b)
+            .count() as u64
     }
 
     /// An arrive-on's arrival writes its barrier (and runs the barrier's completion function).
@@ -1544,6 +1537,32 @@ impl Footprints {
             Action::Land(i) | Action::LandPart(i) => in_l[*i as usize],
         }));
         true
+    }
+}
+
+/// The value of `e` on a walk's locals: none where it reads a local the walk does not know, or a
+/// shared var (which `eval_pure` has no value for).
+fn walk_value(e: &IExpr, locals: &[i64], unknown: &[bool], me: &ThreadInfo) -> Option<i64> {
+    if unknown.contains(&true) {
+        let mut known = true;
+        e.each(&mut |x| {
+            if let IExpr::Local(l) = x {
+                known &= !unknown.get(*l as usize).copied().unwrap_or(true);
+            }
+        });
+        if !known {
+            return None;
+        }
+    }
+    e.eval_pure(locals, me)
+}
+
+/// A walk's local `slot` set to `v` (`None`: a value the walk does not know).
+fn set_walk_local(locals: &mut [i64], unknown: &mut [bool], slot: u16, v: Option<i64>) {
+    let l = slot as usize;
+    if l < locals.len() {
+        locals[l] = v.unwrap_or(0);
+        unknown[l] = v.is_none();
     }
 }
 

@@ -165,20 +165,7 @@ impl Footprints {
         let mut fp = Footprint::empty(self.objects);
         let mut pc = th.pc as usize;
         let mut first = true;
-        let known = |e: &IExpr, unknown: &[bool]| {
-            // Shared vars need no check here: `eval_pure` has no value for them.
-            if !unknown.contains(&true) {
-                return true;
-            }
-            let mut ok = true;
-            e.each(&mut |x| match x {
-                IExpr::Local(l) => ok &= !unknown.get(*l as usize).copied().unwrap_or(true),
-                IExpr::Var(_) => ok = false,
-                _ => {}
-            });
-            ok
-        };
-        let value = |e: &IExpr, locals: &[i64], unknown: &[bool]| if known(e, unknown) { e.eval_pure(locals, me) } else { None };
+        let value = |e: &IExpr, locals: &[i64], unknown: &[bool]| walk_value(e, locals, unknown, me);
         let element = |r: &Ref, g: &Group, locals: &[i64], unknown: &[bool]| element(r, g, |e| value(e, locals, unknown));
         // An agent of a uniform role arrives once per lane (outside an elected block).
         let lanes = |pc: usize| {
@@ -224,11 +211,7 @@ impl Footprints {
                 InstrKind::SetLocal { slot, expr } => {
                     fp.union(&self.own[role][pc]);
                     let v = value(expr, locals, unknown);
-                    let l = *slot as usize;
-                    if l < locals.len() {
-                        locals[l] = v.unwrap_or(0);
-                        unknown[l] = v.is_none();
-                    }
+                    set_walk_local(locals, unknown, *slot, v);
                     pc += 1;
                 }
                 InstrKind::SetVar { .. } | InstrKind::Assert(_) | InstrKind::TokenCheck { .. } | InstrKind::Work => {
@@ -537,19 +520,11 @@ impl Footprints {
                 changed = true;
             }
         }
-        // An arrive-on in flight arrives when its issuer's cp.async copies have landed, which
-        // steps outside every walk (landings) may bring about: one more arrival on its barrier.
-        let in_flight = |b: usize| {
-            s.copies
-                .iter()
-                .filter(|c| matches!(c.kind, CopyKind::ArriveOn { .. }) && c.bar as usize == b)
-                .count() as u64
-        };
         for b in 0..self.barriers {
             if passes[b] {
                 continue;
             }
-            let arrive_ons = if self.rec_base.is_some() { in_flight(b) } else { 0 };
+            let arrive_ons = self.arrive_ons_in_flight(s, b);
             // Bytes still owed are paid only by a copy in flight or a step that moves the count.
             let st = &s.barriers[b];
             let bytes = st.tx == 0
