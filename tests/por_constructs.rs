@@ -701,6 +701,72 @@ fn cluster_mailboxes(seed: u64) -> String {
     )
 }
 
+/// A CTA's own collectives under cluster scope: in each CTA of a pair, a writer warp hands tiles
+/// to a reader warp through named barriers (its CTA's own), then both meet at `syncthreads` (its
+/// CTA's own) before the writer posts a note into the peer CTA (a remote write told by a remote
+/// arrival) that the peer's reader waits for. Mistakes: those of the named-barrier handoff, no
+/// cluster barrier before the remote use or after it, the wrong parity, `syncthreads` left out.
+fn cluster_collectives(seed: u64) -> String {
+    let mut d = Dice(seed);
+    let rounds = 1 + d.pick(2);
+    let uniform = d.pick(2) == 0;
+    let count = 4;
+    let role = |name: &str| {
+        if uniform {
+            format!("role {name} warps 1 uniform {{\n")
+        } else {
+            format!("role {name}[2] {{\n")
+        }
+    };
+    // One lane's statement at `indent`: the elected lane's in a uniform role, lane 0's otherwise.
+    let lane0 = |indent: &str, stmt: &str| {
+        if uniform {
+            format!("{indent}let e = elect()\n{indent}if e == 1 {{ {stmt} }}\n")
+        } else {
+            format!("{indent}if lane == 0 {{ {stmt} }}\n")
+        }
+    };
+    let write = lane0("    ", "write(x[i % 2], i)");
+    let arrive = match d.mistake(3) {
+        0 => format!("{write}    bar_arrive(1, {count})\n"),
+        1 => format!("    bar_arrive(1, {count})\n{write}"),
+        _ => format!("{write}    bar_arrive(1, {})\n", count + 2),
+    };
+    let taking = match d.mistake(3) {
+        0 => format!("    bar_sync(1, {count})\n"),
+        1 => format!("    bar_arrive(1, {count})\n"),
+        _ => String::new(),
+    };
+    let wait_ack = if d.mistake(2) == 0 {
+        format!("    bar_sync(2, {count})\n")
+    } else {
+        String::new()
+    };
+    let start = match d.mistake(3) {
+        0 => "  cluster_sync()\n",
+        1 => "  syncthreads\n",
+        _ => "",
+    };
+    let mid = if d.mistake(2) == 0 { "  syncthreads\n" } else { "" };
+    // The wrong parity, or a look into the mailbox before the peer's post (expecting it empty).
+    let (early, parity) = match d.mistake(3) {
+        0 => ("", 0),
+        1 => ("", 1),
+        _ => ("  read(note, expect = 0)\n", 0),
+    };
+    let end = if d.mistake(2) == 0 { "  cluster_sync()\n" } else { "" };
+    let post = lane0("  ", "write(note, cta + 1, cta = 1 - cta)");
+    format!(
+        "protocol cluster_collectives\nexpect holds\ncluster 2\nwarp_size 2\nparam R = {rounds}\n\n\
+         barrier posted count 2\nbuffer x[2] bytes 4\nbuffer note bytes 4\n\n\
+         {}{start}  for i in 0..R {{\n{arrive}{wait_ack}  }}\n{mid}{post}  arrive(posted, cta = 1 - cta)\n{end}}}\n\n\
+         {}{start}  for i in 0..R {{\n{taking}    read(x[i % 2], expect = i)\n    bar_arrive(2, {count})\n  }}\n\
+         {mid}{early}  wait_parity(posted, {parity})\n  read(note, expect = 2 - cta)\n{end}}}\n",
+        role("writer"),
+        role("reader"),
+    )
+}
+
 /// Kinds found, or `None` when the search did not finish within its bound.
 fn kinds(src: &str, por: bool, symmetry: bool, mutant: Option<Mutant>) -> Option<BTreeSet<ViolationKind>> {
     let ast = lang::parse(src).unwrap_or_else(|d| panic!("generated protocol does not parse: {d:?}\n{src}"));
@@ -833,6 +899,14 @@ proptest! {
         same_kinds(&cluster_mailboxes(seed))?;
     }
 
+    /// Law: on named barriers and `syncthreads` in each CTA of a cluster (each CTA's own), with
+    /// remote writes and arrivals between the CTAs and their misuses, the reduction keeps the
+    /// kinds.
+    #[test]
+    fn reduction_keeps_the_kinds_of_each_ctas_own_collectives_in_a_cluster(seed in any::<u64>()) {
+        same_kinds(&cluster_collectives(seed))?;
+    }
+
     /// Law: on `while` loops (counting loops, spins on try_wait_parity and on a shared flag,
     /// `break`), the reduction keeps the kinds, the spinning `deadlock` among them.
     #[test]
@@ -857,7 +931,7 @@ proptest! {
 /// first of 400 seeds where it does is reported), so the laws above can fail.
 #[test]
 fn each_footprint_defect_loses_a_kind_on_its_construct() {
-    let cases: [(Mutant, fn(u64) -> String); 7] = [
+    let cases: [(Mutant, fn(u64) -> String); 8] = [
         (Mutant::PorForgetsWarpLanes, warp_election),
         (Mutant::PorForgetsNamedBarriers, named_barriers),
         (Mutant::PorCountsOneLanePerAgent, uniform_pipeline),
@@ -865,6 +939,7 @@ fn each_footprint_defect_loses_a_kind_on_its_construct() {
         (Mutant::PorWhileRunsOnce, while_loops),
         (Mutant::PorForgetsCommitLanes, warp_commits),
         (Mutant::PorForgetsClusterPeers, cluster_mailboxes),
+        (Mutant::PorNamedBarriersOfCtaZero, cluster_collectives),
     ];
     assert_eq!(Mutant::FOOTPRINT_DEFECTS.len(), cases.len());
     for (mutant, generate) in cases {
@@ -1042,6 +1117,41 @@ fn cluster_mailboxes_reach_races_stale_reads_lifetime_and_protocols_that_hold() 
             ViolationKind::Uninitialized,
         ],
     );
+}
+
+/// The generator of a CTA's own collectives in a cluster reaches races, stale reads, hangs,
+/// lifetime and uninitialized peers, and protocols that hold.
+#[test]
+fn cluster_collectives_reach_races_stale_reads_hangs_lifetime_and_protocols_that_hold() {
+    assert_reaches(
+        cluster_collectives,
+        &[
+            ViolationKind::DataRace,
+            ViolationKind::StaleRead,
+            ViolationKind::Deadlock,
+            ViolationKind::Lifetime,
+            ViolationKind::Uninitialized,
+        ],
+    );
+}
+
+/// Each CTA of a cluster passes its own `syncthreads`: while a thread of CTA 0 stands still, CTA
+/// 1's threads may pass theirs and write into CTA 0. With the planted defect that holds every
+/// CTA's `syncthreads` while the seed stands still, the peer's remote write after it is left out
+/// of the reduction, and the order in which it lands before CTA 0's read (a stale read) is lost.
+#[test]
+fn another_ctas_syncthreads_does_not_hold_its_threads_while_the_seed_stands_still() {
+    let src = "protocol peer\nexpect holds\ncluster 2\nbuffer note bytes 4\n\nrole t[2] {\n  if cta == 0 {\n    if tid == 0 { read(note, expect = 0) }\n  } else {\n    syncthreads\n    if tid == 0 { write(note, 1, cta = 0) }\n  }\n  cluster_sync()\n}\n";
+    let plain = kinds(src, false, false, None).expect("finishes");
+    assert_eq!(
+        plain,
+        [ViolationKind::DataRace, ViolationKind::StaleRead]
+            .into_iter()
+            .collect::<BTreeSet<_>>()
+    );
+    assert_eq!(kinds(src, true, false, None).as_ref(), Some(&plain));
+    let broken = kinds(src, true, false, Some(Mutant::PorSyncThreadsHoldsEveryCta)).expect("finishes");
+    assert_ne!(plain, broken, "the defect keeps every kind: {broken:?}");
 }
 
 /// Arrivals commute only while none of them can complete the phase: with the planted defect that

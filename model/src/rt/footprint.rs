@@ -38,13 +38,14 @@
 //! the target CTA's objects, with that CTA's liveness, which its threads' exits write; the cluster
 //! barrier is a record like the CTA's. A plain arrival on a barrier whose phase cannot complete
 //! while the seed stands still commutes with another (`Footprint::arrive`), and the wait a walk
-//! stops at conflicts only with steps that may complete its phase (`lookahead`, `cut`). The
-//! reduction does not apply to copies from shared memory, tensor copies through a descriptor,
-//! tensor memory, and named barriers or `syncthreads` under cluster scope (`why_off`): those
-//! protocols are expanded in full.
+//! stops at conflicts only with steps that may complete its phase (`lookahead`, `cut`). Named
+//! barriers and the `syncthreads` record are objects per CTA (each CTA of a cluster has its own).
+//! The reduction does not apply to copies from shared memory, tensor copies through a
+//! descriptor, and tensor memory (`why_off`): those protocols are expanded in full.
 
 use crate::program::ir::*;
 use crate::rt::copies::CopyKind;
+use crate::rt::named::NAMED_BARRIERS;
 use crate::rt::state::{Life, State, Status};
 use crate::rt::{Action, Model};
 
@@ -375,15 +376,6 @@ pub fn why_off(p: &Protocol, fine_grained: bool, objects: usize) -> Option<PorOf
             span: Some(i.span),
         })
     };
-    let every = || p.roles.iter().flat_map(|r| r.code.instrs.iter());
-    if p.cluster != 1 {
-        // A CTA's own collectives under cluster scope: the footprints name one set of named
-        // barriers and one CTA barrier, where each CTA of a cluster has its own.
-        let per_cta = every().find(|i| matches!(i.kind, InstrKind::SyncThreads | InstrKind::NamedBar { .. }));
-        if let Some(i) = per_cta {
-            return at(format!("`{}` in a cluster", instr_name(i)), i);
-        }
-    }
     if objects > MAX_OBJECTS {
         return whole(format!(
             "more than {MAX_OBJECTS} shared objects (barriers, buffers, vars, named barriers, warps)"
@@ -493,6 +485,16 @@ fn no_index(_: &IExpr) -> Option<i64> {
     None
 }
 
+/// Where named barrier `id` of CTA `cta` sits among the named barriers (as in `State::named`).
+pub(super) fn named_index(cta: usize, id: usize) -> usize {
+    cta * NAMED_BARRIERS + id
+}
+
+/// The CTA of role `ri`: the lowering lays the roles out CTA-major, each CTA with every role.
+pub(super) fn role_cta(p: &Protocol, ri: usize) -> usize {
+    ri / (p.roles.len() / p.cluster.max(1) as usize).max(1)
+}
+
 /// The pcs an instruction may continue at (in its own code).
 fn successors(code: &Code, pc: usize) -> Vec<usize> {
     match &code.instrs[pc].kind {
@@ -508,12 +510,15 @@ impl Footprints {
         let barriers = p.barriers.len();
         let buffers = p.buffers.len();
         let named_base = barriers + buffers + p.vars.len();
+        let ctas = p.cluster.max(1) as usize;
+        // Sixteen per CTA, laid out as `State::named` lays them out (CTA c's barrier k at
+        // `c * 16 + k`): each CTA of a cluster has its own.
         let named = if p
             .roles
             .iter()
             .any(|r| r.code.instrs.iter().any(|i| matches!(i.kind, InstrKind::NamedBar { .. })))
         {
-            crate::rt::named::NAMED_BARRIERS
+            crate::rt::named::NAMED_BARRIERS * ctas
         } else {
             0
         };
@@ -551,11 +556,11 @@ impl Footprints {
                 }
             )
         });
-        let rec_base = cta_base + syncs as usize;
+        // One `syncthreads` record per CTA: a cluster's CTAs pass theirs independently.
+        let rec_base = cta_base + if syncs { ctas } else { 0 };
         let cluster_rec = rec_base + if cp_async { p.threads.len() } else { 0 };
         let cluster_barrier = p.roles.iter().any(|r| r.code.cluster_slot.is_some());
         let live_base = cluster_rec + cluster_barrier as usize;
-        let ctas = p.cluster.max(1) as usize;
         let objects = live_base + if ctas > 1 { ctas } else { 0 };
         let lanes_shared: Vec<bool> = (0..warps).map(|w| p.warp_members(w).nth(1).is_some()).collect();
         let commits = |r: &RoleInfo| r.code.instrs.iter().any(is_commit);
@@ -620,8 +625,10 @@ impl Footprints {
             for b in 0..barriers {
                 let Some(ci) = p.barriers[b].completion else { continue };
                 let mut fp = Footprint::empty(objects);
+                // The lowering lays completions out CTA-major, as it does roles.
+                let cta = ci as usize / (p.completions.len() / ctas).max(1);
                 for i in &p.completions[ci as usize].instrs {
-                    fp.union(&f.instr(p, i, &no_index));
+                    fp.union(&f.instr(p, i, &no_index, cta));
                 }
                 // A completion function's `return` ends the function, not a thread.
                 fp.exit = false;
@@ -637,10 +644,11 @@ impl Footprints {
         f.future = p
             .roles
             .iter()
-            .map(|r| {
+            .enumerate()
+            .map(|(ri, r)| {
                 let code = &r.code;
                 let n = code.instrs.len();
-                let own: Vec<Footprint> = code.instrs.iter().map(|i| f.instr(p, i, &no_index)).collect();
+                let own: Vec<Footprint> = code.instrs.iter().map(|i| f.instr(p, i, &no_index, role_cta(p, ri))).collect();
                 // Reachability by iteration to a fixpoint (code is small).
                 let mut fut: Vec<Footprint> = (0..=n).map(|_| Footprint::empty(objects)).collect();
                 for pc in 0..=n {
@@ -674,7 +682,8 @@ impl Footprints {
         f.own = p
             .roles
             .iter()
-            .map(|r| r.code.instrs.iter().map(|i| f.instr(p, i, &no_index)).collect())
+            .enumerate()
+            .map(|(ri, r)| r.code.instrs.iter().map(|i| f.instr(p, i, &no_index, role_cta(p, ri))).collect())
             .collect();
         f.exits = p
             .roles
@@ -692,9 +701,10 @@ impl Footprints {
             .roles
             .iter()
             .zip(&f.exits)
-            .map(|(r, exits)| {
+            .enumerate()
+            .map(|(ri, (r, exits))| {
                 (0..r.code.instrs.len())
-                    .map(|pc| f.step_at(p, &r.code, pc, &no_index, exits[pc]))
+                    .map(|pc| f.step_at(p, &r.code, pc, &no_index, role_cta(p, ri), exits[pc]))
                     .collect()
             })
             .collect();
@@ -704,8 +714,8 @@ impl Footprints {
     /// The step that starts at `pc`: its instruction (a copy's landing is an action of its own),
     /// and an exit if the local code that runs after it in the same step may end the thread
     /// (`exits`: `exits_after`, made once per pc).
-    fn step_at(&self, p: &Protocol, code: &Code, pc: usize, at: Index, exits: bool) -> Footprint {
-        let mut fp = self.instr(p, &code.instrs[pc], at);
+    fn step_at(&self, p: &Protocol, code: &Code, pc: usize, at: Index, cta: usize, exits: bool) -> Footprint {
+        let mut fp = self.instr(p, &code.instrs[pc], at, cta);
         fp.lands = false;
         fp.exit |= exits;
         fp
@@ -758,9 +768,10 @@ impl Footprints {
     }
 
     /// One instruction's footprint, its references valued by `at` (an element when it has a
-    /// value, else the whole group). Includes the landing of a copy it issues.
-    fn instr(&self, p: &Protocol, i: &Instr, at: Index) -> Footprint {
-        self.objects(p, i, at, self.var_reads(i))
+    /// value, else the whole group), run by a thread of CTA `cta` (whose named barriers it
+    /// meets). Includes the landing of a copy it issues.
+    fn instr(&self, p: &Protocol, i: &Instr, at: Index, cta: usize) -> Footprint {
+        self.objects(p, i, at, cta, self.var_reads(i))
     }
 
     /// The shared vars an instruction's expressions read.
@@ -778,7 +789,7 @@ impl Footprints {
     }
 
     /// `fp` (an instruction's var reads) with what the instruction itself touches.
-    fn objects(&self, p: &Protocol, i: &Instr, at: Index, mut fp: Footprint) -> Footprint {
+    fn objects(&self, p: &Protocol, i: &Instr, at: Index, cta: usize, mut fp: Footprint) -> Footprint {
         let base = self.barriers + self.buffers;
         match &i.kind {
             InstrKind::SetVar { var, .. } => Footprint::set(&mut fp.write, base + *var as usize),
@@ -796,12 +807,14 @@ impl Footprints {
                 // The warp's arrival writes the barrier, and the arrival that completes it
                 // releases its waiters (whose futures hold their own arrival on it).
                 fp.warp_sync = true;
-                let ids = match at(id).or_else(|| constant(id)) {
-                    Some(k) if (0..self.named as i64).contains(&k) => k as usize..k as usize + 1,
-                    _ => 0..self.named,
-                };
-                for k in ids {
-                    Footprint::set(&mut fp.write, self.named_base + k);
+                if self.named > 0 {
+                    let ids = match at(id).or_else(|| constant(id)) {
+                        Some(k) if (0..NAMED_BARRIERS as i64).contains(&k) => k as usize..k as usize + 1,
+                        _ => 0..NAMED_BARRIERS,
+                    };
+                    for k in ids {
+                        Footprint::set(&mut fp.write, self.named_base + named_index(cta, k));
+                    }
                 }
             }
             // An arrival at the CTA's barrier: its record, resolved per thread (`for_thread`).
@@ -978,7 +991,7 @@ impl Footprints {
             fp.exit |= exits;
             return fp;
         }
-        self.step_at(p, code, pc, &|e: &IExpr| e.eval_pure(&th.locals, me), exits)
+        self.step_at(p, code, pc, &|e: &IExpr| e.eval_pure(&th.locals, me), me.cta as usize, exits)
     }
 
     /// Whether the local code thread `t` runs after the instruction at its pc (`step`: the
@@ -1045,7 +1058,7 @@ impl Footprints {
             // margin: no step passes a `syncthreads` while the seed stands still (`lookahead`),
             // so arrivals and exits commute among themselves.
             if fp.cta_sync || fp.exit {
-                Footprint::set(&mut fp.write, c);
+                Footprint::set(&mut fp.write, c + m.proto.threads[t].cta as usize);
             }
             fp.exit |= fp.cta_sync;
         }
@@ -1433,8 +1446,15 @@ impl Footprints {
                 if self.named > 0 {
                     let arrival = m
                         .named_bar_at(s, seed)
-                        .filter(|&(id, c, _)| id >= 0 && c >= 0)
-                        .map(|(id, c, _)| (id as usize, c as u64));
+                        .filter(|&(id, c, _)| (0..NAMED_BARRIERS as i64).contains(&id) && c >= 0)
+                        .map(|(id, c, _)| {
+                            let cta = if m.mutant == Some(crate::rt::Mutant::PorNamedBarriersOfCtaZero) {
+                                0
+                            } else {
+                                m.proto.threads[seed].cta as usize
+                            };
+                            (named_index(cta, id as usize), c as u64)
+                        });
                     let quiet = self.quiet_named(s, &counts, arrival, m.proto.warp_size as u64);
                     if quiet != 0 {
                         quiet_prefixes.clear();

@@ -73,6 +73,16 @@ pub enum Mutant {
     /// arrivals, which commute in the model even when one completes the phase; a protocol made
     /// for it in `tests/por_constructs.rs` loses a kind.
     PorArrivalsAlwaysQuiet,
+    /// The cut at waits takes every CTA's `syncthreads` as held while the seed stands still, as
+    /// if the seed's CTA were the only one: a walk of a thread of another CTA of a cluster stops
+    /// at its own `syncthreads`, and what that thread does after it is forgotten. Not in
+    /// `FOOTPRINT_DEFECTS`: in the generated protocols another route reaches the orders it drops
+    /// (the peer's threads are seeds of their own earlier); a protocol made for it in
+    /// `tests/por_constructs.rs` loses a kind.
+    PorSyncThreadsHoldsEveryCta,
+    /// The cut at waits counts the named barriers of a cluster as CTA 0's: every CTA's arrivals
+    /// on barrier `id` are counted on CTA 0's, whose state says whether they commute.
+    PorNamedBarriersOfCtaZero,
 }
 
 impl Mutant {
@@ -95,7 +105,7 @@ impl Mutant {
     /// Footprints that each forget one construct's conflicts. Not in `ALL`: the library's expect
     /// lines need not notice them (most library specs are small enough to hide a lost
     /// interleaving); the reduced-versus-unreduced comparisons of `tests/por_constructs.rs` must.
-    pub const FOOTPRINT_DEFECTS: [Mutant; 7] = [
+    pub const FOOTPRINT_DEFECTS: [Mutant; 8] = [
         Mutant::PorForgetsWarpLanes,
         Mutant::PorForgetsNamedBarriers,
         Mutant::PorCountsOneLanePerAgent,
@@ -103,6 +113,7 @@ impl Mutant {
         Mutant::PorWhileRunsOnce,
         Mutant::PorForgetsCommitLanes,
         Mutant::PorForgetsClusterPeers,
+        Mutant::PorNamedBarriersOfCtaZero,
     ];
 
     /// A defect of the partial-order reduction's footprints alone (the model's steps are right).
@@ -120,6 +131,8 @@ impl Mutant {
                 | Mutant::PorForgetsClusterPeers
                 | Mutant::PorCutWaitNeverReleased
                 | Mutant::PorArrivalsAlwaysQuiet
+                | Mutant::PorSyncThreadsHoldsEveryCta
+                | Mutant::PorNamedBarriersOfCtaZero
         )
     }
 
@@ -149,6 +162,8 @@ impl Mutant {
             Mutant::PorForgetsClusterPeers => "por-forgets-cluster-peers",
             Mutant::PorCutWaitNeverReleased => "por-cut-wait-never-released",
             Mutant::PorArrivalsAlwaysQuiet => "por-arrivals-always-quiet",
+            Mutant::PorSyncThreadsHoldsEveryCta => "por-syncthreads-holds-every-cta",
+            Mutant::PorNamedBarriersOfCtaZero => "por-named-barriers-of-cta-zero",
         }
     }
 }

@@ -157,6 +157,7 @@ impl Footprints {
         let code = p.code_of(t);
         let me = &p.threads[t];
         let role = me.role as usize;
+        let cta = me.cta as usize;
         let th = &s.threads[t];
         locals.clear();
         locals.extend_from_slice(&th.locals);
@@ -232,10 +233,18 @@ impl Footprints {
                 InstrKind::SyncThreads => {
                     // The CTA's barrier returns once every unfinished thread of the CTA waits
                     // there; the seed is unfinished and does not (it has a step), so while it
-                    // stands still nobody passes a `syncthreads`. The arrival is included: the
-                    // seed's exit or arrival may be the one that releases it.
+                    // stands still nobody of its CTA passes a `syncthreads`. The arrival is
+                    // included: the seed's exit or arrival may be the one that releases it. A
+                    // thread of another CTA of a cluster may pass its own (`passes`).
                     fp.union(&self.own[role][pc]);
-                    return fp;
+                    let passes_own = match self.sync_pass(cta) {
+                        Some(k) if m.mutant != Some(crate::rt::Mutant::PorSyncThreadsHoldsEveryCta) => reads.read(passes, k),
+                        _ => false,
+                    };
+                    if !passes_own {
+                        return fp;
+                    }
+                    pc += 1;
                 }
                 InstrKind::SyncWarp | InstrKind::SyncWarpMask { .. } => {
                     // Walking past a meeting of the warp's lanes only adds to the future.
@@ -243,12 +252,19 @@ impl Footprints {
                     pc += 1;
                 }
                 InstrKind::NamedBar { id, count, sync } => {
-                    let own = self.objects(p, i, &|e: &IExpr| value(e, locals, unknown), self.own_vars[role][pc]);
+                    let own = self.objects(p, i, &|e: &IExpr| value(e, locals, unknown), cta, self.own_vars[role][pc]);
                     fp.union(&own);
-                    let Some(k) = value(id, locals, unknown).filter(|k| (0..self.named as i64).contains(k)) else {
+                    let Some(id) = value(id, locals, unknown).filter(|k| (0..NAMED_BARRIERS as i64).contains(k)) else {
                         return self.rest(p, t, pc, fp, arrivals);
                     };
-                    let k = k as usize;
+                    let k = named_index(
+                        if m.mutant == Some(crate::rt::Mutant::PorNamedBarriersOfCtaZero) {
+                            0
+                        } else {
+                            cta
+                        },
+                        id as usize,
+                    );
                     // A thread waiting at its bar_sync has arrived: its warp's arrival is in
                     // the barrier's count already.
                     if !(first && th.status == Status::AtNamedWait) {
@@ -297,7 +313,7 @@ impl Footprints {
                 } if !without_footprint(i) => {
                     // Its operation on the target CTA's objects: an arrival is counted on the
                     // target's copy of its barrier when the target is known.
-                    let own = self.objects(p, i, &|e: &IExpr| value(e, locals, unknown), self.own_vars[role][pc]);
+                    let own = self.objects(p, i, &|e: &IExpr| value(e, locals, unknown), cta, self.own_vars[role][pc]);
                     fp.union(&own);
                     self.moves_tx(&own, arrivals);
                     let touch = inner.touch();
@@ -330,7 +346,7 @@ impl Footprints {
                                 .and_then(|(r, _)| element(r, &p.barrier_groups[r.group as usize], locals, unknown))
                         })
                         .flatten();
-                    let own = self.objects(p, i, &|e: &IExpr| value(e, locals, unknown), self.own_vars[role][pc]);
+                    let own = self.objects(p, i, &|e: &IExpr| value(e, locals, unknown), cta, self.own_vars[role][pc]);
                     self.moves_tx(&own, arrivals);
                     match touch.phase {
                         PhaseEffect::Waits(target) => {
@@ -501,11 +517,23 @@ impl Footprints {
     }
 
     /// What nobody stops at before any arrival is counted: barriers not live (a wait on one
-    /// returns, or is undefined behaviour); then one entry per named barrier, none passed.
-    fn dead_barriers(&self, s: &State) -> Vec<bool> {
+    /// returns, or is undefined behaviour); then one entry per named barrier, none passed; the
+    /// cluster barrier's, not passed; under cluster scope with `syncthreads`, one per CTA: every
+    /// CTA's but the seed's (CTA `seed_cta`) may pass its own.
+    fn dead_barriers(&self, s: &State, seed_cta: usize) -> Vec<bool> {
         let mut v: Vec<bool> = s.barriers.iter().map(|b| b.life != Life::Live).collect();
         v.resize(self.barriers + self.named + self.cluster_pass().is_some() as usize, false);
+        if self.sync_pass(0).is_some() {
+            v.extend((0..self.ctas).map(|c| c != seed_cta));
+        }
         v
+    }
+
+    /// The entry of `passes` that says CTA `cta`'s `syncthreads` may return while the seed
+    /// stands still, under cluster scope when a thread calls it (without cluster scope the
+    /// CTA is the seed's: it never does).
+    fn sync_pass(&self, cta: usize) -> Option<usize> {
+        (self.ctas > 1 && self.cta_base.is_some()).then(|| self.barriers + self.named + self.cluster_pass().is_some() as usize + cta)
     }
 
     /// The barriers whose phase in progress, and the named barriers whose use, the counted
@@ -718,11 +746,17 @@ impl Footprints {
                 .cluster_slot
                 .is_some_and(|slot| s.threads[seed].locals[slot as usize] == current)
         };
-        if walks.rounds.is_empty() {
-            let first = self.round(m, s, enabled, self.dead_barriers(s), &[], &mut walks.scratch);
-            walks.rounds.push(first);
-        }
-        let mut r = 0;
+        // The first round is the same for every seed unless CTAs pass their `syncthreads`
+        // independently (`dead_barriers`): then it is one per CTA of a seed.
+        let first = self.dead_barriers(s, m.proto.threads[seed].cta as usize);
+        let mut r = match walks.rounds.iter().position(|x| x.passes == first) {
+            Some(k) => k,
+            None => {
+                let next = self.round(m, s, enabled, first, &walks.rounds, &mut walks.scratch);
+                walks.rounds.push(next);
+                walks.rounds.len() - 1
+            }
+        };
         loop {
             let round = &walks.rounds[r];
             arrivals.clear();
