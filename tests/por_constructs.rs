@@ -767,6 +767,52 @@ fn cluster_collectives(seed: u64) -> String {
     )
 }
 
+/// Blackwell tensor memory: a producer fills a ring of operand stages by TMA-style copies, an MMA
+/// thread allocates an accumulator in tensor memory, issues `tcgen05_mma` per stage, releases each
+/// stage by `tcgen05_commit` on its `empty` barrier and the accumulator by one on `acc_full`; an
+/// epilogue (one thread, or two that both arrive) loads it (`tcgen05_ld`, `tcgen05_wait_ld`) and
+/// hands it back for the next tile; the MMA thread deallocates at the end. Mistakes: a plain
+/// arrive for the commit (the stage released before the MMA read it), the commit before the MMA,
+/// the load before the wait or released before `tcgen05_wait_ld`, no final wait before the
+/// deallocation, no deallocation, the wrong parity.
+fn tensor_memory(seed: u64) -> String {
+    let mut d = Dice(seed);
+    let stages = 1 + d.pick(2);
+    let tiles = 1 + d.pick(3);
+    let epilogues = 1 + d.pick(2);
+    let release = match d.mistake(2) {
+        0 => "      tcgen05_commit(empty[s])\n",
+        _ => "      arrive(empty[s])\n",
+    };
+    let (before, after) = match d.mistake(2) {
+        0 => ("", "    tcgen05_commit(acc_full)\n"),
+        _ => ("    tcgen05_commit(acc_full)\n", ""),
+    };
+    let load = match d.mistake(4) {
+        0 => "    wait_parity(acc_full, t % 2)\n    tcgen05_ld(acc, expect = t)\n    tcgen05_wait_ld()\n    arrive(acc_empty)\n",
+        1 => "    tcgen05_ld(acc, expect = t)\n    wait_parity(acc_full, t % 2)\n    tcgen05_wait_ld()\n    arrive(acc_empty)\n",
+        2 => "    wait_parity(acc_full, t % 2)\n    tcgen05_ld(acc, expect = t)\n    arrive(acc_empty)\n    tcgen05_wait_ld()\n",
+        _ => "    wait_parity(acc_full, (t + 1) % 2)\n    tcgen05_ld(acc, expect = t)\n    tcgen05_wait_ld()\n    arrive(acc_empty)\n",
+    };
+    let last_wait = if d.mistake(2) == 0 {
+        "  wait_parity(acc_empty, (T - 1) % 2)\n"
+    } else {
+        ""
+    };
+    let dealloc = if d.mistake(2) == 0 { "  tmem_dealloc(acc)\n" } else { "" };
+    format!(
+        "protocol tensor_memory\nexpect holds\nparam S = {stages}\nparam T = {tiles}\n\n\
+         barrier full[S] count 1\nbarrier empty[S] count 1\nbarrier acc_full count 1\nbarrier acc_empty count {epilogues}\n\
+         buffer stage[S] bytes 64\nbuffer acc bytes 512\n\n\
+         role producer[1] {{\n  for t in 0..T {{\n    let s = t % S\n    if t >= S {{ wait_parity(empty[s], (t / S + 1) % 2) }}\n    \
+             arrive_expect_tx(full[s], 64)\n    copy_async(stage[s], full[s], version = t)\n  }}\n}}\n\n\
+         role mma[1] {{\n  tmem_alloc(acc, 32)\n  for t in 0..T {{\n    let s = t % S\n    if t > 0 {{ wait_parity(acc_empty, (t + 1) % 2) }}\n    \
+             wait_parity(full[s], (t / S) % 2)\n{before}    tcgen05_mma(acc, stage[s], expect = t, version = t)\n    if t + S < T {{\n{release}    }}\n{after}  }}\n\
+         {last_wait}{dealloc}}}\n\n\
+         role epilogue[{epilogues}] {{\n  for t in 0..T {{\n{load}  }}\n}}\n"
+    )
+}
+
 /// Kinds found, or `None` when the search did not finish within its bound.
 fn kinds(src: &str, por: bool, symmetry: bool, mutant: Option<Mutant>) -> Option<BTreeSet<ViolationKind>> {
     let ast = lang::parse(src).unwrap_or_else(|d| panic!("generated protocol does not parse: {d:?}\n{src}"));
@@ -907,6 +953,14 @@ proptest! {
         same_kinds(&cluster_collectives(seed))?;
     }
 
+    /// Law: on Blackwell MMA pipelines (tensor-memory allocation, `tcgen05_mma` from a ring of
+    /// stages, `tcgen05_commit` releasing stages and the accumulator, an epilogue's loads, the
+    /// deallocation, and their misuses), the reduction keeps the kinds.
+    #[test]
+    fn reduction_keeps_the_kinds_of_tensor_memory_pipelines(seed in any::<u64>()) {
+        same_kinds(&tensor_memory(seed))?;
+    }
+
     /// Law: on `while` loops (counting loops, spins on try_wait_parity and on a shared flag,
     /// `break`), the reduction keeps the kinds, the spinning `deadlock` among them.
     #[test]
@@ -931,7 +985,7 @@ proptest! {
 /// first of 400 seeds where it does is reported), so the laws above can fail.
 #[test]
 fn each_footprint_defect_loses_a_kind_on_its_construct() {
-    let cases: [(Mutant, fn(u64) -> String); 8] = [
+    let cases: [(Mutant, fn(u64) -> String); 9] = [
         (Mutant::PorForgetsWarpLanes, warp_election),
         (Mutant::PorForgetsNamedBarriers, named_barriers),
         (Mutant::PorCountsOneLanePerAgent, uniform_pipeline),
@@ -940,6 +994,7 @@ fn each_footprint_defect_loses_a_kind_on_its_construct() {
         (Mutant::PorForgetsCommitLanes, warp_commits),
         (Mutant::PorForgetsClusterPeers, cluster_mailboxes),
         (Mutant::PorNamedBarriersOfCtaZero, cluster_collectives),
+        (Mutant::PorForgetsTensorMemory, tensor_memory),
     ];
     assert_eq!(Mutant::FOOTPRINT_DEFECTS.len(), cases.len());
     for (mutant, generate) in cases {
@@ -1131,6 +1186,22 @@ fn cluster_collectives_reach_races_stale_reads_hangs_lifetime_and_protocols_that
             ViolationKind::Deadlock,
             ViolationKind::Lifetime,
             ViolationKind::Uninitialized,
+        ],
+    );
+}
+
+/// The tensor-memory generator reaches races, stale reads, lifetime (a deallocation under an
+/// MMA, none at all), missing waits and hangs, and protocols that hold.
+#[test]
+fn tensor_memory_reaches_races_stale_reads_lifetime_missing_waits_hangs_and_protocols_that_hold() {
+    assert_reaches(
+        tensor_memory,
+        &[
+            ViolationKind::DataRace,
+            ViolationKind::StaleRead,
+            ViolationKind::Lifetime,
+            ViolationKind::MissingWait,
+            ViolationKind::Deadlock,
         ],
     );
 }

@@ -40,8 +40,10 @@
 //! while the seed stands still commutes with another (`Footprint::arrive`), and the wait a walk
 //! stops at conflicts only with steps that may complete its phase (`lookahead`, `cut`). Named
 //! barriers and the `syncthreads` record are objects per CTA (each CTA of a cluster has its own).
-//! The reduction does not apply to copies from shared memory, tensor copies through a
-//! descriptor, and tensor memory (`why_off`): those protocols are expanded in full.
+//! Each CTA's tensor memory is a record every tensor-memory operation touches, and an MMA's
+//! landing writes what its completion changes. The reduction does not apply to copies from
+//! shared memory, tensor copies through a descriptor, and `clc_try_cancel` (`why_off`): those
+//! protocols are expanded in full.
 
 use crate::program::ir::*;
 use crate::rt::copies::CopyKind;
@@ -88,6 +90,10 @@ pub struct Touch<'a> {
     /// the warpgroup's warps by `Footprints::for_thread`), and a wait retires the other agents'
     /// reads too.
     pub warpgroup: bool,
+    /// A tensor-memory operation (rt/tcgen05.rs): it reads (`Some(false)`) or changes
+    /// (`Some(true)`) its CTA's tensor-memory record (allocations, the permit, the MMAs in flight),
+    /// resolved per CTA by `Footprints::objects`.
+    pub tensor: Option<bool>,
     /// What the step does to phases, for the look-ahead that cuts a thread's future at waits.
     pub phase: PhaseEffect<'a>,
     pub scope: Scope,
@@ -136,6 +142,7 @@ impl<'a> Touch<'a> {
             fence: false,
             cp_lands: false,
             warpgroup: false,
+            tensor: None,
             phase,
             scope: Scope::Objects,
         }
@@ -152,6 +159,7 @@ impl<'a> Touch<'a> {
             fence: false,
             cp_lands: false,
             warpgroup: false,
+            tensor: None,
             phase,
             scope,
         }
@@ -297,11 +305,20 @@ pub struct Footprints {
     /// every arrival at it and by every exit (exited threads leave it, which may release the
     /// others, as the last arrival does).
     cta_base: Option<usize>,
-    /// The object index of thread 0's record, when a thread issues `cp_async`: a cp.async
-    /// landing that no arrive-on of its issuer tracks yet carries the engine's knowledge into
-    /// the issuer's clock (`carry_to_issuer`), which every later step of the issuer may release,
-    /// so such a landing writes the issuer's record and every step of a thread reads its own.
+    /// The object index of thread 0's record, when a thread issues `cp_async` or `tcgen05_mma`: a
+    /// cp.async landing that no arrive-on of its issuer tracks yet, and every MMA's completion,
+    /// carries the engine's knowledge into the issuer's clock (`carry_to_issuer`), which every
+    /// later step of the issuer may release, so such a landing writes the issuer's record and
+    /// every step of a thread reads its own.
     rec_base: Option<usize>,
+    /// The object index of CTA 0's tensor-memory record, when a thread uses tensor memory: its
+    /// allocations and relinquished permit, and which regions an MMA has completed into, which
+    /// every tensor-memory operation reads or writes (`Touch::tensor`) and every MMA's landing
+    /// writes.
+    tensor_base: Option<usize>,
+    /// The buffers that are tensor-memory regions (`tcgen05_wait_ld` reads those its thread
+    /// loaded, which only its hidden local names).
+    tensor_regions: Vec<usize>,
     /// The CTAs of the cluster (1 without cluster scope).
     ctas: usize,
     /// The object index of the cluster barrier's record, when a thread uses it: written by every
@@ -558,10 +575,20 @@ impl Footprints {
         });
         // One `syncthreads` record per CTA: a cluster's CTAs pass theirs independently.
         let rec_base = cta_base + if syncs { ctas } else { 0 };
-        let cluster_rec = rec_base + if cp_async { p.threads.len() } else { 0 };
+        // An MMA's landing, like a cp.async landing, carries its completion into its issuer.
+        let tcgen05 = crate::rt::tcgen05::uses_tcgen05(p);
+        let carries = cp_async || tcgen05;
+        let cluster_rec = rec_base + if carries { p.threads.len() } else { 0 };
         let cluster_barrier = p.roles.iter().any(|r| r.code.cluster_slot.is_some());
         let live_base = cluster_rec + cluster_barrier as usize;
-        let objects = live_base + if ctas > 1 { ctas } else { 0 };
+        let tensor_base = live_base + if ctas > 1 { ctas } else { 0 };
+        let objects = tensor_base + if tcgen05 { ctas } else { 0 };
+        let tensor_regions: Vec<usize> = crate::rt::tcgen05::tmem_buffers(p)
+            .iter()
+            .enumerate()
+            .filter(|(_, &r)| r)
+            .map(|(d, _)| d)
+            .collect();
         let lanes_shared: Vec<bool> = (0..warps).map(|w| p.warp_members(w).nth(1).is_some()).collect();
         let commits = |r: &RoleInfo| r.code.instrs.iter().any(is_commit);
         let commit_warps: Vec<bool> = (0..warps)
@@ -600,7 +627,9 @@ impl Footprints {
             warp_base,
             flag_base: fences.then_some(flag_base),
             cta_base: syncs.then_some(cta_base),
-            rec_base: cp_async.then_some(rec_base),
+            rec_base: carries.then_some(rec_base),
+            tensor_base: tcgen05.then_some(tensor_base),
+            tensor_regions,
             ctas,
             cluster_rec: cluster_barrier.then_some(cluster_rec),
             live_base: (ctas > 1).then_some(live_base),
@@ -826,9 +855,25 @@ impl Footprints {
                 None => fp.global = true,
             },
             InstrKind::Op { .. } if without_footprint(i) => fp.global = true,
-            InstrKind::Op { op, .. } => self.op_bits(p, i, op, at, None, &mut fp),
+            InstrKind::Op { op, .. } => {
+                self.op_bits(p, i, op, at, None, &mut fp);
+                self.tensor_bits(op, cta, &mut fp);
+            }
         }
         fp
+    }
+
+    /// A tensor-memory operation's CTA record, and for `tcgen05_wait_ld` every region.
+    fn tensor_bits(&self, op: &IOp, cta: usize, fp: &mut Footprint) {
+        let (Some(base), Some(write)) = (self.tensor_base, op.touch().tensor) else {
+            return;
+        };
+        Footprint::set(if write { &mut fp.write } else { &mut fp.read }, base + cta);
+        if let IOp::Tc(crate::rt::tcgen05::TcOp::WaitLd { .. }) = op {
+            for &d in &self.tensor_regions {
+                Footprint::set(&mut fp.read, self.barriers + d);
+            }
+        }
     }
 
     /// What operation `op` of instruction `i` touches, with its references aimed at CTA `cta`
@@ -854,6 +899,22 @@ impl Footprints {
         let touch = op.touch();
         if touch.scope != Scope::Objects {
             fp.global = true;
+            return;
+        }
+        if let IOp::Tc(crate::rt::tcgen05::TcOp::Commit {
+            bar,
+            multicast: Some(mask),
+        }) = op
+        {
+            // The arrive of a multicast commit reaches the barrier of every CTA of its mask.
+            let targets = self.remote_ctas(mask, true, at);
+            for c in (0..self.ctas).filter(|c| targets >> c & 1 != 0) {
+                if let Some(live) = self.live_base {
+                    Footprint::set(&mut fp.read, live + c);
+                }
+                let g = self.aimed(&p.barrier_groups, bar, Some(c));
+                self.bar_bits(g, element(bar, g, at), fp, true, false);
+            }
             return;
         }
         let bar_group = |r: &Ref| self.aimed(&p.barrier_groups, r, cta);
@@ -893,7 +954,9 @@ impl Footprints {
             // The fence flag: set by a generic write, read by an async read's issue.
             let flagged: Vec<(&Ref, bool)> = match op {
                 IOp::Mem(m) if m.writes() => touch.buf.filter(|&(_, w)| w).into_iter().map(|(d, _)| (d, true)).collect(),
+                // An async read's issue (an MMA's operands too) reads the flags of what it reads.
                 IOp::Proxy(_) => touch.buf.iter().map(|&(d, _)| d).chain(touch.reads).map(|d| (d, false)).collect(),
+                IOp::Tc(crate::rt::tcgen05::TcOp::Mma { .. }) => touch.reads.iter().map(|d| (d, false)).collect(),
                 _ => Vec::new(),
             };
             for (d, write) in flagged {
@@ -1141,6 +1204,12 @@ impl Footprints {
             // A commit reads its warp-mates' progress (pc, branch path, commit count, status).
             Footprint::set(&mut fp.read, self.warp_base + w);
         }
+        if let (Some(base), Some(Mutant::PorForgetsTensorMemory)) = (self.tensor_base, m.mutant) {
+            for i in base..base + self.ctas {
+                fp.write[i / 64] &= !(1 << (i % 64));
+                fp.read[i / 64] &= !(1 << (i % 64));
+            }
+        }
         if m.mutant == Some(Mutant::PorForgetsNamedBarriers) {
             for k in 0..self.named {
                 let i = self.named_base + k;
@@ -1214,10 +1283,38 @@ impl Footprints {
             // Fired by a landing of its issuer's copies (whose footprint holds its barrier), never
             // an action of its own.
             CopyKind::ArriveOn { .. } => self.arrive_on_bits(c.bar as usize, &mut fp),
-            _ => {
+            CopyKind::Mma => {
+                // Its accumulator; its operands, whose reads it ends (its issuer's operand reads
+                // before it); the barriers of its issuer's later commits, into which it releases
+                // and which it may fire; its CTA's tensor-memory record (the region now holds
+                // data); its issuer's record, into which it carries its completion.
                 Footprint::set(&mut fp.write, self.barriers + c.buf as usize);
-                Footprint::set(&mut fp.write, c.bar as usize);
-                fp.union(&self.completion[c.bar as usize]);
+                if m.mutant == Some(crate::rt::Mutant::PorForgetsTensorMemory) {
+                    return fp;
+                }
+                for o in s.copies[..i].iter().filter(|o| o.issuer == c.issuer && o.kind == CopyKind::MmaRead) {
+                    Footprint::set(&mut fp.write, self.barriers + o.buf as usize);
+                }
+                for o in s.copies[i + 1..]
+                    .iter()
+                    .filter(|o| o.issuer == c.issuer && o.kind == CopyKind::MmaCommit)
+                {
+                    self.arrive_on_bits(o.bar as usize, &mut fp);
+                }
+                if let Some(base) = self.tensor_base {
+                    Footprint::set(&mut fp.write, base + m.proto.threads[c.issuer as usize].cta as usize);
+                }
+                if let Some(base) = self.rec_base {
+                    Footprint::set(&mut fp.write, base + c.issuer as usize);
+                }
+            }
+            // Fired by its issuer's MMA landing (whose footprint holds its barrier).
+            CopyKind::MmaCommit => self.arrive_on_bits(c.bar as usize, &mut fp),
+            // An operand read in flight, which a landing ends (whose footprint holds the buffer).
+            CopyKind::MmaRead | CopyKind::SrcRead => Footprint::set(&mut fp.read, self.barriers + c.buf as usize),
+            CopyKind::Tma => {
+                Footprint::set(&mut fp.write, self.barriers + c.buf as usize);
+                self.arrive_on_bits(c.bar as usize, &mut fp);
             }
         }
         fp
@@ -1338,14 +1435,15 @@ impl Footprints {
     }
 
     /// The arrive-ons in flight on barrier `b` (each arrives once its issuer's cp.async copies
-    /// have landed, which landings outside every walk may bring about); none without cp.async.
+    /// have landed, or a commit's once its issuer's MMAs have, which landings outside every walk
+    /// may bring about); none without cp.async or tcgen05.
     fn arrive_ons_in_flight(&self, s: &State, b: usize) -> u64 {
         if self.rec_base.is_none() {
             return 0;
         }
         s.copies
             .iter()
-            .filter(|c| matches!(c.kind, CopyKind::ArriveOn { .. }) && c.bar as usize == b)
+            .filter(|c| matches!(c.kind, CopyKind::ArriveOn { .. } | CopyKind::MmaCommit) && c.bar as usize == b)
             .count() as u64
     }
 

@@ -83,6 +83,11 @@ pub enum Mutant {
     /// The cut at waits counts the named barriers of a cluster as CTA 0's: every CTA's arrivals
     /// on barrier `id` are counted on CTA 0's, whose state says whether they commute.
     PorNamedBarriersOfCtaZero,
+    /// The reduction forgets what tensor memory orders: no tensor-memory operation touches its
+    /// CTA's tensor-memory record, and an MMA's landing writes its accumulator alone (not the
+    /// operands whose reads it ends, the barriers of the commits it fires, the record, nor its
+    /// issuer).
+    PorForgetsTensorMemory,
 }
 
 impl Mutant {
@@ -105,7 +110,7 @@ impl Mutant {
     /// Footprints that each forget one construct's conflicts. Not in `ALL`: the library's expect
     /// lines need not notice them (most library specs are small enough to hide a lost
     /// interleaving); the reduced-versus-unreduced comparisons of `tests/por_constructs.rs` must.
-    pub const FOOTPRINT_DEFECTS: [Mutant; 8] = [
+    pub const FOOTPRINT_DEFECTS: [Mutant; 9] = [
         Mutant::PorForgetsWarpLanes,
         Mutant::PorForgetsNamedBarriers,
         Mutant::PorCountsOneLanePerAgent,
@@ -114,6 +119,7 @@ impl Mutant {
         Mutant::PorForgetsCommitLanes,
         Mutant::PorForgetsClusterPeers,
         Mutant::PorNamedBarriersOfCtaZero,
+        Mutant::PorForgetsTensorMemory,
     ];
 
     /// A defect of the partial-order reduction's footprints alone (the model's steps are right).
@@ -133,6 +139,7 @@ impl Mutant {
                 | Mutant::PorArrivalsAlwaysQuiet
                 | Mutant::PorSyncThreadsHoldsEveryCta
                 | Mutant::PorNamedBarriersOfCtaZero
+                | Mutant::PorForgetsTensorMemory
         )
     }
 
@@ -164,6 +171,7 @@ impl Mutant {
             Mutant::PorArrivalsAlwaysQuiet => "por-arrivals-always-quiet",
             Mutant::PorSyncThreadsHoldsEveryCta => "por-syncthreads-holds-every-cta",
             Mutant::PorNamedBarriersOfCtaZero => "por-named-barriers-of-cta-zero",
+            Mutant::PorForgetsTensorMemory => "por-forgets-tensor-memory",
         }
     }
 }

@@ -62,10 +62,38 @@ const WRITTEN: u32 = 1 << 10;
 const ISSUER_SHIFT: u32 = 16;
 
 impl TcOp {
-    /// No footprint: a protocol with a Blackwell statement is expanded in full (the partial-order
-    /// reduction names the statement in the report header).
+    /// Every operation but `clc_try_cancel` reads or changes its CTA's tensor-memory record
+    /// (`Touch::tensor`); an MMA writes its accumulator, reads its operands from the issue until it
+    /// completes (its landing), and lands later; a commit arrives on its barrier (at once or when
+    /// the thread's MMAs complete; on every CTA of a multicast mask); an allocation or a
+    /// deallocation writes its region, a load reads it, and a wait for the loads reads every
+    /// region the thread may have loaded (`Footprints::objects`). `clc_try_cancel` has no
+    /// footprint yet: a protocol with one is expanded in full.
     pub fn touch(&self) -> Touch<'_> {
-        Touch::whole(Scope::Unreduced, PhaseEffect::Moves)
+        fn tensor(write: bool, t: Touch<'_>) -> Touch<'_> {
+            Touch { tensor: Some(write), ..t }
+        }
+        match self {
+            TcOp::Mma { acc, bufs, .. } => tensor(
+                true,
+                Touch {
+                    reads: bufs,
+                    lands: true,
+                    ..Touch::objects(None, Some((acc, true)), PhaseEffect::None)
+                },
+            ),
+            TcOp::Commit { bar, multicast: None } => tensor(
+                true,
+                Touch::objects(Some((bar, true)), None, PhaseEffect::Arrives(&crate::rt::footprint::ONE_ARRIVAL)),
+            ),
+            // Aimed at every CTA of its mask by `Footprints::op_bits`.
+            TcOp::Commit { bar, multicast: Some(_) } => tensor(true, Touch::objects(Some((bar, true)), None, PhaseEffect::Moves)),
+            TcOp::Alloc { tmem, .. } | TcOp::Dealloc { tmem } => tensor(true, Touch::objects(None, Some((tmem, true)), PhaseEffect::None)),
+            TcOp::Relinquish => tensor(true, Touch::objects(None, None, PhaseEffect::None)),
+            TcOp::Ld { tmem, .. } => tensor(false, Touch::objects(None, Some((tmem, false)), PhaseEffect::None)),
+            TcOp::WaitLd { .. } => tensor(false, Touch::objects(None, None, PhaseEffect::None)),
+            TcOp::ClcTryCancel { .. } => Touch::whole(Scope::Unreduced, PhaseEffect::Moves),
+        }
     }
 
     /// Whether each lane of a uniform agent issues it on its own: an MMA, a commit and a
