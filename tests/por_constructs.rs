@@ -800,16 +800,37 @@ fn tensor_memory(seed: u64) -> String {
         ""
     };
     let dealloc = if d.mistake(2) == 0 { "  tmem_dealloc(acc)\n" } else { "" };
+    // Cluster launch control, half of the time: a scheduler asks for the next tile per tile and
+    // the MMA thread reads the response (and hands it back) before its tile.
+    let (scheduler, take) = if d.pick(2) == 0 {
+        let (wait_free, wait_full) = match d.mistake(3) {
+            0 => (
+                "    if t > 0 { wait_parity(clc_empty, (t + 1) % 2) }\n",
+                "    wait_parity(clc_full, t % 2)\n",
+            ),
+            1 => ("", "    wait_parity(clc_full, t % 2)\n"),
+            _ => ("    if t > 0 { wait_parity(clc_empty, (t + 1) % 2) }\n", ""),
+        };
+        (
+            format!(
+                "\nrole scheduler[1] {{\n  for t in 0..T {{\n{wait_free}    arrive_expect_tx(clc_full, 16)\n    clc_try_cancel(clc_resp, clc_full)\n  }}\n}}\n"
+            ),
+            format!("{wait_full}    read(clc_resp)\n    arrive(clc_empty)\n"),
+        )
+    } else {
+        (String::new(), String::new())
+    };
     format!(
         "protocol tensor_memory\nexpect holds\nparam S = {stages}\nparam T = {tiles}\n\n\
          barrier full[S] count 1\nbarrier empty[S] count 1\nbarrier acc_full count 1\nbarrier acc_empty count {epilogues}\n\
-         buffer stage[S] bytes 64\nbuffer acc bytes 512\n\n\
+         barrier clc_full count 1\nbarrier clc_empty count 1\n\
+         buffer stage[S] bytes 64\nbuffer acc bytes 512\nbuffer clc_resp bytes 16\n\n\
          role producer[1] {{\n  for t in 0..T {{\n    let s = t % S\n    if t >= S {{ wait_parity(empty[s], (t / S + 1) % 2) }}\n    \
              arrive_expect_tx(full[s], 64)\n    copy_async(stage[s], full[s], version = t)\n  }}\n}}\n\n\
-         role mma[1] {{\n  tmem_alloc(acc, 32)\n  for t in 0..T {{\n    let s = t % S\n    if t > 0 {{ wait_parity(acc_empty, (t + 1) % 2) }}\n    \
+         role mma[1] {{\n  tmem_alloc(acc, 32)\n  for t in 0..T {{\n    let s = t % S\n{take}    if t > 0 {{ wait_parity(acc_empty, (t + 1) % 2) }}\n    \
              wait_parity(full[s], (t / S) % 2)\n{before}    tcgen05_mma(acc, stage[s], expect = t, version = t)\n    if t + S < T {{\n{release}    }}\n{after}  }}\n\
          {last_wait}{dealloc}}}\n\n\
-         role epilogue[{epilogues}] {{\n  for t in 0..T {{\n{load}  }}\n}}\n"
+         role epilogue[{epilogues}] {{\n  for t in 0..T {{\n{load}  }}\n}}\n{scheduler}"
     )
 }
 

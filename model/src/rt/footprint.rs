@@ -42,8 +42,8 @@
 //! barriers and the `syncthreads` record are objects per CTA (each CTA of a cluster has its own).
 //! Each CTA's tensor memory is a record every tensor-memory operation touches, and an MMA's
 //! landing writes what its completion changes. The reduction does not apply to copies from
-//! shared memory, tensor copies through a descriptor, and `clc_try_cancel` (`why_off`): those
-//! protocols are expanded in full.
+//! shared memory and tensor copies through a descriptor (`why_off`): those protocols are
+//! expanded in full.
 
 use crate::program::ir::*;
 use crate::rt::copies::CopyKind;

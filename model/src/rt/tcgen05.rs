@@ -23,7 +23,7 @@
 
 use super::copies::NO_BAR;
 use super::*;
-use crate::rt::footprint::{PhaseEffect, Scope, Touch};
+use crate::rt::footprint::{PhaseEffect, Touch};
 
 /// The operations of Blackwell's tensor cores, tensor memory and cluster launch control.
 #[derive(Clone, Debug)]
@@ -67,8 +67,8 @@ impl TcOp {
     /// completes (its landing), and lands later; a commit arrives on its barrier (at once or when
     /// the thread's MMAs complete; on every CTA of a multicast mask); an allocation or a
     /// deallocation writes its region, a load reads it, and a wait for the loads reads every
-    /// region the thread may have loaded (`Footprints::objects`). `clc_try_cancel` has no
-    /// footprint yet: a protocol with one is expanded in full.
+    /// region the thread may have loaded (`Footprints::objects`). `clc_try_cancel` is the bulk
+    /// copy it lowers to: its response buffer and barrier, landing later.
     pub fn touch(&self) -> Touch<'_> {
         fn tensor(write: bool, t: Touch<'_>) -> Touch<'_> {
             Touch { tensor: Some(write), ..t }
@@ -92,7 +92,11 @@ impl TcOp {
             TcOp::Relinquish => tensor(true, Touch::objects(None, None, PhaseEffect::None)),
             TcOp::Ld { tmem, .. } => tensor(false, Touch::objects(None, Some((tmem, false)), PhaseEffect::None)),
             TcOp::WaitLd { .. } => tensor(false, Touch::objects(None, None, PhaseEffect::None)),
-            TcOp::ClcTryCancel { .. } => Touch::whole(Scope::Unreduced, PhaseEffect::Moves),
+            // A 16-byte bulk copy of the response into RESP completing on B (`Exec::op_copy`).
+            TcOp::ClcTryCancel { resp, bar } => Touch {
+                lands: true,
+                ..Touch::objects(Some((bar, true)), Some((resp, true)), PhaseEffect::None)
+            },
         }
     }
 
