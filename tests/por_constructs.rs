@@ -834,6 +834,64 @@ fn tensor_memory(seed: u64) -> String {
     )
 }
 
+/// Tensor copies through a descriptor: a producer edits the descriptor per tile
+/// (`tensormap_write`), fences it (`fence_proxy_tensormap`) and issues a tensor copy that one or
+/// two consumers wait for and read, while another thread reads the descriptor too. Mistakes: no
+/// fence, no wait for the previous copy's release before the next edit (an edit under a copy in
+/// flight), the wrong descriptor version expected, the wrong parity.
+fn tensor_copies(seed: u64) -> String {
+    let mut d = Dice(seed);
+    let tiles = 1 + d.pick(3);
+    let consumers = 1 + d.pick(2);
+    let wait_free = if d.mistake(2) == 0 {
+        "    if g > 0 { wait_parity(empty, (g - 1) % 2) }\n"
+    } else {
+        ""
+    };
+    let fence = if d.mistake(2) == 0 {
+        "    fence_proxy_tensormap(desc)\n"
+    } else {
+        ""
+    };
+    let expect = if d.mistake(2) == 0 { "g + 1" } else { "g" };
+    let parity = if d.mistake(2) == 0 { "g % 2" } else { "(g + 1) % 2" };
+    format!(
+        "protocol tensor_copies\nexpect holds\nparam T = {tiles}\n\n\
+         barrier full count 1\nbarrier empty count {consumers}\nbuffer tile bytes 64\ntensormap desc\n\n\
+         role producer[1] {{\n  for g in 0..T {{\n{wait_free}    tensormap_write(desc, g + 1)\n{fence}    \
+         arrive_expect_tx(full, 64)\n    copy_async(tile, full, version = g, tensormap = desc, expect = {expect})\n  }}\n}}\n\n\
+         role consumer[{consumers}] {{\n  for g in 0..T {{\n    wait_parity(full, {parity})\n    read(tile, expect = g)\n    arrive(empty)\n  }}\n}}\n"
+    )
+}
+
+/// Copies from shared memory into a peer CTA (`copy_async(..., cta = R, from = SRC)`): each CTA
+/// of a pair fills its own staging buffer per round, fences it for the async proxy and copies it
+/// into the peer's tile, completing on the peer's `full`; the peer reads and releases the stage
+/// by a remote arrival. Mistakes: no fence, a refill of the stage before the release (under the
+/// copy), no cluster barrier at either end, the wrong parity, the byte count of half a tile.
+fn cluster_copies_from(seed: u64) -> String {
+    let mut d = Dice(seed);
+    let rounds = 1 + d.pick(2);
+    let start = if d.mistake(2) == 0 { "  cluster_sync()\n" } else { "" };
+    let end = if d.mistake(2) == 0 { "  cluster_sync()\n" } else { "" };
+    let fence = if d.mistake(2) == 0 { "    fence_proxy_async()\n" } else { "" };
+    let wait_free = if d.mistake(2) == 0 {
+        "    if i > 0 { wait_parity(empty, (i - 1) % 2) }\n"
+    } else {
+        ""
+    };
+    let bytes = if d.mistake(2) == 0 { 64 } else { 32 };
+    let parity = if d.mistake(2) == 0 { "i % 2" } else { "(i + 1) % 2" };
+    format!(
+        "protocol copies_from\nexpect holds\ncluster 2\nparam R = {rounds}\n\n\
+         barrier full count 1\nbarrier empty count 1\nbuffer stage bytes 64\nbuffer tile bytes 64\n\n\
+         role producer[1] {{\n{start}  for i in 0..R {{\n{wait_free}    write(stage, i + 1)\n{fence}    \
+         arrive_expect_tx(full, {bytes}, cta = 1 - cta)\n    copy_async(tile, full, cta = 1 - cta, from = stage)\n  }}\n{end}}}\n\n\
+         role consumer[1] {{\n{start}  for i in 0..R {{\n    wait_parity(full, {parity})\n    read(tile, expect = i + 1)\n    \
+         arrive(empty, cta = 1 - cta)\n  }}\n{end}}}\n"
+    )
+}
+
 /// Kinds found, or `None` when the search did not finish within its bound.
 fn kinds(src: &str, por: bool, symmetry: bool, mutant: Option<Mutant>) -> Option<BTreeSet<ViolationKind>> {
     let ast = lang::parse(src).unwrap_or_else(|d| panic!("generated protocol does not parse: {d:?}\n{src}"));
@@ -980,6 +1038,21 @@ proptest! {
     #[test]
     fn reduction_keeps_the_kinds_of_tensor_memory_pipelines(seed in any::<u64>()) {
         same_kinds(&tensor_memory(seed))?;
+    }
+
+    /// Law: on tensor copies through a descriptor edited per tile (fenced or not, edited under a
+    /// copy in flight or not), the reduction keeps the kinds.
+    #[test]
+    fn reduction_keeps_the_kinds_of_tensor_copies(seed in any::<u64>()) {
+        same_kinds(&tensor_copies(seed))?;
+    }
+
+    /// Law: on copies from a CTA's shared memory into its peer's (fenced or not, the source
+    /// refilled under the copy or not, the cluster barrier at either end or not), the reduction
+    /// keeps the kinds.
+    #[test]
+    fn reduction_keeps_the_kinds_of_copies_from_shared_memory(seed in any::<u64>()) {
+        same_kinds(&cluster_copies_from(seed))?;
     }
 
     /// Law: on `while` loops (counting loops, spins on try_wait_parity and on a shared flag,
@@ -1225,6 +1298,42 @@ fn tensor_memory_reaches_races_stale_reads_lifetime_missing_waits_hangs_and_prot
             ViolationKind::Deadlock,
         ],
     );
+}
+
+/// The copy generators reach the races of an unfenced or refilled source and of a descriptor
+/// edited under a copy, stale reads and hangs, and protocols that hold.
+#[test]
+fn copies_through_a_source_or_a_descriptor_reach_races_stale_reads_hangs_and_protocols_that_hold() {
+    let wanted = [ViolationKind::DataRace, ViolationKind::StaleRead, ViolationKind::Deadlock];
+    assert_reaches(tensor_copies, &wanted);
+    assert_reaches(
+        cluster_copies_from,
+        &[&wanted[..], &[ViolationKind::Uninitialized, ViolationKind::Lifetime]].concat(),
+    );
+}
+
+/// The end of a source's or descriptor's read at a copy's landing is a margin: with the planted
+/// defect whose landings forget it, the copy generators keep their kinds (a write of the source
+/// unordered with the copy races in either order: with the read in flight, or with the read the
+/// landing records). The reduction that ignores every conflict loses a kind on the same
+/// protocols, so they can tell a broken one.
+#[test]
+fn the_end_of_a_source_read_is_a_margin_and_a_broken_reduction_is_caught() {
+    for generate in [tensor_copies as fn(u64) -> String, cluster_copies_from] {
+        let (mut kept, mut finished, mut broken_caught) = (0, 0, false);
+        for seed in 0..100u64 {
+            let src = generate(seed);
+            let Some(plain) = kinds(&src, false, false, None) else { continue };
+            finished += 1;
+            if kinds(&src, true, false, Some(Mutant::PorForgetsSourceReads)).as_ref() == Some(&plain) {
+                kept += 1;
+            }
+            broken_caught |= kinds(&src, true, false, Some(Mutant::PorIgnoresConflicts)).is_some_and(|k| k != plain);
+        }
+        assert!(finished > 50, "only {finished} protocols finished");
+        assert_eq!(kept, finished, "the source-read defect loses a kind");
+        assert!(broken_caught, "the conflict-ignoring reduction loses no kind either");
+    }
 }
 
 /// Each CTA of a cluster passes its own `syncthreads`: while a thread of CTA 0 stands still, CTA

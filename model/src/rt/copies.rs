@@ -94,10 +94,10 @@ impl CopyOp {
     /// barrier and lands later. A cp.async writes its buffer (the whole of it) and lands later;
     /// its arrive-on is an arrival on its barrier (made later, by a landing, or at once); a
     /// commit changes only the thread's own copies; a wait lands them (`cp_lands`, resolved from
-    /// the state). Partial TMA copies, copies from shared memory, tensor copies and `st_async`
-    /// have none yet (expanded in full).
+    /// the state). Partial TMA copies and `st_async` write their whole buffer; a copy from shared
+    /// memory and a tensor copy also read their source or descriptor.
     pub fn touch(&self) -> Touch<'_> {
-        use crate::rt::footprint::{PhaseEffect as P, Scope, ONE_ARRIVAL};
+        use crate::rt::footprint::{PhaseEffect as P, ONE_ARRIVAL};
         match self {
             // A partial copy (and `st_async`, which lands like one) writes its range of the
             // buffer: the whole buffer is its object, a conservative footprint.
@@ -115,10 +115,19 @@ impl CopyOp {
                 cp_lands: true,
                 ..Touch::objects(None, None, P::None)
             },
-            // A copy from shared memory touches two buffers and a barrier of two CTAs, and ends
-            // its source read at its landing: no footprint describes it, so it is expanded in full.
-            // So does a tensor copy, whose descriptor read also ends at its landing.
-            CopyOp::CopyFrom { .. } | CopyOp::Tensor { .. } => Touch::whole(Scope::Unreduced, P::Moves),
+            // A copy from shared memory reads its source in the issuer's own CTA (not aimed at the
+            // target: `Footprints::op_bits`) from the issue until its landing, which ends the read
+            // (`Footprints::landing`).
+            CopyOp::CopyFrom { buf, bar, src, .. } => Touch {
+                lands: true,
+                reads: std::slice::from_ref(src),
+                ..Touch::objects(Some((bar, true)), Some((buf, true)), P::None)
+            },
+            // A tensor copy is its copy, reading its descriptor until the landing as well.
+            CopyOp::Tensor { map, copy, .. } => Touch {
+                reads: std::slice::from_ref(map),
+                ..copy.touch()
+            },
         }
     }
 

@@ -41,9 +41,9 @@
 //! stops at conflicts only with steps that may complete its phase (`lookahead`, `cut`). Named
 //! barriers and the `syncthreads` record are objects per CTA (each CTA of a cluster has its own).
 //! Each CTA's tensor memory is a record every tensor-memory operation touches, and an MMA's
-//! landing writes what its completion changes. The reduction does not apply to copies from
-//! shared memory and tensor copies through a descriptor (`why_off`): those protocols are
-//! expanded in full.
+//! landing writes what its completion changes; a copy from shared memory or a tensor copy reads
+//! its source or descriptor until its landing ends the read. Only a protocol with more objects
+//! than a footprint holds, or the fine-grained model, is expanded in full (`why_off`).
 
 use crate::program::ir::*;
 use crate::rt::copies::CopyKind;
@@ -937,8 +937,12 @@ impl Footprints {
             let g = buf_group(d);
             self.buf_bits(g, element(d, g, at), fp, write);
         }
+        // A copy from shared memory reads its source in the issuer's own CTA.
+        let own = |r: &Ref| self.aimed(&p.buffer_groups, r, None);
+        let copy_from = matches!(op, IOp::Copy(crate::rt::copies::CopyOp::CopyFrom { .. }));
+        let read_group = |r: &Ref| if copy_from { own(r) } else { buf_group(r) };
         for d in touch.reads {
-            let g = buf_group(d);
+            let g = read_group(d);
             self.buf_bits(g, element(d, g, at), fp, false);
         }
         fp.lands |= touch.lands;
@@ -956,11 +960,13 @@ impl Footprints {
                 IOp::Mem(m) if m.writes() => touch.buf.filter(|&(_, w)| w).into_iter().map(|(d, _)| (d, true)).collect(),
                 // An async read's issue (an MMA's operands too) reads the flags of what it reads.
                 IOp::Proxy(_) => touch.buf.iter().map(|&(d, _)| d).chain(touch.reads).map(|d| (d, false)).collect(),
-                IOp::Tc(crate::rt::tcgen05::TcOp::Mma { .. }) => touch.reads.iter().map(|d| (d, false)).collect(),
+                IOp::Tc(crate::rt::tcgen05::TcOp::Mma { .. }) | IOp::Copy(crate::rt::copies::CopyOp::CopyFrom { .. }) => {
+                    touch.reads.iter().map(|d| (d, false)).collect()
+                }
                 _ => Vec::new(),
             };
             for (d, write) in flagged {
-                let g = buf_group(d);
+                let g = read_group(d);
                 let range = match element(d, g, at) {
                     Some(e) => e..e + 1,
                     None => g.base as usize..g.base as usize + g.len as usize,
@@ -1315,6 +1321,13 @@ impl Footprints {
             CopyKind::Tma => {
                 Footprint::set(&mut fp.write, self.barriers + c.buf as usize);
                 self.arrive_on_bits(c.bar as usize, &mut fp);
+                // A copy from shared memory or a tensor copy ends the read of its source or
+                // descriptor (the entry right before it), recorded as a read by its engine.
+                if let Some(r) = i.checked_sub(1).map(|k| &s.copies[k]) {
+                    if r.kind == CopyKind::SrcRead && r.issuer == c.issuer && m.mutant != Some(crate::rt::Mutant::PorForgetsSourceReads) {
+                        Footprint::set(&mut fp.write, self.barriers + r.buf as usize);
+                    }
+                }
             }
         }
         fp

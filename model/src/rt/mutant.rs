@@ -88,6 +88,13 @@ pub enum Mutant {
     /// operands whose reads it ends, the barriers of the commits it fires, the record, nor its
     /// issuer).
     PorForgetsTensorMemory,
+    /// The reduction forgets that the landing of a copy from shared memory or of a tensor copy
+    /// ends the read of its source or descriptor: the landing writes its buffer and barrier alone.
+    /// Not in `FOOTPRINT_DEFECTS`: a write of the source unordered with the copy races in either
+    /// order (with the read in flight, or with the read the landing records), as for the async
+    /// proxy's reads, so the conflict is a margin; `tests/por_constructs.rs` checks that with
+    /// this defect planted.
+    PorForgetsSourceReads,
 }
 
 impl Mutant {
@@ -140,6 +147,7 @@ impl Mutant {
                 | Mutant::PorSyncThreadsHoldsEveryCta
                 | Mutant::PorNamedBarriersOfCtaZero
                 | Mutant::PorForgetsTensorMemory
+                | Mutant::PorForgetsSourceReads
         )
     }
 
@@ -172,6 +180,7 @@ impl Mutant {
             Mutant::PorSyncThreadsHoldsEveryCta => "por-syncthreads-holds-every-cta",
             Mutant::PorNamedBarriersOfCtaZero => "por-named-barriers-of-cta-zero",
             Mutant::PorForgetsTensorMemory => "por-forgets-tensor-memory",
+            Mutant::PorForgetsSourceReads => "por-forgets-source-reads",
         }
     }
 }

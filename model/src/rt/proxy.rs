@@ -83,9 +83,14 @@ impl ProxyOp {
                 warpgroup: *warpgroup,
                 ..Touch::objects(None, None, P::None)
             },
-            ProxyOp::FenceProxyAsync | ProxyOp::FenceMbarrierInit | ProxyOp::FenceProxyTensormap { .. } => Touch {
+            ProxyOp::FenceProxyAsync | ProxyOp::FenceMbarrierInit => Touch {
                 fence: true,
                 ..Touch::objects(None, None, P::None)
+            },
+            // It clears the descriptor's unfenced edits, kept in the descriptor's own record.
+            ProxyOp::FenceProxyTensormap { map } => Touch {
+                fence: true,
+                ..Touch::objects(None, Some((map, true)), P::None)
             },
         }
     }
