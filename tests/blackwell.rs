@@ -95,27 +95,6 @@ fn engines_that_cannot_run_blackwell_statements_name_them() {
     assert!(text(&o.stdout).contains("verdict: violated (data-race)"));
 }
 
-/// A protocol with Blackwell statements (tensor memory, tcgen05, cluster launch control) is
-/// reduced: the header lists the partial-order reduction and blames nothing, and the reduced
-/// search finds what the unreduced one finds.
-#[test]
-fn the_partial_order_reduction_runs_on_blackwell_statements() {
-    for spec in [
-        "specs/blackwell/clc_response_read_before_wait_fixed.phase",
-        "specs/blackwell/cutlass_sm100_gemm_commit_before_mma.phase",
-    ] {
-        let o = phasecheck(&["check", spec, "--format", "json"]);
-        let v: serde_json::Value = serde_json::from_str(text(&o.stdout).lines().next().unwrap()).unwrap();
-        assert!(v["stats"]["partial_order_off"].is_null(), "{spec}: {v}");
-        assert!(v["stats"]["reductions"].to_string().contains("partial-order"), "{spec}: {v}");
-        let plain = phasecheck(&["check", spec, "--format", "json", "--no-por"]);
-        let w: serde_json::Value = serde_json::from_str(text(&plain.stdout).lines().next().unwrap()).unwrap();
-        let kinds =
-            |v: &serde_json::Value| -> Vec<String> { v["violations"].as_array().unwrap().iter().map(|x| x["kind"].to_string()).collect() };
-        assert_eq!((&v["verdict"], kinds(&v)), (&w["verdict"], kinds(&w)), "{spec}");
-    }
-}
-
 /// The forms a commit tracks: releasing a stage with a commit issued before the MMA that reads it
 /// is a race (it tracks only earlier MMAs), after it holds; the same for the accumulator's load.
 #[test]

@@ -249,15 +249,12 @@ fn the_readme_worked_example_is_what_the_tool_prints() {
 /// footprint now, so the cause left is a protocol with more shared objects than a footprint holds.
 #[test]
 fn the_header_names_the_construct_that_turns_the_partial_order_reduction_off() {
-    let dir = std::env::temp_dir().join(format!("phasecheck-por-off-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let spec = dir.join("many_objects.phase");
-    std::fs::write(
-        &spec,
+    let file = common::spec_file(
+        "por-off",
+        "many_objects",
         "protocol many_objects\nexpect holds\n\nbuffer x[300] bytes 4\n\nrole w[2] {\n  write(x[tid], 1)\n}\n",
-    )
-    .unwrap();
-    let spec = spec.to_str().unwrap();
+    );
+    let spec = file.to_str().unwrap();
     let out = text(&phasecheck(&["check", spec]).stdout);
     assert!(
         out.contains("partial-order: off, turned off by more than 256 shared objects"),
@@ -272,7 +269,7 @@ fn the_header_names_the_construct_that_turns_the_partial_order_reduction_off() {
     );
     let out = text(&phasecheck(&["check", spec, "--no-por"]).stdout);
     assert!(!out.contains("turned off by"), "--no-por:\n{out}");
-    std::fs::remove_dir_all(&dir).ok();
+    std::fs::remove_dir_all(file.parent().unwrap()).ok();
     // A `while` loop (here a spin on try_wait_parity) no longer turns it off, nor named
     // barriers in a cluster (each CTA's own), tensor memory, cluster launch control, tensor
     // copies or copies from shared memory.

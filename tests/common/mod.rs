@@ -26,15 +26,22 @@ pub fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
-/// `phasecheck check` of `source` written to a fresh file named after `tag` and `name`:
-/// (exit status, stdout + stderr).
-pub fn check_source(tag: &str, name: &str, source: &str) -> (i32, String) {
+/// `source` written to a fresh file named after `tag` and `name` (in a directory of its own,
+/// which the caller may remove).
+pub fn spec_file(tag: &str, name: &str, source: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("phasecheck-{tag}-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let f = dir.join(format!("{name}.phase"));
     std::fs::write(&f, source).unwrap();
+    f
+}
+
+/// `phasecheck check` of `source` written to a fresh file named after `tag` and `name`:
+/// (exit status, stdout + stderr).
+pub fn check_source(tag: &str, name: &str, source: &str) -> (i32, String) {
+    let f = spec_file(tag, name, source);
     let o = phasecheck(&["check", f.to_str().unwrap()]);
     let out = format!("{}{}", text(&o.stdout), text(&o.stderr));
-    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(f.parent().unwrap());
     (code(&o), out)
 }
