@@ -150,7 +150,9 @@ pub fn replay_edited(model: &Model, t: &TraceFile, opts: &CheckOptions) -> FixRe
             message: v.message.clone(),
             trace: v.actions.clone(),
         },
-        None if r.verdict == Verdict::Incomplete => FixVerdict::Undecided,
+        // A search stopped by a bound says nothing of what lies past it, whatever else it found
+        // (its verdict is `violated` when it found other kinds before the bound).
+        None if r.verdict == Verdict::Incomplete || r.bound.is_some() => FixVerdict::Undecided,
         None => FixVerdict::Gone,
     };
     // "Gone" is a claim about the edited protocol, not only about one schedule: it must never
@@ -174,7 +176,9 @@ pub fn replay_edited(model: &Model, t: &TraceFile, opts: &CheckOptions) -> FixRe
                     message: v.message.clone(),
                     trace: v.actions.clone(),
                 },
-                None if whole.verdict == Verdict::Incomplete || whole.verdict == Verdict::InternalError => FixVerdict::Undecided,
+                None if whole.verdict == Verdict::Incomplete || whole.bound.is_some() || whole.verdict == Verdict::InternalError => {
+                    FixVerdict::Undecided
+                }
                 None => FixVerdict::Gone,
             }
         }
