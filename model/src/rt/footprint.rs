@@ -507,6 +507,17 @@ pub(super) fn named_index(cta: usize, id: usize) -> usize {
     cta * NAMED_BARRIERS + id
 }
 
+/// `named_index` as the look-ahead counts it: CTA 0's for every CTA under the planted defect
+/// `PorNamedBarriersOfCtaZero`.
+pub(super) fn counted_named_index(m: &Model, cta: usize, id: usize) -> usize {
+    let cta = if m.mutant == Some(crate::rt::Mutant::PorNamedBarriersOfCtaZero) {
+        0
+    } else {
+        cta
+    };
+    named_index(cta, id)
+}
+
 /// The CTA of role `ri`: the lowering lays the roles out CTA-major, each CTA with every role.
 pub(super) fn role_cta(p: &Protocol, ri: usize) -> usize {
     ri / (p.roles.len() / p.cluster.max(1) as usize).max(1)
@@ -865,11 +876,13 @@ impl Footprints {
 
     /// A tensor-memory operation's CTA record, and for `tcgen05_wait_ld` every region.
     fn tensor_bits(&self, op: &IOp, cta: usize, fp: &mut Footprint) {
-        let (Some(base), Some(write)) = (self.tensor_base, op.touch().tensor) else {
+        // Only a tensor-memory operation has a `tensor` touch: other operations skip `touch`.
+        let (IOp::Tc(tc), Some(base)) = (op, self.tensor_base) else {
             return;
         };
+        let Some(write) = tc.touch().tensor else { return };
         Footprint::set(if write { &mut fp.write } else { &mut fp.read }, base + cta);
-        if let IOp::Tc(crate::rt::tcgen05::TcOp::WaitLd { .. }) = op {
+        if let crate::rt::tcgen05::TcOp::WaitLd { .. } = tc {
             for &d in &self.tensor_regions {
                 Footprint::set(&mut fp.read, self.barriers + d);
             }
@@ -1558,14 +1571,7 @@ impl Footprints {
                     let arrival = m
                         .named_bar_at(s, seed)
                         .filter(|&(id, c, _)| (0..NAMED_BARRIERS as i64).contains(&id) && c >= 0)
-                        .map(|(id, c, _)| {
-                            let cta = if m.mutant == Some(crate::rt::Mutant::PorNamedBarriersOfCtaZero) {
-                                0
-                            } else {
-                                m.proto.threads[seed].cta as usize
-                            };
-                            (named_index(cta, id as usize), c as u64)
-                        });
+                        .map(|(id, c, _)| (counted_named_index(m, m.proto.threads[seed].cta as usize, id as usize), c as u64));
                     let quiet = self.quiet_named(s, &counts, arrival, m.proto.warp_size as u64);
                     if quiet != 0 {
                         quiet_prefixes.clear();

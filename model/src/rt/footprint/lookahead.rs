@@ -257,14 +257,7 @@ impl Footprints {
                     let Some(id) = value(id, locals, unknown).filter(|k| (0..NAMED_BARRIERS as i64).contains(k)) else {
                         return self.rest(p, t, pc, fp, arrivals);
                     };
-                    let k = named_index(
-                        if m.mutant == Some(crate::rt::Mutant::PorNamedBarriersOfCtaZero) {
-                            0
-                        } else {
-                            cta
-                        },
-                        id as usize,
-                    );
+                    let k = counted_named_index(m, cta, id as usize);
                     // A thread waiting at its bar_sync has arrived: its warp's arrival is in
                     // the barrier's count already.
                     if !(first && th.status == Status::AtNamedWait) {
