@@ -221,3 +221,77 @@ fn a_copy_from_shared_memory_is_refused_without_a_cta_or_with_a_version() {
         assert!(out.contains(":12:"), "{name}: the diagnostic points at the copy's line: {out}");
     }
 }
+
+/// The start-up of every CUTLASS cluster kernel, with declared barriers: `fence_mbarrier_init()`
+/// then `cluster_arrive_relaxed()` and `cluster_wait()` publishes the inits to the peer, as a
+/// releasing `cluster_sync()` does; the relaxed arrival alone, or with the fence after it, does not.
+#[test]
+fn a_fence_before_a_relaxed_cluster_arrival_publishes_the_inits_to_the_peers() {
+    let spec = |start: &str| {
+        format!(
+            "protocol p\ncluster 2\nbarrier go count 1\nrole w[1] {{\n{start}  arrive(go, cta = 1 - cta)\n  wait_parity(go, 0)\n  cluster_sync()\n}}\n"
+        )
+    };
+    for (name, start, holds) in [
+        ("sync", "  cluster_sync()\n", true),
+        (
+            "fenced",
+            "  fence_mbarrier_init()\n  cluster_arrive_relaxed()\n  cluster_wait()\n",
+            true,
+        ),
+        ("unfenced", "  cluster_arrive_relaxed()\n  cluster_wait()\n", false),
+        (
+            "late_fence",
+            "  cluster_arrive_relaxed()\n  fence_mbarrier_init()\n  cluster_wait()\n",
+            false,
+        ),
+    ] {
+        let (c, out) = check(name, &spec(start));
+        if holds {
+            assert_eq!(c, 0, "{name}: {out}");
+            assert!(out.contains("verdict: holds"), "{name}: {out}");
+        } else {
+            assert_eq!(c, 1, "{name}: {out}");
+            assert!(out.contains("verdict: violated (uninitialized)"), "{name}: {out}");
+            assert!(out.contains("reaches a barrier of CTA"), "{name}: {out}");
+        }
+    }
+}
+
+/// `fence.mbarrier_init` is a release fence for inits only: a DSMEM write made before the fenced
+/// relaxed arrival is still not ordered before the peer's read (a `data-race`), while the init
+/// it covers is.
+#[test]
+fn a_fenced_relaxed_cluster_arrival_still_publishes_no_write() {
+    let (c, out) = check(
+        "fenced_write",
+        "protocol p\ncluster 2\nbuffer box bytes 16\nrole w[1] {\n  cluster_sync()\n  write(box, 1, cta = 1 - cta)\n  fence_mbarrier_init()\n  cluster_arrive_relaxed()\n  cluster_wait()\n  read(box, expect = 1)\n  cluster_sync()\n}\n",
+    );
+    assert_eq!(c, 1, "{out}");
+    assert!(out.contains("verdict: violated (data-race)"), "{out}");
+}
+
+/// A manual `init` by one thread of the CTA reaches the CTA's other threads and the peers through
+/// the initialising thread's fence and relaxed arrival (CUTLASS: the init in one warp, the fence
+/// and the relaxed cluster barrier in all); a thread that learns of the init only through a
+/// relaxed arrival with no fence before it does not see it.
+#[test]
+fn a_fenced_relaxed_cluster_arrival_publishes_a_manual_init_to_its_own_cta_too() {
+    let spec = |fence_first: bool| {
+        let start = if fence_first {
+            "  fence_mbarrier_init()\n  cluster_arrive_relaxed()\n"
+        } else {
+            "  cluster_arrive_relaxed()\n  fence_mbarrier_init()\n"
+        };
+        format!(
+            "protocol p\ncluster 2\nbarrier go count 1 manual_init\nrole w[2] {{\n  if tid == 0 {{ init(go) }}\n{start}  cluster_wait()\n  if tid == 0 {{ arrive(go) }} else {{ wait_parity(go, 0) }}\n  cluster_sync()\n}}\n"
+        )
+    };
+    let (c, out) = check("manual_fenced", &spec(true));
+    assert_eq!(c, 0, "{out}");
+    assert!(out.contains("verdict: holds"), "{out}");
+    let (c, out) = check("manual_late_fence", &spec(false));
+    assert_eq!(c, 1, "{out}");
+    assert!(out.contains("verdict: violated (uninitialized)"), "{out}");
+    assert!(out.contains("before the init by"), "{out}");
+}

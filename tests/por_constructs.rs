@@ -599,8 +599,9 @@ fn warp_commits(seed: u64) -> String {
 /// or half a tile multicast into both CTAs) and consumers that release each stage on the
 /// barrier of every CTA whose producer wrote into it (remote arrivals, by a constant rank or one
 /// computed from `cta`); the cluster barrier publishes the inits (whole, or split with work
-/// between arrive and wait) and keeps CTAs alive at the end, or a producer tail does. Mistakes: no
-/// cluster barrier or a relaxed one before the first remote use (uninitialized), no tail
+/// between arrive and wait, or relaxed after `fence_mbarrier_init()`, which publishes the inits)
+/// and keeps CTAs alive at the end, or a producer tail does. Mistakes: no cluster barrier, or a
+/// relaxed one with no fence before it, before the first remote use (uninitialized), no tail
 /// (lifetime), a release of the own CTA only or an empty count for one CTA (hangs,
 /// over-arrival), a byte count for one half (a tx mismatch), a wrong parity.
 fn cluster_pipelines(seed: u64) -> String {
@@ -609,9 +610,11 @@ fn cluster_pipelines(seed: u64) -> String {
     let iters = 1 + d.pick(3);
     let consumers = 1 + d.pick(2);
     let multicast = d.pick(2) == 0;
-    let start = match d.mistake(3) {
-        0 => "  cluster_sync()\n",
-        1 => "  fence_mbarrier_init()\n  cluster_arrive_relaxed()\n  cluster_wait()\n",
+    let start = match d.mistake(4) {
+        0 if d.pick(2) == 0 => "  cluster_sync()\n",
+        0 => "  fence_mbarrier_init()\n  cluster_arrive_relaxed()\n  cluster_wait()\n",
+        1 => "  cluster_arrive_relaxed()\n  cluster_wait()\n",
+        2 => "  cluster_arrive_relaxed()\n  fence_mbarrier_init()\n  cluster_wait()\n",
         _ => "",
     };
     // The consumers may split their first cluster phase: arrive, work, wait.
@@ -661,7 +664,8 @@ fn cluster_pipelines(seed: u64) -> String {
 /// DSMEM mailboxes: every CTA of a cluster writes its peer's mailbox and tells it so by a remote
 /// arrival on the peer's barrier; each reads its own mailbox once told. Mistakes: no arrival or
 /// two (hangs, over-arrival), no wait or the wrong parity (races, stale reads), no cluster
-/// barrier before the first remote use or a relaxed one (uninitialized), none at the end (a
+/// barrier before the first remote use, or a relaxed one with no `fence_mbarrier_init()` before
+/// it (uninitialized; with the fence it publishes the inits), none at the end (a
 /// peer's write reaching an exited CTA: lifetime).
 fn cluster_mailboxes(seed: u64) -> String {
     let mut d = Dice(seed);
@@ -677,9 +681,11 @@ fn cluster_mailboxes(seed: u64) -> String {
     } else {
         "(cta + CTAS - 1) % CTAS"
     };
-    let start = match d.mistake(3) {
-        0 => "  cluster_sync()\n",
-        1 => "  fence_mbarrier_init()\n  cluster_arrive_relaxed()\n  cluster_wait()\n",
+    let start = match d.mistake(4) {
+        0 if d.pick(2) == 0 => "  cluster_sync()\n",
+        0 => "  fence_mbarrier_init()\n  cluster_arrive_relaxed()\n  cluster_wait()\n",
+        1 => "  cluster_arrive_relaxed()\n  cluster_wait()\n",
+        2 => "  cluster_arrive_relaxed()\n  fence_mbarrier_init()\n  cluster_wait()\n",
         _ => "",
     };
     let signal = match d.mistake(3) {

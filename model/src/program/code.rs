@@ -25,6 +25,8 @@ pub(super) fn index16(n: usize, what: &str, span: ast::Span) -> Result<u16, Diag
 }
 
 pub(super) struct Env<'a> {
+    /// The CTAs of the cluster (1 without cluster scope).
+    pub(super) cluster: u32,
     pub(super) fns: HashMap<String, &'a ast::FnDecl>,
     pub(super) consts: &'a HashMap<String, i64>,
     pub(super) roles: &'a HashMap<String, i64>,
@@ -50,6 +52,8 @@ pub(super) struct CodeBuilder<'a> {
     pub(super) cta: Cta,
     /// The hidden local of the cluster barrier, once the code uses it.
     pub(super) cluster_slot: Option<u16>,
+    /// The hidden local of `fence_mbarrier_init` under cluster scope, once the code uses it.
+    pub(super) init_fence_slot: Option<u16>,
     pub(super) instrs: Vec<Instr>,
     pub(super) local_names: Vec<String>,
     pub(super) scopes: Vec<Vec<(String, u16)>>,
@@ -75,6 +79,7 @@ impl<'a> CodeBuilder<'a> {
             in_role,
             cta,
             cluster_slot: None,
+            init_fence_slot: None,
             instrs: Vec::new(),
             local_names: Vec::new(),
             scopes: vec![Vec::new()],
@@ -93,6 +98,7 @@ impl<'a> CodeBuilder<'a> {
             has_while: b.has_while,
             elected: Vec::new(),
             cluster_slot: b.cluster_slot,
+            init_fence_slot: b.init_fence_slot,
         })
     }
 

@@ -122,6 +122,12 @@ pub struct Code {
     /// when the code
     /// uses `cluster_arrive`/`cluster_wait`/`cluster_sync`.
     pub cluster_slot: Option<u16>,
+    /// Cluster scope: the hidden local that holds which CTAs' barrier inits the thread's
+    /// `fence_mbarrier_init()` covered (bit r: CTA r's inits happened before the fence), when the
+    /// code uses the fence. A later `cluster_arrive_relaxed()` publishes those inits and nothing
+    /// else: the fence is `fence.mbarrier_init.release.cluster`, a release fence for inits only,
+    /// and a fence before a relaxed arrival releases what the fence covered (rt/cluster.rs).
+    pub init_fence_slot: Option<u16>,
 }
 
 #[derive(Clone, Debug)]
@@ -465,8 +471,25 @@ impl Protocol {
 
     /// Agents are the threads followed by one async-copy engine per buffer: the parties whose
     /// accesses the happens-before clocks track.
+    /// Under cluster scope one more per CTA: its barrier inits, an agent that never acts, whose
+    /// epoch 1 is "CTA r's declared barriers are initialised" (rt/cluster.rs). Its own column lets
+    /// an init be published without publishing anything the CTA's threads did.
     pub fn agent_count(&self) -> usize {
-        self.threads.len() + self.buffers.len()
+        self.threads.len() + self.buffers.len() + self.init_agents()
+    }
+
+    /// The init agents of cluster scope: one per CTA, none for a lone CTA.
+    fn init_agents(&self) -> usize {
+        if self.cluster > 1 {
+            self.cluster as usize
+        } else {
+            0
+        }
+    }
+
+    /// The agent standing for CTA `cta`'s barrier inits (cluster scope only).
+    pub fn init_agent(&self, cta: usize) -> Option<usize> {
+        (self.init_agents() > 0).then(|| self.threads.len() + self.buffers.len() + cta)
     }
 
     pub fn code_of(&self, thread: usize) -> &Code {

@@ -160,6 +160,7 @@ pub fn lower(program: &ast::Program, overrides: &[(String, i64)]) -> Result<Prot
     }
 
     let env = Env {
+        cluster,
         consts: &consts,
         roles: &role_counts,
         barrier_groups: &barrier_groups,
@@ -710,7 +711,12 @@ impl CodeBuilder<'_> {
                 warpgroup: *warpgroup,
             }),
             OpKind::FenceProxyAsync => IOp::Proxy(ProxyOp::FenceProxyAsync),
-            OpKind::FenceMbarrierInit => IOp::Proxy(ProxyOp::FenceMbarrierInit),
+            OpKind::FenceMbarrierInit => {
+                if self.env.cluster > 1 && self.init_fence_slot.is_none() {
+                    self.init_fence_slot = Some(self.new_local("$init_fence", span)?);
+                }
+                IOp::Proxy(ProxyOp::FenceMbarrierInit)
+            }
             // A descriptor edit is a generic-proxy write of the descriptor's bytes.
             OpKind::TensormapWrite { map, version } => IOp::Mem(MemOp::Write {
                 buf: self.buf(map)?,

@@ -140,9 +140,10 @@ impl Exec<'_> {
 
     /// A peer's declared barriers are initialised by that CTA (its first thread, before any of
     /// its threads runs): a thread of another CTA may arrive on them, or aim a multicast's
-    /// complete_tx at them, only once that init happens-before it, which in CUDA takes
-    /// `fence.mbarrier_init.release.cluster` and a cluster barrier (`cluster_sync()` after the
-    /// init, as every CUTLASS cluster kernel does). The model asks for the happens-before edge.
+    /// complete_tx at them, only once that init happens-before it: a releasing cluster barrier
+    /// after the init, or `fence.mbarrier_init.release.cluster` and then a relaxed one, as every
+    /// CUTLASS cluster kernel starts. The model asks for the happens-before edge, kept in the
+    /// column of the CTA's init agent (`Protocol::init_agent`).
     fn peer_barriers_initialised(&mut self, cta: usize, op: &IOp) -> R<()> {
         let p = self.p();
         let Some(t) = self.thread else { return Ok(()) };
@@ -156,18 +157,69 @@ impl Exec<'_> {
         if !reaches_barrier || p.threads[t].cta as usize == cta {
             return Ok(());
         }
-        let first = p.threads.iter().position(|i| i.cta as usize == cta).expect("every CTA has threads");
-        if self.s.threads[t].clock[first] == 0 {
+        let init = p.init_agent(cta).expect("cluster scope has init agents");
+        if self.s.threads[t].clock[init] == 0 {
             self.fail(
                 K::Uninitialized,
                 format!(
-                    "{} reaches a barrier of CTA {cta} before that CTA's barrier init is visible to it (initialise, fence_mbarrier_init(), then cluster_sync() before any peer uses the barriers)",
+                    "{} reaches a barrier of CTA {cta} before that CTA's barrier init is visible to it (after the init, cluster_sync(), or fence_mbarrier_init() then cluster_arrive_relaxed() and cluster_wait(), before any peer uses the barriers)",
                     self.label()
                 ),
             );
             return Err(());
         }
         Ok(())
+    }
+
+    /// `fence_mbarrier_init()` under cluster scope: a release fence for barrier inits. It covers
+    /// the thread's CTA's declared barriers (a CTA's threads start after their inits: epoch 1 of
+    /// the CTA's init agent) and every manual `init` of a barrier by a thread of its CTA that
+    /// happened before it; the latter are published at a fresh epoch of the init agent. The
+    /// epoch the fence covers is kept in the code's `init_fence_slot` for the thread's later
+    /// relaxed cluster arrivals (`cluster_arrive`).
+    ///
+    /// An epoch of the init agent stands for every publication up to it, so a fence takes a
+    /// fresh one only when its thread knows every earlier publication (it then covers them too:
+    /// they happened before it); otherwise its inits stay ordered by their `init_by` alone, which
+    /// may report an `uninitialized` the hardware would not show, never miss one.
+    pub(super) fn fence_cta_inits(&mut self, t: usize) {
+        let p = self.p();
+        let Some(slot) = p.code_of(t).init_fence_slot else { return };
+        let cta = p.threads[t].cta;
+        let ia = p.init_agent(cta as usize).expect("cluster scope has init agents");
+        let clock = &self.s.threads[t].clock;
+        let covered: Vec<usize> = (0..self.s.barriers.len())
+            .filter(|&b| {
+                let bs = &self.s.barriers[b];
+                bs.life == Life::Live
+                    && bs.init_pub == 0
+                    && bs.init_by.is_some_and(|(a, e)| {
+                        let a = a as usize;
+                        a < p.threads.len() && p.threads[a].cta == cta && clock[a] >= e
+                    })
+            })
+            .collect();
+        let latest = self.s.threads.iter().map(|th| th.clock[ia]).max().unwrap_or(0);
+        if !covered.is_empty() && clock[ia] == latest {
+            let v = latest + 1;
+            for b in covered {
+                self.s.barriers[b].init_pub = v;
+            }
+            self.s.threads[t].clock[ia] = v;
+        }
+        let v = self.s.threads[t].clock[ia] as i64;
+        let l = &mut self.s.threads[t].locals[slot as usize];
+        *l = (*l).max(v);
+    }
+
+    /// Whether barrier inits published at epoch `init_pub` of the init agent of `initialiser`'s
+    /// CTA are visible to the current agent.
+    pub(super) fn init_published(&self, initialiser: usize, init_pub: u32) -> bool {
+        let p = self.p();
+        init_pub > 0
+            && initialiser < p.threads.len()
+            && p.init_agent(p.threads[initialiser].cta as usize)
+                .is_some_and(|ia| self.clock()[ia] >= init_pub)
     }
 
     /// The cluster barrier's current phase and its last completed one (`State::named`).
@@ -196,10 +248,17 @@ impl Exec<'_> {
         self.s.threads[t].locals[slot] = next_phase_mark(self.s.named[done].count);
         let clock = self.s.threads[t].clock.clone();
         let known = self.s.threads[t].known.clone();
+        let p = self.p();
+        let fenced = p.code_of(t).init_fence_slot.map_or(0, |f| self.s.threads[t].locals[f as usize]) as u32;
         let nb = &mut self.s.named[cur];
         if !relaxed {
             join_into(&mut nb.clock, &clock);
             join_known(&mut nb.known, &known);
+        } else if fenced > 0 {
+            // A release fence before a relaxed arrival releases what the fence covered:
+            // `fence_mbarrier_init()` covers its CTA's barrier inits up to this epoch.
+            let ia = p.init_agent(p.threads[t].cta as usize).expect("cluster scope has init agents");
+            nb.clock[ia] = nb.clock[ia].max(fenced);
         }
         nb.arrived += 1;
         self.s.threads[t].clock[t] += 1;

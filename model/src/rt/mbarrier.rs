@@ -139,6 +139,10 @@ pub struct BarrierState {
     pub tx: i64,
     /// Who initialised it and at which epoch: a use must be ordered after the init.
     pub init_by: Option<(u16, u32)>,
+    /// Cluster scope: a `fence_mbarrier_init()` after the init published it at this epoch of its
+    /// CTA's init agent (0: not published), so a thread whose clock of that agent reaches it
+    /// sees the init although it never synchronised with the initialising thread (rt/cluster.rs).
+    pub init_pub: u32,
     /// A wait that returned true has observed the preceding phase (PTX's missing-wait rule).
     pub observed_prev: bool,
     /// Join of the releases into the current phase.
@@ -300,6 +304,7 @@ impl Exec<'_> {
         bs.arrived = 0;
         bs.tx = 0;
         bs.init_by = init_by;
+        bs.init_pub = 0;
         bs.observed_prev = false;
         // Visible to the async proxy only after a fence.
         if self.m.tracks_proxy {
@@ -367,16 +372,22 @@ impl Exec<'_> {
             Life::Uninit => Some(format!("{} uses {name} ({what}) before it is initialised", self.label())),
             Life::Invalidated => Some(format!("{} uses {name} ({what}) after it was invalidated", self.label())),
             Life::Live => match bs.init_by {
-                Some((agent, epoch)) if agent as usize != self.agent && self.clock()[agent as usize] < epoch => Some(format!(
-                    "{} uses {name} ({what}) before the init by {} is visible to it (no syncthreads or other ordering in between)",
-                    self.label(),
-                    self.agent_label(&Access {
-                        agent,
-                        epoch,
-                        in_completion: false,
-                        atomic: false
-                    })
-                )),
+                Some((agent, epoch))
+                    if agent as usize != self.agent
+                        && self.clock()[agent as usize] < epoch
+                        && !self.init_published(agent as usize, bs.init_pub) =>
+                {
+                    Some(format!(
+                        "{} uses {name} ({what}) before the init by {} is visible to it (no syncthreads or other ordering in between)",
+                        self.label(),
+                        self.agent_label(&Access {
+                            agent,
+                            epoch,
+                            in_completion: false,
+                            atomic: false
+                        })
+                    ))
+                }
                 _ => None,
             },
         };

@@ -294,7 +294,14 @@ impl Model {
                 pc: 0,
                 status: Status::Running,
                 locals: vec![0; p.code_of(t).local_names.len()].into_boxed_slice(),
-                clock: fresh_clock(Some(t)),
+                clock: {
+                    // A CTA's threads start after its barrier inits (cluster scope: its init agent).
+                    let mut c = fresh_clock(Some(t));
+                    if let Some(i) = p.init_agent(p.threads[t].cta as usize) {
+                        c[i] = 1;
+                    }
+                    c
+                },
                 known: vec![0; p.barriers.len()].into_boxed_slice(),
                 path: Vec::new(),
                 commit_seq: 0,
@@ -323,6 +330,7 @@ impl Model {
                     arrived: 0,
                     tx: 0,
                     init_by: None,
+                    init_pub: 0,
                     observed_prev: false,
                     clock: fresh_clock(None),
                     prev_clock: fresh_clock(None),

@@ -207,6 +207,7 @@ fn blank_barrier() -> BarrierState {
         arrived: 0,
         tx: 0,
         init_by: None,
+        init_pub: 0,
         observed_prev: false,
         clock: Box::new([]),
         prev_clock: Box::new([]),
@@ -282,6 +283,7 @@ fn same_barrier(a: &BarrierState, b: &BarrierState) -> bool {
         arrived,
         tx,
         init_by,
+        init_pub,
         observed_prev,
         clock,
         prev_clock,
@@ -295,6 +297,7 @@ fn same_barrier(a: &BarrierState, b: &BarrierState) -> bool {
         && *expected == b.expected
         && *life == b.life
         && *init_by == b.init_by
+        && *init_pub == b.init_pub
         && *observed_prev == b.observed_prev
         && same(clock, &b.clock)
         && same(known, &b.known)
@@ -417,10 +420,13 @@ impl Model {
                     Life::Live => 1,
                     Life::Invalidated => 2,
                 };
-                w.push(life | (b.observed_prev as u32) << 2 | (b.init_by.is_some() as u32) << 3);
+                w.push(life | (b.observed_prev as u32) << 2 | (b.init_by.is_some() as u32) << 3 | ((b.init_pub > 0) as u32) << 4);
                 if let Some((a, e)) = b.init_by {
                     w.push(a as u32);
                     w.push(e);
+                }
+                if b.init_pub > 0 {
+                    w.push(b.init_pub);
                 }
                 for v in [b.phase, b.pending, b.expected, b.arrived, b.tx] {
                     put_i64(w, v);
@@ -558,6 +564,7 @@ impl Model {
                 arrived,
                 tx,
                 init_by,
+                init_pub,
                 observed_prev,
                 clock,
                 prev_clock,
@@ -569,6 +576,7 @@ impl Model {
                 let a = r.u() as u16;
                 (a, r.u())
             });
+            *init_pub = if flags & 16 != 0 { r.u() } else { 0 };
             (*phase, *pending, *expected, *arrived, *tx) = (r.i(), r.i(), r.i(), r.i(), r.i());
             fill(known, nb, || r.i());
             fill(prev_known, nb, || r.i());

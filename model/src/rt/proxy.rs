@@ -388,6 +388,7 @@ impl Exec<'_> {
                         self.s.proxy.unfenced_init[b] = false;
                     }
                 }
+                self.fence_cta_inits(t);
                 Ok(None)
             }
         }

@@ -144,6 +144,7 @@ impl Refill for BarrierState {
             arrived,
             tx,
             init_by,
+            init_pub,
             observed_prev,
             clock,
             prev_clock,
@@ -157,6 +158,7 @@ impl Refill for BarrierState {
         *arrived = src.arrived;
         *tx = src.tx;
         *init_by = src.init_by;
+        *init_pub = src.init_pub;
         *observed_prev = src.observed_prev;
         clock.refill(&src.clock);
         prev_clock.refill(&src.prev_clock);

@@ -298,7 +298,16 @@ fn normalise_sorted(s: &mut State, agents: usize) {
         c.sort_unstable();
         c.dedup();
     }
-    let rank = |a: usize, v: u32| cols[a].binary_search(&v).expect("collected") as u32;
+    // Init agents (cluster scope) keep their epochs: barriers' `init_pub` and the hidden
+    // `$init_fence` locals hold them too, and they only grow with fences that publish a new init.
+    let fixed = n + s.engines.len();
+    let rank = |a: usize, v: u32| {
+        if a >= fixed {
+            v
+        } else {
+            cols[a].binary_search(&v).expect("collected") as u32
+        }
+    };
     rename_epochs(s, &rank);
 }
 

@@ -10,6 +10,8 @@
 //!   writer's relaxed cluster arrival after it, when it made one: it released nothing);
 //! - an async-proxy read racing with a generic write: the fence belongs after that write;
 //! - a barrier init the async proxy cannot see: the fence belongs after the init;
+//! - a peer's barrier whose init is not visible: the peer's relaxed cluster arrival with no
+//!   `fence_mbarrier_init()` before it (the fence belongs before it);
 //! - a use before a barrier's init that the program does run: the order (a syncthreads) belongs
 //!   after the init;
 //! - a wait with a token of another barrier: the wait (its token check runs after the step's
@@ -86,6 +88,14 @@ pub(super) fn relocate(model: &Model, source: &str, decls: &Decls, r: &Replayed,
         }
         ViolationKind::Uninitialized if v.message.contains("async proxy") => {
             barrier_init(model, r, i).map(|j| at(r.steps[j].span, "the fence belongs after the init"))
+        }
+        ViolationKind::Uninitialized if v.message.contains("reaches a barrier of CTA") => {
+            unfenced_relaxed_arrive(model, r, i, &v.message).map(|k| {
+                at(
+                    r.steps[k].span,
+                    "the cluster arrival that would carry the peer's inits is relaxed with no fence_mbarrier_init() before it (the fence belongs before it)",
+                )
+            })
         }
         ViolationKind::Uninitialized if v.message.contains("before it is initialised") => {
             init_statement(model, &r.steps[i]).map(|sp| at(sp, "nothing orders the barrier's init before this use: a syncthreads belongs after the init"))
@@ -269,6 +279,32 @@ fn relaxed_arrive_after(model: &Model, r: &Replayed, j: usize, i: usize) -> Opti
                 instr_of(model, &r.steps[k]).map(|x| &x.kind),
                 Some(InstrKind::ClusterArrive { relaxed: true, .. })
             )
+    })
+}
+
+/// A peer's barrier used before its init is visible (message "... a barrier of CTA r ..."): the
+/// latest relaxed cluster arrival before step `i` by a thread of CTA r that ran no
+/// `fence_mbarrier_init()` before it, the arrival that would have carried CTA r's inits.
+fn unfenced_relaxed_arrive(model: &Model, r: &Replayed, i: usize, message: &str) -> Option<usize> {
+    let cta: u16 = message.split("a barrier of CTA ").nth(1)?.split(' ').next()?.parse().ok()?;
+    let of_cta =
+        |k: usize| matches!(r.steps[k].action, Action::Thread(t) if model.proto.threads.get(t as usize).is_some_and(|x| x.cta == cta));
+    let is = |k: usize, f: &dyn Fn(&InstrKind) -> bool| instr_of(model, &r.steps[k]).is_some_and(|x| f(&x.kind));
+    (0..i).rev().find(|&k| {
+        of_cta(k)
+            && is(k, &|x| matches!(x, InstrKind::ClusterArrive { relaxed: true, .. }))
+            && !(0..k).any(|j| {
+                r.steps[j].action == r.steps[k].action
+                    && is(j, &|x| {
+                        matches!(
+                            x,
+                            InstrKind::Op {
+                                op: IOp::Proxy(ProxyOp::FenceMbarrierInit),
+                                ..
+                            }
+                        )
+                    })
+            })
     })
 }
 
