@@ -1398,3 +1398,25 @@ fn the_release_of_a_cut_wait_is_a_margin_and_a_broken_reduction_is_caught() {
     assert!(kept > 20, "only {kept} protocols finished");
     assert!(broken_caught, "the conflict-ignoring reduction loses no kind either");
 }
+
+/// Cluster arrivals commute (the barrier's record is a commutative update), so once the seed
+/// has arrived on the cluster barrier only the walks say that the others' arrivals may complete
+/// the phase and release a thread into steps that conflict with the seed's. Here CTA 0 arrives,
+/// then arrives on its mbarrier and waits on its parity; CTA 1's arrival on that mbarrier after
+/// the cluster barrier may come first, which the reduction must explore (a stale wait, the hang,
+/// a missing wait). The planted defect that never lets a walk pass the cluster wait loses them.
+/// The generators of this file do not catch that defect (400 protocols of each of the three
+/// cluster generators keep their kinds, 2026-12-08): their threads do not arrive early and then
+/// race a released peer on one barrier.
+#[test]
+fn a_cluster_wait_the_others_may_release_is_passed_once_the_seed_has_arrived() {
+    let src = "protocol p\ncluster 2\nbarrier bar count 1\nrole w[1] {\n  if cta == 0 {\n    cluster_arrive()\n    arrive(bar)\n    wait_parity(bar, 0)\n    cluster_wait()\n  } else {\n    cluster_arrive()\n    cluster_wait()\n    arrive(bar, cta = 0)\n  }\n  cluster_sync()\n}\n";
+    let plain = kinds(src, false, false, None).expect("finishes");
+    assert!(
+        plain.contains(&ViolationKind::Deadlock) && plain.contains(&ViolationKind::StaleWait),
+        "{plain:?}"
+    );
+    assert_eq!(kinds(src, true, false, None).as_ref(), Some(&plain));
+    let broken = kinds(src, true, false, Some(Mutant::PorClusterWaitNeverPasses)).expect("finishes");
+    assert_ne!(plain, broken, "the defect keeps every kind: {broken:?}");
+}

@@ -1146,7 +1146,11 @@ impl Footprints {
         }
         fp.cta_sync = false;
         if let (true, Some(c)) = (fp.cluster_sync, self.cluster_rec) {
-            Footprint::set(&mut fp.write, c);
+            // An arrival at the cluster barrier (or a wait on it) is a commutative update of its
+            // record (`quiet` always holds it): arrivals count and join clocks, in any order, and
+            // the phase completes after the last of them in every order; the threads that
+            // completion releases are the walks' `passes`, and what they may end, `exit`.
+            Footprint::set(&mut fp.arrive, c);
             // The release runs the local code of every thread waiting on the phase, which may
             // end it: in a future, any thread's; in a step, that of the threads waiting now.
             fp.exit |= if future {
@@ -1160,7 +1164,7 @@ impl Footprints {
             // An exited thread counts as arrived at the cluster barrier, and the last exit of a
             // CTA ends the CTA's shared memory under the remote operations aimed at it.
             if let Some(c) = self.cluster_rec {
-                Footprint::set(&mut fp.write, c);
+                Footprint::set(&mut fp.arrive, c);
             }
             if let Some(live) = self.live_base {
                 Footprint::set(&mut fp.write, live + m.proto.threads[t].cta as usize);
@@ -1566,6 +1570,9 @@ impl Footprints {
                 let mut prefixes = self.round_walks(&walks, r);
                 cuts = self.round_cuts(&walks, r);
                 quiet = self.quiet_arrivals(m, s, seed, steps[seed].as_ref(), &counts);
+                if let Some(c) = self.cluster_rec {
+                    quiet[c / 64] |= 1 << (c % 64);
+                }
                 // Arrivals on a named barrier that cannot reach past its count commute.
                 if self.named > 0 {
                     let arrival = m

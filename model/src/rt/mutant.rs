@@ -95,6 +95,11 @@ pub enum Mutant {
     /// proxy's reads, so the conflict is a margin; `tests/por_constructs.rs` checks that with
     /// this defect planted.
     PorForgetsSourceReads,
+    /// The reduction forgets that once the seed has arrived on the cluster barrier the others'
+    /// arrivals may complete the phase: their walks stop at every `cluster_wait` of the phase in
+    /// progress, so what the released threads do next is left out. The cluster barrier's record
+    /// commutes (its arrivals count in any order), so this walk is all that says so.
+    PorClusterWaitNeverPasses,
 }
 
 impl Mutant {
@@ -148,6 +153,7 @@ impl Mutant {
                 | Mutant::PorNamedBarriersOfCtaZero
                 | Mutant::PorForgetsTensorMemory
                 | Mutant::PorForgetsSourceReads
+                | Mutant::PorClusterWaitNeverPasses
         )
     }
 
@@ -181,6 +187,7 @@ impl Mutant {
             Mutant::PorNamedBarriersOfCtaZero => "por-named-barriers-of-cta-zero",
             Mutant::PorForgetsTensorMemory => "por-forgets-tensor-memory",
             Mutant::PorForgetsSourceReads => "por-forgets-source-reads",
+            Mutant::PorClusterWaitNeverPasses => "por-cluster-wait-never-passes",
         }
     }
 }

@@ -731,7 +731,7 @@ impl Footprints {
         walks: &mut Walks,
         arrivals: &mut Vec<u64>,
     ) -> usize {
-        let seed_arrived = self.cluster_pass().is_some() && {
+        let seed_arrived = self.cluster_pass().is_some() && m.mutant != Some(crate::rt::Mutant::PorClusterWaitNeverPasses) && {
             let named = &s.named[..];
             let current = named[named.len() - 1].count % 2 + 1;
             m.proto
