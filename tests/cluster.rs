@@ -295,3 +295,26 @@ fn a_fenced_relaxed_cluster_arrival_publishes_a_manual_init_to_its_own_cta_too()
     assert!(out.contains("verdict: violated (uninitialized)"), "{out}");
     assert!(out.contains("before the init by"), "{out}");
 }
+
+/// A stage released on every CTA's `empty` by each CTA's consumer (CUTLASS's multicast
+/// pipelines) needs a count per CTA: with a count for one, the root cause is the count, seen as
+/// one round of the consumer role across the CTAs (each waited for its own CTA's copy of the
+/// same stage), not the first arrival that lands in the next phase.
+#[test]
+fn a_count_for_one_cta_is_blamed_on_the_count_across_the_ctas() {
+    let spec = |count: u32| {
+        format!(
+            "protocol p\ncluster 2\nbarrier full count 1\nbarrier empty count {count}\nbuffer tile bytes 64\n\
+             role producer[1] {{\n  cluster_sync()\n  arrive_expect_tx(full, 64)\n  copy_async(tile, full, version = 1)\n  wait_parity(empty, 0)\n  cluster_sync()\n}}\n\
+             role consumer[1] {{\n  cluster_sync()\n  wait_parity(full, 0)\n  read(tile, expect = 1)\n  arrive(empty, cta = 0)\n  arrive(empty, cta = 1)\n  cluster_sync()\n}}\n"
+        )
+    };
+    let (c, out) = check("count_one_cta", &spec(1));
+    assert_eq!(c, 1, "{out}");
+    assert!(
+        out.contains("root cause: count mismatch: 2 threads of role consumer arrive per round"),
+        "{out}"
+    );
+    let (c, out) = check("count_both_ctas", &spec(2));
+    assert_eq!(c, 0, "{out}");
+}

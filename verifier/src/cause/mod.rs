@@ -34,6 +34,7 @@ use crate::trace::{replay, Replayed};
 use crate::tracefile::statement_text;
 use phasecheck_model::lang::ast::Span;
 use phasecheck_model::lang::diag::line_col;
+use phasecheck_model::program::ir::Protocol;
 use phasecheck_model::rt::{Action, Model, Obs};
 use phasecheck_model::ViolationKind;
 use std::collections::BTreeMap;
@@ -172,6 +173,40 @@ enum Round {
 /// knows the peer arrives there too).
 type Arrivers = BTreeMap<(u32, u16, Round), Vec<usize>>;
 
+/// Under cluster scope every CTA has its own copy of each barrier and role (CTA-major tables):
+/// a round is named by the CTA's own copy of the barrier waited on, so the threads of one role in
+/// every CTA that waited for the same stage are in the same round (a stage released on every
+/// CTA's barrier by each CTA's consumers, as CUTLASS's multicast pipelines do).
+fn cta_local_barrier(p: &Protocol, b: u16) -> u16 {
+    let per = (p.barriers.len() / p.cluster.max(1) as usize).max(1);
+    (b as usize % per) as u16
+}
+
+/// The same role in any CTA of a cluster.
+fn same_role(p: &Protocol, a: u16, b: u16) -> bool {
+    let per = (p.roles.len() / p.cluster.max(1) as usize).max(1);
+    a as usize % per == b as usize % per
+}
+
+/// The barrier a round is named by: its declared name, without the CTA of its first copy.
+fn round_barrier_name(p: &Protocol, b: u16) -> String {
+    let name = &p.barriers[b as usize].name;
+    if p.cluster > 1 {
+        name.strip_prefix("cta0.").unwrap_or(name).to_string()
+    } else {
+        name.clone()
+    }
+}
+
+/// A role as the rounds count it: under cluster scope, the role in every CTA (its declared name).
+fn role_name<'a>(p: &Protocol, name: &'a str) -> &'a str {
+    if p.cluster > 1 {
+        name.split_once('.').map_or(name, |(_, rest)| rest)
+    } else {
+        name
+    }
+}
+
 /// Tracks each thread's latest wait and its executions of each arrival statement.
 #[derive(Default)]
 struct Rounds {
@@ -195,7 +230,7 @@ impl Rounds {
     }
 }
 
-fn arrivers_of(traces: &[Replayed]) -> Arrivers {
+fn arrivers_of(p: &Protocol, traces: &[Replayed]) -> Arrivers {
     let mut m: Arrivers = BTreeMap::new();
     for r in traces {
         let mut rounds = Rounds::default();
@@ -211,7 +246,9 @@ fn arrivers_of(traces: &[Replayed]) -> Arrivers {
                                 v.push(t);
                             }
                         }
-                        Obs::Waited { bar, phase } | Obs::TryWait { bar, phase, result: true } => rounds.waited(t, *bar, *phase),
+                        Obs::Waited { bar, phase } | Obs::TryWait { bar, phase, result: true } => {
+                            rounds.waited(t, cta_local_barrier(p, *bar), *phase)
+                        }
                         _ => {}
                     }
                 }
@@ -245,11 +282,11 @@ fn divergence(
         let role = p.threads[t].role;
         arrivers
             .get(&(at, bar, rd))
-            .map(|v| v.iter().filter(|&&u| p.threads[u].role == role).count())
+            .map(|v| v.iter().filter(|&&u| same_role(p, p.threads[u].role, role)).count())
             .unwrap_or(1) as i64
     };
     let round_name = |rd: Round| match rd {
-        Round::AfterWait(b, ph) => format!("the round after phase {ph} of {}", p.barriers[b as usize].name),
+        Round::AfterWait(b, ph) => format!("the round after phase {ph} of {}", round_barrier_name(p, b)),
         Round::Execution(k) => format!("round {k}"),
     };
     // Per thread and barrier: the latest phase it saw complete, and the step where it did.
@@ -406,13 +443,14 @@ fn divergence(
                         None => {
                             round.insert(key, (t, *phase));
                         }
-                        Some(&(first, ph)) if ph != *phase && p.threads[first].role == p.threads[t].role && first != t => {
+                        Some(&(first, ph)) if ph != *phase && same_role(p, p.threads[first].role, p.threads[t].role) && first != t => {
                             let role = &p.roles[p.threads[t].role as usize];
                             let seen = per_round(s.span.start, *bar, key.2, t).max(2);
+                            let name = role_name(p, &role.name);
                             let per_round = if seen >= role.count as i64 {
-                                format!("{} threads of role {} arrive", role.count, role.name)
+                                format!("{} threads of role {name} arrive", role.count)
                             } else {
-                                format!("at least {seen} threads of role {} arrive", role.name)
+                                format!("at least {seen} threads of role {name} arrive")
                             };
                             let count = p.barriers[*bar as usize].count;
                             let n = seen;
@@ -463,7 +501,7 @@ fn divergence(
                             }),
                             what: format!(
                                 "{n} threads of role {} arrive per round at line {} `{}` on a count-{count} barrier: phase {phase} of {} completes at {}'s arrival, before the rest of {} has arrived",
-                                role.name,
+                                role_name(p, &role.name),
                                 line(s.span),
                                 statement_text(source, s.span),
                                 p.barriers[*bar as usize].name,
@@ -538,7 +576,7 @@ fn divergence(
                     if *phase > e.0 {
                         *e = (*phase, i);
                     }
-                    rounds.waited(t, *bar, *phase);
+                    rounds.waited(t, cta_local_barrier(p, *bar), *phase);
                     before_first.insert(t, (*phase < 0).then_some((i, *bar)));
                 }
                 (Obs::Wrote { .. } | Obs::CopyIssued { .. }, Some(t)) => {
@@ -726,7 +764,7 @@ pub fn root_causes(model: &Model, source: &str, violations: &[Found]) -> (Vec<Ca
     let mut of = Vec::new();
     let replays: Vec<Option<Replayed>> = violations.iter().map(|f| replay(model, &f.actions).ok()).collect();
     let replayed: Vec<Replayed> = replays.iter().flatten().cloned().collect();
-    let arrivers = arrivers_of(&replayed);
+    let arrivers = arrivers_of(p, &replayed);
     let all = structure::arrivals_of(&replayed);
     let decls = decls::Decls::of(source, &p.params);
     // Per role, the instructions some explored execution ran (an arrival none reaches under a
