@@ -1138,9 +1138,10 @@ impl Footprints {
             // The release runs every released thread's local code, which may end it (and with
             // the last of them the CTA, under a copy still in flight). The CTA's record is a
             // margin: no step passes a `syncthreads` while the seed stands still (`lookahead`),
-            // so arrivals and exits commute among themselves.
+            // so arrivals and exits commute among themselves: a commutative update, which
+            // `quiet` always holds, as the cluster barrier's record.
             if fp.cta_sync || fp.exit {
-                Footprint::set(&mut fp.write, c + m.proto.threads[t].cta as usize);
+                Footprint::set(&mut fp.arrive, c + m.proto.threads[t].cta as usize);
             }
             fp.exit |= fp.cta_sync;
         }
@@ -1570,7 +1571,11 @@ impl Footprints {
                 let mut prefixes = self.round_walks(&walks, r);
                 cuts = self.round_cuts(&walks, r);
                 quiet = self.quiet_arrivals(m, s, seed, steps[seed].as_ref(), &counts);
-                if let Some(c) = self.cluster_rec {
+                for c in self
+                    .cluster_rec
+                    .into_iter()
+                    .chain(self.cta_base.into_iter().flat_map(|b| b..b + self.ctas))
+                {
                     quiet[c / 64] |= 1 << (c % 64);
                 }
                 // Arrivals on a named barrier that cannot reach past its count commute.
