@@ -122,11 +122,11 @@ pub struct Code {
     /// when the code
     /// uses `cluster_arrive`/`cluster_wait`/`cluster_sync`.
     pub cluster_slot: Option<u16>,
-    /// Cluster scope: the hidden local that holds which CTAs' barrier inits the thread's
-    /// `fence_mbarrier_init()` covered (bit r: CTA r's inits happened before the fence), when the
-    /// code uses the fence. A later `cluster_arrive_relaxed()` publishes those inits and nothing
-    /// else: the fence is `fence.mbarrier_init.release.cluster`, a release fence for inits only,
-    /// and a fence before a relaxed arrival releases what the fence covered (rt/cluster.rs).
+    /// Cluster scope: the hidden local that holds the epoch of the CTA's init agent the thread's
+    /// `fence_mbarrier_init()` covered (0: no fence yet), when the code uses the fence. A later
+    /// `cluster_arrive_relaxed()` publishes those inits and nothing else: the fence is
+    /// `fence.mbarrier_init.release.cluster`, a release fence for inits only, and a fence before a
+    /// relaxed arrival releases what the fence covered (rt/cluster.rs).
     pub init_fence_slot: Option<u16>,
 }
 
@@ -508,6 +508,25 @@ impl Protocol {
     /// The CTA that owns barrier `b` (tables are CTA-major).
     pub fn cta_of_barrier(&self, b: usize) -> usize {
         b / (self.barriers.len() / self.cluster.max(1) as usize).max(1)
+    }
+
+    /// Barrier `b`'s index within its CTA's table: the same for every CTA's copy of it.
+    pub fn barrier_in_cta(&self, b: usize) -> usize {
+        b % (self.barriers.len() / self.cluster.max(1) as usize).max(1)
+    }
+
+    /// Role `ri`'s index within its CTA's roles: the same for every CTA's copy of it.
+    pub fn role_in_cta(&self, ri: usize) -> usize {
+        ri % (self.roles.len() / self.cluster.max(1) as usize).max(1)
+    }
+
+    /// A name as declared, without the `ctaN.` of the CTA's copy that cluster scope gives it.
+    pub fn declared_name<'a>(&self, name: &'a str) -> &'a str {
+        if self.cluster > 1 {
+            name.split_once('.').map_or(name, |(_, rest)| rest)
+        } else {
+            name
+        }
     }
 
     /// The CTA that owns buffer `b`.

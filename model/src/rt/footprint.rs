@@ -305,6 +305,9 @@ pub struct Footprints {
     /// every arrival at it and by every exit (exited threads leave it, which may release the
     /// others, as the last arrival does).
     cta_base: Option<usize>,
+    /// The barrier records whose updates always commute (the CTAs' `syncthreads` records and the
+    /// cluster barrier's): in every seed's `quiet`.
+    commuting_records: [u64; WORDS],
     /// The object index of thread 0's record, when a thread issues `cp_async` or `tcgen05_mma`: a
     /// cp.async landing that no arrive-on of its issuer tracks yet, and every MMA's completion,
     /// carries the engine's knowledge into the issuer's clock (`carry_to_issuer`), which every
@@ -638,6 +641,14 @@ impl Footprints {
             warp_base,
             flag_base: fences.then_some(flag_base),
             cta_base: syncs.then_some(cta_base),
+            commuting_records: {
+                let mut bits = [0u64; WORDS];
+                let ctas_records = if syncs { cta_base..cta_base + ctas } else { 0..0 };
+                for c in ctas_records.chain(cluster_barrier.then_some(cluster_rec)) {
+                    Footprint::set(&mut bits, c);
+                }
+                bits
+            },
             rec_base: carries.then_some(rec_base),
             tensor_base: tcgen05.then_some(tensor_base),
             tensor_regions,
@@ -1571,12 +1582,8 @@ impl Footprints {
                 let mut prefixes = self.round_walks(&walks, r);
                 cuts = self.round_cuts(&walks, r);
                 quiet = self.quiet_arrivals(m, s, seed, steps[seed].as_ref(), &counts);
-                for c in self
-                    .cluster_rec
-                    .into_iter()
-                    .chain(self.cta_base.into_iter().flat_map(|b| b..b + self.ctas))
-                {
-                    quiet[c / 64] |= 1 << (c % 64);
+                for (q, r) in quiet.iter_mut().zip(&self.commuting_records) {
+                    *q |= r;
                 }
                 // Arrivals on a named barrier that cannot reach past its count commute.
                 if self.named > 0 {

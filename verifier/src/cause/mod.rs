@@ -173,38 +173,12 @@ enum Round {
 /// knows the peer arrives there too).
 type Arrivers = BTreeMap<(u32, u16, Round), Vec<usize>>;
 
-/// Under cluster scope every CTA has its own copy of each barrier and role (CTA-major tables):
-/// a round is named by the CTA's own copy of the barrier waited on, so the threads of one role in
-/// every CTA that waited for the same stage are in the same round (a stage released on every
-/// CTA's barrier by each CTA's consumers, as CUTLASS's multicast pipelines do).
-fn cta_local_barrier(p: &Protocol, b: u16) -> u16 {
-    let per = (p.barriers.len() / p.cluster.max(1) as usize).max(1);
-    (b as usize % per) as u16
-}
-
-/// The same role in any CTA of a cluster.
+/// Under cluster scope every CTA has its own copy of each barrier and role: a round is named by
+/// the barrier waited on as its CTA declares it (`Protocol::barrier_in_cta`), so the threads of
+/// one role in every CTA that waited for the same stage are in the same round (a stage released
+/// on every CTA's barrier by each CTA's consumers, as CUTLASS's multicast pipelines do).
 fn same_role(p: &Protocol, a: u16, b: u16) -> bool {
-    let per = (p.roles.len() / p.cluster.max(1) as usize).max(1);
-    a as usize % per == b as usize % per
-}
-
-/// The barrier a round is named by: its declared name, without the CTA of its first copy.
-fn round_barrier_name(p: &Protocol, b: u16) -> String {
-    let name = &p.barriers[b as usize].name;
-    if p.cluster > 1 {
-        name.strip_prefix("cta0.").unwrap_or(name).to_string()
-    } else {
-        name.clone()
-    }
-}
-
-/// A role as the rounds count it: under cluster scope, the role in every CTA (its declared name).
-fn role_name<'a>(p: &Protocol, name: &'a str) -> &'a str {
-    if p.cluster > 1 {
-        name.split_once('.').map_or(name, |(_, rest)| rest)
-    } else {
-        name
-    }
+    p.role_in_cta(a as usize) == p.role_in_cta(b as usize)
 }
 
 /// Tracks each thread's latest wait and its executions of each arrival statement.
@@ -247,7 +221,7 @@ fn arrivers_of(p: &Protocol, traces: &[Replayed]) -> Arrivers {
                             }
                         }
                         Obs::Waited { bar, phase } | Obs::TryWait { bar, phase, result: true } => {
-                            rounds.waited(t, cta_local_barrier(p, *bar), *phase)
+                            rounds.waited(t, p.barrier_in_cta(*bar as usize) as u16, *phase)
                         }
                         _ => {}
                     }
@@ -286,7 +260,7 @@ fn divergence(
             .unwrap_or(1) as i64
     };
     let round_name = |rd: Round| match rd {
-        Round::AfterWait(b, ph) => format!("the round after phase {ph} of {}", round_barrier_name(p, b)),
+        Round::AfterWait(b, ph) => format!("the round after phase {ph} of {}", p.declared_name(&p.barriers[b as usize].name)),
         Round::Execution(k) => format!("round {k}"),
     };
     // Per thread and barrier: the latest phase it saw complete, and the step where it did.
@@ -446,7 +420,7 @@ fn divergence(
                         Some(&(first, ph)) if ph != *phase && same_role(p, p.threads[first].role, p.threads[t].role) && first != t => {
                             let role = &p.roles[p.threads[t].role as usize];
                             let seen = per_round(s.span.start, *bar, key.2, t).max(2);
-                            let name = role_name(p, &role.name);
+                            let name = p.declared_name(&role.name);
                             let per_round = if seen >= role.count as i64 {
                                 format!("{} threads of role {name} arrive", role.count)
                             } else {
@@ -501,7 +475,7 @@ fn divergence(
                             }),
                             what: format!(
                                 "{n} threads of role {} arrive per round at line {} `{}` on a count-{count} barrier: phase {phase} of {} completes at {}'s arrival, before the rest of {} has arrived",
-                                role_name(p, &role.name),
+                                p.declared_name(&role.name),
                                 line(s.span),
                                 statement_text(source, s.span),
                                 p.barriers[*bar as usize].name,
@@ -576,7 +550,7 @@ fn divergence(
                     if *phase > e.0 {
                         *e = (*phase, i);
                     }
-                    rounds.waited(t, cta_local_barrier(p, *bar), *phase);
+                    rounds.waited(t, p.barrier_in_cta(*bar as usize) as u16, *phase);
                     before_first.insert(t, (*phase < 0).then_some((i, *bar)));
                 }
                 (Obs::Wrote { .. } | Obs::CopyIssued { .. }, Some(t)) => {

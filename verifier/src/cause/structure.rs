@@ -310,9 +310,8 @@ pub(super) fn misdirected_arrival(model: &Model, r: &Replayed, b: u16) -> Option
     if p.cluster <= 1 {
         return None;
     }
-    let per_cta = p.barriers.len() / p.cluster as usize;
     let c = p.cta_of_barrier(b as usize);
-    let local = b as usize % per_cta;
+    let local = p.barrier_in_cta(b as usize);
     let arrives = |s: &crate::trace::TraceStep, pred: &dyn Fn(usize) -> bool| {
         s.obs.iter().any(|o| matches!(o, Obs::Arrived { bar, .. } if pred(*bar as usize)))
     };
@@ -329,7 +328,7 @@ pub(super) fn misdirected_arrival(model: &Model, r: &Replayed, b: u16) -> Option
     (0..r.steps.len()).rev().find(|&j| {
         let s = &r.steps[j];
         let Some(from) = thread_cta(s) else { return false };
-        from != c && !reached.contains(&from) && arrives(s, &|x| x % per_cta == local && p.cta_of_barrier(x) != c)
+        from != c && !reached.contains(&from) && arrives(s, &|x| p.barrier_in_cta(x) == local && p.cta_of_barrier(x) != c)
     })
 }
 
